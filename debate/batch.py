@@ -1,0 +1,206 @@
+"""JSONL batches: streamed, in input order, resumable after any interruption (kill -9 included)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from debate.api import Verifier
+from debate.concurrency import ordered_map
+from debate.llm import ModelRequestError
+
+__all__ = ["BatchError", "BatchItem", "BatchSummary", "run_batch"]
+
+log = logging.getLogger(__name__)
+
+
+class BatchError(RuntimeError):
+    """The batch cannot proceed (unreadable output file, fatal endpoint error)."""
+
+
+class BatchItem(BaseModel):
+    """One input line, with RefChecker's field names. Other fields are carried through to the output."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(min_length=1)
+    """Unique within the file; the resume key."""
+    question: str | None = None
+    """The question the response answers."""
+    response: str = Field(min_length=1)
+    """The text to check."""
+    reference: str | None = None
+    """Evidence (knowledge) for the claim."""
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_to_str(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("response")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+
+@dataclass
+class BatchSummary:
+    """What a batch run did."""
+
+    processed: int = 0
+    skipped_done: int = 0
+    errors: int = 0
+    factual: int = 0
+    non_factual: int = 0
+    unverifiable: int = 0
+
+
+@dataclass
+class _Work:
+    line: int
+    raw: dict[str, Any] | None
+    item: BatchItem | None
+    error: str | None
+
+
+def _describe_validation(line: int, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "(line)"
+        parts.append(f"field {field!r}: {err['msg']}")
+    return f"line {line}: " + "; ".join(parts)
+
+
+def _done_keys(output: Path) -> set[str]:
+    """Keys already in the output: ids of results, `line:N` of error records. Drops a torn last line."""
+    if not output.exists():
+        return set()
+    data = output.read_bytes()
+    if data and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        log.warning(
+            "%s: dropping an incomplete last record (%d bytes) left by an interrupted run", output, len(data) - cut
+        )
+        with output.open("r+b") as fh:
+            fh.truncate(cut)
+        data = data[:cut]
+    keys: set[str] = set()
+    for number, raw_line in enumerate(data.splitlines(), start=1):
+        if not raw_line.strip():
+            continue
+        try:
+            record = json.loads(raw_line)
+        except json.JSONDecodeError as exc:
+            raise BatchError(
+                f"{output} line {number} is not JSON ({exc.msg}); it is not an output of this tool"
+            ) from exc
+        if "error" in record:
+            keys.add(f"line:{record.get('line')}")
+        elif record.get("id") is not None:
+            keys.add(str(record["id"]))
+    return keys
+
+
+def _read_input(path: Path) -> Iterator[_Work]:
+    with path.open(encoding="utf-8") as fh:
+        for number, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as exc:
+                yield _Work(number, None, None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
+                continue
+            if not isinstance(raw, dict):
+                yield _Work(number, None, None, f"line {number}: expected a JSON object, got {type(raw).__name__}")
+                continue
+            try:
+                yield _Work(number, raw, BatchItem.model_validate(raw), None)
+            except ValidationError as exc:
+                yield _Work(number, raw, None, _describe_validation(number, exc))
+
+
+def _write(fh: IO[str], record: dict[str, Any]) -> None:
+    fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    fh.flush()
+    # A record is either wholly on disk or (torn) dropped at resume; fsync keeps that true across power loss too.
+    os.fsync(fh.fileno())
+
+
+async def run_batch(
+    *,
+    verifier: Verifier,
+    input_path: Path,
+    output_path: Path,
+    concurrency: int,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> BatchSummary:
+    """Verify every line of `input_path` not yet in `output_path`, appending results in input order."""
+    done = _done_keys(output_path)
+    summary = BatchSummary()
+    seen_ids: dict[str, int] = {}
+
+    def pending() -> Iterator[_Work]:
+        for work in _read_input(input_path):
+            line_key = f"line:{work.line}"
+            if line_key in done:
+                summary.skipped_done += 1
+                continue
+            if work.item is not None:
+                item_id = work.item.id
+                first = seen_ids.setdefault(item_id, work.line)
+                if first != work.line:
+                    message = f"line {work.line}: duplicate id {item_id!r} (first on line {first})"
+                    work = _Work(work.line, work.raw, None, message)
+                elif item_id in done:
+                    summary.skipped_done += 1
+                    continue
+            yield work
+
+    async def process(work: _Work) -> dict[str, Any]:
+        base: dict[str, Any] = dict(work.raw or {})
+        if work.item is None:
+            return {**base, "line": work.line, "error": {"kind": "input", "message": work.error}}
+        try:
+            report = await verifier.verify(
+                work.item.response,
+                question=work.item.question,
+                reference=work.item.reference,
+                reference_source=f"{input_path.name}:{work.line}:reference",
+            )
+        except ModelRequestError as exc:
+            if exc.fatal:
+                raise BatchError(f"the endpoint refuses every request ({exc}); finished records are kept") from exc
+            return {**base, "line": work.line, "error": {"kind": "runtime", "message": f"line {work.line}: {exc}"}}
+        except (ValueError, RuntimeError) as exc:
+            log.exception("line %d failed", work.line)
+            return {**base, "line": work.line, "error": {"kind": "runtime", "message": f"line {work.line}: {exc}"}}
+        return {**base, "line": work.line, "result": report.model_dump(mode="json")}
+
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    with output_path.open("a", encoding="utf-8") as fh:
+        async for record in ordered_map(pending(), process, limit=concurrency):
+            _write(fh, record)
+            summary.processed += 1
+            if "error" in record:
+                summary.errors += 1
+            else:
+                verdict = record["result"]["verdict"]
+                if verdict == "factual":
+                    summary.factual += 1
+                elif verdict == "non_factual":
+                    summary.non_factual += 1
+                else:
+                    summary.unverifiable += 1
+            if on_record is not None:
+                on_record(record)
+    return summary

@@ -1,0 +1,245 @@
+"""`debate` command line: a thin layer over the Python API. Exit 0 done, 2 usage/config error, 1 runtime failure."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from pydantic import ValidationError
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from debate.api import Verifier
+from debate.batch import BatchError, run_batch
+from debate.chain import TRANSITION_RULES
+from debate.config import DebateConfig, ModelConfig, VerifierConfig
+from debate.llm import ModelError
+from debate.llm.embedded import EmbeddedModelError
+from debate.prompts import PromptError
+from debate.types import Report
+
+__all__ = ["main"]
+
+_err = Console(stderr=True)
+_out = Console()
+
+
+class _UsageError(Exception):
+    """Bad arguments or configuration: exit 2 with one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="debate", description="Detect hallucinations by Markov-chain multi-agent debate.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log retries and server start-up")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    v = sub.add_parser("verify", help="verify an answer (HaluEval-QA setting) or a JSONL batch")
+    single = v.add_argument_group("one answer")
+    single.add_argument("--question", help="the question the answer responds to")
+    single.add_argument("--answer", "--response", dest="answer", help="the answer to check")
+    single.add_argument("--evidence", help="evidence text, or @FILE to read it from a file")
+    batch = v.add_argument_group("batch")
+    batch.add_argument("--input", type=Path, help="JSONL with id, question, response, reference")
+    batch.add_argument("--output", type=Path, help="JSONL to append results to (re-running resumes)")
+    batch.add_argument("--concurrency", type=int, default=2, help="items in flight (default 2)")
+    chain = v.add_argument_group("chain")
+    chain.add_argument("--min-rounds", type=int, default=2, help="debate rounds before consensus may stop (default 2)")
+    chain.add_argument("--max-rounds", type=int, default=5, help="round limit (default 5)")
+    chain.add_argument("--transition", choices=sorted(TRANSITION_RULES), default="true-to-skeptic")
+    chain.add_argument("--max-parse-retries", type=int, default=2, help="re-asks after an unusable reply (default 2)")
+    model = v.add_argument_group(
+        "model (default: the embedded SmolLM2-135M; env OPENAI_BASE_URL, OPENAI_API_KEY, DEBATE_MODEL)"
+    )
+    model.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+    model.add_argument("--model", help="model name (default: the endpoint's only model)")
+    model.add_argument("--api-key", help="API key (prefer OPENAI_API_KEY)")
+    model.add_argument("--temperature", type=float, default=None)
+    model.add_argument("--seed", type=int, default=None)
+    model.add_argument("--structured-output", choices=["auto", "json_schema", "json_object", "none"], default=None)
+    model.add_argument("--timeout", type=float, default=None, help="seconds per request")
+    v.add_argument("--prompts-dir", help="load prompt files from this directory instead of the packaged ones")
+    v.add_argument("--json", action="store_true", help="print the Report as JSON")
+    return parser
+
+
+def _read_evidence(value: str | None) -> tuple[str | None, str | None]:
+    if value is None:
+        return None, None
+    if value.startswith("@"):
+        path = Path(value[1:])
+        try:
+            return path.read_text(encoding="utf-8"), str(path)
+        except OSError as exc:
+            raise _UsageError(f"--evidence: cannot read {path}: {exc.strerror}") from exc
+    return value, "--evidence"
+
+
+def _config(args: argparse.Namespace) -> VerifierConfig:
+    try:
+        return VerifierConfig(
+            model=ModelConfig.from_env(
+                base_url=args.base_url,
+                model=args.model,
+                api_key=args.api_key,
+                temperature=args.temperature,
+                seed=args.seed,
+                structured_output=args.structured_output,
+                timeout_s=args.timeout,
+                max_concurrency=max(1, args.concurrency),
+            ),
+            debate=DebateConfig(
+                min_rounds=args.min_rounds,
+                max_rounds=args.max_rounds,
+                transition=args.transition,
+                max_parse_retries=args.max_parse_retries,
+            ),
+            concurrency=args.concurrency,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise _UsageError(f"invalid configuration{f' ({where})' if where else ''}: {first['msg']}") from exc
+
+
+def _render(report: Report) -> None:
+    colour = {"factual": "green", "non_factual": "red", "unverifiable": "yellow"}[report.verdict]
+    _out.print(Panel.fit(f"[bold {colour}]{report.verdict.upper()}[/]", title="verdict"))
+    for claim in report.claims:
+        _out.print(f"[bold]claim[/] {claim.claim_id}: {claim.text}")
+        if claim.status == "unverifiable":
+            _out.print(f"  [yellow]unverifiable[/]: {claim.reason}")
+        else:
+            _out.print(f"  factual: {claim.factual}   error severity: {claim.error_severity}")
+        if claim.debate is None:
+            continue
+        d = claim.debate
+        consensus = "n/a" if d.consensus is None else str(d.consensus).lower()
+        _out.print(
+            f"  chain: {' -> '.join(s.name for s in d.states)}   rounds: {d.rounds}   consensus: {consensus}"
+            f"   stopped: {d.stop_reason}"
+        )
+        table = Table(show_lines=True)
+        for column in ("state", "round", "agent", "factual", "sev", "opinion"):
+            table.add_column(column, overflow="fold")
+        for state in d.states:
+            for turn in state.turns:
+                table.add_row(
+                    state.name,
+                    str(state.round),
+                    turn.role,
+                    "-" if turn.factuality is None else str(turn.factuality),
+                    "-" if turn.error_severity is None else str(turn.error_severity),
+                    turn.opinion if turn.error is None else f"[yellow]{turn.error}[/]",
+                )
+        _out.print(table)
+    u = report.usage
+    _out.print(
+        f"model: {report.meta.model}   calls: {u.llm_calls}   tokens: {u.prompt_tokens} prompt + "
+        f"{u.completion_tokens} completion   time: {report.elapsed_s:.1f}s"
+    )
+
+
+async def _verify(args: argparse.Namespace) -> int:
+    config = _config(args)
+    batch_mode = args.input is not None or args.output is not None
+    if batch_mode:
+        if args.input is None or args.output is None:
+            raise _UsageError("batch mode needs both --input and --output")
+        if args.answer is not None or args.question is not None or args.evidence is not None:
+            raise _UsageError("--input/--output cannot be combined with --question/--answer/--evidence")
+        if not args.input.is_file():
+            raise _UsageError(f"--input: no such file: {args.input}")
+        if args.concurrency < 1:
+            raise _UsageError("--concurrency must be at least 1")
+    answer: str | None = args.answer
+    if not batch_mode and (answer is None or not answer.strip()):
+        raise _UsageError("give a non-empty --answer (with --question and --evidence), or --input and --output")
+    evidence, evidence_source = (None, None) if batch_mode else _read_evidence(args.evidence)
+
+    if config.model.base_url is None:
+        _err.print(
+            "[dim]no endpoint configured: starting the embedded model SmolLM2-135M-Instruct (Q4_1, llama.cpp)…[/]"
+        )
+    async with Verifier(config=config, prompts_dir=args.prompts_dir) as verifier:
+        where = "embedded llama.cpp" if verifier.embedded else config.model.base_url
+        _err.print(f"[dim]model: {verifier.client.model_name} ({where})[/]")
+        if batch_mode:
+            return await _run_batch(verifier, args)
+        assert answer is not None  # checked above
+        report = await verifier.verify(
+            answer, question=args.question, reference=evidence, reference_source=evidence_source
+        )
+    if args.json:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        _render(report)
+    return 0
+
+
+async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
+    with args.input.open("rb") as fh:
+        total = sum(1 for line in fh if line.strip())
+    progress = Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=_err,
+    )
+    with progress:
+        task = progress.add_task("verifying", total=total)
+
+        def advance(record: dict[str, Any]) -> None:
+            progress.advance(task)
+
+        summary = await run_batch(
+            verifier=verifier,
+            input_path=args.input,
+            output_path=args.output,
+            concurrency=args.concurrency,
+            on_record=advance,
+        )
+        progress.update(task, completed=summary.processed + summary.skipped_done)
+    print(
+        f"done: {summary.processed} written ({summary.factual} factual, {summary.non_factual} non-factual, "
+        f"{summary.unverifiable} unverifiable, {summary.errors} errors), {summary.skipped_done} already done -> "
+        f"{args.output}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        if args.command == "verify":
+            return asyncio.run(_verify(args))
+        raise _UsageError(f"unknown command {args.command}")  # pragma: no cover - argparse rejects it first
+    except (_UsageError, PromptError, LookupError) as exc:
+        print(f"debate: error: {exc}", file=sys.stderr)
+        return 2
+    except (ModelError, EmbeddedModelError, BatchError) as exc:
+        print(f"debate: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("debate: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

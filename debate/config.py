@@ -1,0 +1,95 @@
+"""Configuration models. Every knob of an ablation lives here, so an ablation is a config change."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+__all__ = [
+    "DebateConfig",
+    "ModelConfig",
+    "StructuredOutputMode",
+    "TransitionRule",
+    "VerifierConfig",
+]
+
+TransitionRule = Literal["true-to-skeptic", "true-to-trust", "always-skeptic", "always-trust"]
+StructuredOutputMode = Literal["auto", "json_schema", "json_object", "none"]
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DebateConfig(_Config):
+    """The Markov chain's knobs (paper section 3.3)."""
+
+    min_rounds: int = Field(default=2, ge=0)
+    """Debate rounds that always run before consensus may stop the chain; 0 makes S0 final."""
+    max_rounds: int = Field(default=5, ge=0)
+    """Hard limit on debate rounds."""
+    transition: TransitionRule = "true-to-skeptic"
+    """How the previous verdict picks the next state (paper default: true -> S2, false -> S1)."""
+    max_parse_retries: int = Field(default=2, ge=0, le=5)
+    """Re-asks after an unparseable agent reply before the claim is unverifiable."""
+
+    @model_validator(mode="after")
+    def _rounds_ordered(self) -> Self:
+        if self.min_rounds > self.max_rounds:
+            raise ValueError(f"min_rounds ({self.min_rounds}) must not exceed max_rounds ({self.max_rounds})")
+        return self
+
+
+class ModelConfig(_Config):
+    """How to reach the model. No base_url means: start the embedded model."""
+
+    base_url: str | None = None
+    """OpenAI-compatible endpoint, e.g. http://localhost:8000/v1."""
+    model: str | None = None
+    """Model name; when omitted, the endpoint's only model is used."""
+    api_key: SecretStr | None = Field(default=None, exclude=True)
+    """Never written to reports."""
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature (0: as deterministic as the endpoint allows)."""
+    max_tokens: int = Field(default=512, ge=16)
+    """Completion token limit per call."""
+    seed: int | None = 0
+    """Seed sent to the endpoint."""
+    timeout_s: float = Field(default=120.0, gt=0)
+    """Per-request timeout."""
+    max_attempts: int = Field(default=5, ge=1, le=20)
+    """HTTP attempts per call (first try included) on retryable errors."""
+    backoff_initial_s: float = Field(default=1.0, gt=0)
+    """First backoff step; later steps grow exponentially with full jitter."""
+    backoff_max_s: float = Field(default=30.0, gt=0)
+    """Longest single wait, Retry-After included."""
+    structured_output: StructuredOutputMode = "auto"
+    """auto: try json_schema, fall back to llama.cpp's json_object+schema, then plain prompting."""
+    max_concurrency: int = Field(default=4, ge=1)
+    """Model requests in flight at once."""
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ModelConfig:
+        """Flags win over OPENAI_BASE_URL, OPENAI_API_KEY and DEBATE_MODEL."""
+        values: dict[str, Any] = {
+            "base_url": os.environ.get("OPENAI_BASE_URL") or None,
+            "model": os.environ.get("DEBATE_MODEL") or None,
+            "api_key": os.environ.get("OPENAI_API_KEY") or None,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(values)
+
+
+class VerifierConfig(_Config):
+    """Everything a Verifier needs."""
+
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    """Endpoint and sampling."""
+    debate: DebateConfig = Field(default_factory=DebateConfig)
+    """Chain knobs."""
+    team: str = "autogen"
+    """Registered agent-team implementation."""
+    concurrency: int = Field(default=2, ge=1)
+    """Items (or claims) processed at once."""

@@ -1,0 +1,25 @@
+"""Model I/O: one client interface, one SDK-facing implementation, the embedded default."""
+
+from debate.llm.base import (
+    ChatClient,
+    ChatMessage,
+    ChatRequest,
+    ChatResponse,
+    ModelError,
+    ModelRequestError,
+    ModelUnavailableError,
+    TokenLogprob,
+    TopLogprob,
+)
+
+__all__ = [
+    "ChatClient",
+    "ChatMessage",
+    "ChatRequest",
+    "ChatResponse",
+    "ModelError",
+    "ModelRequestError",
+    "ModelUnavailableError",
+    "TokenLogprob",
+    "TopLogprob",
+]

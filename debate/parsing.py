@@ -1,0 +1,172 @@
+"""Tolerant parsing of agent replies into an Opinion. Tolerant of format, never of meaning: no guessing a verdict."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+from pydantic import ValidationError
+
+from debate.types import Opinion
+
+__all__ = ["OPINION_SCHEMA", "ReplyParseError", "parse_opinion"]
+
+OPINION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "opinion": {"type": "string", "minLength": 1, "maxLength": 800},
+        "factuality": {"type": "boolean"},
+        "Error severity": {"type": "integer", "minimum": 0, "maximum": 5},
+    },
+    "required": ["opinion", "factuality", "Error severity"],
+    "additionalProperties": False,
+}
+"""The paper's reply format as a JSON schema, for endpoints that constrain decoding."""
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
+_TRUE = {"true", "yes", "factual"}
+_FALSE = {"false", "no", "non-factual", "nonfactual", "not factual"}
+
+
+class ReplyParseError(ValueError):
+    """The reply is not a usable opinion; the message says why, for the re-ask."""
+
+
+def _first_json_object(text: str) -> str | None:
+    """The first balanced {...} span, respecting strings."""
+    start = text.find("{")
+    while start != -1:
+        depth, in_string, escaped = 0, False, False
+        for i in range(start, len(text)):
+            ch = text[i]
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_string = False
+            elif ch == '"':
+                in_string = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start : i + 1]
+        start = text.find("{", start + 1)
+    return None
+
+
+def _pythonish_to_json(candidate: str) -> str:
+    """Fix the common near-JSON of small models: Python booleans and trailing commas (outside strings)."""
+    out: list[str] = []
+    in_string, escaped, i = False, False, 0
+    while i < len(candidate):
+        ch = candidate[i]
+        if in_string:
+            out.append(ch)
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            i += 1
+            continue
+        if ch == '"':
+            in_string = True
+            out.append(ch)
+            i += 1
+            continue
+        for word, repl in (("True", "true"), ("False", "false"), ("None", "null")):
+            if candidate.startswith(word, i) and not candidate[i + len(word) : i + len(word) + 1].isalnum():
+                out.append(repl)
+                i += len(word)
+                break
+        else:
+            out.append(ch)
+            i += 1
+    return re.sub(r",\s*([}\]])", r"\1", "".join(out))
+
+
+def _load_object(text: str) -> dict[str, Any]:
+    fenced = _FENCE.search(text)
+    body = fenced.group(1) if fenced else text
+    candidate = _first_json_object(body) or _first_json_object(text)
+    if candidate is None:
+        raise ReplyParseError("the reply contains no JSON object")
+    for attempt in (candidate, _pythonish_to_json(candidate)):
+        try:
+            value = json.loads(attempt)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    try:
+        # Small models often answer with a Python dict literal (single quotes); literal_eval evaluates no code.
+        literal = ast.literal_eval(candidate)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        literal = None
+    if isinstance(literal, dict):
+        return {str(k): v for k, v in literal.items()}
+    try:
+        json.loads(_pythonish_to_json(candidate))
+    except json.JSONDecodeError as exc:
+        raise ReplyParseError(f"the JSON object does not parse: {exc.msg} at character {exc.pos}") from exc
+    raise ReplyParseError("the reply's JSON is not an object")  # pragma: no cover - dict checked above
+
+
+def _normalise_key(key: str) -> str:
+    return re.sub(r"[\s\-]+", "_", key.strip().lower())
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+    raise ReplyParseError(f'"factuality" must be true or false, got {json.dumps(value)}')
+
+
+def _as_severity(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ReplyParseError(f'"Error severity" must be an integer 0-5, got {json.dumps(value)}')
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and re.fullmatch(r"\s*[0-5]\s*(/\s*5)?\s*", value):
+        number = int(value.strip()[0])
+    else:
+        raise ReplyParseError(f'"Error severity" must be an integer 0-5, got {json.dumps(value)}')
+    if not 0 <= number <= 5:
+        raise ReplyParseError(f'"Error severity" must be between 0 and 5, got {number}')
+    return number
+
+
+def parse_opinion(text: str) -> Opinion:
+    """Parse `{"opinion", "factuality", "Error severity"}`, accepting key spellings and Python-style booleans."""
+    raw = _load_object(text)
+    fields = {_normalise_key(k): v for k, v in raw.items()}
+    missing = [name for name in ("opinion", "factuality", "error_severity") if name not in fields]
+    if missing:
+        shown = ", ".join('"Error severity"' if m == "error_severity" else f'"{m}"' for m in missing)
+        raise ReplyParseError(f"the JSON object lacks {shown}")
+    opinion = fields["opinion"]
+    if not isinstance(opinion, str) or not opinion.strip():
+        raise ReplyParseError('"opinion" must be a non-empty string')
+    try:
+        return Opinion(
+            opinion=opinion.strip(),
+            factuality=_as_bool(fields["factuality"]),
+            error_severity=_as_severity(fields["error_severity"]),
+        )
+    except ValidationError as exc:  # pragma: no cover - the checks above cover the model's constraints
+        raise ReplyParseError(str(exc)) from exc

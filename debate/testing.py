@@ -1,0 +1,80 @@
+"""A scripted ChatClient for tests: it records every call and fails loudly when its script runs out."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from debate.llm.base import ChatRequest, ChatResponse
+from debate.types import Usage
+
+__all__ = ["ScriptExhaustedError", "ScriptedChatClient", "Step"]
+
+Step = str | BaseException | Callable[[ChatRequest], str]
+"""A scripted reply: its text, an exception to raise, or a function of the request."""
+
+
+class ScriptExhaustedError(AssertionError):
+    """More model calls happened than the script foresaw."""
+
+
+@dataclass
+class _Call:
+    request: ChatRequest
+    reply: str | None
+
+
+class ScriptedChatClient:
+    """Answers calls from a fixed script, in order. Shared by concurrent callers, it is still one script."""
+
+    def __init__(
+        self,
+        steps: Iterable[Step],
+        *,
+        model: str = "scripted",
+        prompt_tokens: int = 10,
+        completion_tokens: int = 5,
+        delay_s: float = 0.0,
+    ) -> None:
+        self._steps = list(steps)
+        self._model = model
+        self._prompt_tokens = prompt_tokens
+        self._completion_tokens = completion_tokens
+        self._delay_s = delay_s
+        self.calls: list[_Call] = []
+        self.closed = False
+
+    @property
+    def model_name(self) -> str:
+        return self._model
+
+    @property
+    def remaining(self) -> int:
+        return len(self._steps)
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        if not self._steps:
+            self.calls.append(_Call(request, None))
+            raise ScriptExhaustedError(
+                f"call {len(self.calls)} has no scripted reply; last user message:\n"
+                f"{request.messages[-1].content[:500]}"
+            )
+        step = self._steps.pop(0)
+        if self._delay_s:
+            await asyncio.sleep(self._delay_s)
+        if isinstance(step, BaseException):
+            self.calls.append(_Call(request, None))
+            raise step
+        text = step(request) if callable(step) else step
+        self.calls.append(_Call(request, text))
+        return ChatResponse(
+            text=text,
+            usage=Usage(llm_calls=1, prompt_tokens=self._prompt_tokens, completion_tokens=self._completion_tokens),
+            model=self._model,
+            latency_s=self._delay_s,
+            finish_reason="stop",
+        )
+
+    async def aclose(self) -> None:
+        self.closed = True

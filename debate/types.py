@@ -1,0 +1,269 @@
+"""The pydantic models passed between stages: claims, evidence, agent turns, states, verdicts, reports."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "CallInfo",
+    "Claim",
+    "ClaimKind",
+    "ClaimStatus",
+    "ClaimVerdict",
+    "DebateResult",
+    "Evidence",
+    "EvidenceKind",
+    "Opinion",
+    "Report",
+    "ReportVerdict",
+    "Role",
+    "RunMeta",
+    "StateName",
+    "StateRecord",
+    "StopReason",
+    "Turn",
+    "Usage",
+]
+
+Role = Literal["initial", "trust", "skeptic", "leader"]
+StateName = Literal["S0", "S1", "S2"]
+ClaimStatus = Literal["verified", "unverifiable"]
+ClaimKind = Literal["qa_pair", "atomic", "triplet"]
+EvidenceKind = Literal["given", "document", "search", "dialogue_history"]
+StopReason = Literal["no_debate", "consensus", "max_rounds", "failed"]
+ReportVerdict = Literal["factual", "non_factual", "unverifiable"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Usage(_Model):
+    """Model usage, summed over any number of calls."""
+
+    llm_calls: int = Field(default=0, ge=0)
+    """Number of completed model calls (HTTP retries of one call are not counted twice)."""
+    prompt_tokens: int = Field(default=0, ge=0)
+    """Prompt tokens as reported by the endpoint."""
+    completion_tokens: int = Field(default=0, ge=0)
+    """Completion tokens as reported by the endpoint."""
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            llm_calls=self.llm_calls + other.llm_calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+    @classmethod
+    def total(cls, items: Iterable[Usage]) -> Usage:
+        out = cls()
+        for item in items:
+            out = out + item
+        return out
+
+
+class Evidence(_Model):
+    """One piece of evidence a claim is judged against."""
+
+    text: str = Field(min_length=1)
+    """The evidence text shown to the agents."""
+    source: str | None = None
+    """Where it came from: a file path, document id, sentence index or URL."""
+    kind: EvidenceKind = "given"
+    """How it was obtained."""
+    score: float | None = None
+    """Retrieval score, when retrieved."""
+
+
+class Claim(_Model):
+    """One checkable claim."""
+
+    id: str
+    """Stable id within its response (c0, c1, ...)."""
+    text: str = Field(min_length=1)
+    """The claim as shown to the agents."""
+    kind: ClaimKind
+    """How the claim was formed."""
+
+
+class Opinion(_Model):
+    """An agent's judgment of a claim, in the paper's reply format."""
+
+    opinion: str = Field(min_length=1)
+    """The agent's reasoning."""
+    factuality: bool
+    """True when the agent judges the claim factual."""
+    error_severity: int = Field(ge=0, le=5)
+    """0 (no error) to 5 (severe error), the paper's rubric."""
+
+
+class CallInfo(_Model):
+    """Metadata of the model call(s) behind one turn."""
+
+    prompt: str
+    """Prompt file name."""
+    prompt_hash: str
+    """sha256 of the prompt file."""
+    attempts: int = Field(ge=1)
+    """Replies requested, counting re-asks after unparseable replies."""
+    parse_errors: list[str] = Field(default_factory=list)
+    """Why earlier replies were rejected."""
+    usage: Usage = Field(default_factory=Usage)
+    """Usage of this turn, re-asks included."""
+    latency_s: float = Field(default=0.0, ge=0)
+    """Wall time of the model calls."""
+    finish_reason: str | None = None
+    """Finish reason of the last reply."""
+
+
+class Turn(_Model):
+    """One agent speaking once. A failed turn has `error` set and no opinion."""
+
+    role: Role
+    """Which agent spoke."""
+    factuality: bool | None = None
+    """The agent's verdict."""
+    error_severity: int | None = Field(default=None, ge=0, le=5)
+    """The agent's 0-5 severity."""
+    opinion: str | None = None
+    """The agent's reasoning."""
+    error: str | None = None
+    """Why the turn produced no usable opinion."""
+    call: CallInfo
+    """Model call metadata."""
+
+    @model_validator(mode="after")
+    def _opinion_xor_error(self) -> Self:
+        has_opinion = self.factuality is not None and self.error_severity is not None and self.opinion is not None
+        if has_opinion == (self.error is not None):
+            raise ValueError("a turn has either a complete opinion or an error")
+        return self
+
+    @classmethod
+    def from_opinion(cls, role: Role, opinion: Opinion, call: CallInfo) -> Turn:
+        return cls(
+            role=role,
+            factuality=opinion.factuality,
+            error_severity=opinion.error_severity,
+            opinion=opinion.opinion,
+            call=call,
+        )
+
+    def as_opinion(self) -> Opinion | None:
+        if self.error is not None or self.factuality is None or self.error_severity is None or self.opinion is None:
+            return None
+        return Opinion(opinion=self.opinion, factuality=self.factuality, error_severity=self.error_severity)
+
+
+class StateRecord(_Model):
+    """One visit of the chain to a state: S0 once, then one debate round per visit."""
+
+    name: StateName
+    """S0 (initial), S1 (trust first) or S2 (skeptic first)."""
+    round: int = Field(ge=0)
+    """0 for S0, k for debate round k."""
+    turns: list[Turn]
+    """Turns in speaking order."""
+    consensus: bool | None = None
+    """Whether all turns agreed on factuality (None when a turn failed)."""
+
+
+class DebateResult(_Model):
+    """The whole chain run for one claim."""
+
+    rounds: int = Field(ge=0)
+    """Debate rounds run (S0 not counted)."""
+    consensus: bool | None
+    """Whether the last debate round agreed; None when no round ran or it failed."""
+    stop_reason: StopReason
+    """Why the chain stopped."""
+    states: list[StateRecord]
+    """Every state visited, in order."""
+    final: Opinion | None
+    """The last Leader's opinion (S0's when no round ran); None when the debate failed."""
+    failure: str | None = None
+    """Why the debate could not finish."""
+    usage: Usage = Field(default_factory=Usage)
+    """Usage of all turns."""
+
+
+class ClaimVerdict(_Model):
+    """The verdict on one claim."""
+
+    claim_id: str
+    """The claim's id."""
+    text: str
+    """The claim text."""
+    status: ClaimStatus
+    """`verified` when the chain produced a verdict, else `unverifiable`."""
+    factual: bool | None
+    """The verdict; None when unverifiable."""
+    error_severity: int | None = Field(default=None, ge=0, le=5)
+    """Severity of the final opinion; None when unverifiable."""
+    reason: str | None = None
+    """Why the claim is unverifiable."""
+    evidence: list[Evidence]
+    """Evidence the agents saw."""
+    debate: DebateResult | None
+    """The chain transcript (None when no model call was made)."""
+    usage: Usage = Field(default_factory=Usage)
+    """Usage spent on this claim."""
+
+    @model_validator(mode="after")
+    def _status_consistent(self) -> Self:
+        if self.status == "verified" and (self.factual is None or self.error_severity is None or self.reason):
+            raise ValueError("a verified claim has a verdict and severity and no reason")
+        if self.status == "unverifiable" and (self.factual is not None or not self.reason):
+            raise ValueError("an unverifiable claim has no verdict and gives a reason")
+        return self
+
+
+class RunMeta(_Model):
+    """What is needed to reproduce a result."""
+
+    model: str
+    """Model name as sent to the endpoint."""
+    base_url: str | None
+    """Endpoint; the embedded server's loopback URL when embedded."""
+    embedded: bool
+    """Whether the embedded llama.cpp model answered."""
+    config: dict[str, Any]
+    """The resolved configuration (API key excluded)."""
+    prompts: dict[str, str]
+    """Prompt name -> sha256 of the prompt file."""
+    seed: int | None
+    """Seed sent to the endpoint."""
+    package_version: str
+    """markov-debate version."""
+    git_commit: str | None
+    """Commit of the source checkout, when run from one."""
+    created_at: datetime
+    """When the report was made (UTC)."""
+
+
+class Report(_Model):
+    """The verdict on a whole response."""
+
+    task: Literal["qa"]
+    """The task setting."""
+    question: str | None
+    """The question the response answers."""
+    response: str
+    """The response that was checked."""
+    factual: bool | None
+    """False if any claim is false; None when no claim is false but some is unverifiable."""
+    verdict: ReportVerdict
+    """The same as a label."""
+    claims: list[ClaimVerdict]
+    """Per-claim verdicts in claim order."""
+    usage: Usage
+    """Usage summed over claims."""
+    elapsed_s: float = Field(ge=0)
+    """Wall time."""
+    meta: RunMeta
+    """Reproducibility record."""

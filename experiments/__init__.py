@@ -1,0 +1,1 @@
+"""Experiments on HaluEval and FactPrompts (paper protocol, baselines, ablations) live here."""

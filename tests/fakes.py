@@ -1,0 +1,117 @@
+"""A scripted OpenAI-compatible server on 127.0.0.1 (FastAPI + uvicorn in a thread) for fault injection."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+
+@dataclass
+class Reply:
+    """One scripted HTTP reply."""
+
+    status: int = 200
+    content: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    logprobs: list[dict[str, Any]] | None = None
+    error_message: str = "scripted error"
+
+
+def completion(
+    content: str, *, model: str = "fake-model", logprobs: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": content},
+        "finish_reason": "stop",
+    }
+    if logprobs is not None:
+        choice["logprobs"] = {"content": logprobs}
+    return {
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
+
+
+class FakeOpenAI:
+    """Answers /v1/chat/completions from a script (or a responder function) and records every request."""
+
+    def __init__(
+        self,
+        script: list[Reply] | None = None,
+        *,
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
+        models: tuple[str, ...] = ("fake-model",),
+    ) -> None:
+        self.script = list(script or [])
+        self.responder = responder
+        self.requests: list[dict[str, Any]] = []
+        self.request_times: list[float] = []
+        self.models = models
+        self._lock = threading.Lock()
+        app = FastAPI()
+
+        @app.get("/v1/models")
+        async def list_models() -> dict[str, Any]:
+            return {
+                "object": "list",
+                "data": [{"id": m, "object": "model", "created": 0, "owned_by": "x"} for m in self.models],
+            }
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request) -> JSONResponse:
+            body = json.loads(await request.body())
+            with self._lock:
+                self.requests.append(body)
+                self.request_times.append(time.monotonic())
+                if self.responder is not None:
+                    reply = self.responder(body)
+                elif self.script:
+                    reply = self.script.pop(0)
+                else:
+                    reply = Reply(status=599, error_message="fake server script exhausted")
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+            if reply.status != 200:
+                return JSONResponse(
+                    {"error": {"message": reply.error_message, "type": "scripted", "code": reply.status}},
+                    status_code=reply.status,
+                    headers=reply.headers,
+                )
+            return JSONResponse(completion(reply.content, logprobs=reply.logprobs), headers=reply.headers)
+
+        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off"))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        sockets = self._server.servers[0].sockets
+        port = sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("fake server did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)

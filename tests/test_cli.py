@@ -1,0 +1,212 @@
+"""The `debate` command as a user runs it: subprocesses against scripted servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import op
+from fakes import FakeOpenAI, Reply
+
+
+def _agreeing(body: dict[str, Any]) -> Reply:
+    return Reply(content=op("Paris" in body["messages"][-1]["content"], 0, "checked"))
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "DEBATE_MODEL")}
+    env["NO_COLOR"] = "1"
+    return env
+
+
+def debate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "debate.cli", *args], capture_output=True, text=True, timeout=timeout, env=_env()
+    )
+
+
+def test_json_report_structure(tmp_path: Path) -> None:
+    evidence = tmp_path / "knowledge.txt"
+    evidence.write_text("Paris is the capital and largest city of France.")
+    with FakeOpenAI(responder=_agreeing) as server:
+        done = debate(
+            "verify",
+            "--question",
+            "What is the capital of France?",
+            "--answer",
+            "Paris",
+            "--evidence",
+            f"@{evidence}",
+            "--base-url",
+            server.base_url,
+            "--json",
+        )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["factual"] is True and report["verdict"] == "factual"
+    claim = report["claims"][0]
+    assert {"text", "factual", "error_severity", "status", "evidence", "debate"} <= set(claim)
+    assert claim["evidence"][0] == {
+        "text": evidence.read_text(),
+        "source": str(evidence),
+        "kind": "given",
+        "score": None,
+    }
+    d = claim["debate"]
+    assert d["rounds"] == 2 and d["consensus"] is True
+    assert [s["name"] for s in d["states"]] == ["S0", "S2", "S2"]
+    assert [t["role"] for t in d["states"][1]["turns"]] == ["skeptic", "trust", "leader"]
+    assert set(d["states"][1]["turns"][0]) >= {"role", "factuality", "error_severity", "opinion"}
+    assert report["usage"] == {"llm_calls": 7, "prompt_tokens": 77, "completion_tokens": 49}
+    meta = report["meta"]
+    assert meta["model"] == "fake-model" and meta["config"]["debate"]["min_rounds"] == 2 and len(meta["prompts"]) == 5
+    assert "fake-model" in done.stderr
+
+
+def test_readable_report(tmp_path: Path) -> None:
+    with FakeOpenAI(responder=_agreeing) as server:
+        done = debate(
+            "verify",
+            "--question",
+            "Capital of France?",
+            "--response",
+            "Lyon",
+            "--evidence",
+            "The capital city lies on the Seine.",
+            "--base-url",
+            server.base_url,
+            "--min-rounds",
+            "1",
+            "--max-rounds",
+            "1",
+            "--transition",
+            "always-trust",
+        )
+    assert done.returncode == 0, done.stderr
+    assert "NON_FACTUAL" in done.stdout and "S0 -> S1" in done.stdout and "trust" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--answer", "x", "--min-rounds", "3", "--max-rounds", "2"], "min_rounds (3) must not exceed max_rounds (2)"),
+        (["--question", "q"], "give a non-empty --answer"),
+        (["--answer", "x", "--evidence", "@/no/such/file"], "cannot read /no/such/file"),
+        (["--input", "in.jsonl"], "needs both --input and --output"),
+        (["--answer", "x", "--transition", "sideways"], "invalid choice"),
+        (["--answer", "x", "--temperature", "9"], "temperature"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(args: list[str], message: str) -> None:
+    done = debate("verify", *args, "--base-url", "http://127.0.0.1:9/v1")
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_rejected_key_exits_1() -> None:
+    with FakeOpenAI([Reply(status=401, error_message="invalid api key")]) as server:
+        done = debate("verify", "--answer", "x", "--base-url", server.base_url, "--model", "m", "--api-key", "bad")
+    assert done.returncode == 1
+    assert "HTTP 401" in done.stderr and "Traceback" not in done.stderr
+
+
+def _batch_input(path: Path, n: int, *, bad_lines: bool = False) -> list[str]:
+    lines, ids = [], []
+    for i in range(n):
+        ids.append(f"q{i}")
+        answer = "Paris" if i % 2 == 0 else "Lyon"
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"q{i}",
+                    "question": "Capital of France?",
+                    "response": answer,
+                    "reference": "The capital lies on the Seine.",
+                    "extra": i,
+                }
+            )
+        )
+    if bad_lines:
+        lines.insert(1, "{not json")
+        lines.insert(3, json.dumps({"id": "nr", "question": "q"}))
+        lines.insert(5, json.dumps({"id": "q0", "response": "dup"}))
+    path.write_text("\n".join(lines) + "\n")
+    return ids
+
+
+def test_batch_records_bad_lines_and_goes_on(tmp_path: Path) -> None:
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    ids = _batch_input(source, 4, bad_lines=True)
+    with FakeOpenAI(responder=_agreeing) as server:
+        done = debate(
+            "verify",
+            "--input",
+            str(source),
+            "--output",
+            str(out),
+            "--base-url",
+            server.base_url,
+            "--concurrency",
+            "2",
+            "--min-rounds",
+            "0",
+        )
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["line"] for r in records] == [1, 2, 3, 4, 5, 6, 7]  # input order
+    errors = {r["line"]: r["error"]["message"] for r in records if "error" in r}
+    assert errors[2].startswith("line 2: not valid JSON")
+    assert errors[4] == "line 4: field 'response': Field required"
+    assert errors[6] == "line 6: duplicate id 'q0' (first on line 1)"
+    results = {r["id"]: r for r in records if "result" in r}
+    assert sorted(results) == ids
+    assert results["q0"]["result"]["factual"] is True and results["q1"]["result"]["factual"] is False
+    assert results["q2"]["extra"] == 2
+    assert "3 errors" in done.stderr
+
+
+def test_batch_resumes_after_kill_9_without_loss_or_repeat(tmp_path: Path) -> None:
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    ids = _batch_input(source, 12)
+
+    def slow(body: dict[str, Any]) -> Reply:
+        reply = _agreeing(body)
+        reply.delay_s = 0.15
+        return reply
+
+    args = ["verify", "--input", str(source), "--output", str(out), "--concurrency", "3", "--min-rounds", "0"]
+    with FakeOpenAI(responder=slow) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "debate.cli", *args, "--base-url", server.base_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env(),
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not out.exists() or out.read_text().count("\n") < 3):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        # Simulate the worst case of a kill: a record torn in the middle of its line.
+        with out.open("a") as fh:
+            fh.write('{"id": "q11", "line": 12, "result": {"verdict": "fa')
+        first_pass = [json.loads(line)["id"] for line in out.read_text().splitlines()[:-1]]
+        assert 3 <= len(first_pass) < 12
+        calls_before = len(server.requests)
+        done = debate(*args, "--base-url", server.base_url)
+        assert done.returncode == 0, done.stderr
+        assert len(server.requests) - calls_before == 12 - len(first_pass)
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == ids
+    assert all("result" in r for r in records)
+    again = debate(*args, "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    assert again.returncode == 0 and "12 already done" in again.stderr
+    assert out.read_text().count("\n") == 12

@@ -1,0 +1,71 @@
+"""Project rules that are checked, not hoped for: lint, types, import direction, README <-> CI."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize(("package", "forbidden"), [("debate", {"agents", "experiments"}), ("agents", {"experiments"})])
+def test_imports_flow_one_way(package: str, forbidden: set[str]) -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(_imports(path) & forbidden) for path in (ROOT / package).rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_only_one_module_imports_the_openai_sdk() -> None:
+    users = sorted(
+        str(p.relative_to(ROOT))
+        for pkg in ("debate", "agents", "experiments")
+        for p in (ROOT / pkg).rglob("*.py")
+        if "openai" in _imports(p)
+    )
+    assert users == ["debate/llm/openai_client.py"]
+
+
+def test_ruff_clean() -> None:
+    ruff = shutil.which("ruff")
+    assert ruff, "ruff is a test dependency"
+    for args in (["check", "."], ["format", "--check", "."]):
+        done = subprocess.run([ruff, *args], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_mypy_clean() -> None:
+    done = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _setup_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    return [block.strip() for block in re.findall(r"```bash\n(.*?)```", section, re.S)]
+
+
+def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_second() -> None:
+    commands = _setup_commands()
+    assert len(commands) == 2 and all("\n" not in c for c in commands)
+    install_and_run, install_and_test = commands
+    assert "debate verify" in install_and_run and "--base-url" not in install_and_run
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert install_and_test in ci.splitlines()
