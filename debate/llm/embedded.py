@@ -86,6 +86,9 @@ class EmbeddedServer:
             "--port", str(self.port),
             "--n_ctx", str(self._n_ctx),
             "--n_threads", str(self._n_threads),
+            # Keeps the KV state of earlier prompts so each role's system-prompt prefix is evaluated once.
+            "--cache", "true",
+            "--cache_size", str(256 * 1024 * 1024),
         ]  # fmt: skip
         log.info("starting embedded model %s on %s", EMBEDDED_MODEL_NAME, self.base_url)
         self._proc = subprocess.Popen(cmd, stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
