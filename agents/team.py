@@ -12,9 +12,10 @@ from autogen_core import CancellationToken
 from agents.model_adapter import DebateModelClient
 from debate.config import DebateConfig
 from debate.llm import ChatClient, ChatResponse, ModelError, ModelRequestError
-from debate.parsing import OPINION_SCHEMA, ReplyParseError, parse_opinion
+from debate.parsing import OPINION_FORMAT, OPINION_SCHEMA, parse_opinion
 from debate.prompts import PromptError, PromptTemplate, load_prompt
 from debate.runner import TurnRequest
+from debate.structured import ask_structured
 from debate.types import CallInfo, Evidence, Opinion, Role, Turn, Usage
 
 __all__ = ["AutogenTeam", "AutogenTeamFactory", "render_evidence", "render_opinion"]
@@ -103,34 +104,35 @@ class AutogenTeam:
         system, message = prompt.render(**_variables(request))
         agent, adapter = self._agent(request.role, system)
         token = CancellationToken()
+        first_call = len(adapter.calls)
+
+        async def send(text: str) -> str:
+            response = await agent.on_messages([TextMessage(content=text, source="moderator")], token)
+            return response.chat_message.to_model_text()
+
         # Each turn sees only its Table-12 inputs; the agent's memory spans just this turn's re-asks.
         await agent.on_reset(token)
-        first_call = len(adapter.calls)
-        errors: list[str] = []
-        attempts = 0
         try:
-            for _ in range(1 + self._config.max_parse_retries):
-                attempts += 1
-                response = await agent.on_messages([TextMessage(content=message, source="moderator")], token)
-                reply = response.chat_message.to_model_text()
-                try:
-                    opinion = parse_opinion(reply)
-                except ReplyParseError as exc:
-                    errors.append(str(exc))
-                    _, message = self._reask.render(error=str(exc))
-                    continue
-                info = _call_info(prompt, adapter.calls[first_call:], attempts, errors)
-                return Turn.from_opinion(request.role, opinion, info)
-            error = f"no usable reply after {attempts} attempts; last problem: {errors[-1]}"
+            outcome = await ask_structured(
+                send,
+                message,
+                parse_opinion,
+                max_retries=self._config.max_parse_retries,
+                expected=OPINION_FORMAT,
+                reask=self._reask,
+            )
         except ModelError as exc:
             if isinstance(exc, ModelRequestError) and exc.fatal:
                 raise
-            error = f"model call failed: {exc}"
+            calls = adapter.calls[first_call:]
+            info = _call_info(prompt, calls, max(1, len(calls)), [])
+            return Turn(role=request.role, error=f"model call failed: {exc}", call=info)
         finally:
             await agent.on_reset(token)
-        return Turn(
-            role=request.role, error=error, call=_call_info(prompt, adapter.calls[first_call:], attempts, errors)
-        )
+        info = _call_info(prompt, adapter.calls[first_call:], outcome.attempts, outcome.errors)
+        if outcome.value is None:
+            return Turn(role=request.role, error=outcome.failure, call=info)
+        return Turn.from_opinion(request.role, outcome.value, info)
 
 
 class AutogenTeamFactory:

@@ -7,29 +7,34 @@ import functools
 import logging
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
+from typing import Self, get_args
 
 from debate.chain import MarkovChain
+from debate.claims import LLMClaimExtractor, SubjectiveFilter, qa_claim
 from debate.concurrency import gather_ordered
 from debate.config import ModelConfig, VerifierConfig
 from debate.llm import ChatClient
 from debate.llm.embedded import EMBEDDED_MODEL_NAME, EmbeddedServer
 from debate.llm.openai_client import OpenAIChatClient
 from debate.registry import TeamFactory, load_team_factory
+from debate.retrieval import RETRIEVERS, RetrievalCache, Retriever, document_evidence
+from debate.rollup import claim_ratios, response_score, roll_up
 from debate.runner import run_debate
+from debate.search import SearchBackend, SearchError, make_search_backend, search_evidence
 from debate.termination import paper_termination
-from debate.types import Claim, ClaimVerdict, Evidence, Report, ReportVerdict, RunMeta, Usage
+from debate.types import Claim, ClaimVerdict, Evidence, ExtractionInfo, Report, RunMeta, Task, Usage
 
-__all__ = ["Verifier", "averify", "qa_claim", "rollup_any_false", "verify"]
+__all__ = ["TASKS", "Verifier", "averify", "verify"]
 
 log = logging.getLogger(__name__)
 
-Task = Literal["qa"]
+TASKS: tuple[Task, ...] = get_args(Task)
 
 
 @functools.cache
@@ -53,27 +58,29 @@ def _package_version() -> str:
         return "unknown"
 
 
-def qa_claim(*, question: str | None, answer: str) -> Claim:
-    """HaluEval-QA setting: the question and answer together are the one claim."""
-    text = f"Question: {question.strip()}\nAnswer: {answer.strip()}" if question else answer.strip()
-    return Claim(id="c0", text=text, kind="qa_pair")
-
-
-def rollup_any_false(claims: Sequence[ClaimVerdict]) -> tuple[bool | None, ReportVerdict]:
-    """The paper's rule: any false claim makes the response non-factual; an unverifiable claim is never factual."""
-    if any(c.factual is False for c in claims):
-        return False, "non_factual"
-    if any(c.status == "unverifiable" for c in claims) or not claims:
-        return None, "unverifiable"
-    return True, "factual"
-
-
 def _as_evidence(reference: str | Sequence[Evidence] | None, source: str | None) -> list[Evidence]:
     if reference is None:
         return []
     if isinstance(reference, str):
         return [Evidence(text=reference.strip(), source=source, kind="given")] if reference.strip() else []
     return list(reference)
+
+
+def _as_document(reference: str | Sequence[Evidence] | None) -> str | None:
+    if reference is None:
+        return None
+    text = reference if isinstance(reference, str) else "\n".join(e.text for e in reference)
+    return text if text.strip() else None
+
+
+@dataclass
+class _Plan:
+    """What a task needs: its claims and how each claim gets its evidence."""
+
+    claims: list[Claim]
+    extraction: ExtractionInfo
+    evidence: Callable[[Claim], Awaitable[tuple[list[Evidence], Usage, str | None]]]
+    notes: list[str]
 
 
 class Verifier:
@@ -97,6 +104,9 @@ class Verifier:
         self._termination = paper_termination(
             min_rounds=self.config.debate.min_rounds, max_rounds=self.config.debate.max_rounds
         )
+        self.cache = RetrievalCache(directory=self.config.retrieval.cache_dir)
+        self._retriever_instance: Retriever | None = None
+        self._search_backend: SearchBackend | None = None
 
     @property
     def client(self) -> ChatClient:
@@ -140,6 +150,9 @@ class Verifier:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         try:
+            if self._search_backend is not None:
+                await self._search_backend.aclose()
+                self._search_backend = None
             if self._owns_client and self._client is not None:
                 await self._client.aclose()
                 self._client = None
@@ -166,12 +179,15 @@ class Verifier:
             created_at=datetime.now(UTC),
         )
 
-    async def verify_claim(self, claim: Claim, evidence: Sequence[Evidence]) -> ClaimVerdict:
+    async def verify_claim(
+        self, claim: Claim, evidence: Sequence[Evidence], *, extra_usage: Usage | None = None
+    ) -> ClaimVerdict:
         """Debate one claim. Model failures end as `unverifiable` with the reason; fatal endpoint errors raise."""
         team = self._team_factory.new_team(client=self.client, config=self.config.debate)
         result = await run_debate(
             claim=claim, evidence=list(evidence), team=team, chain=self._chain, termination=self._termination
         )
+        usage = result.usage + (extra_usage or Usage())
         if result.final is None:
             return ClaimVerdict(
                 claim_id=claim.id,
@@ -181,7 +197,7 @@ class Verifier:
                 reason=result.failure or "the debate produced no verdict",
                 evidence=list(evidence),
                 debate=result,
-                usage=result.usage,
+                usage=usage,
             )
         return ClaimVerdict(
             claim_id=claim.id,
@@ -191,8 +207,115 @@ class Verifier:
             error_severity=result.final.error_severity,
             evidence=list(evidence),
             debate=result,
-            usage=result.usage,
+            usage=usage,
         )
+
+    async def _claim_with_evidence(self, claim: Claim, plan: _Plan) -> ClaimVerdict:
+        evidence, usage, failure = await plan.evidence(claim)
+        if failure is not None:
+            return ClaimVerdict(
+                claim_id=claim.id,
+                text=claim.text,
+                status="unverifiable",
+                factual=None,
+                reason=f"evidence retrieval failed: {failure}",
+                evidence=evidence,
+                debate=None,
+                usage=usage,
+            )
+        return await self.verify_claim(claim, evidence, extra_usage=usage)
+
+    def _retriever(self) -> Retriever:
+        if self._retriever_instance is None:
+            self._retriever_instance = RETRIEVERS[self.config.retrieval.retriever]()
+        return self._retriever_instance
+
+    def _document_source(
+        self, document: str, k: int
+    ) -> Callable[[Claim], Awaitable[tuple[list[Evidence], Usage, str | None]]]:
+        retriever = self._retriever()
+        source = "document:" + RetrievalCache.key(document)[:12]
+
+        async def fetch(claim: Claim) -> tuple[list[Evidence], Usage, str | None]:
+            items = await document_evidence(claim, document, retriever=retriever, k=k, source=source, cache=self.cache)
+            return items, Usage(), None
+
+        return fetch
+
+    def _search_source(self) -> Callable[[Claim], Awaitable[tuple[list[Evidence], Usage, str | None]]]:
+        search = self.config.search
+        assert search is not None
+        if self._search_backend is None:
+            self._search_backend = make_search_backend(search)
+        backend = self._search_backend
+
+        async def fetch(claim: Claim) -> tuple[list[Evidence], Usage, str | None]:
+            try:
+                return await search_evidence(
+                    claim,
+                    client=self.client,
+                    backend=backend,
+                    config=search,
+                    cache=self.cache,
+                    max_retries=self.config.claims.max_parse_retries,
+                )
+            except SearchError as exc:
+                return [], Usage(), str(exc)
+
+        return fetch
+
+    async def _plan(
+        self, task: Task, response: str, question: str | None, reference: str | Sequence[Evidence] | None,
+        reference_source: str | None,
+    ) -> _Plan:  # fmt: skip
+        cfg = self.config.claims
+        extractor = LLMClaimExtractor(
+            self.client, format=cfg.format, max_claims=cfg.max_claims, max_retries=cfg.max_parse_retries
+        )
+        notes: list[str] = []
+
+        if task == "qa":
+            given = _as_evidence(reference, reference_source)
+            return _Plan([qa_claim(question=question, answer=response)], ExtractionInfo(method="qa-pair"),
+                         _fixed(given), notes)  # fmt: skip
+
+        if task == "dialogue":
+            filtered = await SubjectiveFilter(self.client, max_retries=cfg.max_parse_retries).filter(
+                response, history=question
+            )
+            given = _as_evidence(reference, reference_source)
+            if question and question.strip():
+                given.append(Evidence(text=question.strip(), source="dialogue_history", kind="dialogue_history"))
+            if filtered.text is None:
+                info = filtered.info.model_copy(update={"filtered_response": None})
+                notes.append("nothing factual is left after removing subjective content")
+                return _Plan([], info, _fixed(given), notes)
+            extraction = await extractor.extract(filtered.text, context=question)
+            info = extraction.info.model_copy(
+                update={
+                    "method": f"subjective-filter+{extraction.info.method}",
+                    "prompts": {**filtered.info.prompts, **extraction.info.prompts},
+                    "attempts": filtered.info.attempts + extraction.info.attempts,
+                    "parse_errors": filtered.info.parse_errors + extraction.info.parse_errors,
+                    "usage": filtered.info.usage + extraction.info.usage,
+                    "filtered_response": filtered.text,
+                }
+            )
+            return _Plan(extraction.claims, info, _fixed(given), notes + extraction.notes)
+
+        document = _as_document(reference)
+        if task == "summarization" and document is None:
+            raise ValueError("task summarization needs the source document as `reference`")
+        extraction = await extractor.extract(response, context=question)
+        notes.extend(extraction.notes)
+        if document is not None:
+            fetch = self._document_source(document, self.config.retrieval.top_k)
+        elif self.config.search is not None:
+            fetch = self._search_source()
+        else:
+            notes.append("no reference and no search backend: claims were judged from the model's own knowledge")
+            fetch = _fixed([])
+        return _Plan(extraction.claims, extraction.info, fetch, notes)
 
     async def verify(
         self,
@@ -203,27 +326,49 @@ class Verifier:
         task: Task = "qa",
         reference_source: str | None = None,
     ) -> Report:
-        """Verify one response. For task `qa`, question + response form one claim and `reference` is the evidence."""
-        if task != "qa":
-            raise ValueError(f"unknown task {task!r}; supported: qa")
+        """Verify one response.
+
+        qa: `question` + `response` form one claim; `reference` is the knowledge.
+        summarization: `reference` is the source document; claims get its top-k sentences.
+        dialogue: `question` is the dialogue history (also evidence), `reference` the knowledge.
+        kbqa / general: claims get the top-k sentences of `reference` when given, else search results when a
+        search backend is configured, else no evidence (knowledge-free, said in the report's note).
+        Raises ExtractionError when the claims of the response cannot be obtained.
+        """
+        if task not in TASKS:
+            raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
         if not response.strip():
             raise ValueError("response is empty")
         started = time.perf_counter()
-        claims = [qa_claim(question=question, answer=response)]
-        evidence = _as_evidence(reference, reference_source)
-        verdicts = await gather_ordered(claims, lambda c: self.verify_claim(c, evidence), limit=self.config.concurrency)
-        factual, verdict = rollup_any_false(verdicts)
+        plan = await self._plan(task, response, question, reference, reference_source)
+        verdicts = await gather_ordered(
+            plan.claims, lambda c: self._claim_with_evidence(c, plan), limit=self.config.concurrency
+        )
+        outcome = roll_up(verdicts, rule=self.config.rollup, soft_threshold=self.config.soft_threshold)
+        notes = [*plan.notes, *([outcome.note] if outcome.note else [])]
         return Report(
             task=task,
             question=question,
             response=response,
-            factual=factual,
-            verdict=verdict,
+            factual=outcome.factual,
+            verdict=outcome.verdict,
+            rollup=self.config.rollup,
+            score=response_score(verdicts),
+            ratios=claim_ratios(verdicts),
+            note="; ".join(notes) or None,
+            extraction=plan.extraction,
             claims=verdicts,
-            usage=Usage.total(v.usage for v in verdicts),
+            usage=plan.extraction.usage + Usage.total(v.usage for v in verdicts),
             elapsed_s=time.perf_counter() - started,
             meta=self.meta(),
         )
+
+
+def _fixed(evidence: list[Evidence]) -> Callable[[Claim], Awaitable[tuple[list[Evidence], Usage, str | None]]]:
+    async def fetch(claim: Claim) -> tuple[list[Evidence], Usage, str | None]:
+        return list(evidence), Usage(), None
+
+    return fetch
 
 
 async def averify(

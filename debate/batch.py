@@ -13,8 +13,10 @@ from typing import IO, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from debate.api import Verifier
+from debate.claims import ExtractionError
 from debate.concurrency import ordered_map
 from debate.llm import ModelRequestError
+from debate.types import Task
 
 __all__ = ["BatchError", "BatchItem", "BatchSummary", "run_batch"]
 
@@ -142,6 +144,7 @@ async def run_batch(
     input_path: Path,
     output_path: Path,
     concurrency: int,
+    task: Task = "qa",
     on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> BatchSummary:
     """Verify every line of `input_path` not yet in `output_path`, appending results in input order."""
@@ -176,11 +179,14 @@ async def run_batch(
                 question=work.item.question,
                 reference=work.item.reference,
                 reference_source=f"{input_path.name}:{work.line}:reference",
+                task=task,
             )
         except ModelRequestError as exc:
             if exc.fatal:
                 raise BatchError(f"the endpoint refuses every request ({exc}); finished records are kept") from exc
             return {**base, "line": work.line, "error": {"kind": "runtime", "message": f"line {work.line}: {exc}"}}
+        except ExtractionError as exc:
+            return {**base, "line": work.line, "error": {"kind": "extraction", "message": f"line {work.line}: {exc}"}}
         except (ValueError, RuntimeError) as exc:
             log.exception("line %d failed", work.line)
             return {**base, "line": work.line, "error": {"kind": "runtime", "message": f"line {work.line}: {exc}"}}

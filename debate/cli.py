@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,13 +17,15 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from debate.api import Verifier
+from debate.api import TASKS, Verifier
 from debate.batch import BatchError, run_batch
 from debate.chain import TRANSITION_RULES
-from debate.config import DebateConfig, ModelConfig, VerifierConfig
+from debate.claims import ExtractionError
+from debate.config import ClaimConfig, DebateConfig, ModelConfig, RetrievalConfig, SearchConfig, VerifierConfig
 from debate.llm import ModelError
 from debate.llm.embedded import EmbeddedModelError
 from debate.prompts import PromptError
+from debate.retrieval import RETRIEVERS
 from debate.types import Report
 
 __all__ = ["main"]
@@ -45,11 +48,30 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="debate", description="Detect hallucinations by Markov-chain multi-agent debate.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log retries and server start-up")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    v = sub.add_parser("verify", help="verify an answer (HaluEval-QA setting) or a JSONL batch")
-    single = v.add_argument_group("one answer")
-    single.add_argument("--question", help="the question the answer responds to")
-    single.add_argument("--answer", "--response", dest="answer", help="the answer to check")
-    single.add_argument("--evidence", help="evidence text, or @FILE to read it from a file")
+    v = sub.add_parser("verify", help="verify a response (or a JSONL batch of them)")
+    v.add_argument(
+        "--task",
+        choices=list(TASKS),
+        default="qa",
+        help="qa: question+answer is one claim; summarization: claims vs. top-k document sentences; "
+        "dialogue: subjective filter then claims; kbqa/general: claims vs. reference or search",
+    )
+    single = v.add_argument_group("one response")
+    single.add_argument("--question", help="the question (dialogue: the dialogue history)")
+    single.add_argument("--answer", "--response", dest="answer", help="the response to check")
+    single.add_argument("--evidence", "--reference", dest="evidence",
+                        help="knowledge or source document, as text or @FILE")  # fmt: skip
+    claims = v.add_argument_group("claims, evidence and rollup")
+    claims.add_argument("--claim-format", choices=["sentence", "triplet"], default="sentence")
+    claims.add_argument("--max-claims", type=int, default=25)
+    claims.add_argument("--retriever", choices=sorted(RETRIEVERS), default="dense", help="document retriever")
+    claims.add_argument("--top-k", type=int, default=10, help="document sentences per claim (default 10)")
+    claims.add_argument("--retrieval-cache", help="directory to keep retrieval results in (content-hash keys)")
+    claims.add_argument("--search-backend", choices=["serper", "local"], help="search for claims without reference")
+    claims.add_argument("--search-url", default="https://google.serper.dev", help="Serper-compatible endpoint")
+    claims.add_argument("--search-key", help="Serper key (prefer SERPER_API_KEY)")
+    claims.add_argument("--collection", help="JSONL of {title, text} for --search-backend local")
+    claims.add_argument("--rollup", choices=["any-false", "strict", "soft", "major"], default="any-false")
     batch = v.add_argument_group("batch")
     batch.add_argument("--input", type=Path, help="JSONL with id, question, response, reference")
     batch.add_argument("--output", type=Path, help="JSONL to append results to (re-running resumes)")
@@ -106,7 +128,19 @@ def _config(args: argparse.Namespace) -> VerifierConfig:
                 max_parse_retries=args.max_parse_retries,
             ),
             concurrency=args.concurrency,
-        )
+            claims=ClaimConfig(format=args.claim_format, max_claims=args.max_claims,
+                               max_parse_retries=args.max_parse_retries),
+            retrieval=RetrievalConfig(retriever=args.retriever, top_k=args.top_k, cache_dir=args.retrieval_cache),
+            search=None
+            if args.search_backend is None
+            else SearchConfig(
+                backend=args.search_backend,
+                base_url=args.search_url,
+                api_key=args.search_key or os.environ.get("SERPER_API_KEY") or None,
+                collection=args.collection,
+            ),
+            rollup=args.rollup,
+        )  # fmt: skip
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -114,8 +148,14 @@ def _config(args: argparse.Namespace) -> VerifierConfig:
 
 
 def _render(report: Report) -> None:
-    colour = {"factual": "green", "non_factual": "red", "unverifiable": "yellow"}[report.verdict]
-    _out.print(Panel.fit(f"[bold {colour}]{report.verdict.upper()}[/]", title="verdict"))
+    colour = {"factual": "green", "non_factual": "red", "unverifiable": "yellow", "no_claims": "blue"}[report.verdict]
+    score = "n/a" if report.score is None else f"{report.score:.2f}"
+    _out.print(
+        Panel.fit(f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  ({report.rollup})", title="verdict")
+    )
+    _out.print(f"task: {report.task}   claims: {len(report.claims)} ({report.extraction.method})")
+    if report.note:
+        _out.print(f"note: {report.note}")
     for claim in report.claims:
         _out.print(f"[bold]claim[/] {claim.claim_id}: {claim.text}")
         if claim.status == "unverifiable":
@@ -178,9 +218,12 @@ async def _verify(args: argparse.Namespace) -> int:
         if batch_mode:
             return await _run_batch(verifier, args)
         assert answer is not None  # checked above
-        report = await verifier.verify(
-            answer, question=args.question, reference=evidence, reference_source=evidence_source
-        )
+        try:
+            report = await verifier.verify(
+                answer, question=args.question, reference=evidence, reference_source=evidence_source, task=args.task
+            )
+        except ValueError as exc:
+            raise _UsageError(str(exc)) from exc
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
@@ -209,6 +252,7 @@ async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
             input_path=args.input,
             output_path=args.output,
             concurrency=args.concurrency,
+            task=args.task,
             on_record=advance,
         )
         progress.update(task, completed=summary.processed + summary.skipped_done)
@@ -233,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (_UsageError, PromptError, LookupError) as exc:
         print(f"debate: error: {exc}", file=sys.stderr)
         return 2
-    except (ModelError, EmbeddedModelError, BatchError) as exc:
+    except (ModelError, EmbeddedModelError, BatchError, ExtractionError) as exc:
         print(f"debate: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

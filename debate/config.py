@@ -7,9 +7,14 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from debate.types import RollupName
+
 __all__ = [
+    "ClaimConfig",
     "DebateConfig",
     "ModelConfig",
+    "RetrievalConfig",
+    "SearchConfig",
     "StructuredOutputMode",
     "TransitionRule",
     "VerifierConfig",
@@ -82,6 +87,55 @@ class ModelConfig(_Config):
         return cls.model_validate(values)
 
 
+class ClaimConfig(_Config):
+    """Claim extraction (summarization, dialogue, kbqa, general)."""
+
+    format: Literal["sentence", "triplet"] = "sentence"
+    """Atomic sentences (Factool) or RefChecker (subject, predicate, object) triplets."""
+    max_claims: int = Field(default=25, ge=1)
+    """Claims kept per response; the rest are dropped with a note."""
+    max_parse_retries: int = Field(default=2, ge=0, le=5)
+    """Re-asks after an unusable extraction reply before the response is an error."""
+
+
+class RetrievalConfig(_Config):
+    """Top-k sentences of a given document per claim."""
+
+    retriever: Literal["dense", "bm25"] = "dense"
+    """dense: all-MiniLM-L6-v2 embeddings (offline); bm25: lexical (bm25s)."""
+    top_k: int = Field(default=10, ge=1)
+    """Sentences per claim (paper: 10)."""
+    cache_dir: str | None = None
+    """Also keep retrieval results on disk, keyed by content hash."""
+
+
+class SearchConfig(_Config):
+    """A search backend for claims with no reference (Factool-style query generation)."""
+
+    backend: Literal["serper", "local"]
+    """serper: a Serper-compatible HTTP API; local: a JSONL collection of {title, text} searched with BM25."""
+    base_url: str = "https://google.serper.dev"
+    """Serper-compatible endpoint."""
+    api_key: SecretStr | None = Field(default=None, exclude=True)
+    """Serper key (env SERPER_API_KEY); never written to reports."""
+    collection: str | None = None
+    """JSONL file for the local backend."""
+    queries_per_claim: int = Field(default=2, ge=1, le=5)
+    """Queries generated per claim (Factool: 2)."""
+    results_per_query: int = Field(default=3, ge=1, le=10)
+    """Evidence items kept per query."""
+    timeout_s: float = Field(default=20.0, gt=0)
+    """Per-request timeout."""
+    max_attempts: int = Field(default=4, ge=1, le=20)
+    """HTTP attempts on transient errors."""
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> Self:
+        if self.backend == "local" and not self.collection:
+            raise ValueError("the local search backend needs `collection` (a JSONL file of {title, text})")
+        return self
+
+
 class VerifierConfig(_Config):
     """Everything a Verifier needs."""
 
@@ -93,3 +147,13 @@ class VerifierConfig(_Config):
     """Registered agent-team implementation."""
     concurrency: int = Field(default=2, ge=1)
     """Items (or claims) processed at once."""
+    claims: ClaimConfig = Field(default_factory=ClaimConfig)
+    """Claim extraction."""
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    """Document retrieval."""
+    search: SearchConfig | None = None
+    """Search backend; None: claims without a reference are judged knowledge-free."""
+    rollup: RollupName = "any-false"
+    """Claims -> response rule."""
+    soft_threshold: float = Field(default=0.5, ge=0, le=1)
+    """Score a response needs under the `soft` rollup."""

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from debate.types import Opinion
 
-__all__ = ["OPINION_SCHEMA", "ReplyParseError", "parse_opinion"]
+__all__ = ["OPINION_FORMAT", "OPINION_SCHEMA", "ReplyParseError", "load_json_object", "parse_opinion"]
 
 OPINION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -24,6 +24,12 @@ OPINION_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 """The paper's reply format as a JSON schema, for endpoints that constrain decoding."""
+
+OPINION_FORMAT = (
+    'a JSON object {"opinion": "<your reasoning in at most three sentences>", "factuality": <true or false>, '
+    '"Error severity": <integer 0-5>}'
+)
+"""How the re-ask describes the expected reply."""
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 _TRUE = {"true", "yes", "factual"}
@@ -92,7 +98,8 @@ def _pythonish_to_json(candidate: str) -> str:
     return re.sub(r",\s*([}\]])", r"\1", "".join(out))
 
 
-def _load_object(text: str) -> dict[str, Any]:
+def load_json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in a reply (code fences, prose around it, Python-style literals tolerated)."""
     fenced = _FENCE.search(text)
     body = fenced.group(1) if fenced else text
     candidate = _first_json_object(body) or _first_json_object(text)
@@ -153,7 +160,7 @@ def _as_severity(value: Any) -> int:
 
 def parse_opinion(text: str) -> Opinion:
     """Parse `{"opinion", "factuality", "Error severity"}`, accepting key spellings and Python-style booleans."""
-    raw = _load_object(text)
+    raw = load_json_object(text)
     fields = {_normalise_key(k): v for k, v in raw.items()}
     missing = [name for name in ("opinion", "factuality", "error_severity") if name not in fields]
     if missing:

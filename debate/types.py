@@ -12,19 +12,23 @@ __all__ = [
     "CallInfo",
     "Claim",
     "ClaimKind",
+    "ClaimRatios",
     "ClaimStatus",
     "ClaimVerdict",
     "DebateResult",
     "Evidence",
     "EvidenceKind",
+    "ExtractionInfo",
     "Opinion",
     "Report",
     "ReportVerdict",
     "Role",
+    "RollupName",
     "RunMeta",
     "StateName",
     "StateRecord",
     "StopReason",
+    "Task",
     "Turn",
     "Usage",
 ]
@@ -35,7 +39,9 @@ ClaimStatus = Literal["verified", "unverifiable"]
 ClaimKind = Literal["qa_pair", "atomic", "triplet"]
 EvidenceKind = Literal["given", "document", "search", "dialogue_history"]
 StopReason = Literal["no_debate", "consensus", "max_rounds", "failed"]
-ReportVerdict = Literal["factual", "non_factual", "unverifiable"]
+ReportVerdict = Literal["factual", "non_factual", "unverifiable", "no_claims"]
+Task = Literal["qa", "summarization", "dialogue", "kbqa", "general"]
+RollupName = Literal["any-false", "strict", "soft", "major"]
 
 
 class _Model(BaseModel):
@@ -78,6 +84,8 @@ class Evidence(_Model):
     """How it was obtained."""
     score: float | None = None
     """Retrieval score, when retrieved."""
+    query: str | None = None
+    """The search query that found it, when searched."""
 
 
 class Claim(_Model):
@@ -89,6 +97,8 @@ class Claim(_Model):
     """The claim as shown to the agents."""
     kind: ClaimKind
     """How the claim was formed."""
+    triplet: tuple[str, str, str] | None = None
+    """(subject, predicate, object) when extracted as a RefChecker triplet; `text` is its sentence form."""
 
 
 class Opinion(_Model):
@@ -246,23 +256,61 @@ class RunMeta(_Model):
     """When the report was made (UTC)."""
 
 
+class ClaimRatios(_Model):
+    """Shares of the response's claims by status (0 when there are no claims)."""
+
+    factual: float = Field(ge=0, le=1)
+    """Verified factual."""
+    non_factual: float = Field(ge=0, le=1)
+    """Verified not factual."""
+    unverifiable: float = Field(ge=0, le=1)
+    """No verdict could be obtained."""
+
+
+class ExtractionInfo(_Model):
+    """How the claims of a response were obtained."""
+
+    method: str
+    """Extractor name (qa-pair, llm-sentences, llm-triplets)."""
+    prompts: dict[str, str] = Field(default_factory=dict)
+    """Prompt name -> sha256, for the prompts used."""
+    attempts: int = Field(default=0, ge=0)
+    """Model replies requested (re-asks included)."""
+    parse_errors: list[str] = Field(default_factory=list)
+    """Why earlier replies were rejected."""
+    filtered_response: str | None = None
+    """Dialogue: the response with subjective content removed (None when nothing factual was left)."""
+    usage: Usage = Field(default_factory=Usage)
+    """Usage of extraction (subjective filter included)."""
+
+
 class Report(_Model):
     """The verdict on a whole response."""
 
-    task: Literal["qa"]
+    task: Task
     """The task setting."""
     question: str | None
     """The question the response answers."""
     response: str
     """The response that was checked."""
     factual: bool | None
-    """False if any claim is false; None when no claim is false but some is unverifiable."""
+    """The rollup's verdict; None when unverifiable or when there are no checkable claims."""
     verdict: ReportVerdict
     """The same as a label."""
+    rollup: RollupName = "any-false"
+    """The rule that rolled claims up to the response."""
+    score: float | None = Field(default=None, ge=0, le=1)
+    """Severity-weighted factual share of the claims (see debate.rollup.response_score); None without claims."""
+    ratios: ClaimRatios
+    """Claim shares by status."""
+    note: str | None = None
+    """Why the verdict is what it is, when that needs saying (e.g. no checkable claims)."""
+    extraction: ExtractionInfo
+    """How the claims were obtained."""
     claims: list[ClaimVerdict]
     """Per-claim verdicts in claim order."""
     usage: Usage
-    """Usage summed over claims."""
+    """Usage summed over extraction, evidence retrieval and claims."""
     elapsed_s: float = Field(ge=0)
     """Wall time."""
     meta: RunMeta

@@ -58,6 +58,7 @@ def test_json_report_structure(tmp_path: Path) -> None:
         "source": str(evidence),
         "kind": "given",
         "score": None,
+        "query": None,
     }
     d = claim["debate"]
     assert d["rounds"] == 2 and d["consensus"] is True

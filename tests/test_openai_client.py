@@ -9,8 +9,9 @@ from fakes import FakeOpenAI, Reply
 
 from debate.config import ModelConfig
 from debate.llm import ChatMessage, ChatRequest, ModelRequestError, ModelUnavailableError
-from debate.llm.openai_client import OpenAIChatClient, retry_after_seconds
+from debate.llm.openai_client import OpenAIChatClient
 from debate.parsing import OPINION_SCHEMA
+from debate.retry import retry_after_seconds
 
 REQUEST = ChatRequest(messages=[ChatMessage(role="user", content="hi")])
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
 import openai  # noqa: TID251 - the one module allowed to
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from debate.config import ModelConfig, StructuredOutputMode
 from debate.llm.base import (
@@ -21,9 +19,10 @@ from debate.llm.base import (
     TokenLogprob,
     TopLogprob,
 )
+from debate.retry import TRANSIENT_STATUS, retrying
 from debate.types import Usage
 
-__all__ = ["OpenAIChatClient", "is_retryable", "retry_after_seconds"]
+__all__ = ["OpenAIChatClient", "is_retryable"]
 
 log = logging.getLogger(__name__)
 
@@ -38,44 +37,12 @@ def is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code == 429 or exc.status_code >= 500
+        return exc.status_code in TRANSIENT_STATUS
     return False
 
 
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """Seconds the server asked us to wait, from retry-after-ms or Retry-After (seconds or HTTP date)."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
-
-
-class _Wait:
-    """Full-jitter exponential backoff, except that a server's Retry-After is honoured (capped)."""
-
-    def __init__(self, initial: float, maximum: float) -> None:
-        self._maximum = maximum
-        self._exponential = wait_random_exponential(multiplier=initial, max=maximum)
-
-    def __call__(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, openai.APIStatusError):
-            asked = retry_after_seconds(exc.response.headers)
-            if asked is not None:
-                return min(asked, self._maximum)
-        return float(self._exponential(state))
+def _headers(exc: BaseException) -> Mapping[str, str] | None:
+    return exc.response.headers if isinstance(exc, openai.APIStatusError) else None
 
 
 def _describe(exc: BaseException) -> str:
@@ -170,25 +137,17 @@ class OpenAIChatClient:
                 kwargs["top_logprobs"] = request.top_logprobs
         return await self._sdk.chat.completions.create(**kwargs)
 
-    def _log_retry(self, state: RetryCallState) -> None:
-        exc = state.outcome.exception() if state.outcome else None
-        log.warning(
-            "model call failed (%s); retry %d of %d",
-            _describe(exc) if exc is not None else "?",
-            state.attempt_number,
-            self._config.max_attempts - 1,
-        )
-
     async def _send_with_retry(self, request: ChatRequest, mode: StructuredOutputMode) -> tuple[Any, int]:
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._config.max_attempts),
-            wait=_Wait(self._config.backoff_initial_s, self._config.backoff_max_s),
-            retry=retry_if_exception(is_retryable),
-            reraise=True,
-            before_sleep=self._log_retry,
+        policy = retrying(
+            attempts=self._config.max_attempts,
+            initial_s=self._config.backoff_initial_s,
+            max_s=self._config.backoff_max_s,
+            is_transient=is_retryable,
+            headers_of=_headers,
+            describe=_describe,
         )
         attempts = 0
-        async for attempt in retrying:
+        async for attempt in policy:
             with attempt:
                 attempts = attempt.retry_state.attempt_number
                 return await self._send(request, mode), attempts

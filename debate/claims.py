@@ -1,0 +1,199 @@
+"""Claim detection, task-aware (paper sections 3.1 and 4.1.2).
+
+- qa: question + answer form one claim (no model call).
+- summarization, kbqa, general: an LLM decomposes the text into atomic claims (or RefChecker triplets).
+- dialogue: first the subjective filter (paper Table 9); `None` means nothing factual is left; then extraction.
+Extraction replies are validated like every model reply: bounded re-asks, then an ExtractionError for the response.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from debate.llm import ChatClient
+from debate.parsing import load_json_object
+from debate.prompts import load_prompt
+from debate.structured import ReplyError, ask_structured, converse
+from debate.types import Claim, ExtractionInfo, Usage
+
+__all__ = ["Extraction", "ExtractionError", "LLMClaimExtractor", "SubjectiveFilter", "qa_claim"]
+
+
+class ExtractionError(RuntimeError):
+    """No usable claims could be obtained for a response (the model's replies stayed unusable)."""
+
+
+def qa_claim(*, question: str | None, answer: str) -> Claim:
+    """HaluEval-QA setting: the question and answer together are the one claim."""
+    text = f"Question: {question.strip()}\nAnswer: {answer.strip()}" if question else answer.strip()
+    return Claim(id="c0", text=text, kind="qa_pair")
+
+
+@dataclass
+class Extraction:
+    claims: list[Claim]
+    info: ExtractionInfo
+    notes: list[str] = field(default_factory=list)
+
+
+_CLAIMS_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "properties": {"claims": {"type": "array", "items": {"type": "string", "minLength": 3, "maxLength": 400}}},
+    "required": ["claims"],
+}
+_TRIPLETS_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "properties": {
+        "triplets": {
+            "type": "array",
+            "items": {"type": "array", "items": {"type": "string", "maxLength": 200}, "minItems": 3, "maxItems": 3},
+        }
+    },
+    "required": ["triplets"],
+}
+_FORMATS = {
+    "sentence": 'a JSON object {"claims": ["<claim 1>", "<claim 2>", ...]}',
+    "triplet": 'a JSON object {"triplets": [["<subject>", "<predicate>", "<object>"], ...]}',
+}
+
+
+def _parse_sentences(reply: str) -> list[tuple[str, tuple[str, str, str] | None]]:
+    raw = _object(reply)
+    items = raw.get("claims")
+    if not isinstance(items, list):
+        raise ReplyError('"claims" must be a list')
+    out: list[tuple[str, tuple[str, str, str] | None]] = []
+    for item in items:
+        # Factool's own format is a list of {"claim": ...}; accept it too.
+        text = item.get("claim") if isinstance(item, dict) else item
+        if not isinstance(text, str):
+            raise ReplyError('every claim must be a string (or {"claim": "..."})')
+        if text.strip():
+            out.append((text.strip(), None))
+    return out
+
+
+def _parse_triplets(reply: str) -> list[tuple[str, tuple[str, str, str] | None]]:
+    raw = _object(reply)
+    items = raw.get("triplets")
+    if not isinstance(items, list):
+        raise ReplyError('"triplets" must be a list')
+    out: list[tuple[str, tuple[str, str, str] | None]] = []
+    for item in items:
+        if isinstance(item, dict):
+            item = [item.get("subject"), item.get("predicate"), item.get("object")]
+        if not (isinstance(item, list) and len(item) == 3 and all(isinstance(p, str) and p.strip() for p in item)):
+            raise ReplyError("every triplet must be three non-empty strings [subject, predicate, object]")
+        s, p, o = (part.strip() for part in item)
+        out.append((triplet_sentence(s, p, o), (s, p, o)))
+    return out
+
+
+def triplet_sentence(subject: str, predicate: str, obj: str) -> str:
+    """A triplet rendered back to a sentence for the debate."""
+    return re.sub(r"\s+", " ", f"{subject} {predicate} {obj}").strip().rstrip(".") + "."
+
+
+def _object(reply: str) -> dict[str, Any]:
+    try:
+        return load_json_object(reply)
+    except ValueError as exc:
+        raise ReplyError(str(exc)) from exc
+
+
+class LLMClaimExtractor:
+    """Decomposes a text into atomic claims (sentences or triplets) with one model call (plus bounded re-asks)."""
+
+    def __init__(self, client: ChatClient, *, format: Literal["sentence", "triplet"], max_claims: int,
+                 max_retries: int) -> None:  # fmt: skip
+        self._client = client
+        self._format = format
+        self._max_claims = max_claims
+        self._max_retries = max_retries
+        self._prompt = load_prompt("extract_claims" if format == "sentence" else "extract_triplets")
+
+    @property
+    def method(self) -> str:
+        return f"llm-{self._format}s"
+
+    async def extract(self, text: str, *, context: str | None) -> Extraction:
+        system, user = self._prompt.render(text=text.strip(), context=(context or "(none)").strip())
+        schema = _CLAIMS_SCHEMA if self._format == "sentence" else _TRIPLETS_SCHEMA
+        send, responses = converse(self._client, system, schema=schema, schema_name="claims")
+        parse = _parse_sentences if self._format == "sentence" else _parse_triplets
+        outcome = await ask_structured(
+            send, user, parse, max_retries=self._max_retries, expected=_FORMATS[self._format]
+        )
+        info = ExtractionInfo(
+            method=self.method,
+            prompts={self._prompt.name: self._prompt.sha256},
+            attempts=outcome.attempts,
+            parse_errors=outcome.errors,
+            usage=Usage.total(r.usage for r in responses),
+        )
+        if outcome.value is None:
+            raise ExtractionError(f"claim extraction failed: {outcome.failure}")
+        unique = list(dict.fromkeys(outcome.value))
+        notes = []
+        if len(unique) > self._max_claims:
+            notes.append(
+                f"{len(unique) - self._max_claims} extracted claims beyond max_claims={self._max_claims} were dropped"
+            )
+            unique = unique[: self._max_claims]
+        kind: Literal["atomic", "triplet"] = "atomic" if self._format == "sentence" else "triplet"
+        claims = [Claim(id=f"c{i}", text=t, kind=kind, triplet=tri) for i, (t, tri) in enumerate(unique)]
+        return Extraction(claims=claims, info=info, notes=notes)
+
+
+_NONE_REPLY = re.compile(r"^\W*none\W*$", re.I)
+
+
+def _parse_filtered(reply: str) -> str | None:
+    text = reply.strip()
+    text = re.sub(r"^(factual part|response)\s*:\s*", "", text, flags=re.I).strip()
+    if not text:
+        raise ReplyError("the reply is empty; give the factual part of the response, or None")
+    if _NONE_REPLY.match(text):
+        return None
+    return text
+
+
+@dataclass
+class Filtered:
+    text: str | None
+    info: ExtractionInfo
+
+
+class SubjectiveFilter:
+    """Removes purely subjective content from a dialogue response (paper Table 9)."""
+
+    def __init__(self, client: ChatClient, *, max_retries: int) -> None:
+        self._client = client
+        self._max_retries = max_retries
+        self._prompt = load_prompt("subjective_filter")
+
+    async def filter(self, response: str, *, history: str | None) -> Filtered:
+        system, user = self._prompt.render(history=(history or "(none)").strip(), response=response.strip())
+        send, responses = converse(self._client, system, schema=None, schema_name="filtered")
+        # `None` is a valid answer here, so success is tracked apart from the value.
+        parsed: list[str | None] = []
+
+        def parse(reply: str) -> bool:
+            parsed.append(_parse_filtered(reply))
+            return True
+
+        outcome = await ask_structured(
+            send, user, parse, max_retries=self._max_retries, expected="the factual part of the response, or None"
+        )
+        info = ExtractionInfo(
+            method="subjective-filter",
+            prompts={self._prompt.name: self._prompt.sha256},
+            attempts=outcome.attempts,
+            parse_errors=outcome.errors,
+            usage=Usage.total(r.usage for r in responses),
+        )
+        if outcome.value is None:
+            raise ExtractionError(f"subjective filter failed: {outcome.failure}")
+        return Filtered(text=parsed[-1], info=info)

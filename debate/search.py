@@ -1,0 +1,255 @@
+"""Evidence from search, for claims with no reference: Factool-style queries sent to a search backend.
+
+Backends: a Serper-compatible HTTP API (configurable base URL and key) and a local JSONL collection of
+{title, text} searched with BM25, for offline use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from debate.config import SearchConfig
+from debate.llm import ChatClient
+from debate.parsing import load_json_object
+from debate.prompts import load_prompt
+from debate.retrieval import BM25Retriever, RetrievalCache, split_sentences
+from debate.retry import TRANSIENT_STATUS, retrying
+from debate.structured import ReplyError, Structured, ask_structured, converse
+from debate.types import Claim, Evidence, Usage
+
+__all__ = [
+    "LocalCollectionSearch",
+    "SearchBackend",
+    "SearchError",
+    "SearchHit",
+    "SerperSearch",
+    "generate_queries",
+    "make_search_backend",
+    "search_evidence",
+]
+
+
+class SearchError(RuntimeError):
+    """The search backend failed or answered in a form we cannot read."""
+
+
+class SearchHit(BaseModel):
+    """One search result."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    title: str
+    """Result title."""
+    snippet: str
+    """Text used as evidence."""
+    url: str
+    """Where it came from (URL, or collection path#document)."""
+
+
+class SearchBackend(Protocol):
+    name: str
+
+    async def search(self, query: str, k: int) -> list[SearchHit]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code in TRANSIENT_STATUS
+    return isinstance(exc, httpx.TransportError)
+
+
+def _headers(exc: BaseException) -> Mapping[str, str] | None:
+    return exc.response.headers if isinstance(exc, httpx.HTTPStatusError) else None
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}: {exc.response.text[:200]}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class SerperSearch:
+    """POST {base_url}/search with X-API-KEY, as google.serper.dev does."""
+
+    name = "serper"
+
+    def __init__(self, config: SearchConfig) -> None:
+        if config.api_key is None:
+            raise ValueError("the serper search backend needs an API key (--search-key or SERPER_API_KEY)")
+        self._config = config
+        self._http = httpx.AsyncClient(
+            base_url=config.base_url,
+            timeout=config.timeout_s,
+            headers={"X-API-KEY": config.api_key.get_secret_value(), "Content-Type": "application/json"},
+        )
+
+    async def search(self, query: str, k: int) -> list[SearchHit]:
+        policy = retrying(
+            attempts=self._config.max_attempts,
+            initial_s=0.5,
+            max_s=20.0,
+            is_transient=_transient,
+            headers_of=_headers,
+            describe=_describe,
+        )
+        try:
+            async for attempt in policy:
+                with attempt:
+                    response = await self._http.post("/search", json={"q": query, "num": k})
+                    response.raise_for_status()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise SearchError(f"search {query!r} at {self._config.base_url}: {_describe(exc)}") from exc
+        return self._hits(response.json(), k)
+
+    @staticmethod
+    def _hits(body: Any, k: int) -> list[SearchHit]:
+        if not isinstance(body, dict):
+            raise SearchError("search response is not a JSON object")
+        hits: list[SearchHit] = []
+        box = body.get("answerBox")
+        if isinstance(box, dict) and (box.get("answer") or box.get("snippet")):
+            hits.append(
+                SearchHit(title=str(box.get("title", "answer box")), snippet=str(box.get("answer") or box["snippet"]),
+                          url=str(box.get("link", "serper:answerBox")))
+            )  # fmt: skip
+        for item in body.get("organic", []) or []:
+            if isinstance(item, dict) and item.get("snippet"):
+                hits.append(
+                    SearchHit(
+                        title=str(item.get("title", "")), snippet=str(item["snippet"]), url=str(item.get("link", ""))
+                    )
+                )
+        return hits[:k]
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+class LocalCollectionSearch:
+    """A JSONL collection of {title, text}; BM25 over its sentences (each prefixed with its document title)."""
+
+    name = "local"
+
+    def __init__(self, config: SearchConfig) -> None:
+        assert config.collection is not None  # checked by SearchConfig
+        self._path = Path(config.collection)
+        self._passages: list[tuple[int, str, str]] = []  # (document index, title, sentence)
+        try:
+            lines = self._path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ValueError(f"search collection {self._path}: {exc.strerror}") from exc
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                doc = _CollectionDoc.model_validate_json(line)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "line"
+                raise ValueError(f"search collection {self._path} line {number}: {where}: {first['msg']}") from exc
+            for sentence in split_sentences(doc.text):
+                self._passages.append((number, doc.title, sentence))
+        self._retriever = BM25Retriever()
+        self._texts = [f"{title}. {sentence}" for _, title, sentence in self._passages]
+
+    async def search(self, query: str, k: int) -> list[SearchHit]:
+        ranked = await asyncio.to_thread(self._retriever.rank, query, self._texts, k)
+        return [
+            SearchHit(
+                title=self._passages[i][1],
+                snippet=self._passages[i][2],
+                url=f"{self._path}#line-{self._passages[i][0]}",
+            )
+            for i, score in ranked
+            if score > 0
+        ]
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _CollectionDoc(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    title: str
+    text: str
+
+
+def make_search_backend(config: SearchConfig) -> SearchBackend:
+    return SerperSearch(config) if config.backend == "serper" else LocalCollectionSearch(config)
+
+
+_QUERIES_FORMAT = 'a JSON object {"queries": ["<query 1>", "<query 2>"]}'
+
+
+def _parse_queries(reply: str, n: int) -> list[str]:
+    try:
+        raw = load_json_object(reply)
+    except ValueError as exc:
+        raise ReplyError(str(exc)) from exc
+    queries = raw.get("queries")
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        raise ReplyError('"queries" must be a list of strings')
+    cleaned = list(dict.fromkeys(q.strip() for q in queries if q.strip()))
+    if not cleaned:
+        raise ReplyError('"queries" is empty')
+    return cleaned[:n]
+
+
+async def generate_queries(
+    client: ChatClient, claim: Claim, *, n: int, max_retries: int
+) -> tuple[Structured[list[str]], Usage]:
+    prompt = load_prompt("queries")
+    system, user = prompt.render(claim=claim.text)
+    send, responses = converse(client, system, schema=_QUERIES_SCHEMA, schema_name="queries")
+    outcome = await ask_structured(
+        send, user, lambda r: _parse_queries(r, n), max_retries=max_retries, expected=_QUERIES_FORMAT
+    )
+    return outcome, Usage.total(r.usage for r in responses)
+
+
+_QUERIES_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "properties": {
+        "queries": {"type": "array", "items": {"type": "string", "maxLength": 200}, "minItems": 1, "maxItems": 5}
+    },
+    "required": ["queries"],
+}
+
+
+async def search_evidence(
+    claim: Claim,
+    *,
+    client: ChatClient,
+    backend: SearchBackend,
+    config: SearchConfig,
+    cache: RetrievalCache,
+    max_retries: int,
+) -> tuple[list[Evidence], Usage, str | None]:
+    """Queries for the claim, then their results as evidence. Returns (evidence, usage, failure)."""
+    outcome, usage = await generate_queries(client, claim, n=config.queries_per_claim, max_retries=max_retries)
+    if outcome.value is None:
+        return [], usage, f"query generation: {outcome.failure}"
+    evidence: list[Evidence] = []
+    seen: set[str] = set()
+    for query in outcome.value:
+        key = RetrievalCache.key(
+            "search", backend.name, config.base_url, config.collection, config.results_per_query, query
+        )
+        hits = cache.get(key)
+        if hits is None:
+            found = await backend.search(query, config.results_per_query)
+            hits = [Evidence(text=h.snippet, source=h.url, kind="search", query=query) for h in found]
+            cache.put(key, hits)
+        for item in hits:
+            if item.text not in seen:
+                seen.add(item.text)
+                evidence.append(item)
+    return evidence, usage, None

@@ -1,0 +1,83 @@
+"""The one bounded re-ask loop for structured model replies, shared by agents and by the claim extractor.
+
+A malformed reply is not a network error: the model is told what was wrong and asked again, a bounded number of
+times; after that the caller reports the item as unverifiable (or as an error), never as true or false.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from debate.llm import ChatClient, ChatMessage, ChatRequest, ChatResponse
+from debate.prompts import PromptTemplate, load_prompt
+
+__all__ = ["ReplyError", "Structured", "ask_structured", "converse"]
+
+T = TypeVar("T")
+
+
+class ReplyError(ValueError):
+    """A reply is unusable; the message is shown to the model in the re-ask."""
+
+
+@dataclass
+class Structured(Generic[T]):
+    """Outcome of a bounded re-ask loop."""
+
+    value: T | None
+    attempts: int
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def failure(self) -> str | None:
+        if self.value is not None:
+            return None
+        last = self.errors[-1] if self.errors else "no reply"
+        return f"no usable reply after {self.attempts} attempts; last problem: {last}"
+
+
+async def ask_structured(
+    send: Callable[[str], Awaitable[str]],
+    first_message: str,
+    parse: Callable[[str], T],
+    *,
+    max_retries: int,
+    expected: str,
+    reask: PromptTemplate | None = None,
+) -> Structured[T]:
+    """Send `first_message`; while the reply fails `parse` (raising ValueError), re-ask with the error.
+
+    `expected` names the reply format in the re-ask, e.g. 'a JSON object {"claims": [...]}'.
+    """
+    template = reask or load_prompt("reask")
+    message = first_message
+    errors: list[str] = []
+    for attempt in range(1, max_retries + 2):
+        reply = await send(message)
+        try:
+            return Structured(parse(reply), attempt, errors)
+        except ValueError as exc:
+            errors.append(str(exc))
+            _, message = template.render(error=str(exc), expected=expected)
+    return Structured(None, max_retries + 1, errors)
+
+
+def converse(
+    client: ChatClient, system: str, *, schema: dict[str, object] | None, schema_name: str
+) -> tuple[Callable[[str], Awaitable[str]], list[ChatResponse]]:
+    """A `send` for ask_structured over a plain ChatClient: each re-ask continues the same conversation."""
+    messages: list[ChatMessage] = [ChatMessage(role="system", content=system)] if system else []
+    responses: list[ChatResponse] = []
+
+    async def send(text: str) -> str:
+        messages.append(ChatMessage(role="user", content=text))
+        response = await client.complete(
+            ChatRequest(messages=list(messages), response_schema=schema, schema_name=schema_name)
+        )
+        responses.append(response)
+        messages.append(ChatMessage(role="assistant", content=response.text))
+        return response.text
+
+    return send, responses
