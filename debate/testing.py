@@ -44,6 +44,9 @@ class ScriptedChatClient:
         self._delay_s = delay_s
         self.calls: list[_Call] = []
         self.closed = False
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """Most calls that were awaiting their reply at the same time."""
 
     @property
     def model_name(self) -> str:
@@ -61,8 +64,13 @@ class ScriptedChatClient:
                 f"{request.messages[-1].content[:500]}"
             )
         step = self._steps.pop(0)
-        if self._delay_s:
-            await asyncio.sleep(self._delay_s)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self._delay_s:
+                await asyncio.sleep(self._delay_s)
+        finally:
+            self.in_flight -= 1
         if isinstance(step, BaseException):
             self.calls.append(_Call(request, None))
             raise step
