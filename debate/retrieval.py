@@ -113,6 +113,10 @@ class DenseRetriever:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as transformers_logging
+
+                # Its weight-loading progress bar would land in the middle of our own stderr output.
+                transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
                 cls._model = SentenceTransformer(str(_dense_model_path()), device="cpu")
             return cls._model

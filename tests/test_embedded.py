@@ -60,3 +60,33 @@ async def test_api_on_the_embedded_server_records_every_turn(embedded_server: st
     turns = [t for s in claim.debate.states for t in s.turns]
     assert all(t.opinion and t.call.usage.llm_calls >= 1 and t.call.latency_s > 0 for t in turns)
     assert report.meta.model == "SmolLM2-135M-Instruct-Q4_1" and report.meta.embedded is False
+
+
+async def test_summarization_item_end_to_end(embedded_server: str) -> None:
+    """Extraction, dense top-10 retrieval over a real HaluEval document, and a debate per claim, all for real."""
+    from pathlib import Path
+
+    from debate.config import ClaimConfig, RetrievalConfig
+
+    record = json.loads((Path(__file__).parent / "fixtures" / "halueval_summarization_icc.jsonl").read_text())
+    summary = (
+        "Membership gives the ICC jurisdiction over alleged crimes committed in Palestinian territories since "
+        "last June. Israel and the United States supported the move."
+    )
+    config = VerifierConfig(
+        model=ModelConfig(base_url=embedded_server, structured_output="json_object", max_concurrency=1),
+        debate=DebateConfig(min_rounds=1, max_rounds=1),
+        claims=ClaimConfig(max_claims=2),
+        retrieval=RetrievalConfig(retriever="dense", top_k=10),
+    )
+    async with Verifier(config=config) as verifier:
+        report = await verifier.verify(summary, reference=record["document"], task="summarization")
+    assert report.task == "summarization" and report.extraction.method == "llm-sentences"
+    assert 1 <= len(report.claims) <= 2
+    document = record["document"]
+    for claim in report.claims:
+        assert len(claim.evidence) == 10
+        assert all(e.kind == "document" and e.text in document for e in claim.evidence)
+        assert claim.status == "verified" and claim.debate is not None and claim.debate.rounds == 1
+    assert report.usage.llm_calls == 1 + 4 * len(report.claims)
+    assert report.score is not None and report.verdict in ("factual", "non_factual")
