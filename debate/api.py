@@ -7,7 +7,7 @@ import functools
 import logging
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -15,8 +15,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self, get_args
 
+from debate.cascade import Cascade, cited_sources, sources_from
 from debate.chain import MarkovChain
-from debate.claims import LLMClaimExtractor, SubjectiveFilter, qa_claim
+from debate.claims import LLMClaimExtractor, SubjectiveFilter, qa_claim, rag_claims
 from debate.concurrency import gather_ordered
 from debate.config import ModelConfig, VerifierConfig
 from debate.llm import ChatClient
@@ -28,7 +29,7 @@ from debate.rollup import claim_ratios, response_score, roll_up
 from debate.runner import run_debate
 from debate.search import SearchBackend, SearchError, make_search_backend, search_evidence
 from debate.termination import paper_termination
-from debate.types import Claim, ClaimVerdict, Evidence, ExtractionInfo, Report, RunMeta, Task, Usage
+from debate.types import Claim, ClaimVerdict, Evidence, ExtractionInfo, Report, RunMeta, Source, Task, Usage
 
 __all__ = ["TASKS", "Verifier", "averify", "verify"]
 
@@ -58,18 +59,24 @@ def _package_version() -> str:
         return "unknown"
 
 
-def _as_evidence(reference: str | Sequence[Evidence] | None, source: str | None) -> list[Evidence]:
+Reference = str | Sequence[Evidence] | Sequence[Source] | Mapping[str, str]
+"""Knowledge text, a document, evidence items, or RAG sources ({id: text} or Source items)."""
+
+
+def _as_evidence(reference: Reference | None, source: str | None) -> list[Evidence]:
     if reference is None:
         return []
     if isinstance(reference, str):
         return [Evidence(text=reference.strip(), source=source, kind="given")] if reference.strip() else []
-    return list(reference)
+    if isinstance(reference, Mapping):
+        return [Evidence(text=str(text), source=str(sid), kind="given") for sid, text in reference.items()]
+    return [item if isinstance(item, Evidence) else Evidence(text=item.text, source=item.id) for item in reference]
 
 
-def _as_document(reference: str | Sequence[Evidence] | None) -> str | None:
+def _as_document(reference: Reference | None) -> str | None:
     if reference is None:
         return None
-    text = reference if isinstance(reference, str) else "\n".join(e.text for e in reference)
+    text = reference if isinstance(reference, str) else "\n".join(e.text for e in _as_evidence(reference, None))
     return text if text.strip() else None
 
 
@@ -81,6 +88,8 @@ class _Plan:
     extraction: ExtractionInfo
     evidence: Callable[[Claim], Awaitable[tuple[list[Evidence], Usage, str | None]]]
     notes: list[str]
+    sources: list[Source] | None = None
+    """RAG sources, when the task has them."""
 
 
 class Verifier:
@@ -107,6 +116,7 @@ class Verifier:
         self.cache = RetrievalCache(directory=self.config.retrieval.cache_dir)
         self._retriever_instance: Retriever | None = None
         self._search_backend: SearchBackend | None = None
+        self._cascade: Cascade | None = None
 
     @property
     def client(self) -> ChatClient:
@@ -172,7 +182,10 @@ class Verifier:
             base_url=self._model_config.base_url,
             embedded=self.embedded,
             config=resolved.model_dump(mode="json"),
-            prompts=self._team_factory.prompt_hashes(),
+            prompts={
+                **self._team_factory.prompt_hashes(),
+                **({"grounding": self.cascade.prompt_hash} if self.cascade.enabled else {}),
+            },
             seed=self._model_config.seed,
             package_version=_package_version(),
             git_commit=_git_commit(),
@@ -210,7 +223,7 @@ class Verifier:
             usage=usage,
         )
 
-    async def _claim_with_evidence(self, claim: Claim, plan: _Plan) -> ClaimVerdict:
+    async def _claim_with_evidence(self, index: int, claim: Claim, plan: _Plan) -> ClaimVerdict:
         evidence, usage, failure = await plan.evidence(claim)
         if failure is not None:
             return ClaimVerdict(
@@ -223,7 +236,31 @@ class Verifier:
                 debate=None,
                 usage=usage,
             )
-        return await self.verify_claim(claim, evidence, extra_usage=usage)
+        decisions, decided = await self.cascade.run(claim, index, evidence, plan.sources)
+        usage = usage + Usage.total(d.usage for d in decisions)
+        if decided is not None:
+            return ClaimVerdict(
+                claim_id=claim.id,
+                text=claim.text,
+                status="verified",
+                factual=decided.factual,
+                error_severity=decided.severity,
+                evidence=evidence,
+                debate=None,
+                usage=usage,
+                decided_by=decided.by,
+                prefilters=decisions,
+            )
+        verdict = await self.verify_claim(claim, evidence, extra_usage=usage)
+        return verdict.model_copy(update={"prefilters": decisions}) if decisions else verdict
+
+    @property
+    def cascade(self) -> Cascade:
+        if self._cascade is None:
+            self._cascade = Cascade(
+                client=self.client, config=self.config.prefilter, min_rounds=self.config.debate.min_rounds
+            )
+        return self._cascade
 
     def _retriever(self) -> Retriever:
         if self._retriever_instance is None:
@@ -265,7 +302,7 @@ class Verifier:
         return fetch
 
     async def _plan(
-        self, task: Task, response: str, question: str | None, reference: str | Sequence[Evidence] | None,
+        self, task: Task, response: str, question: str | None, reference: Reference | None,
         reference_source: str | None,
     ) -> _Plan:  # fmt: skip
         cfg = self.config.claims
@@ -273,6 +310,12 @@ class Verifier:
             self.client, format=cfg.format, max_claims=cfg.max_claims, max_retries=cfg.max_parse_retries
         )
         notes: list[str] = []
+
+        if task == "rag":
+            if reference is None or isinstance(reference, str):
+                raise ValueError("task rag needs the sources as `reference`: {id: text} or [{id, text, parent_id}]")
+            sources = sources_from(reference)  # type: ignore[arg-type]
+            return _Plan(rag_claims(response), ExtractionInfo(method="rag-sentences"), _cited(sources), notes, sources)
 
         if task == "qa":
             given = _as_evidence(reference, reference_source)
@@ -322,7 +365,7 @@ class Verifier:
         response: str,
         *,
         question: str | None = None,
-        reference: str | Sequence[Evidence] | None = None,
+        reference: Reference | None = None,
         task: Task = "qa",
         reference_source: str | None = None,
     ) -> Report:
@@ -342,7 +385,7 @@ class Verifier:
         started = time.perf_counter()
         plan = await self._plan(task, response, question, reference, reference_source)
         verdicts = await gather_ordered(
-            plan.claims, lambda c: self._claim_with_evidence(c, plan), limit=self.config.concurrency
+            list(enumerate(plan.claims)), lambda ic: self._claim_with_evidence(*ic, plan), limit=self.config.concurrency
         )
         outcome = roll_up(verdicts, rule=self.config.rollup, soft_threshold=self.config.soft_threshold)
         notes = [*plan.notes, *([outcome.note] if outcome.note else [])]
@@ -357,11 +400,22 @@ class Verifier:
             ratios=claim_ratios(verdicts),
             note="; ".join(notes) or None,
             extraction=plan.extraction,
+            prefilter=self.cascade.summary(verdicts, response=response, sources=plan.sources),
             claims=verdicts,
             usage=plan.extraction.usage + Usage.total(v.usage for v in verdicts),
             elapsed_s=time.perf_counter() - started,
             meta=self.meta(),
         )
+
+
+def _cited(sources: list[Source]) -> Callable[[Claim], Awaitable[tuple[list[Evidence], Usage, str | None]]]:
+    """A RAG claim's evidence: the sources it cites (by id or parent id), or all sources when it cites none."""
+
+    async def fetch(claim: Claim) -> tuple[list[Evidence], Usage, str | None]:
+        chosen = cited_sources(sources, claim) or sources
+        return [Evidence(text=s.text, source=s.id, kind="given") for s in chosen], Usage(), None
+
+    return fetch
 
 
 def _fixed(evidence: list[Evidence]) -> Callable[[Claim], Awaitable[tuple[list[Evidence], Usage, str | None]]]:
@@ -375,7 +429,7 @@ async def averify(
     response: str,
     *,
     question: str | None = None,
-    reference: str | Sequence[Evidence] | None = None,
+    reference: Reference | None = None,
     task: Task = "qa",
     config: VerifierConfig | None = None,
 ) -> Report:
@@ -388,7 +442,7 @@ def verify(
     response: str,
     *,
     question: str | None = None,
-    reference: str | Sequence[Evidence] | None = None,
+    reference: Reference | None = None,
     task: Task = "qa",
     config: VerifierConfig | None = None,
 ) -> Report:

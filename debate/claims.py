@@ -14,15 +14,33 @@ from typing import Any, Literal
 
 from debate.llm import ChatClient
 from debate.parsing import load_json_object
+from debate.prefilter.citations import extract_citations
 from debate.prompts import load_prompt
+from debate.retrieval import split_sentences
 from debate.structured import ReplyError, ask_structured, converse
 from debate.types import Claim, ExtractionInfo, Usage
 
-__all__ = ["Extraction", "ExtractionError", "LLMClaimExtractor", "SubjectiveFilter", "qa_claim"]
+__all__ = ["Extraction", "ExtractionError", "LLMClaimExtractor", "SubjectiveFilter", "qa_claim", "rag_claims"]
 
 
 class ExtractionError(RuntimeError):
     """No usable claims could be obtained for a response (the model's replies stayed unusable)."""
+
+
+_MARKER = re.compile(r"\s*\[[^\[\]\n]{1,200}\]")
+
+
+def rag_claims(answer: str) -> list[Claim]:
+    """RAG answers: each sentence longer than 20 characters is a claim, with the ids it cites; the [id] markers
+    are removed from the text the agents see."""
+    claims: list[Claim] = []
+    for sentence in split_sentences(answer):
+        if len(sentence) <= 20:
+            continue
+        text = _MARKER.sub("", sentence).strip()
+        if text:
+            claims.append(Claim(id=f"c{len(claims)}", text=text, kind="atomic", citations=extract_citations(sentence)))
+    return claims
 
 
 def qa_claim(*, question: str | None, answer: str) -> Claim:

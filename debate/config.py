@@ -13,6 +13,7 @@ __all__ = [
     "ClaimConfig",
     "DebateConfig",
     "ModelConfig",
+    "PrefilterConfig",
     "RetrievalConfig",
     "SearchConfig",
     "StructuredOutputMode",
@@ -136,6 +137,27 @@ class SearchConfig(_Config):
         return self
 
 
+class PrefilterConfig(_Config):
+    """The cheap checks before the debate, and when they may decide a claim."""
+
+    mode: Literal["none", "rules", "logprob", "all"] = "none"
+    """Which prefilters run."""
+    invalid_citation_decides: bool = True
+    """A claim citing an unknown source is decided not factual (severity 4) without a debate."""
+    trust_grounded: bool = False
+    """Let a strongly grounded claim skip the debate (decided factual)."""
+    grounded_confidence: float = Field(default=0.8, ge=0, le=1)
+    """Grounding confidence a claim needs to skip the debate (with trust_grounded)."""
+    max_claims: int = Field(default=10, ge=1)
+    """Logprob check: claims checked per response."""
+    min_chars: int = Field(default=15, ge=0)
+    """Logprob check: shorter claims are skipped."""
+    target: float = Field(default=0.95, gt=0, lt=1)
+    """Logprob check: the confidence the information budget is computed for."""
+    top_logprobs: int = Field(default=10, ge=1, le=20)
+    """Alternatives read at the answer token."""
+
+
 class VerifierConfig(_Config):
     """Everything a Verifier needs."""
 
@@ -153,6 +175,8 @@ class VerifierConfig(_Config):
     """Document retrieval."""
     search: SearchConfig | None = None
     """Search backend; None: claims without a reference are judged knowledge-free."""
+    prefilter: PrefilterConfig = Field(default_factory=PrefilterConfig)
+    """Cheap checks before the debate."""
     rollup: RollupName = "any-false"
     """Claims -> response rule."""
     soft_threshold: float = Field(default=0.5, ge=0, le=1)

@@ -10,21 +10,28 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "CallInfo",
+    "CitationReport",
     "Claim",
     "ClaimKind",
     "ClaimRatios",
     "ClaimStatus",
     "ClaimVerdict",
     "DebateResult",
+    "DecidedBy",
     "Evidence",
     "EvidenceKind",
     "ExtractionInfo",
+    "GroundingResult",
     "Opinion",
+    "PrefilterDecision",
+    "PrefilterSummary",
     "Report",
     "ReportVerdict",
+    "RiskLevel",
     "Role",
     "RollupName",
     "RunMeta",
+    "Source",
     "StateName",
     "StateRecord",
     "StopReason",
@@ -40,7 +47,11 @@ ClaimKind = Literal["qa_pair", "atomic", "triplet"]
 EvidenceKind = Literal["given", "document", "search", "dialogue_history"]
 StopReason = Literal["no_debate", "consensus", "max_rounds", "failed"]
 ReportVerdict = Literal["factual", "non_factual", "unverifiable", "no_claims"]
-Task = Literal["qa", "summarization", "dialogue", "kbqa", "general"]
+Task = Literal["qa", "summarization", "dialogue", "kbqa", "general", "rag"]
+DecidedBy = Literal["debate", "prefilter:rules", "prefilter:logprob"]
+PrefilterName = Literal["rules", "logprob"]
+RiskLevel = Literal["none", "low", "moderate", "high"]
+GroundingBand = Literal["supported", "minor extrapolation", "suspicious", "likely hallucination"]
 RollupName = Literal["any-false", "strict", "soft", "major"]
 
 
@@ -88,6 +99,17 @@ class Evidence(_Model):
     """The search query that found it, when searched."""
 
 
+class Source(_Model):
+    """A retrievable source a RAG answer may cite as [id]."""
+
+    id: str = Field(min_length=1)
+    """The source's id."""
+    text: str
+    """Its text."""
+    parent_id: str | None = None
+    """The containing document's id; citing it is valid too."""
+
+
 class Claim(_Model):
     """One checkable claim."""
 
@@ -99,6 +121,8 @@ class Claim(_Model):
     """How the claim was formed."""
     triplet: tuple[str, str, str] | None = None
     """(subject, predicate, object) when extracted as a RefChecker triplet; `text` is its sentence form."""
+    citations: list[str] = Field(default_factory=list)
+    """Source ids the claim cites as [id] (rag task)."""
 
 
 class Opinion(_Model):
@@ -202,6 +226,52 @@ class DebateResult(_Model):
     """Usage of all turns."""
 
 
+class GroundingResult(_Model):
+    """The logprob grounding signals for one claim (debate.prefilter.grounding_score)."""
+
+    p1: float = Field(ge=0, le=1)
+    """P(YES | full context)."""
+    p0: float = Field(ge=0, le=1)
+    """P(YES | cited sources redacted); equals p1 for an uncited claim."""
+    has_citations: bool
+    """Whether the claim cites sources."""
+    evidence_use: float = Field(ge=0, le=1)
+    """max(0, p1 - p0)."""
+    confidence: float = Field(ge=0, le=1)
+    """Cited: min(1, 1.5 * use + (0.3 if p1 > 0.7 else 0)); uncited: 0.7 * p1 if p1 > 0.7 else 0.4 * p1."""
+    grounded: bool
+    """confidence > 0.45 and (use > 0.15 or uncited)."""
+    observed_bits: float
+    """KL(Ber(p1) || Ber(p0)) in bits."""
+    required_bits: float
+    """KL(Ber(target) || Ber(p0)) in bits."""
+    budget_gap: float
+    """required - observed, in `unit`."""
+    unit: Literal["bits", "nats"] = "bits"
+    """Unit of budget_gap."""
+    budget_gap_bits: float
+    """required - observed, in bits."""
+    flagged: bool
+    """budget gap > 0: the evidence carries less information than the claim's confidence needs."""
+    band: GroundingBand
+    """< 0 supported, 0-2 minor extrapolation, 2-10 suspicious, > 10 likely hallucination (bits)."""
+
+
+class PrefilterDecision(_Model):
+    """What one cheap check said about a claim."""
+
+    name: PrefilterName
+    """Which prefilter."""
+    decision: Literal["pass", "factual", "non_factual", "skipped"]
+    """pass: not confident, the debate decides; skipped: the check could not run."""
+    reason: str
+    """Why."""
+    grounding: GroundingResult | None = None
+    """The logprob signals, for the logprob prefilter."""
+    usage: Usage = Field(default_factory=Usage)
+    """Model usage of the check."""
+
+
 class ClaimVerdict(_Model):
     """The verdict on one claim."""
 
@@ -223,6 +293,10 @@ class ClaimVerdict(_Model):
     """The chain transcript (None when no model call was made)."""
     usage: Usage = Field(default_factory=Usage)
     """Usage spent on this claim."""
+    decided_by: DecidedBy = "debate"
+    """`debate`, or the prefilter that was confident enough to decide without one."""
+    prefilters: list[PrefilterDecision] = Field(default_factory=list)
+    """Every prefilter that looked at the claim, in order."""
 
     @model_validator(mode="after")
     def _status_consistent(self) -> Self:
@@ -284,6 +358,46 @@ class ExtractionInfo(_Model):
     """Usage of extraction (subjective filter included)."""
 
 
+class CitationReport(_Model):
+    """Outcome of the citation rules for one answer (debate.prefilter.citation_check)."""
+
+    has_hallucination_risk: bool
+    """hallucination_risk_score > 0.3."""
+    hallucination_risk_score: float = Field(ge=0, le=1)
+    """1 - min(citation_ratio, 1)."""
+    risk_level: RiskLevel
+    """none (nothing to check), low, moderate or high."""
+    valid_citations: list[str]
+    """Every citation occurrence whose id is a known source or parent id, in order."""
+    invalid_citations: list[str]
+    """Every other citation occurrence, in order."""
+    uncited_sentences: list[str]
+    """Sentences longer than 50 characters with no citation."""
+    citation_ratio: float = Field(ge=0)
+    """len(valid_citations) / max(total_claims, 1)."""
+    total_claims: int = Field(ge=0)
+    """Sentences longer than 20 characters."""
+    note: str | None = None
+    """Set when there is nothing to check."""
+
+
+class PrefilterSummary(_Model):
+    """What the prefilter cascade did for a response."""
+
+    mode: Literal["rules", "logprob", "all"]
+    """Which prefilters ran."""
+    citation: CitationReport | None = None
+    """The response-level citation report (rag task, rules on)."""
+    decided: int = Field(ge=0)
+    """Claims decided without a debate."""
+    prefilter_calls: int = Field(ge=0)
+    """Model calls the prefilters made."""
+    debate_calls_saved: int = Field(ge=0)
+    """Debate calls not made, counted at the minimum a debate costs (1 + 3 * min_rounds per claim)."""
+    note: str | None = None
+    """E.g. that the endpoint gives no logprobs."""
+
+
 class Report(_Model):
     """The verdict on a whole response."""
 
@@ -307,6 +421,8 @@ class Report(_Model):
     """Why the verdict is what it is, when that needs saying (e.g. no checkable claims)."""
     extraction: ExtractionInfo
     """How the claims were obtained."""
+    prefilter: PrefilterSummary | None = None
+    """The cascade's summary; None when no prefilter ran."""
     claims: list[ClaimVerdict]
     """Per-claim verdicts in claim order."""
     usage: Usage

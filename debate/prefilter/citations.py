@@ -1,0 +1,102 @@
+"""Rule-based citation check for RAG answers with `[source_id]` citations."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from debate.retrieval import split_sentences
+from debate.types import CitationReport, RiskLevel
+
+__all__ = ["CitationReport", "SourceRef", "citation_check", "extract_citations", "known_source_ids"]
+
+
+_CITATION = re.compile(r"\[([^\[\]\n]{1,200})\]")
+_UNCITED_MIN_CHARS = 50
+_CLAIM_MIN_CHARS = 20
+
+
+class SourceRef(BaseModel):
+    """A retrievable source: a chunk id and, optionally, the id of the document it belongs to."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    """The source's own id."""
+    parent_id: str | None = None
+    """The containing document's id; citing it is valid too."""
+
+
+def extract_citations(text: str) -> list[str]:
+    """Ids cited as `[id]`; `[a, b]` and `[a; b]` cite several."""
+    ids: list[str] = []
+    for match in _CITATION.finditer(text):
+        ids.extend(part.strip() for part in re.split(r"[,;]", match.group(1)) if part.strip())
+    return ids
+
+
+def known_source_ids(sources: Iterable[str | SourceRef]) -> set[str]:
+    known: set[str] = set()
+    for source in sources:
+        if isinstance(source, str):
+            known.add(source)
+        else:
+            known.add(source.id)
+            if source.parent_id:
+                known.add(source.parent_id)
+    return known
+
+
+def _nothing(note: str) -> CitationReport:
+    return CitationReport(
+        has_hallucination_risk=False,
+        hallucination_risk_score=0.0,
+        risk_level="none",
+        valid_citations=[],
+        invalid_citations=[],
+        uncited_sentences=[],
+        citation_ratio=0.0,
+        total_claims=0,
+        note=note,
+    )
+
+
+def citation_check(answer: str, source_ids: Sequence[str | SourceRef]) -> CitationReport:
+    """Check an answer's citations against the ids of the sources it was given.
+
+    Risk is high when the score exceeds 0.6, or any citation is invalid, or 3 or more long sentences are uncited, or
+    the ratio is below 0.3 with 3 or more claims; moderate when the score is in (0.3, 0.6] or 1-2 long sentences are
+    uncited; low otherwise. An empty answer, or one with no claim, is "nothing to check", never a finding.
+    """
+    if not answer.strip():
+        return _nothing("nothing to check: the answer is empty")
+    sentences = split_sentences(answer)
+    claims = [s for s in sentences if len(s) > _CLAIM_MIN_CHARS]
+    if not claims:
+        return _nothing("nothing to check: no sentence is long enough to be a claim")
+    known = known_source_ids(source_ids)
+    cited = extract_citations(answer)
+    valid = [c for c in cited if c in known]
+    invalid = [c for c in cited if c not in known]
+    uncited = [s for s in sentences if len(s) > _UNCITED_MIN_CHARS and not extract_citations(s)]
+    ratio = len(valid) / max(len(claims), 1)
+    score = 1.0 - min(ratio, 1.0)
+    level: RiskLevel
+    if score > 0.6 or invalid or len(uncited) >= 3 or (ratio < 0.3 and len(claims) >= 3):
+        level = "high"
+    elif 0.3 < score <= 0.6 or 1 <= len(uncited) <= 2:
+        level = "moderate"
+    else:
+        level = "low"
+    return CitationReport(
+        has_hallucination_risk=score > 0.3,
+        hallucination_risk_score=score,
+        risk_level=level,
+        valid_citations=valid,
+        invalid_citations=invalid,
+        uncited_sentences=uncited,
+        citation_ratio=ratio,
+        total_claims=len(claims),
+    )
