@@ -13,6 +13,7 @@ from typing import IO, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from debate.api import Verifier
+from debate.cascade import sources_from
 from debate.claims import ExtractionError
 from debate.concurrency import ordered_map
 from debate.llm import ModelRequestError
@@ -38,8 +39,8 @@ class BatchItem(BaseModel):
     """The question the response answers."""
     response: str = Field(min_length=1)
     """The text to check."""
-    reference: str | None = None
-    """Evidence (knowledge) for the claim."""
+    reference: str | dict[str, str] | list[dict[str, Any]] | None = None
+    """Evidence: knowledge or document text; for task rag the sources ({id: text} or [{id, text, parent_id}])."""
 
     @field_validator("id", mode="before")
     @classmethod
@@ -174,10 +175,11 @@ async def run_batch(
         if work.item is None:
             return {**base, "line": work.line, "error": {"kind": "input", "message": work.error}}
         try:
+            reference = work.item.reference
             report = await verifier.verify(
                 work.item.response,
                 question=work.item.question,
-                reference=work.item.reference,
+                reference=sources_from(reference) if isinstance(reference, list) else reference,
                 reference_source=f"{input_path.name}:{work.line}:reference",
                 task=task,
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -21,9 +22,18 @@ from debate.api import TASKS, Verifier
 from debate.batch import BatchError, run_batch
 from debate.chain import TRANSITION_RULES
 from debate.claims import ExtractionError
-from debate.config import ClaimConfig, DebateConfig, ModelConfig, RetrievalConfig, SearchConfig, VerifierConfig
+from debate.config import (
+    ClaimConfig,
+    DebateConfig,
+    ModelConfig,
+    PrefilterConfig,
+    RetrievalConfig,
+    SearchConfig,
+    VerifierConfig,
+)
 from debate.llm import ModelError
 from debate.llm.embedded import EmbeddedModelError
+from debate.prefilter.tools import ToolCallChecker, ToolRegistry, correction_message
 from debate.prompts import PromptError
 from debate.retrieval import RETRIEVERS
 from debate.types import Report
@@ -72,6 +82,15 @@ def _build_parser() -> argparse.ArgumentParser:
     claims.add_argument("--search-key", help="Serper key (prefer SERPER_API_KEY)")
     claims.add_argument("--collection", help="JSONL of {title, text} for --search-backend local")
     claims.add_argument("--rollup", choices=["any-false", "strict", "soft", "major"], default="any-false")
+    claims.add_argument("--sources", help="task rag: JSON file of {id: text} or [{id, text, parent_id}]")
+    pre = v.add_argument_group("prefilters (cheap checks before the debate)")
+    pre.add_argument("--prefilter", choices=["none", "rules", "logprob", "all"], default="none")
+    pre.add_argument("--trust-grounded", action="store_true", help="let strongly grounded claims skip the debate")
+    pre.add_argument("--grounded-confidence", type=float, default=0.8, help="confidence needed to skip (default 0.8)")
+    tools = sub.add_parser("check-tools", help="audit a tool call against JSON-schema tool definitions")
+    tools.add_argument("--registry", type=Path, required=True, help="JSON list of tool definitions (OpenAI format)")
+    tools.add_argument("--call", type=Path, required=True, help='JSON {"name", "arguments"} (or an OpenAI tool_call)')
+    tools.add_argument("--json", action="store_true", help="print the findings as JSON")
     batch = v.add_argument_group("batch")
     batch.add_argument("--input", type=Path, help="JSONL with id, question, response, reference")
     batch.add_argument("--output", type=Path, help="JSONL to append results to (re-running resumes)")
@@ -108,6 +127,38 @@ def _read_evidence(value: str | None) -> tuple[str | None, str | None]:
     return value, "--evidence"
 
 
+def _read_json(path: Path, flag: str) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise _UsageError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise _UsageError(f"{flag}: {path} line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+
+
+def _check_tools(args: argparse.Namespace) -> int:
+    try:
+        registry = ToolRegistry.from_file(args.registry)
+    except OSError as exc:
+        raise _UsageError(f"--registry: cannot read {args.registry}: {exc.strerror}") from exc
+    except ValueError as exc:
+        raise _UsageError(f"--registry {args.registry}: {exc}") from exc
+    call = _read_json(args.call, "--call")
+    body = call.get("function", call) if isinstance(call, dict) else None
+    if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+        raise _UsageError(f'--call {args.call}: expected {{"name": ..., "arguments": ...}}')
+    findings = ToolCallChecker(registry).check(body["name"], body.get("arguments", {}))
+    if args.json:
+        sys.stdout.write(json.dumps([f.model_dump() for f in findings], indent=2) + "\n")
+    elif findings:
+        for f in findings:
+            _out.print(f"[red]{f.kind}[/] ({f.confidence:.2f}): {f.evidence}\n  fix: {f.correction}")
+        _out.print(f"\n{correction_message(findings)}")
+    else:
+        _out.print("[green]no findings[/]: the call matches its tool definition")
+    return 1 if findings else 0
+
+
 def _config(args: argparse.Namespace) -> VerifierConfig:
     try:
         return VerifierConfig(
@@ -140,6 +191,8 @@ def _config(args: argparse.Namespace) -> VerifierConfig:
                 collection=args.collection,
             ),
             rollup=args.rollup,
+            prefilter=PrefilterConfig(mode=args.prefilter, trust_grounded=args.trust_grounded,
+                                      grounded_confidence=args.grounded_confidence),
         )  # fmt: skip
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -156,8 +209,23 @@ def _render(report: Report) -> None:
     _out.print(f"task: {report.task}   claims: {len(report.claims)} ({report.extraction.method})")
     if report.note:
         _out.print(f"note: {report.note}")
+    if report.prefilter is not None:
+        p = report.prefilter
+        _out.print(
+            f"prefilter ({p.mode}): {p.decided} claims decided without debate, {p.prefilter_calls} prefilter calls, "
+            f"at least {p.debate_calls_saved} debate calls saved" + (f"; {p.note}" if p.note else "")
+        )
+        if p.citation is not None:
+            c = p.citation
+            _out.print(
+                f"citations: risk {c.risk_level} (score {c.hallucination_risk_score:.2f}), "
+                f"ratio {c.citation_ratio:.2f}, invalid {c.invalid_citations or 'none'}, "
+                f"{len(c.uncited_sentences)} uncited long sentences"
+            )
     for claim in report.claims:
         _out.print(f"[bold]claim[/] {claim.claim_id}: {claim.text}")
+        for decision in claim.prefilters:
+            _out.print(f"  prefilter {decision.name}: {decision.decision} ({decision.reason})")
         if claim.status == "unverifiable":
             _out.print(f"  [yellow]unverifiable[/]: {claim.reason}")
         else:
@@ -207,6 +275,11 @@ async def _verify(args: argparse.Namespace) -> int:
     if not batch_mode and (answer is None or not answer.strip()):
         raise _UsageError("give a non-empty --answer (with --question and --evidence), or --input and --output")
     evidence, evidence_source = (None, None) if batch_mode else _read_evidence(args.evidence)
+    reference: Any = evidence
+    if args.task == "rag" and not batch_mode:
+        if args.sources is None:
+            raise _UsageError("--task rag needs --sources FILE (JSON {id: text} or [{id, text, parent_id}])")
+        reference = _read_json(Path(args.sources), "--sources")
 
     if config.model.base_url is None:
         _err.print(
@@ -220,7 +293,7 @@ async def _verify(args: argparse.Namespace) -> int:
         assert answer is not None  # checked above
         try:
             report = await verifier.verify(
-                answer, question=args.question, reference=evidence, reference_source=evidence_source, task=args.task
+                answer, question=args.question, reference=reference, reference_source=evidence_source, task=args.task
             )
         except ValueError as exc:
             raise _UsageError(str(exc)) from exc
@@ -273,6 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "verify":
             return asyncio.run(_verify(args))
+        if args.command == "check-tools":
+            return _check_tools(args)
         raise _UsageError(f"unknown command {args.command}")  # pragma: no cover - argparse rejects it first
     except (_UsageError, PromptError, LookupError) as exc:
         print(f"debate: error: {exc}", file=sys.stderr)
