@@ -11,8 +11,9 @@ from debate.types import Usage
 
 __all__ = ["ScriptExhaustedError", "ScriptedChatClient", "Step"]
 
-Step = str | BaseException | Callable[[ChatRequest], str]
-"""A scripted reply: its text, an exception to raise, or a function of the request."""
+Step = str | ChatResponse | BaseException | Callable[[ChatRequest], "str | ChatResponse"]
+"""A scripted reply: its text, a whole response (e.g. with logprobs), an exception to raise, or a function of the
+request returning either."""
 
 
 class ScriptExhaustedError(AssertionError):
@@ -74,7 +75,11 @@ class ScriptedChatClient:
         if isinstance(step, BaseException):
             self.calls.append(_Call(request, None))
             raise step
-        text = step(request) if callable(step) else step
+        answer = step(request) if callable(step) else step
+        if isinstance(answer, ChatResponse):
+            self.calls.append(_Call(request, answer.text))
+            return answer
+        text = answer
         self.calls.append(_Call(request, text))
         return ChatResponse(
             text=text,

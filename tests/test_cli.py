@@ -211,3 +211,20 @@ def test_batch_resumes_after_kill_9_without_loss_or_repeat(tmp_path: Path) -> No
     again = debate(*args, "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
     assert again.returncode == 0 and "12 already done" in again.stderr
     assert out.read_text().count("\n") == 12
+
+
+def test_rag_with_rules_prefilter(tmp_path: Path) -> None:
+    sources = tmp_path / "sources.json"
+    sources.write_text(json.dumps([{"id": "doc1#0", "parent_id": "doc1", "text": "Paris is the capital of France."}]))
+    with FakeOpenAI(responder=_agreeing) as server:
+        done = debate("verify", "--task", "rag", "--sources", str(sources), "--prefilter", "rules", "--json",
+                      "--answer", "Paris is the capital of France [doc1]. Paris has ten million cats [doc7].",
+                      "--min-rounds", "0", "--base-url", server.base_url)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert len(server.requests) == 1  # only the validly cited claim was debated
+    report = json.loads(done.stdout)
+    assert [c["decided_by"] for c in report["claims"]] == ["debate", "prefilter:rules"]
+    assert report["prefilter"]["citation"]["invalid_citations"] == ["doc7"]
+    assert report["prefilter"]["citation"]["valid_citations"] == ["doc1"]
+    missing = debate("verify", "--task", "rag", "--answer", "x", "--base-url", "http://127.0.0.1:9/v1")
+    assert missing.returncode == 2 and "--sources" in missing.stderr

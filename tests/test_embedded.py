@@ -90,3 +90,24 @@ async def test_summarization_item_end_to_end(embedded_server: str) -> None:
         assert claim.status == "verified" and claim.debate is not None and claim.debate.rounds == 1
     assert report.usage.llm_calls == 1 + 4 * len(report.claims)
     assert report.score is not None and report.verdict in ("factual", "non_factual")
+
+
+async def test_logprob_check_reads_real_logprobs_from_llama_cpp(embedded_server: str) -> None:
+    from debate.llm.openai_client import OpenAIChatClient
+    from debate.prefilter import LogprobGroundingCheck
+
+    client = OpenAIChatClient(config=ModelConfig(base_url=embedded_server))
+    await client.resolve_model()
+    check = LogprobGroundingCheck(client)
+    result = await check.check(
+        "Paris is the capital of France [1]. The Eiffel Tower stands in Berlin [2].",
+        {"1": "Paris is the capital and largest city of France.", "2": "The Eiffel Tower is a tower in Paris."},
+    )
+    await client.aclose()
+    assert result.available is True and result.note is None
+    assert [c.citations for c in result.claims] == [["1"], ["2"]]
+    for claim in result.claims:
+        r = claim.result
+        assert 0.0 <= r.p0 <= 1.0 and 0.0 <= r.p1 <= 1.0 and r.has_citations
+        assert r.budget_gap_bits == pytest.approx(r.required_bits - r.observed_bits)
+    assert result.usage.llm_calls == 4 and result.grounded is not None

@@ -164,6 +164,10 @@ def _type_name(value: Any) -> str:
     return next((n for n, kinds in _JSON_TYPES.items() if isinstance(value, kinds)), type(value).__name__)
 
 
+def _with_article(noun: str) -> str:
+    return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
+
+
 class ToolCallChecker:
     """Schema checks (name, parameters) and then pluggable fact checks."""
 
@@ -192,7 +196,7 @@ class ToolCallChecker:
                 ToolCallFinding(
                     kind="parameter",
                     confidence=0.95,
-                    evidence=f"the arguments are a JSON {_type_name(arguments)}, not an object",
+                    evidence=f"the arguments are JSON {_with_article(_type_name(arguments))}, not an object",
                     correction="send the arguments as one JSON object",
                 )
             ]
@@ -256,7 +260,7 @@ class ToolCallChecker:
                 ToolCallFinding(
                     kind="parameter",
                     confidence=0.9,
-                    evidence=f"{path!r} is a {_type_name(value)}, the schema wants {expected}",
+                    evidence=f"{path!r} is {_with_article(_type_name(value))}, the schema wants {expected}",
                     correction=f"send {path!r} as {expected}",
                 )
             ]

@@ -1,0 +1,145 @@
+"""The prefilter cascade: which claims skip the debate, and what it saved."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import op
+
+from debate import DebateConfig, Verifier, VerifierConfig
+from debate.config import PrefilterConfig
+from debate.llm import ChatRequest, ChatResponse, TokenLogprob, TopLogprob
+from debate.testing import ScriptedChatClient
+from debate.types import Usage
+
+SOURCES = {"1": "Paris is the capital and largest city of France.", "2": "The Seine flows through Paris."}
+ANSWER = "Paris is the capital of France [1]. The Seine flows through Paris [2]. Paris has ten million cats [9]."
+GROUNDING = "You check whether a claim is supported"
+
+
+def _yes(p: float) -> ChatResponse:
+    top = [TopLogprob(token="YES", logprob=math.log(p)), TopLogprob(token="NO", logprob=math.log(1 - p))]
+    first = top[0] if p >= 0.5 else top[1]
+    return ChatResponse(
+        text=first.token, usage=Usage(llm_calls=1), model="m", latency_s=0.0,
+        logprobs=[TokenLogprob(token=first.token, logprob=first.logprob, top=top)],
+    )  # fmt: skip
+
+
+def _client(p: dict[str, tuple[float, float]] | None) -> ScriptedChatClient:
+    """Agents always answer True; grounding calls get P(YES) per claim keyword: (full context, redacted)."""
+
+    def reply(request: ChatRequest) -> str | ChatResponse:
+        if request.messages[0].content.startswith(GROUNDING):
+            user = request.messages[-1].content
+            if p is None:
+                return "YES"  # an endpoint that returns no logprobs
+            claim = user.split("Claim: ", 1)[1]
+            key = next(k for k in p if k in claim)
+            full, redacted = p[key]
+            return _yes(redacted if "[REDACTED]" in user else full)
+        return op(True)
+
+    return ScriptedChatClient([reply] * 60)
+
+
+def _verifier(client: ScriptedChatClient, *, min_rounds: int = 0, **prefilter: object) -> Verifier:
+    config = VerifierConfig(
+        debate=DebateConfig(min_rounds=min_rounds, max_rounds=max(min_rounds, 1)),
+        prefilter=PrefilterConfig(**prefilter),  # type: ignore[arg-type]
+        concurrency=1,
+    )
+    return Verifier(config=config, client=client)
+
+
+def _kinds(client: ScriptedChatClient) -> list[str]:
+    return ["grounding" if c.request.messages[0].content.startswith(GROUNDING) else "debate" for c in client.calls]
+
+
+async def test_rules_decide_an_invalid_citation_without_a_debate() -> None:
+    client = _client(None)
+    async with _verifier(client, mode="rules") as verifier:
+        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+    assert [c.text for c in report.claims] == [
+        "Paris is the capital of France.",
+        "The Seine flows through Paris.",
+        "Paris has ten million cats.",
+    ]
+    assert [c.decided_by for c in report.claims] == ["debate", "debate", "prefilter:rules"]
+    cats = report.claims[2]
+    assert (cats.factual, cats.error_severity, cats.debate) == (False, 4, None)
+    assert cats.prefilters[0].decision == "non_factual" and "9" in cats.prefilters[0].reason
+    assert _kinds(client) == ["debate", "debate"]  # the cats claim cost no call
+    assert report.claims[0].evidence[0].text == SOURCES["1"]  # a claim sees the source it cites
+    assert report.verdict == "non_factual"
+    summary = report.prefilter
+    assert summary is not None and (summary.decided, summary.debate_calls_saved, summary.prefilter_calls) == (1, 1, 0)
+    assert summary.citation is not None and summary.citation.invalid_citations == ["9"]
+    assert summary.citation.risk_level == "high"
+
+
+async def test_grounded_claims_skip_the_debate_only_when_trusted() -> None:
+    probabilities = {"capital": (0.95, 0.10), "Seine": (0.55, 0.50), "cats": (0.20, 0.20)}
+    client = _client(probabilities)
+    async with _verifier(client, mode="logprob", trust_grounded=True, min_rounds=2) as verifier:
+        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+    assert [c.decided_by for c in report.claims] == ["prefilter:logprob", "debate", "debate"]
+    capital = report.claims[0]
+    assert (capital.factual, capital.error_severity, capital.debate) == (True, 0, None)
+    grounding = capital.prefilters[0].grounding
+    assert grounding is not None and grounding.p1 == pytest.approx(0.95) and grounding.p0 == pytest.approx(0.10)
+    assert capital.usage.llm_calls == 2
+    seine = report.claims[1]
+    assert seine.prefilters[0].decision == "pass" and seine.debate is not None and seine.debate.rounds == 2
+    # The cats claim cites an unknown source: nothing to redact, so it is scored as uncited (one call).
+    cats = report.claims[2]
+    assert cats.prefilters[0].grounding is not None and cats.prefilters[0].grounding.has_citations is False
+    summary = report.prefilter
+    assert summary is not None and summary.decided == 1 and summary.debate_calls_saved == 7
+    assert summary.prefilter_calls == 2 + 2 + 1
+    assert _kinds(client).count("debate") == 14
+
+
+async def test_without_trust_grounded_every_claim_is_debated() -> None:
+    client = _client({"capital": (0.95, 0.10), "Seine": (0.55, 0.50), "cats": (0.20, 0.20)})
+    async with _verifier(client, mode="logprob") as verifier:
+        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+    assert [c.decided_by for c in report.claims] == ["debate"] * 3
+    assert report.claims[0].prefilters[0].grounding is not None
+    assert report.claims[0].prefilters[0].grounding.grounded is True
+
+
+async def test_all_runs_rules_first_then_logprob() -> None:
+    client = _client({"capital": (0.95, 0.10), "Seine": (0.55, 0.50), "cats": (0.20, 0.20)})
+    async with _verifier(client, mode="all", trust_grounded=True) as verifier:
+        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+    assert [c.decided_by for c in report.claims] == ["prefilter:logprob", "debate", "prefilter:rules"]
+    assert [d.name for d in report.claims[1].prefilters] == ["rules", "logprob"]
+    assert [d.name for d in report.claims[2].prefilters] == ["rules"]  # decided: no logprob call
+    assert _kinds(client) == ["grounding", "grounding", "grounding", "grounding", "debate"]
+
+
+async def test_no_logprobs_is_said_once_and_nothing_is_decided() -> None:
+    client = _client(None)
+    async with _verifier(client, mode="logprob", trust_grounded=True) as verifier:
+        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+    assert [c.decided_by for c in report.claims] == ["debate"] * 3
+    assert [c.prefilters[0].decision for c in report.claims] == ["skipped"] * 3
+    assert _kinds(client) == ["grounding", "debate", "debate", "debate"]  # asked once, then skipped
+    assert report.prefilter is not None and report.prefilter.note is not None and "no logprobs" in report.prefilter.note
+
+
+async def test_logprob_prefilter_on_other_tasks_uses_the_claims_evidence() -> None:
+    client = _client({"Paris": (0.9, 0.2)})
+    async with _verifier(client, mode="logprob", trust_grounded=True) as verifier:
+        report = await verifier.verify("Paris", question="Capital of France?", reference=SOURCES["1"], task="qa")
+    assert report.claims[0].decided_by == "prefilter:logprob"
+    redacted = [c for c in client.calls if "[REDACTED]" in c.request.messages[-1].content]
+    assert len(redacted) == 1 and "[E1] [REDACTED]" in redacted[0].request.messages[-1].content
+
+
+async def test_rag_needs_sources() -> None:
+    async with _verifier(_client(None), mode="rules") as verifier:
+        with pytest.raises(ValueError, match="task rag needs the sources"):
+            await verifier.verify(ANSWER, reference="just text", task="rag")

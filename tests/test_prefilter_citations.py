@@ -1,0 +1,86 @@
+"""The citation rules, number by number."""
+
+from __future__ import annotations
+
+import pytest
+
+from debate.prefilter import SourceRef, citation_check, extract_citations
+
+LONG = "This sentence is comfortably longer than fifty characters in total"  # 66 chars without the period
+
+
+def test_extract_citations_single_and_lists() -> None:
+    assert extract_citations("A [1] and B [doc-2, doc-3]; C [x;y].") == ["1", "doc-2", "doc-3", "x", "y"]
+
+
+def test_all_claims_cited_validly_is_low_risk() -> None:
+    answer = "Paris is the capital of France [1]. The Seine flows through Paris [2]."
+    report = citation_check(answer, ["1", "2"])
+    assert report.total_claims == 2
+    assert report.valid_citations == ["1", "2"] and report.invalid_citations == []
+    assert report.citation_ratio == 1.0 and report.hallucination_risk_score == 0.0
+    assert (report.has_hallucination_risk, report.risk_level, report.note) == (False, "low", None)
+
+
+def test_parent_id_is_a_valid_citation() -> None:
+    report = citation_check("The report was published in 2021 [docA].", [SourceRef(id="docA#3", parent_id="docA")])
+    assert report.valid_citations == ["docA"] and report.risk_level == "low"
+
+
+def test_any_invalid_citation_is_high_risk_even_with_full_ratio() -> None:
+    answer = "Paris is the capital of France [1]. The Seine flows through Paris [9]."
+    report = citation_check(answer, ["1", "2"])
+    assert report.invalid_citations == ["9"] and report.citation_ratio == 0.5
+    assert report.hallucination_risk_score == 0.5 and report.has_hallucination_risk is True
+    assert report.risk_level == "high"
+
+
+def test_one_uncited_long_sentence_is_moderate() -> None:
+    answer = f"Paris is the capital of France [1]. The Seine flows through Paris [1]. {LONG}. Also cited here ok [2]."
+    report = citation_check(answer, ["1", "2"])
+    assert report.total_claims == 4 and len(report.valid_citations) == 3
+    assert report.citation_ratio == 0.75 and report.hallucination_risk_score == pytest.approx(0.25)
+    assert report.uncited_sentences == [f"{LONG}."]
+    assert (report.has_hallucination_risk, report.risk_level) == (False, "moderate")
+
+
+def test_score_between_03_and_06_is_moderate() -> None:
+    answer = "Paris is the capital of France [1]. The Seine flows through Paris today."
+    report = citation_check(answer, ["1"])
+    assert report.citation_ratio == 0.5 and report.uncited_sentences == []  # 38 chars: not a long sentence
+    assert report.hallucination_risk_score == 0.5 and report.risk_level == "moderate"
+
+
+def test_score_above_06_is_high() -> None:
+    answer = "Paris is the capital of France [1]. The Seine flows through Paris. Lyon lies on the Rhone river."
+    report = citation_check(answer, ["1"])
+    assert report.citation_ratio == pytest.approx(1 / 3) and report.hallucination_risk_score == pytest.approx(2 / 3)
+    assert report.risk_level == "high"
+
+
+def test_three_uncited_long_sentences_are_high() -> None:
+    answer = f"{LONG} [1] [1] [1] [1]. {LONG} one. {LONG} two. {LONG} three."
+    report = citation_check(answer, ["1"])
+    assert report.citation_ratio == 1.0 and report.hallucination_risk_score == 0.0
+    assert len(report.uncited_sentences) == 3 and report.risk_level == "high"
+
+
+def test_low_ratio_with_three_claims_is_high() -> None:
+    # 4 valid citations over 14 claims: ratio 0.286 (< 0.3), score 0.714 (> 0.6).
+    body = " ".join(f"Claim number {i} is about twenty chars." for i in range(13))
+    report = citation_check(f"First claim cites all four [1][2][3][4]. {body}", ["1", "2", "3", "4"])
+    assert report.total_claims == 14 and report.citation_ratio == pytest.approx(4 / 14)
+    assert report.risk_level == "high"
+
+
+def test_ratio_is_capped_at_one() -> None:
+    report = citation_check("One long enough claim here [1][2][3].", ["1", "2", "3"])
+    assert report.citation_ratio == 3.0 and report.hallucination_risk_score == 0.0
+
+
+@pytest.mark.parametrize(("answer", "why"), [("", "empty"), ("   \n ", "empty"), ("Yes [1]. Sure.", "no sentence")])
+def test_nothing_to_check_is_never_a_finding(answer: str, why: str) -> None:
+    report = citation_check(answer, ["1"])
+    assert report.hallucination_risk_score == 0.0 and report.has_hallucination_risk is False
+    assert report.risk_level == "none" and report.total_claims == 0
+    assert report.note is not None and report.note.startswith("nothing to check") and why in report.note

@@ -1,0 +1,157 @@
+"""Logprob grounding: the formulas with hand-computed numbers, and the check over real HTTP with chosen logprobs."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from fakes import FakeOpenAI, Reply
+
+from debate.config import ModelConfig
+from debate.llm import ChatResponse, TokenLogprob, TopLogprob
+from debate.llm.openai_client import OpenAIChatClient
+from debate.prefilter import LogprobGroundingCheck, grounding_score, kl_bernoulli, yes_probability
+from debate.types import Usage
+
+LN2 = math.log(2)
+
+
+def test_kl_bernoulli_in_nats_with_clipping() -> None:
+    # 0.9 ln(0.9/0.5) + 0.1 ln(0.1/0.5) = 0.52901 - 0.16094
+    assert kl_bernoulli(0.9, 0.5) == pytest.approx(0.368064, abs=1e-6)
+    assert kl_bernoulli(0.5, 0.5) == 0.0
+    # Clipped to [1e-12, 1 - 1e-12]: KL(1 || 0) = ln(1e12) instead of infinity.
+    assert kl_bernoulli(1.0, 0.0) == pytest.approx(math.log(1e12), rel=1e-9)
+    assert kl_bernoulli(0.0, 0.0) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_cited_claim_that_uses_its_evidence_is_grounded() -> None:
+    r = grounding_score(0.6, 0.2, True)
+    assert r.evidence_use == pytest.approx(0.4)
+    assert r.confidence == pytest.approx(0.6)  # 1.5 * 0.4, no bonus (p1 <= 0.7)
+    assert r.grounded is True
+    # observed KL(0.6||0.2) = 0.6 ln 3 + 0.4 ln 0.5 = 0.381909 nats; required KL(0.95||0.2) = 1.341608 nats
+    assert r.observed_bits == pytest.approx(0.381909 / LN2, abs=1e-5)
+    assert r.required_bits == pytest.approx(1.341608 / LN2, abs=1e-5)
+    assert r.budget_gap_bits == pytest.approx((1.341608 - 0.381909) / LN2, abs=1e-5)
+    assert r.flagged is True and r.band == "minor extrapolation"
+
+
+def test_confidence_bonus_and_cap() -> None:
+    high = grounding_score(0.9, 0.3, True)
+    assert high.confidence == 1.0  # min(1, 1.5 * 0.6 + 0.3)
+    weak = grounding_score(0.9, 0.85, True)
+    assert weak.confidence == pytest.approx(1.5 * 0.05 + 0.3)
+    assert weak.grounded is False  # confidence 0.375 <= 0.45
+
+
+def test_cited_claim_that_ignores_its_evidence_is_not_grounded() -> None:
+    r = grounding_score(0.95, 0.95, True)
+    assert r.evidence_use == 0.0 and r.confidence == pytest.approx(0.3) and r.grounded is False
+
+
+def test_uncited_claims() -> None:
+    confident = grounding_score(0.8, 0.8, False)
+    assert confident.confidence == pytest.approx(0.56) and confident.grounded is True
+    unsure = grounding_score(0.5, 0.5, False)
+    assert unsure.confidence == pytest.approx(0.2) and unsure.grounded is False
+
+
+@pytest.mark.parametrize(
+    ("p1", "p0", "band", "flagged"),
+    [
+        (0.99, 0.01, "supported", False),
+        (0.9, 0.3, "minor extrapolation", True),
+        (0.1, 0.001, "suspicious", True),
+        (0.01, 1e-6, "likely hallucination", True),
+    ],
+)
+def test_budget_bands(p1: float, p0: float, band: str, flagged: bool) -> None:
+    r = grounding_score(p1, p0, True)
+    assert r.band == band and r.flagged is flagged
+    expected = (kl_bernoulli(0.95, p0) - kl_bernoulli(p1, p0)) / LN2
+    assert r.budget_gap_bits == pytest.approx(expected)
+
+
+def test_budget_in_nats_on_request() -> None:
+    r = grounding_score(0.6, 0.2, True, unit="nats")
+    assert r.unit == "nats" and r.budget_gap == pytest.approx(1.341608 - 0.381909, abs=1e-5)
+    assert r.budget_gap_bits == pytest.approx(r.budget_gap / LN2)
+
+
+def _response(token: str, alternatives: dict[str, float]) -> ChatResponse:
+    top = [TopLogprob(token=t, logprob=math.log(p)) for t, p in alternatives.items()]
+    return ChatResponse(
+        text=token,
+        usage=Usage(llm_calls=1),
+        model="m",
+        latency_s=0.0,
+        logprobs=[TokenLogprob(token=token, logprob=math.log(alternatives.get(token, 0.01)), top=top)],
+    )
+
+
+def test_yes_probability_sums_yes_spellings() -> None:
+    assert yes_probability(_response("YES", {"YES": 0.5, " Yes": 0.2, "NO": 0.3})) == pytest.approx(0.7)
+    assert yes_probability(_response("NO", {"NO": 0.9, "UNSURE": 0.1})) == 0.0
+    plain = ChatResponse(text="YES", usage=Usage(llm_calls=1), model="m", latency_s=0.0)
+    assert yes_probability(plain) is None
+
+
+def _logprob_reply(body: dict[str, Any]) -> Reply:
+    redacted = "[REDACTED]" in body["messages"][-1]["content"]
+    p_yes = 0.3 if redacted else 0.9
+    top = [
+        {"token": "YES", "logprob": math.log(p_yes), "bytes": None},
+        {"token": "NO", "logprob": math.log(1 - p_yes), "bytes": None},
+    ]
+    first = top[0] if p_yes >= 0.5 else top[1]
+    return Reply(content=first["token"], logprobs=[{**first, "top_logprobs": top}])
+
+
+async def test_check_over_http_reads_p1_and_p0_from_logprobs() -> None:
+    with FakeOpenAI(responder=_logprob_reply) as server:
+        client = OpenAIChatClient(config=ModelConfig(base_url=server.base_url, model="fake-model"))
+        check = LogprobGroundingCheck(client)
+        result = await check.check(
+            "Paris is the capital of France [1]. It has many museums. Ok.",
+            {"1": "Paris is the capital of France.", "2": "Unrelated."},
+        )
+        await client.aclose()
+    assert result.available is True and result.skipped == 1  # "Ok." is shorter than 15 characters
+    cited, uncited = result.claims
+    assert cited.citations == ["1"]
+    assert (cited.result.p1, cited.result.p0) == (pytest.approx(0.9), pytest.approx(0.3))
+    assert cited.result.grounded is True and cited.result.confidence == 1.0
+    assert uncited.citations == [] and uncited.result.p0 == uncited.result.p1 == pytest.approx(0.9)
+    assert uncited.result.confidence == pytest.approx(0.63) and uncited.result.grounded is True
+    assert result.grounded is True and result.usage.llm_calls == 3  # two for the cited claim, one for the uncited
+    sent = [r for r in server.requests]
+    assert all(r["logprobs"] is True and r["top_logprobs"] == 10 and r["max_tokens"] == 1 for r in sent)
+    redacted = [r for r in sent if "[REDACTED]" in r["messages"][-1]["content"]]
+    assert len(redacted) == 1
+    assert "[1] [REDACTED]" in redacted[0]["messages"][-1]["content"]
+    assert "[2] Unrelated." in redacted[0]["messages"][-1]["content"]
+
+
+async def test_endpoint_without_logprobs_is_skipped_not_guessed(caplog: pytest.LogCaptureFixture) -> None:
+    with FakeOpenAI(responder=lambda body: Reply(content="YES")) as server:
+        client = OpenAIChatClient(config=ModelConfig(base_url=server.base_url, model="fake-model"))
+        check = LogprobGroundingCheck(client)
+        first = await check.check("Paris is the capital of France [1].", {"1": "Paris."})
+        second = await check.check("Lyon is a large city in France [1].", {"1": "Lyon."})
+        await client.aclose()
+    for result in (first, second):
+        assert result.available is False and result.grounded is None and result.claims == []
+        assert result.note is not None and "no logprobs" in result.note
+    assert sum("no logprobs" in r.message for r in caplog.records) == 1  # said once
+
+
+async def test_at_most_max_claims_are_checked() -> None:
+    with FakeOpenAI(responder=_logprob_reply) as server:
+        client = OpenAIChatClient(config=ModelConfig(base_url=server.base_url, model="fake-model"))
+        check = LogprobGroundingCheck(client, max_claims=2)
+        text = " ".join(f"Sentence number {i} is long enough." for i in range(5))
+        result = await check.check(text, {})
+        await client.aclose()
+    assert len(result.claims) == 2 and result.skipped == 3 and len(server.requests) == 2
