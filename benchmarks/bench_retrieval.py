@@ -34,32 +34,23 @@ async def main() -> None:
     print(f"dense model load: {time.perf_counter() - t0:.2f}s")
     for retriever in (BM25Retriever(), DenseRetriever()):
         cache = RetrievalCache()
-        t0 = time.perf_counter()
-        for i, (document, claim) in enumerate(pairs):
-            await document_evidence(
-                Claim(id=f"c{i}", text=claim, kind="atomic"),
-                document,
-                retriever=retriever,
-                k=10,
-                source="d",
-                cache=cache,
-            )
-        wall = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        for i, (document, claim) in enumerate(pairs):
-            await document_evidence(
-                Claim(id=f"c{i}", text=claim, kind="atomic"),
-                document,
-                retriever=retriever,
-                k=10,
-                source="d",
-                cache=cache,
-            )
-        cached = time.perf_counter() - t1
+        wall = await _run_all(retriever, pairs, cache)
+        cached = await _run_all(retriever, pairs, cache)
         print(
             f"{retriever.name}: {1000 * wall / len(pairs):.1f} ms/claim uncached, "
             f"{1000 * cached / len(pairs):.3f} ms/claim from cache ({cache.hits} hits)"
         )
+
+
+async def _run_all(
+    retriever: BM25Retriever | DenseRetriever, pairs: list[tuple[str, str]], cache: RetrievalCache
+) -> float:
+    started = time.perf_counter()
+    for i, (document, claim) in enumerate(pairs):
+        await document_evidence(
+            Claim(id=f"c{i}", text=claim, kind="atomic"), document, retriever=retriever, k=10, source="d", cache=cache
+        )
+    return time.perf_counter() - started
 
 
 if __name__ == "__main__":

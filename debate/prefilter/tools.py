@@ -164,6 +164,10 @@ def _type_name(value: Any) -> str:
     return next((n for n, kinds in _JSON_TYPES.items() if isinstance(value, kinds)), type(value).__name__)
 
 
+def _parameter(confidence: float, evidence: str, correction: str) -> ToolCallFinding:
+    return ToolCallFinding(kind="parameter", confidence=confidence, evidence=evidence, correction=correction)
+
+
 def _with_article(noun: str) -> str:
     return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
 
@@ -184,20 +188,18 @@ class ToolCallChecker:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except json.JSONDecodeError as exc:
                 return [
-                    ToolCallFinding(
-                        kind="parameter",
-                        confidence=0.95,
-                        evidence=f"the arguments are not valid JSON ({exc.msg} at character {exc.pos})",
-                        correction="send the arguments as one JSON object",
+                    _parameter(
+                        0.95,
+                        f"the arguments are not valid JSON ({exc.msg} at character {exc.pos})",
+                        "send the arguments as one JSON object",
                     )
                 ]
         if not isinstance(arguments, Mapping):
             return [
-                ToolCallFinding(
-                    kind="parameter",
-                    confidence=0.95,
-                    evidence=f"the arguments are JSON {_with_article(_type_name(arguments))}, not an object",
-                    correction="send the arguments as one JSON object",
+                _parameter(
+                    0.95,
+                    f"the arguments are JSON {_with_article(_type_name(arguments))}, not an object",
+                    "send the arguments as one JSON object",
                 )
             ]
         findings = self._check_object(arguments, tool.parameters, path="")
@@ -231,22 +233,16 @@ class ToolCallChecker:
             for key in value:
                 if key not in properties:
                     findings.append(
-                        ToolCallFinding(
-                            kind="parameter",
-                            confidence=0.8,
-                            evidence=f"unknown parameter {path + key!r}",
-                            correction=f"use only the allowed parameters: {', '.join(allowed) or '(none)'}",
+                        _parameter(
+                            0.8,
+                            f"unknown parameter {path + key!r}",
+                            f"use only the allowed parameters: {', '.join(allowed) or '(none)'}",
                         )
                     )
         for key in schema.get("required", []) or []:
             if key not in value:
                 findings.append(
-                    ToolCallFinding(
-                        kind="parameter",
-                        confidence=0.95,
-                        evidence=f"missing required parameter {path + key!r}",
-                        correction=f"provide {path + key!r}",
-                    )
+                    _parameter(0.95, f"missing required parameter {path + key!r}", f"provide {path + key!r}")
                 )
         for key, sub in properties.items():
             if key in value and isinstance(sub, Mapping):
@@ -257,40 +253,36 @@ class ToolCallChecker:
         expected = schema.get("type")
         if expected is not None and not _type_ok(value, expected):
             return [
-                ToolCallFinding(
-                    kind="parameter",
-                    confidence=0.9,
-                    evidence=f"{path!r} is {_with_article(_type_name(value))}, the schema wants {expected}",
-                    correction=f"send {path!r} as {expected}",
+                _parameter(
+                    0.9,
+                    f"{path!r} is {_with_article(_type_name(value))}, the schema wants {expected}",
+                    f"send {path!r} as {expected}",
                 )
             ]
         findings: list[ToolCallFinding] = []
         if "enum" in schema and value not in schema["enum"]:
             findings.append(
-                ToolCallFinding(
-                    kind="parameter",
-                    confidence=0.95,
-                    evidence=f"{path!r}={json.dumps(value)} is not one of {json.dumps(schema['enum'])}",
-                    correction=f"use one of {json.dumps(schema['enum'])} for {path!r}",
+                _parameter(
+                    0.95,
+                    f"{path!r}={json.dumps(value)} is not one of {json.dumps(schema['enum'])}",
+                    f"use one of {json.dumps(schema['enum'])} for {path!r}",
                 )
             )
         if isinstance(value, int | float) and not isinstance(value, bool):
             if "minimum" in schema and value < schema["minimum"]:
                 findings.append(
-                    ToolCallFinding(
-                        kind="parameter",
-                        confidence=0.9,
-                        evidence=f"{path!r}={value} is below the minimum {schema['minimum']}",
-                        correction=f"use a value >= {schema['minimum']} for {path!r}",
+                    _parameter(
+                        0.9,
+                        f"{path!r}={value} is below the minimum {schema['minimum']}",
+                        f"use a value >= {schema['minimum']} for {path!r}",
                     )
                 )
             if "maximum" in schema and value > schema["maximum"]:
                 findings.append(
-                    ToolCallFinding(
-                        kind="parameter",
-                        confidence=0.9,
-                        evidence=f"{path!r}={value} is above the maximum {schema['maximum']}",
-                        correction=f"use a value <= {schema['maximum']} for {path!r}",
+                    _parameter(
+                        0.9,
+                        f"{path!r}={value} is above the maximum {schema['maximum']}",
+                        f"use a value <= {schema['maximum']} for {path!r}",
                     )
                 )
         if isinstance(value, Mapping) and ("properties" in schema or "required" in schema):
