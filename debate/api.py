@@ -17,10 +17,11 @@ from typing import Self, get_args
 
 from debate.cascade import Cascade, cited_sources, sources_from
 from debate.chain import MarkovChain
-from debate.claims import LLMClaimExtractor, SubjectiveFilter, qa_claim, rag_claims
+from debate.claims import Extraction, LLMClaimExtractor, SubjectiveFilter, qa_claim, rag_claims
 from debate.concurrency import gather_ordered
 from debate.config import ModelConfig, VerifierConfig
 from debate.llm import ChatClient
+from debate.llm.cache import CachingChatClient
 from debate.llm.embedded import EMBEDDED_MODEL_NAME, EmbeddedServer
 from debate.llm.openai_client import OpenAIChatClient
 from debate.registry import TeamFactory, load_team_factory
@@ -71,6 +72,14 @@ def _as_evidence(reference: Reference | None, source: str | None) -> list[Eviden
     if isinstance(reference, Mapping):
         return [Evidence(text=str(text), source=str(sid), kind="given") for sid, text in reference.items()]
     return [item if isinstance(item, Evidence) else Evidence(text=item.text, source=item.id) for item in reference]
+
+
+def _dialogue_evidence(reference: Reference | None, source: str | None, history: str | None) -> list[Evidence]:
+    """The knowledge, then the dialogue history, which is evidence too."""
+    given = _as_evidence(reference, source)
+    if history and history.strip():
+        given.append(Evidence(text=history.strip(), source="dialogue_history", kind="dialogue_history"))
+    return given
 
 
 def _as_document(reference: Reference | None) -> str | None:
@@ -154,6 +163,12 @@ class Verifier:
                 raise
             self._client = client
             self._model_config = model_config.model_copy(update={"model": client.model_name})
+        if self.config.call_cache is not None:
+            settings = self._model_config.model_dump(mode="json", include={"temperature", "max_tokens", "seed"})
+            self._client = CachingChatClient(
+                self.client, path=self.config.call_cache, settings=settings, owns_inner=self._owns_client
+            )
+            self._owns_client = True
         return self
 
     async def __aexit__(
@@ -303,9 +318,16 @@ class Verifier:
 
     async def _plan(
         self, task: Task, response: str, question: str | None, reference: Reference | None,
-        reference_source: str | None,
+        reference_source: str | None, claims: Sequence[str] | None = None,
     ) -> _Plan:  # fmt: skip
         cfg = self.config.claims
+        given_claims: Extraction | None = None
+        if claims is not None:
+            texts = [t.strip() for t in claims if t.strip()]
+            given_claims = Extraction(
+                claims=[Claim(id=f"c{i}", text=t, kind="atomic") for i, t in enumerate(texts)],
+                info=ExtractionInfo(method="given"),
+            )
         extractor = LLMClaimExtractor(
             self.client, format=cfg.format, max_claims=cfg.max_claims, max_retries=cfg.max_parse_retries
         )
@@ -319,16 +341,16 @@ class Verifier:
 
         if task == "qa":
             given = _as_evidence(reference, reference_source)
+            if given_claims is not None:
+                return _Plan(given_claims.claims, given_claims.info, _fixed(given), notes)
             return _Plan([qa_claim(question=question, answer=response)], ExtractionInfo(method="qa-pair"),
                          _fixed(given), notes)  # fmt: skip
 
-        if task == "dialogue":
+        if task == "dialogue" and given_claims is None:
             filtered = await SubjectiveFilter(self.client, max_retries=cfg.max_parse_retries).filter(
                 response, history=question
             )
-            given = _as_evidence(reference, reference_source)
-            if question and question.strip():
-                given.append(Evidence(text=question.strip(), source="dialogue_history", kind="dialogue_history"))
+            given = _dialogue_evidence(reference, reference_source, question)
             if filtered.text is None:
                 info = filtered.info.model_copy(update={"filtered_response": None})
                 notes.append("nothing factual is left after removing subjective content")
@@ -346,10 +368,15 @@ class Verifier:
             )
             return _Plan(extraction.claims, info, _fixed(given), notes + extraction.notes)
 
+        if task == "dialogue":
+            assert given_claims is not None
+            given = _dialogue_evidence(reference, reference_source, question)
+            return _Plan(given_claims.claims, given_claims.info, _fixed(given), notes)
+
         document = _as_document(reference)
         if task == "summarization" and document is None:
             raise ValueError("task summarization needs the source document as `reference`")
-        extraction = await extractor.extract(response, context=question)
+        extraction = given_claims or await extractor.extract(response, context=question)
         notes.extend(extraction.notes)
         if document is not None:
             fetch = self._document_source(document, self.config.retrieval.top_k)
@@ -368,6 +395,7 @@ class Verifier:
         reference: Reference | None = None,
         task: Task = "qa",
         reference_source: str | None = None,
+        claims: Sequence[str] | None = None,
     ) -> Report:
         """Verify one response.
 
@@ -383,7 +411,7 @@ class Verifier:
         if not response.strip():
             raise ValueError("response is empty")
         started = time.perf_counter()
-        plan = await self._plan(task, response, question, reference, reference_source)
+        plan = await self._plan(task, response, question, reference, reference_source, claims)
         verdicts = await gather_ordered(
             list(enumerate(plan.claims)), lambda ic: self._claim_with_evidence(*ic, plan), limit=self.config.concurrency
         )

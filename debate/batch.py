@@ -19,7 +19,7 @@ from debate.concurrency import ordered_map
 from debate.llm import ModelRequestError
 from debate.types import Task
 
-__all__ = ["BatchError", "BatchItem", "BatchSummary", "run_batch"]
+__all__ = ["BatchError", "BatchItem", "BatchSummary", "completed_keys", "run_batch"]
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def _describe_validation(line: int, exc: ValidationError) -> str:
     return f"line {line}: " + "; ".join(parts)
 
 
-def _done_keys(output: Path) -> set[str]:
+def completed_keys(output: Path) -> set[str]:
     """Keys already in the output: ids of results, `line:N` of error records. Drops a torn last line."""
     if not output.exists():
         return set()
@@ -106,7 +106,7 @@ def _done_keys(output: Path) -> set[str]:
             raise BatchError(
                 f"{output} line {number} is not JSON ({exc.msg}); it is not an output of this tool"
             ) from exc
-        if "error" in record:
+        if isinstance(record.get("error"), dict):  # a batch error record: keyed by its input line
             keys.add(f"line:{record.get('line')}")
         elif record.get("id") is not None:
             keys.add(str(record["id"]))
@@ -149,7 +149,7 @@ async def run_batch(
     on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> BatchSummary:
     """Verify every line of `input_path` not yet in `output_path`, appending results in input order."""
-    done = _done_keys(output_path)
+    done = completed_keys(output_path)
     summary = BatchSummary()
     seen_ids: dict[str, int] = {}
 

@@ -8,7 +8,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -31,6 +32,7 @@ from debate.config import (
     SearchConfig,
     VerifierConfig,
 )
+from debate.errors import UsageError
 from debate.llm import ModelError
 from debate.llm.embedded import EmbeddedModelError
 from debate.prefilter.tools import ToolCallChecker, ToolRegistry, correction_message
@@ -38,20 +40,55 @@ from debate.prompts import PromptError
 from debate.retrieval import RETRIEVERS
 from debate.types import Report
 
-__all__ = ["main"]
+__all__ = ["COMMAND_ENTRY_POINT_GROUP", "UsageError", "add_verifier_arguments", "main", "verifier_config"]
+
+COMMAND_ENTRY_POINT_GROUP = "markov_debate.commands"
+"""Entry points adding subcommands (a function taking the subparsers); each sets `handler` on its parser."""
 
 _err = Console(stderr=True)
 _out = Console()
-
-
-class _UsageError(Exception):
-    """Bad arguments or configuration: exit 2 with one line."""
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def add_verifier_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every command that runs the engine shares (chain, model, claims, evidence, prefilters)."""
+    claims = parser.add_argument_group("claims, evidence and rollup")
+    claims.add_argument("--claim-format", choices=["sentence", "triplet"], default="sentence")
+    claims.add_argument("--max-claims", type=int, default=25)
+    claims.add_argument("--retriever", choices=sorted(RETRIEVERS), default="dense", help="document retriever")
+    claims.add_argument("--top-k", type=int, default=10, help="document sentences per claim (default 10)")
+    claims.add_argument("--retrieval-cache", help="directory to keep retrieval results in (content-hash keys)")
+    claims.add_argument("--search-backend", choices=["serper", "local"], help="search for claims without reference")
+    claims.add_argument("--search-url", default="https://google.serper.dev", help="Serper-compatible endpoint")
+    claims.add_argument("--search-key", help="Serper key (prefer SERPER_API_KEY)")
+    claims.add_argument("--collection", help="JSONL of {title, text} for --search-backend local")
+    claims.add_argument("--rollup", choices=["any-false", "strict", "soft", "major"], default="any-false")
+    pre = parser.add_argument_group("prefilters (cheap checks before the debate)")
+    pre.add_argument("--prefilter", choices=["none", "rules", "logprob", "all"], default="none")
+    pre.add_argument("--trust-grounded", action="store_true", help="let strongly grounded claims skip the debate")
+    pre.add_argument("--grounded-confidence", type=float, default=0.8, help="confidence needed to skip (default 0.8)")
+    chain = parser.add_argument_group("chain")
+    chain.add_argument("--min-rounds", type=int, default=2, help="debate rounds before consensus may stop (default 2)")
+    chain.add_argument("--max-rounds", type=int, default=5, help="round limit (default 5)")
+    chain.add_argument("--transition", choices=sorted(TRANSITION_RULES), default="true-to-skeptic")
+    chain.add_argument("--max-parse-retries", type=int, default=2, help="re-asks after an unusable reply (default 2)")
+    model = parser.add_argument_group(
+        "model (default: the embedded SmolLM2-135M; env OPENAI_BASE_URL, OPENAI_API_KEY, DEBATE_MODEL)"
+    )
+    model.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
+    model.add_argument("--model", help="model name (default: the endpoint's only model)")
+    model.add_argument("--api-key", help="API key (prefer OPENAI_API_KEY)")
+    model.add_argument("--temperature", type=float, default=None)
+    model.add_argument("--seed", type=int, default=None, help="endpoint seed (and sampling seed for experiments)")
+    model.add_argument("--structured-output", choices=["auto", "json_schema", "json_object", "none"], default=None)
+    model.add_argument("--timeout", type=float, default=None, help="seconds per request")
+    parser.add_argument("--concurrency", type=int, default=2, help="items in flight (default 2)")
+    parser.add_argument("--prompts-dir", help="load prompt files from this directory instead of the packaged ones")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -64,54 +101,27 @@ def _build_parser() -> argparse.ArgumentParser:
         choices=list(TASKS),
         default="qa",
         help="qa: question+answer is one claim; summarization: claims vs. top-k document sentences; "
-        "dialogue: subjective filter then claims; kbqa/general: claims vs. reference or search",
+        "dialogue: subjective filter then claims; kbqa/general: claims vs. reference or search; "
+        "rag: cited sentences vs. their sources",
     )
     single = v.add_argument_group("one response")
     single.add_argument("--question", help="the question (dialogue: the dialogue history)")
     single.add_argument("--answer", "--response", dest="answer", help="the response to check")
     single.add_argument("--evidence", "--reference", dest="evidence",
                         help="knowledge or source document, as text or @FILE")  # fmt: skip
-    claims = v.add_argument_group("claims, evidence and rollup")
-    claims.add_argument("--claim-format", choices=["sentence", "triplet"], default="sentence")
-    claims.add_argument("--max-claims", type=int, default=25)
-    claims.add_argument("--retriever", choices=sorted(RETRIEVERS), default="dense", help="document retriever")
-    claims.add_argument("--top-k", type=int, default=10, help="document sentences per claim (default 10)")
-    claims.add_argument("--retrieval-cache", help="directory to keep retrieval results in (content-hash keys)")
-    claims.add_argument("--search-backend", choices=["serper", "local"], help="search for claims without reference")
-    claims.add_argument("--search-url", default="https://google.serper.dev", help="Serper-compatible endpoint")
-    claims.add_argument("--search-key", help="Serper key (prefer SERPER_API_KEY)")
-    claims.add_argument("--collection", help="JSONL of {title, text} for --search-backend local")
-    claims.add_argument("--rollup", choices=["any-false", "strict", "soft", "major"], default="any-false")
-    claims.add_argument("--sources", help="task rag: JSON file of {id: text} or [{id, text, parent_id}]")
-    pre = v.add_argument_group("prefilters (cheap checks before the debate)")
-    pre.add_argument("--prefilter", choices=["none", "rules", "logprob", "all"], default="none")
-    pre.add_argument("--trust-grounded", action="store_true", help="let strongly grounded claims skip the debate")
-    pre.add_argument("--grounded-confidence", type=float, default=0.8, help="confidence needed to skip (default 0.8)")
+    single.add_argument("--sources", help="task rag: JSON file of {id: text} or [{id, text, parent_id}]")
+    batch = v.add_argument_group("batch")
+    batch.add_argument("--input", type=Path, help="JSONL with id, question, response, reference")
+    batch.add_argument("--output", type=Path, help="JSONL to append results to (re-running resumes)")
+    add_verifier_arguments(v)
+    v.add_argument("--json", action="store_true", help="print the Report as JSON")
     tools = sub.add_parser("check-tools", help="audit a tool call against JSON-schema tool definitions")
     tools.add_argument("--registry", type=Path, required=True, help="JSON list of tool definitions (OpenAI format)")
     tools.add_argument("--call", type=Path, required=True, help='JSON {"name", "arguments"} (or an OpenAI tool_call)')
     tools.add_argument("--json", action="store_true", help="print the findings as JSON")
-    batch = v.add_argument_group("batch")
-    batch.add_argument("--input", type=Path, help="JSONL with id, question, response, reference")
-    batch.add_argument("--output", type=Path, help="JSONL to append results to (re-running resumes)")
-    batch.add_argument("--concurrency", type=int, default=2, help="items in flight (default 2)")
-    chain = v.add_argument_group("chain")
-    chain.add_argument("--min-rounds", type=int, default=2, help="debate rounds before consensus may stop (default 2)")
-    chain.add_argument("--max-rounds", type=int, default=5, help="round limit (default 5)")
-    chain.add_argument("--transition", choices=sorted(TRANSITION_RULES), default="true-to-skeptic")
-    chain.add_argument("--max-parse-retries", type=int, default=2, help="re-asks after an unusable reply (default 2)")
-    model = v.add_argument_group(
-        "model (default: the embedded SmolLM2-135M; env OPENAI_BASE_URL, OPENAI_API_KEY, DEBATE_MODEL)"
-    )
-    model.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
-    model.add_argument("--model", help="model name (default: the endpoint's only model)")
-    model.add_argument("--api-key", help="API key (prefer OPENAI_API_KEY)")
-    model.add_argument("--temperature", type=float, default=None)
-    model.add_argument("--seed", type=int, default=None)
-    model.add_argument("--structured-output", choices=["auto", "json_schema", "json_object", "none"], default=None)
-    model.add_argument("--timeout", type=float, default=None, help="seconds per request")
-    v.add_argument("--prompts-dir", help="load prompt files from this directory instead of the packaged ones")
-    v.add_argument("--json", action="store_true", help="print the Report as JSON")
+    for entry in entry_points(group=COMMAND_ENTRY_POINT_GROUP):
+        register: Callable[[Any], None] = entry.load()
+        register(sub)
     return parser
 
 
@@ -123,7 +133,7 @@ def _read_evidence(value: str | None) -> tuple[str | None, str | None]:
         try:
             return path.read_text(encoding="utf-8"), str(path)
         except OSError as exc:
-            raise _UsageError(f"--evidence: cannot read {path}: {exc.strerror}") from exc
+            raise UsageError(f"--evidence: cannot read {path}: {exc.strerror}") from exc
     return value, "--evidence"
 
 
@@ -131,22 +141,22 @@ def _read_json(path: Path, flag: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise _UsageError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
+        raise UsageError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
-        raise _UsageError(f"{flag}: {path} line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+        raise UsageError(f"{flag}: {path} line {exc.lineno}: not valid JSON ({exc.msg})") from exc
 
 
 def _check_tools(args: argparse.Namespace) -> int:
     try:
         registry = ToolRegistry.from_file(args.registry)
     except OSError as exc:
-        raise _UsageError(f"--registry: cannot read {args.registry}: {exc.strerror}") from exc
+        raise UsageError(f"--registry: cannot read {args.registry}: {exc.strerror}") from exc
     except ValueError as exc:
-        raise _UsageError(f"--registry {args.registry}: {exc}") from exc
+        raise UsageError(f"--registry {args.registry}: {exc}") from exc
     call = _read_json(args.call, "--call")
     body = call.get("function", call) if isinstance(call, dict) else None
     if not isinstance(body, dict) or not isinstance(body.get("name"), str):
-        raise _UsageError(f'--call {args.call}: expected {{"name": ..., "arguments": ...}}')
+        raise UsageError(f'--call {args.call}: expected {{"name": ..., "arguments": ...}}')
     findings = ToolCallChecker(registry).check(body["name"], body.get("arguments", {}))
     if args.json:
         sys.stdout.write(json.dumps([f.model_dump() for f in findings], indent=2) + "\n")
@@ -159,7 +169,7 @@ def _check_tools(args: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
-def _config(args: argparse.Namespace) -> VerifierConfig:
+def verifier_config(args: argparse.Namespace) -> VerifierConfig:
     try:
         return VerifierConfig(
             model=ModelConfig.from_env(
@@ -197,7 +207,7 @@ def _config(args: argparse.Namespace) -> VerifierConfig:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise _UsageError(f"invalid configuration{f' ({where})' if where else ''}: {first['msg']}") from exc
+        raise UsageError(f"invalid configuration{f' ({where})' if where else ''}: {first['msg']}") from exc
 
 
 def _render(report: Report) -> None:
@@ -260,25 +270,25 @@ def _render(report: Report) -> None:
 
 
 async def _verify(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = verifier_config(args)
     batch_mode = args.input is not None or args.output is not None
     if batch_mode:
         if args.input is None or args.output is None:
-            raise _UsageError("batch mode needs both --input and --output")
+            raise UsageError("batch mode needs both --input and --output")
         if args.answer is not None or args.question is not None or args.evidence is not None:
-            raise _UsageError("--input/--output cannot be combined with --question/--answer/--evidence")
+            raise UsageError("--input/--output cannot be combined with --question/--answer/--evidence")
         if not args.input.is_file():
-            raise _UsageError(f"--input: no such file: {args.input}")
+            raise UsageError(f"--input: no such file: {args.input}")
         if args.concurrency < 1:
-            raise _UsageError("--concurrency must be at least 1")
+            raise UsageError("--concurrency must be at least 1")
     answer: str | None = args.answer
     if not batch_mode and (answer is None or not answer.strip()):
-        raise _UsageError("give a non-empty --answer (with --question and --evidence), or --input and --output")
+        raise UsageError("give a non-empty --answer (with --question and --evidence), or --input and --output")
     evidence, evidence_source = (None, None) if batch_mode else _read_evidence(args.evidence)
     reference: Any = evidence
     if args.task == "rag" and not batch_mode:
         if args.sources is None:
-            raise _UsageError("--task rag needs --sources FILE (JSON {id: text} or [{id, text, parent_id}])")
+            raise UsageError("--task rag needs --sources FILE (JSON {id: text} or [{id, text, parent_id}])")
         reference = _read_json(Path(args.sources), "--sources")
 
     if config.model.base_url is None:
@@ -296,7 +306,7 @@ async def _verify(args: argparse.Namespace) -> int:
                 answer, question=args.question, reference=reference, reference_source=evidence_source, task=args.task
             )
         except ValueError as exc:
-            raise _UsageError(str(exc)) from exc
+            raise UsageError(str(exc)) from exc
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
@@ -348,8 +358,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_verify(args))
         if args.command == "check-tools":
             return _check_tools(args)
-        raise _UsageError(f"unknown command {args.command}")  # pragma: no cover - argparse rejects it first
-    except (_UsageError, PromptError, LookupError) as exc:
+        handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+        if handler is not None:
+            return handler(args)
+        raise UsageError(f"unknown command {args.command}")  # pragma: no cover - argparse rejects it first
+    except (UsageError, PromptError, LookupError) as exc:
         print(f"debate: error: {exc}", file=sys.stderr)
         return 2
     except (ModelError, EmbeddedModelError, BatchError, ExtractionError) as exc:

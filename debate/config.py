@@ -181,3 +181,5 @@ class VerifierConfig(_Config):
     """Claims -> response rule."""
     soft_threshold: float = Field(default=0.5, ge=0, le=1)
     """Score a response needs under the `soft` rollup."""
+    call_cache: str | None = None
+    """SQLite file caching model calls; a re-run with the same calls makes no endpoint calls."""

@@ -1,0 +1,222 @@
+"""Benchmark items from ../shared/data (HaluEval, FactPrompts): streamed, seeded, whitespace-stripped.
+
+For qa, dialogue and summarization each sampled record yields one item: its hallucinated output with probability
+0.5, else its right output (paper section 4.1.1), from a seeded RNG. Every text is stripped before anything sees it:
+all right summaries end with a newline and many right dialogue responses carry whitespace, which would give the label
+away (see the data README).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "HALUEVAL_FILES",
+    "DataError",
+    "Item",
+    "default_data_dir",
+    "factprompts_items",
+    "halueval_items",
+    "labels_for",
+    "sample_indices",
+]
+
+HaluTask = Literal["qa", "dialogue", "summarization", "general"]
+HALUEVAL_FILES: dict[HaluTask, str] = {
+    "qa": "qa_data.jsonl",
+    "dialogue": "dialogue_data.jsonl",
+    "summarization": "summarization_data.jsonl",
+    "general": "general_data.jsonl",
+}
+
+
+class DataError(ValueError):
+    """A data file is missing or a record is malformed (the message names file and line)."""
+
+
+class Item(BaseModel):
+    """One evaluation item."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    """Stable id: benchmark, task and source line (plus claim index for claim-level items)."""
+    task: Literal["qa", "dialogue", "summarization", "general", "kbqa"]
+    """The verification setting."""
+    label_factual: bool
+    """Ground truth; the positive class is `factual`."""
+    response: str
+    """The text to judge."""
+    question: str | None = None
+    """Question, user query or dialogue history."""
+    reference: str | None = None
+    """Knowledge or document (None when the setting gives none)."""
+    claims: list[str] | None = None
+    """Annotated claims to verify instead of extracting them (FactPrompts)."""
+    source_line: int = Field(ge=1)
+    """Line of the record in its file."""
+
+
+def default_data_dir() -> Path:
+    """$DEBATE_DATA_DIR, else the first `shared/data` found above the working directory or this checkout."""
+    env = os.environ.get("DEBATE_DATA_DIR")
+    if env:
+        return Path(env)
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        for parent in (start, *start.parents):
+            for candidate in (parent / "shared" / "data", parent.parent / "shared" / "data"):
+                if (candidate / "halueval").is_dir():
+                    return candidate
+    return Path("../shared/data")
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as fh:
+        return sum(1 for line in fh if line.strip())
+
+
+def sample_indices(total: int, n: int | None, seed: int) -> list[int]:
+    """Sorted 0-based record indices: all of them when n is None or covers the file, else a seeded sample."""
+    if n is None or n >= total:
+        return list(range(total))
+    return sorted(random.Random(seed).sample(range(total), n))
+
+
+def labels_for(n: int, seed: int, *, balanced: bool) -> list[bool]:
+    """Which items show the hallucinated output: p = 0.5 each (seeded), or exactly half when balanced."""
+    rng = random.Random(seed + 1)  # a stream apart from the record sample's
+    if balanced:
+        shown = [True] * (n // 2) + [False] * (n - n // 2)
+        rng.shuffle(shown)
+        return shown
+    return [rng.random() < 0.5 for _ in range(n)]
+
+
+def _records(path: Path, wanted: list[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(1-based line, record) for the wanted 0-based record indices, streaming the file."""
+    targets = iter(wanted)
+    target = next(targets, None)
+    index = -1
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            index += 1
+            if index != target:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path} line {number}: not valid JSON ({exc.msg})") from exc
+            if not isinstance(record, dict):
+                raise DataError(f"{path} line {number}: expected a JSON object")
+            yield number, record
+            target = next(targets, None)
+            if target is None:
+                return
+
+
+def _field(record: dict[str, Any], name: str, path: Path, line: int) -> str:
+    value = record.get(name)
+    if not isinstance(value, str):
+        raise DataError(f"{path} line {line}: field {name!r} is missing or not a string")
+    return value.strip()
+
+
+def _file(data_dir: Path, *parts: str) -> Path:
+    path = data_dir.joinpath(*parts)
+    if not path.is_file():
+        raise DataError(f"data file not found: {path} (set --data-dir or DEBATE_DATA_DIR)")
+    return path
+
+
+def halueval_items(
+    task: HaluTask, *, data_dir: Path, n: int | None, seed: int, balanced: bool = False, knowledge: bool = True
+) -> Iterator[Item]:
+    """HaluEval items, in file order. `knowledge=False` runs qa/dialogue knowledge-free (HaluEval's own setting)."""
+    path = _file(data_dir, "halueval", HALUEVAL_FILES[task])
+    wanted = sample_indices(_count_lines(path), n, seed)
+    shown = labels_for(len(wanted), seed, balanced=balanced)
+    for k, (line, record) in enumerate(_records(path, wanted)):
+        hallucinated = shown[k]
+        if task == "qa":
+            answer = "hallucinated_answer" if hallucinated else "right_answer"
+            yield Item(
+                id=f"halueval-qa-{line}", task="qa", label_factual=not hallucinated,
+                response=_field(record, answer, path, line), question=_field(record, "question", path, line),
+                reference=_field(record, "knowledge", path, line) if knowledge else None, source_line=line,
+            )  # fmt: skip
+        elif task == "dialogue":
+            answer = "hallucinated_response" if hallucinated else "right_response"
+            yield Item(
+                id=f"halueval-dialogue-{line}", task="dialogue", label_factual=not hallucinated,
+                response=_field(record, answer, path, line),
+                question=_field(record, "dialogue_history", path, line),
+                reference=_field(record, "knowledge", path, line) if knowledge else None, source_line=line,
+            )  # fmt: skip
+        elif task == "summarization":
+            answer = "hallucinated_summary" if hallucinated else "right_summary"
+            yield Item(
+                id=f"halueval-summarization-{line}", task="summarization", label_factual=not hallucinated,
+                response=_field(record, answer, path, line), reference=_field(record, "document", path, line),
+                source_line=line,
+            )  # fmt: skip
+        else:
+            flag = _field(record, "hallucination", path, line).lower()
+            if flag not in ("yes", "no"):
+                raise DataError(f"{path} line {line}: field 'hallucination' must be yes or no, got {flag!r}")
+            # IDs repeat in this file (two records say "ID"), so the line is the id.
+            yield Item(
+                id=f"halueval-general-{line}", task="general", label_factual=flag == "no",
+                response=_field(record, "chatgpt_response", path, line),
+                question=_field(record, "user_query", path, line), source_line=line,
+            )  # fmt: skip
+
+
+def factprompts_items(
+    *, data_dir: Path, level: Literal["claim", "response"], n: int | None, seed: int
+) -> Iterator[Item]:
+    """FactPrompts KB-QA: one item per annotated claim (claim level) or per response with its annotated claims."""
+    path = _file(data_dir, "factool", "knowledge_qa.jsonl")
+    wanted = sample_indices(_count_lines(path), n, seed) if level == "response" else None
+    records = _records(path, wanted if wanted is not None else list(range(_count_lines(path))))
+    produced = 0
+    claim_pool: list[Item] = []
+    for line, record in records:
+        prompt = _field(record, "prompt", path, line)
+        response = _field(record, "response", path, line)
+        claims = record.get("claims")
+        if not isinstance(claims, list) or not claims:
+            raise DataError(f"{path} line {line}: field 'claims' must be a non-empty list")
+        parsed: list[tuple[str, bool]] = []
+        for j, entry in enumerate(claims):
+            if not (
+                isinstance(entry, dict) and isinstance(entry.get("claim"), str) and isinstance(entry.get("label"), bool)
+            ):
+                raise DataError(f"{path} line {line}: claims[{j}] needs a string 'claim' and a boolean 'label'")
+            parsed.append((entry["claim"].strip(), entry["label"]))
+        if level == "response":
+            label = record.get("label")
+            if not isinstance(label, bool):
+                raise DataError(f"{path} line {line}: field 'label' must be a boolean")
+            produced += 1
+            yield Item(
+                id=f"factprompts-{line}", task="kbqa", label_factual=label, response=response, question=prompt,
+                claims=[c for c, _ in parsed], source_line=line,
+            )  # fmt: skip
+        else:
+            for j, (claim, label) in enumerate(parsed):
+                claim_pool.append(
+                    Item(id=f"factprompts-{line}-c{j}", task="kbqa", label_factual=label, response=claim,
+                         question=prompt, claims=[claim], source_line=line)
+                )  # fmt: skip
+    if level == "claim":
+        chosen = sample_indices(len(claim_pool), n, seed)
+        yield from (claim_pool[i] for i in chosen)

@@ -1,0 +1,259 @@
+"""Detection methods compared in the experiments, each turning an Item into a Prediction.
+
+- mcmad: this engine (all chain knobs; prefilter cascade variants via the prefilter config).
+- single: the initial agent only (min_rounds = 0).
+- factool: one Factool-style verification call per claim (a registered agent team, so claims, evidence and rollup
+  are the engine's own).
+- halueval-judge: HaluEval's few-shot Yes/No judge, one call per item.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from debate.api import Verifier
+from debate.claims import ExtractionError
+from debate.config import DebateConfig
+from debate.llm import ChatClient, ModelError, ModelRequestError
+from debate.parsing import load_json_object
+from debate.prompts import PromptTemplate, load_prompt
+from debate.runner import TurnRequest
+from debate.structured import ReplyError, ask_structured, converse
+from debate.types import CallInfo, Evidence, Opinion, Report, Turn, Usage
+from experiments.data import Item
+
+__all__ = [
+    "METHODS",
+    "DebateMethod",
+    "FactoolTeam",
+    "FactoolTeamFactory",
+    "HaluEvalJudge",
+    "Method",
+    "MethodName",
+    "Prediction",
+]
+
+MethodName = Literal["mcmad", "single", "factool", "halueval-judge"]
+METHODS: tuple[MethodName, ...] = ("mcmad", "single", "factool", "halueval-judge")
+
+FACTOOL_NON_FACTUAL_SEVERITY = 4
+"""Factool replies carry no severity; a non-factual verdict is mapped to 4, a factual one to 0."""
+
+
+class Prediction(BaseModel):
+    """A method's output for one item."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pred_factual: bool | None
+    """The verdict; None when unverifiable or failed (scored as wrong)."""
+    score: float | None
+    """Higher = more factual, for AUROC; None when the method gives none."""
+    decided_by: str
+    """debate, prefilter:<name>, mixed, judge, none (no claims) or error."""
+    usage: Usage
+    """Model usage."""
+    report: dict[str, Any]
+    """The full report (or the judge's transcript)."""
+    error: str | None = None
+    """Why there is no prediction."""
+
+
+class Method(Protocol):
+    name: str
+
+    async def predict(self, item: Item) -> Prediction: ...
+
+
+def _decided_by(report: Report) -> str:
+    who = {c.decided_by for c in report.claims}
+    if not who:
+        return "none"
+    return who.pop() if len(who) == 1 else "mixed"
+
+
+class DebateMethod:
+    """mcmad, single and factool: everything through a Verifier."""
+
+    def __init__(self, name: str, verifier: Verifier) -> None:
+        self.name = name
+        self._verifier = verifier
+
+    async def predict(self, item: Item) -> Prediction:
+        try:
+            report = await self._verifier.verify(
+                item.response, question=item.question, reference=item.reference, task=item.task, claims=item.claims
+            )
+        except ExtractionError as exc:
+            return Prediction(
+                pred_factual=None, score=None, decided_by="error", usage=Usage(), report={}, error=str(exc)
+            )
+        return Prediction(
+            pred_factual=report.factual,
+            score=report.score,
+            decided_by=_decided_by(report),
+            usage=report.usage,
+            report=report.model_dump(mode="json"),
+        )
+
+
+# --- factool: a one-call team -----------------------------------------------------------------------------------
+
+_FACTOOL_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string", "maxLength": 800},
+        "error": {"type": "string", "maxLength": 400},
+        "correction": {"type": "string", "maxLength": 400},
+        "factuality": {"type": "boolean"},
+    },
+    "required": ["reasoning", "error", "correction", "factuality"],
+}
+_FACTOOL_FORMAT = 'a JSON object {"reasoning": "...", "error": "...", "correction": "...", "factuality": true or false}'
+
+
+def _parse_factool(reply: str) -> Opinion:
+    try:
+        raw = {k.strip().lower(): v for k, v in load_json_object(reply).items()}
+    except ValueError as exc:
+        raise ReplyError(str(exc)) from exc
+    factuality = raw.get("factuality")
+    if isinstance(factuality, str) and factuality.strip().lower() in ("true", "false"):
+        factuality = factuality.strip().lower() == "true"
+    if not isinstance(factuality, bool):
+        raise ReplyError('"factuality" must be true or false')
+    reasoning = str(raw.get("reasoning") or "").strip()
+    if not reasoning:
+        raise ReplyError('"reasoning" must be a non-empty string')
+    error = str(raw.get("error") or "none").strip()
+    text = f"{reasoning} Error: {error}. Correction: {str(raw.get('correction') or '').strip()}"
+    return Opinion(
+        opinion=text, factuality=factuality, error_severity=0 if factuality else FACTOOL_NON_FACTUAL_SEVERITY
+    )
+
+
+def _render_evidence(evidence: Sequence[Evidence]) -> str:
+    if not evidence:
+        return "(no evidence was given: judge from well-established knowledge)"
+    return "\n".join(f"[{i}] {e.text}" for i, e in enumerate(evidence, start=1))
+
+
+class FactoolTeam:
+    """Answers only the initial turn, with Factool's verification prompt (use with min_rounds = max_rounds = 0)."""
+
+    def __init__(self, *, client: ChatClient, config: DebateConfig, prompt: PromptTemplate) -> None:
+        self._client = client
+        self._config = config
+        self._prompt = prompt
+
+    async def speak(self, request: TurnRequest) -> Turn:
+        if request.role != "initial":
+            raise ValueError("the factool team only makes the initial verdict; run it with max_rounds=0")
+        system, user = self._prompt.render(claim=request.claim.text, evidence=_render_evidence(request.evidence))
+        send, responses = converse(self._client, system, schema=_FACTOOL_SCHEMA, schema_name="factool")
+        try:
+            outcome = await ask_structured(
+                send, user, _parse_factool, max_retries=self._config.max_parse_retries, expected=_FACTOOL_FORMAT
+            )
+        except ModelError as exc:
+            if isinstance(exc, ModelRequestError) and exc.fatal:
+                raise
+            info = _info(self._prompt, responses, max(1, len(responses)), [])
+            return Turn(role="initial", error=f"model call failed: {exc}", call=info)
+        info = _info(self._prompt, responses, outcome.attempts, outcome.errors)
+        if outcome.value is None:
+            return Turn(role="initial", error=outcome.failure, call=info)
+        return Turn.from_opinion("initial", outcome.value, info)
+
+
+def _info(prompt: PromptTemplate, responses: Sequence[Any], attempts: int, errors: list[str]) -> CallInfo:
+    return CallInfo(
+        prompt=prompt.name,
+        prompt_hash=prompt.sha256,
+        attempts=attempts,
+        parse_errors=errors,
+        usage=Usage.total(r.usage for r in responses),
+        latency_s=sum(r.latency_s for r in responses),
+        finish_reason=responses[-1].finish_reason if responses else None,
+    )
+
+
+class FactoolTeamFactory:
+    """Registered as the `factool` team (entry point markov_debate.teams)."""
+
+    def __init__(self, *, prompts_dir: str | None = None) -> None:
+        self._prompt = load_prompt("factool_verify", prompts_dir)
+
+    def new_team(self, *, client: ChatClient, config: DebateConfig) -> FactoolTeam:
+        return FactoolTeam(client=client, config=config, prompt=self._prompt)
+
+    def prompt_hashes(self) -> dict[str, str]:
+        return {self._prompt.name: self._prompt.sha256}
+
+
+# --- HaluEval's own judge -----------------------------------------------------------------------------------------
+
+_JUDGE_REPLY = re.compile(r"^\W*(yes|no)\b", re.I)
+
+
+def _parse_judgement(reply: str) -> bool:
+    """True when the judge says the output is hallucinated."""
+    text = re.sub(r"^\s*#?\s*your judgement\s*#?\s*:?", "", reply.strip(), flags=re.I)
+    match = _JUDGE_REPLY.match(text)
+    if match is None:
+        raise ReplyError('the reply must start with "Yes" or "No"')
+    return match.group(1).lower() == "yes"
+
+
+class HaluEvalJudge:
+    """One Yes/No call per item with the task's HaluEval-style few-shot judge prompt."""
+
+    name = "halueval-judge"
+
+    def __init__(self, client: ChatClient, *, max_retries: int = 2) -> None:
+        self._client = client
+        self._max_retries = max_retries
+        self._prompts = {t: load_prompt(f"halueval_{t}") for t in ("qa", "dialogue", "summarization", "general")}
+
+    def prompt_hashes(self) -> dict[str, str]:
+        return {p.name: p.sha256 for p in self._prompts.values()}
+
+    def _render(self, item: Item) -> tuple[str, str]:
+        knowledge = f"#Knowledge#: {item.reference}\n" if item.reference else ""
+        if item.task == "qa":
+            return self._prompts["qa"].render(knowledge=knowledge, question=item.question or "", answer=item.response)
+        if item.task == "dialogue":
+            return self._prompts["dialogue"].render(
+                knowledge=knowledge, dialogue=item.question or "", response=item.response
+            )
+        if item.task == "summarization":
+            return self._prompts["summarization"].render(document=item.reference or "", summary=item.response)
+        return self._prompts["general"].render(query=item.question or "", response=item.response)
+
+    async def predict(self, item: Item) -> Prediction:
+        system, user = self._render(item)
+        send, responses = converse(self._client, system, schema=None, schema_name="judgement")
+        started = time.perf_counter()
+        outcome = await ask_structured(
+            send, user, _parse_judgement, max_retries=self._max_retries, expected='"Yes" or "No"'
+        )
+        usage = Usage.total(r.usage for r in responses)
+        transcript = {
+            "prompt": f"halueval_{item.task if item.task != 'kbqa' else 'general'}",
+            "replies": [r.text for r in responses],
+            "parse_errors": outcome.errors,
+            "elapsed_s": time.perf_counter() - started,
+        }
+        if outcome.value is None:
+            return Prediction(
+                pred_factual=None, score=None, decided_by="judge", usage=usage, report=transcript, error=outcome.failure
+            )
+        factual = not outcome.value
+        return Prediction(
+            pred_factual=factual, score=1.0 if factual else 0.0, decided_by="judge", usage=usage, report=transcript
+        )

@@ -1,0 +1,248 @@
+"""One experiment run: items streamed through a method into `results.jsonl`, resumable, with its config, metrics
+and a markdown table in the run folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from debate.api import Verifier
+from debate.batch import completed_keys
+from debate.concurrency import ordered_map
+from debate.config import DebateConfig, VerifierConfig
+from debate.llm import ChatClient
+from experiments.baselines import Baselines, tuning_pairs
+from experiments.data import Item, factprompts_items, halueval_items
+from experiments.methods import DebateMethod, HaluEvalJudge, Method, MethodName, Prediction
+from experiments.metrics import Outcome, summarize
+
+__all__ = ["RunSpec", "evaluate_run", "items_for", "make_method", "open_run_dir", "process_items", "run_experiment"]
+
+
+class RunSpec(BaseModel):
+    """Everything that defines a run (its hash names the run folder, so the same command resumes it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    benchmark: Literal["halueval", "factprompts"]
+    task: Literal["qa", "dialogue", "summarization", "general", "kbqa"]
+    level: Literal["claim", "response"] = "response"
+    n: int | None
+    seed: int = 0
+    balanced: bool = False
+    knowledge: Literal["given", "none"] = "given"
+    method: MethodName = "mcmad"
+    data_dir: str
+    verifier: VerifierConfig
+
+    def digest(self) -> str:
+        # The endpoint's key is excluded by VerifierConfig itself; concurrency does not change results.
+        data = self.model_dump(mode="json")
+        data["verifier"].pop("concurrency", None)
+        data["verifier"].get("model", {}).pop("max_concurrency", None)
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+    def name(self) -> str:
+        what = self.task if self.benchmark == "halueval" else self.level
+        return f"{self.benchmark}-{what}-{self.method}-n{self.n or 'all'}-s{self.seed}-{self.digest()[:8]}"
+
+
+def items_for(spec: RunSpec) -> Iterator[Item]:
+    data_dir = Path(spec.data_dir)
+    if spec.benchmark == "factprompts":
+        return factprompts_items(data_dir=data_dir, level=spec.level, n=spec.n, seed=spec.seed)
+    return halueval_items(
+        spec.task,  # type: ignore[arg-type]
+        data_dir=data_dir, n=spec.n, seed=spec.seed, balanced=spec.balanced, knowledge=spec.knowledge == "given",
+    )  # fmt: skip
+
+
+def method_config(spec: RunSpec) -> VerifierConfig:
+    """The Verifier config a method runs with (single and factool pin the chain to S0)."""
+    config = spec.verifier
+    if spec.method in ("single", "factool"):
+        s0 = DebateConfig(min_rounds=0, max_rounds=0, transition=config.debate.transition,
+                          max_parse_retries=config.debate.max_parse_retries)  # fmt: skip
+        config = config.model_copy(update={"debate": s0})
+    if spec.method == "factool":
+        config = config.model_copy(update={"team": "factool"})
+    return config
+
+
+def make_method(spec: RunSpec, verifier: Verifier) -> tuple[Method, dict[str, str]]:
+    """The method object and the prompt hashes it uses."""
+    if spec.method == "halueval-judge":
+        judge = HaluEvalJudge(verifier.client, max_retries=spec.verifier.claims.max_parse_retries)
+        return judge, judge.prompt_hashes()
+    return DebateMethod(spec.method, verifier), verifier.meta().prompts
+
+
+def open_run_dir(spec: RunSpec, *, out: Path | None, runs_root: Path = Path("runs")) -> Path:
+    """`out` when given; else the existing folder of this spec under runs/ (resume), else a new timestamped one."""
+    if out is not None:
+        return out
+    name = spec.name()
+    existing = sorted(runs_root.glob(f"*-{name}")) if runs_root.is_dir() else []
+    if existing:
+        return existing[-1]
+    return runs_root / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-{name}"
+
+
+def _write_line(fh: Any, record: dict[str, Any]) -> None:
+    fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+async def process_items(
+    items: Iterator[Item],
+    method: Method,
+    *,
+    results_path: Path,
+    concurrency: int,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> int:
+    """Append a record per item not yet in `results_path`, in input order. Returns how many were written."""
+    done = completed_keys(results_path)
+
+    async def run(item: Item) -> dict[str, Any]:
+        started = time.perf_counter()
+        prediction: Prediction = await method.predict(item)
+        return {
+            "id": item.id,
+            "task": item.task,
+            "label_factual": item.label_factual,
+            "pred_factual": prediction.pred_factual,
+            "score": prediction.score,
+            "decided_by": prediction.decided_by,
+            "llm_calls": prediction.usage.llm_calls,
+            "prompt_tokens": prediction.usage.prompt_tokens,
+            "completion_tokens": prediction.usage.completion_tokens,
+            "wall_s": round(time.perf_counter() - started, 3),
+            "length": len(item.response),
+            "error": prediction.error,
+            "report": prediction.report,
+        }
+
+    written = 0
+    with results_path.open("a", encoding="utf-8") as fh:
+        async for record in ordered_map((i for i in items if i.id not in done), run, limit=concurrency):
+            _write_line(fh, record)
+            written += 1
+            if on_record is not None:
+                on_record(record)
+    return written
+
+
+def _read_results(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                record = json.loads(line)
+                record.pop("report", None)  # keep memory flat: metrics need only the scalars
+                yield record
+
+
+def _fmt(metrics: dict[str, Any], key: str) -> str:
+    value, ci = metrics.get(key), metrics.get(f"{key}_ci95")
+    if value is None:
+        return "n/a"
+    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{value:.3f}"
+
+
+def markdown_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    header = "| method | n | accuracy | F1 (factual) | F1 (hallucination) | AUROC | unverifiable | calls/item |"
+    lines = [header, "|" + " --- |" * 8]
+    for name, m in rows:
+        calls = m.get("llm_calls_per_item")
+        lines.append(
+            f"| {name} | {m['n']} | {_fmt(m, 'accuracy')} | {_fmt(m, 'f1')} | {_fmt(m, 'f1_hallucination')} | "
+            f"{_fmt(m, 'auroc')} | {m['unverifiable']} | {'-' if calls is None else f'{calls:.1f}'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def evaluate_run(run_dir: Path, spec: RunSpec) -> dict[str, Any]:
+    """metrics.json and results.md from results.jsonl, with the model-free baselines beside the method."""
+    records = list(_read_results(run_dir / "results.jsonl"))
+    outcomes = [Outcome(label=r["label_factual"], pred=r["pred_factual"], score=r["score"]) for r in records]
+    metrics: dict[str, Any] = summarize(outcomes, seed=spec.seed)
+    n = max(len(records), 1)
+    metrics |= {
+        "llm_calls_per_item": sum(r["llm_calls"] for r in records) / n,
+        "prompt_tokens_per_item": sum(r["prompt_tokens"] for r in records) / n,
+        "completion_tokens_per_item": sum(r["completion_tokens"] for r in records) / n,
+        "wall_s_per_item": sum(r["wall_s"] for r in records) / n,
+        "decided_by": {k: sum(1 for r in records if r["decided_by"] == k) for k in {r["decided_by"] for r in records}},
+    }
+    rows: list[tuple[str, dict[str, Any]]] = [(spec.method, metrics)]
+    baselines: dict[str, Any] = {}
+    lines = {int(r["id"].split("-")[2]) for r in records if r["id"].split("-")[2].isdigit()}
+    pairs = tuning_pairs(spec.benchmark, spec.task, data_dir=Path(spec.data_dir), exclude_lines=lines, seed=spec.seed)
+    if pairs:
+        fitted = Baselines.fit(pairs)
+        evaluated = [(r["length"], r["label_factual"]) for r in records]
+        for name, result in (
+            ("length-only", fitted.length_only(evaluated)),
+            ("majority-class", fitted.majority(evaluated)),
+        ):
+            summary = summarize(result, seed=spec.seed)
+            summary["llm_calls_per_item"] = 0.0
+            baselines[name] = summary
+            rows.append((name, summary))
+        baselines["tuning"] = {"size": fitted.tuning_size, "length_threshold": fitted.threshold,
+                               "majority_factual": fitted.majority_factual}  # fmt: skip
+    metrics["baselines"] = baselines
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    setting = f"knowledge={spec.knowledge}" if spec.task in ("qa", "dialogue") else ""
+    level = spec.level if spec.benchmark == "factprompts" else ""
+    title = (
+        f"# {spec.name()}\n\n{spec.benchmark} {spec.task} {level} {setting}; positive class = factual; unverifiable "
+        f"items are counted wrong; 95% bootstrap CIs (1,000 resamples, seed {spec.seed}).\n\n"
+    )
+    (run_dir / "results.md").write_text(title + markdown_table(rows))
+    return metrics
+
+
+def check_run_dir(run_dir: Path, spec: RunSpec) -> Path:
+    """Create the folder; refuse one that holds a different run. Returns the config.json path."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = run_dir / "config.json"
+    if config_path.exists():
+        recorded = json.loads(config_path.read_text())
+        if recorded.get("spec_digest") != spec.digest():
+            raise ValueError(f"{run_dir} holds a run with a different configuration; choose another --out")
+    return config_path
+
+
+async def run_experiment(
+    spec: RunSpec,
+    *,
+    run_dir: Path,
+    concurrency: int,
+    provenance: Callable[[Verifier, dict[str, str]], dict[str, Any]],
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    client: ChatClient | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) `spec` into `run_dir` on this machine; returns the metrics."""
+    config_path = check_run_dir(run_dir, spec)
+    async with Verifier(config=method_config(spec), client=client) as verifier:
+        method, prompts = make_method(spec, verifier)
+        if not config_path.exists():
+            config_path.write_text(json.dumps(provenance(verifier, prompts), indent=2, default=str) + "\n")
+        await process_items(
+            items_for(spec),
+            method,
+            results_path=run_dir / "results.jsonl",
+            concurrency=concurrency,
+            on_record=on_record,
+        )
+    return evaluate_run(run_dir, spec)

@@ -1,0 +1,191 @@
+"""Experiment runs: each method's call pattern, resume, the call cache, Ray fan-out, ablations and reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import op
+from fakes import FakeOpenAI, Reply
+
+from debate.config import RetrievalConfig, VerifierConfig
+from debate.llm import ChatRequest
+from debate.testing import ScriptedChatClient, ScriptExhaustedError
+from experiments.runner import RunSpec, run_experiment
+
+DATA = Path(__file__).parent / "fixtures" / "data"
+
+
+def spec(method: str = "mcmad", *, task: str = "qa", n: int = 4, **verifier: Any) -> RunSpec:
+    return RunSpec(
+        benchmark="halueval", task=task, n=n, seed=0, method=method, data_dir=str(DATA),  # type: ignore[arg-type]
+        verifier=VerifierConfig(concurrency=1, **verifier),
+    )  # fmt: skip
+
+
+def provenance(verifier: Any, prompts: dict[str, str]) -> dict[str, Any]:
+    return {"spec_digest": CURRENT["digest"], "model": verifier.client.model_name, "prompts": prompts}
+
+
+CURRENT: dict[str, str] = {}
+
+
+async def run(s: RunSpec, folder: Path, client: ScriptedChatClient) -> dict[str, Any]:
+    CURRENT["digest"] = s.digest()
+    return await run_experiment(s, run_dir=folder, concurrency=1, provenance=provenance, client=client)
+
+
+def records(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+
+
+def agree(request: ChatRequest) -> str:
+    return op(True)
+
+
+async def test_mcmad_runs_the_full_chain_per_item(tmp_path: Path) -> None:
+    client = ScriptedChatClient([agree] * 28)
+    metrics = await run(spec("mcmad"), tmp_path, client)
+    rows = records(tmp_path)
+    assert len(rows) == 4 and all(r["llm_calls"] == 7 and r["decided_by"] == "debate" for r in rows)
+    assert len(client.calls) == 28 and metrics["llm_calls_per_item"] == 7.0
+    assert set(rows[0]) >= {"id", "task", "label_factual", "pred_factual", "score", "decided_by", "llm_calls", "report"}
+    assert rows[0]["report"]["claims"][0]["debate"]["rounds"] == 2
+    saved = json.loads((tmp_path / "metrics.json").read_text())
+    assert set(saved["baselines"]) == {"length-only", "majority-class", "tuning"}
+    assert "| length-only |" in (tmp_path / "results.md").read_text()
+
+
+async def test_single_is_one_call_per_item(tmp_path: Path) -> None:
+    client = ScriptedChatClient([agree] * 4)
+    await run(spec("single"), tmp_path, client)
+    assert len(client.calls) == 4 and all(r["llm_calls"] == 1 for r in records(tmp_path))
+
+
+async def test_factool_is_one_call_per_claim(tmp_path: Path) -> None:
+    def reply(request: ChatRequest) -> str:
+        if request.messages[0].content.startswith("You extract"):
+            return json.dumps({"claims": ["Claim one about the story.", "Claim two about the story."]})
+        assert request.messages[0].content.startswith("You are given a claim and evidence")
+        return json.dumps({"reasoning": "checked", "error": "none", "correction": "same", "factuality": True})
+
+    client = ScriptedChatClient([reply] * 6)
+    s = spec("factool", task="summarization", n=2, retrieval=RetrievalConfig(retriever="bm25"))
+    await run(s, tmp_path, client)
+    rows = records(tmp_path)
+    assert [r["llm_calls"] for r in rows] == [3, 3]  # one extraction + one verification per claim
+    assert all(r["pred_factual"] is True and r["score"] == 1.0 for r in rows)
+
+
+async def test_halueval_judge_is_one_yes_no_call(tmp_path: Path) -> None:
+    client = ScriptedChatClient(["Yes", "No", "Maybe?", "No", "no."])
+    await run(spec("halueval-judge"), tmp_path, client)
+    rows = records(tmp_path)
+    assert [r["pred_factual"] for r in rows] == [False, True, True, True]
+    assert [r["llm_calls"] for r in rows] == [1, 1, 2, 1]  # "Maybe?" was re-asked
+    first = client.calls[0].request.messages
+    assert "#Knowledge#:" in first[-1].content and first[-1].content.rstrip().endswith("#Your Judgement#:")
+
+
+async def test_resume_after_interruption_finishes_only_missing_items(tmp_path: Path) -> None:
+    with pytest.raises(ScriptExhaustedError):
+        await run(spec("single"), tmp_path, ScriptedChatClient([agree] * 2))
+    assert len(records(tmp_path)) == 2
+    client = ScriptedChatClient([agree] * 2)
+    await run(spec("single"), tmp_path, client)
+    rows = records(tmp_path)
+    assert len(client.calls) == 2 and len(rows) == 4 and len({r["id"] for r in rows}) == 4
+    again = ScriptedChatClient([])
+    await run(spec("single"), tmp_path, again)  # everything done: no call at all
+    assert again.calls == []
+
+
+async def test_cached_rerun_makes_no_endpoint_calls(tmp_path: Path) -> None:
+    cache = str(tmp_path / "calls.sqlite")
+    first = ScriptedChatClient([agree] * 28)
+    metrics = await run(spec("mcmad", call_cache=cache), tmp_path / "a", first)
+    # Round 2 repeats round 1's requests exactly (same inputs, temperature 0), so even the first run hits the cache:
+    # 4 items x (S0 + one round of 3) endpoint calls, while each report still counts the method's 7 calls.
+    assert len(first.calls) == 16 and all(r["llm_calls"] == 7 for r in records(tmp_path / "a"))
+    silent = ScriptedChatClient([])  # any call would fail the run
+    again = await run(spec("mcmad", call_cache=cache), tmp_path / "b", silent)
+    assert silent.calls == [] and again["accuracy"] == metrics["accuracy"]
+    assert [r["report"]["claims"] for r in records(tmp_path / "a")] == [
+        r["report"]["claims"] for r in records(tmp_path / "b")
+    ]
+
+
+async def test_a_different_config_refuses_an_existing_run_folder(tmp_path: Path) -> None:
+    await run(spec("single"), tmp_path, ScriptedChatClient([agree] * 4))
+    with pytest.raises(ValueError, match="different configuration"):
+        await run(spec("single", n=3), tmp_path, ScriptedChatClient([]))
+
+
+def _debate(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "DEBATE_MODEL")}
+    return subprocess.run([sys.executable, "-m", "debate.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)  # fmt: skip
+
+
+def test_ray_backend_shards_into_one_run_folder(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    with FakeOpenAI(responder=lambda body: Reply(content=op(True))) as server:
+        done = _debate("eval", "halueval", "--task", "qa", "--n", "6", "--method", "single", "--backend", "ray",
+                       "--shards", "2", "--data-dir", str(DATA), "--runs-root", str(tmp_path), "--out",
+                       str(tmp_path / "ray"), "--base-url", server.base_url, "--no-cache")  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(server.requests) == 6
+    rows = records(tmp_path / "ray")
+    from experiments.data import halueval_items
+
+    assert [r["id"] for r in rows] == [i.id for i in halueval_items("qa", data_dir=DATA, n=6, seed=0)]
+    assert not list((tmp_path / "ray").glob("results.part-*"))
+    assert (tmp_path / "ray" / "metrics.json").is_file() and (tmp_path / "ray" / "config.json").is_file()
+
+
+def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
+    with FakeOpenAI(responder=lambda body: Reply(content=op(True))) as server:
+        common = ["--data-dir", str(DATA), "--runs-root", str(tmp_path), "--base-url", server.base_url]
+        first = _debate("eval", "halueval", "--task", "qa", "--n", "4", "--method", "single", *common)
+        assert first.returncode == 0, first.stderr[-2000:]
+        assert "| single | 4 |" in first.stdout and "| length-only | 4 |" in first.stdout
+        calls = len(server.requests)
+        rerun = _debate("eval", "halueval", "--task", "qa", "--n", "4", "--method", "single", *common)
+        assert rerun.returncode == 0 and len(server.requests) == calls  # resumed: nothing left to do
+        facts = _debate("eval", "factprompts", "--level", "claim", "--n", "3", "--method", "single", *common)
+        assert facts.returncode == 0, facts.stderr[-2000:]
+        ablation = _debate("ablate", "transitions", "--n", "2", "--max-rounds", "2", *common)
+        assert ablation.returncode == 0, ablation.stderr[-2000:]
+    table = (tmp_path / "ablate-transitions" / "table.md").read_text()
+    assert all(
+        f"| {rule} | 2 |" in table for rule in ("true-to-skeptic", "true-to-trust", "always-skeptic", "always-trust")
+    )
+    png = (tmp_path / "ablate-transitions" / "transitions.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+    runs = [
+        p for p in tmp_path.iterdir() if p.name.endswith(tuple("0123456789abcdef")) and (p / "metrics.json").exists()
+    ]
+    report = _debate("report", *map(str, runs))
+    assert report.returncode == 0 and report.stdout.count("| halueval qa · single") == 1
+    assert "factprompts claim-level · single" in report.stdout
+    bad = _debate("report", str(tmp_path / "nope"))
+    assert bad.returncode == 2 and "not a finished run folder" in bad.stderr
+
+
+@pytest.mark.embedded
+def test_short_real_run_on_the_embedded_model(tmp_path: Path) -> None:
+    done = _debate("eval", "halueval", "--task", "qa", "--n", "2", "--method", "single", "--data-dir", str(DATA),
+                   "--runs-root", str(tmp_path), "--no-cache")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    [folder] = [p for p in tmp_path.iterdir() if p.is_dir()]
+    config = json.loads((folder / "config.json").read_text())
+    assert config["embedded"] is True and config["model"].startswith("SmolLM2") and config["seed"] == 0
+    assert set(config["prompts"]) >= {"initial", "trust", "skeptic", "leader"}
+    rows = records(folder)
+    assert len(rows) == 2 and all(r["llm_calls"] == 1 for r in rows)
+    assert json.loads((folder / "metrics.json").read_text())["n"] == 2
