@@ -202,7 +202,15 @@ def evaluate_run(run_dir: Path, spec: RunSpec) -> dict[str, Any]:
                                "majority_factual": fitted.majority_factual}  # fmt: skip
     metrics["baselines"] = baselines
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    setting = f"knowledge={spec.knowledge}" if spec.task in ("qa", "dialogue") else ""
+    if spec.task in ("qa", "dialogue"):
+        setting = f"knowledge={spec.knowledge}"
+    elif spec.task == "summarization":
+        setting = (
+            f"evidence=top-{spec.verifier.retrieval.top_k} document sentences ({spec.verifier.retrieval.retriever})"
+        )
+    else:
+        search = spec.verifier.search
+        setting = f"evidence=search ({search.backend})" if search else "evidence=none (knowledge-free)"
     level = spec.level if spec.benchmark == "factprompts" else ""
     title = (
         f"# {spec.name()}\n\n{spec.benchmark} {spec.task} {level} {setting}; positive class = factual; unverifiable "
