@@ -11,12 +11,12 @@ from autogen_core import CancellationToken
 
 from agents.model_adapter import DebateModelClient
 from debate.config import DebateConfig
-from debate.llm import ChatClient, ChatResponse, ModelError, ModelRequestError
+from debate.llm import ChatClient, ModelError, ModelRequestError
 from debate.parsing import OPINION_FORMAT, OPINION_SCHEMA, parse_opinion
 from debate.prompts import PromptError, PromptTemplate, load_prompt
 from debate.runner import TurnRequest
-from debate.structured import ask_structured
-from debate.types import CallInfo, Evidence, Opinion, Role, Turn, Usage
+from debate.structured import ask_structured, call_info
+from debate.types import Evidence, Opinion, Role, Turn
 
 __all__ = ["AutogenTeam", "AutogenTeamFactory", "render_evidence", "render_opinion"]
 
@@ -61,18 +61,6 @@ def _variables(request: TurnRequest) -> dict[str, str]:
             raise ValueError(f"the {request.role} agent needs one previous opinion, got {len(request.previous)}")
         values["previous"] = render_opinion(request.previous[0].opinion)
     return values
-
-
-def _call_info(prompt: PromptTemplate, calls: Sequence[ChatResponse], attempts: int, errors: list[str]) -> CallInfo:
-    return CallInfo(
-        prompt=prompt.name,
-        prompt_hash=prompt.sha256,
-        attempts=attempts,
-        parse_errors=errors,
-        usage=Usage.total(c.usage for c in calls),
-        latency_s=sum(c.latency_s for c in calls),
-        finish_reason=calls[-1].finish_reason if calls else None,
-    )
 
 
 class AutogenTeam:
@@ -125,11 +113,11 @@ class AutogenTeam:
             if isinstance(exc, ModelRequestError) and exc.fatal:
                 raise
             calls = adapter.calls[first_call:]
-            info = _call_info(prompt, calls, max(1, len(calls)), [])
+            info = call_info(prompt, calls, max(1, len(calls)), [])
             return Turn(role=request.role, error=f"model call failed: {exc}", call=info)
         finally:
             await agent.on_reset(token)
-        info = _call_info(prompt, adapter.calls[first_call:], outcome.attempts, outcome.errors)
+        info = call_info(prompt, adapter.calls[first_call:], outcome.attempts, outcome.errors)
         if outcome.value is None:
             return Turn(role=request.role, error=outcome.failure, call=info)
         return Turn.from_opinion(request.role, outcome.value, info)

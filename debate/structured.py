@@ -6,14 +6,15 @@ times; after that the caller reports the item as unverifiable (or as an error), 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from debate.llm import ChatClient, ChatMessage, ChatRequest, ChatResponse
 from debate.prompts import PromptTemplate, load_prompt
+from debate.types import CallInfo, Usage
 
-__all__ = ["ReplyError", "Structured", "ask_structured", "converse"]
+__all__ = ["ReplyError", "Structured", "ask_structured", "call_info", "converse"]
 
 T = TypeVar("T")
 
@@ -81,3 +82,16 @@ def converse(
         return response.text
 
     return send, responses
+
+
+def call_info(prompt: PromptTemplate, responses: Sequence[ChatResponse], attempts: int, errors: list[str]) -> CallInfo:
+    """The transcript record of one structured exchange."""
+    return CallInfo(
+        prompt=prompt.name,
+        prompt_hash=prompt.sha256,
+        attempts=attempts,
+        parse_errors=errors,
+        usage=Usage.total(r.usage for r in responses),
+        latency_s=sum(r.latency_s for r in responses),
+        finish_reason=responses[-1].finish_reason if responses else None,
+    )

@@ -9,16 +9,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.data import HALUEVAL_FILES, DataError
+from experiments.data import HALUEVAL_FILES, PAIRED_FIELDS, DataError
 from experiments.metrics import Outcome
 
 __all__ = ["Baselines", "fit_length_threshold", "tuning_pairs"]
-
-_HALUEVAL_FIELDS: dict[str, tuple[str, str]] = {
-    "qa": ("right_answer", "hallucinated_answer"),
-    "dialogue": ("right_response", "hallucinated_response"),
-    "summarization": ("right_summary", "hallucinated_summary"),
-}
 
 
 def tuning_pairs(
@@ -41,8 +35,8 @@ def tuning_pairs(
             if number not in chosen:
                 continue
             record = json.loads(text)
-            if benchmark == "halueval" and task in _HALUEVAL_FIELDS:
-                right, wrong = _HALUEVAL_FIELDS[task]
+            if benchmark == "halueval" and task in PAIRED_FIELDS:
+                right, wrong, _, _ = PAIRED_FIELDS[task]
                 pairs.append((len(str(record[right]).strip()), True))
                 pairs.append((len(str(record[wrong]).strip()), False))
             elif benchmark == "halueval":

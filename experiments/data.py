@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "HALUEVAL_FILES",
+    "PAIRED_FIELDS",
     "DataError",
     "Item",
     "default_data_dir",
@@ -35,6 +36,14 @@ HALUEVAL_FILES: dict[HaluTask, str] = {
     "summarization": "summarization_data.jsonl",
     "general": "general_data.jsonl",
 }
+
+
+PAIRED_FIELDS: dict[str, tuple[str, str, str | None, str]] = {
+    "qa": ("right_answer", "hallucinated_answer", "question", "knowledge"),
+    "dialogue": ("right_response", "hallucinated_response", "dialogue_history", "knowledge"),
+    "summarization": ("right_summary", "hallucinated_summary", None, "document"),
+}
+"""HaluEval tasks with a right and a hallucinated output per record: (right, hallucinated, question, reference)."""
 
 
 class DataError(ValueError):
@@ -146,26 +155,14 @@ def halueval_items(
     shown = labels_for(len(wanted), seed, balanced=balanced)
     for k, (line, record) in enumerate(_records(path, wanted)):
         hallucinated = shown[k]
-        if task == "qa":
-            answer = "hallucinated_answer" if hallucinated else "right_answer"
+        if task in PAIRED_FIELDS:
+            right, wrong, question_field, reference_field = PAIRED_FIELDS[task]
+            is_knowledge = reference_field == "knowledge"
             yield Item(
-                id=f"halueval-qa-{line}", task="qa", label_factual=not hallucinated,
-                response=_field(record, answer, path, line), question=_field(record, "question", path, line),
-                reference=_field(record, "knowledge", path, line) if knowledge else None, source_line=line,
-            )  # fmt: skip
-        elif task == "dialogue":
-            answer = "hallucinated_response" if hallucinated else "right_response"
-            yield Item(
-                id=f"halueval-dialogue-{line}", task="dialogue", label_factual=not hallucinated,
-                response=_field(record, answer, path, line),
-                question=_field(record, "dialogue_history", path, line),
-                reference=_field(record, "knowledge", path, line) if knowledge else None, source_line=line,
-            )  # fmt: skip
-        elif task == "summarization":
-            answer = "hallucinated_summary" if hallucinated else "right_summary"
-            yield Item(
-                id=f"halueval-summarization-{line}", task="summarization", label_factual=not hallucinated,
-                response=_field(record, answer, path, line), reference=_field(record, "document", path, line),
+                id=f"halueval-{task}-{line}", task=task, label_factual=not hallucinated,
+                response=_field(record, wrong if hallucinated else right, path, line),
+                question=_field(record, question_field, path, line) if question_field else None,
+                reference=_field(record, reference_field, path, line) if knowledge or not is_knowledge else None,
                 source_line=line,
             )  # fmt: skip
         else:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from agents.team import render_evidence
 from debate.api import Verifier
 from debate.claims import ExtractionError
 from debate.config import DebateConfig
@@ -23,8 +23,8 @@ from debate.llm import ChatClient, ModelError, ModelRequestError
 from debate.parsing import load_json_object
 from debate.prompts import PromptTemplate, load_prompt
 from debate.runner import TurnRequest
-from debate.structured import ReplyError, ask_structured, converse
-from debate.types import CallInfo, Evidence, Opinion, Report, Turn, Usage
+from debate.structured import ReplyError, ask_structured, call_info, converse
+from debate.types import Opinion, Report, Turn, Usage
 from experiments.data import Item
 
 __all__ = [
@@ -137,12 +137,6 @@ def _parse_factool(reply: str) -> Opinion:
     )
 
 
-def _render_evidence(evidence: Sequence[Evidence]) -> str:
-    if not evidence:
-        return "(no evidence was given: judge from well-established knowledge)"
-    return "\n".join(f"[{i}] {e.text}" for i, e in enumerate(evidence, start=1))
-
-
 class FactoolTeam:
     """Answers only the initial turn, with Factool's verification prompt (use with min_rounds = max_rounds = 0)."""
 
@@ -154,7 +148,7 @@ class FactoolTeam:
     async def speak(self, request: TurnRequest) -> Turn:
         if request.role != "initial":
             raise ValueError("the factool team only makes the initial verdict; run it with max_rounds=0")
-        system, user = self._prompt.render(claim=request.claim.text, evidence=_render_evidence(request.evidence))
+        system, user = self._prompt.render(claim=request.claim.text, evidence=render_evidence(request.evidence))
         send, responses = converse(self._client, system, schema=_FACTOOL_SCHEMA, schema_name="factool")
         try:
             outcome = await ask_structured(
@@ -163,24 +157,12 @@ class FactoolTeam:
         except ModelError as exc:
             if isinstance(exc, ModelRequestError) and exc.fatal:
                 raise
-            info = _info(self._prompt, responses, max(1, len(responses)), [])
+            info = call_info(self._prompt, responses, max(1, len(responses)), [])
             return Turn(role="initial", error=f"model call failed: {exc}", call=info)
-        info = _info(self._prompt, responses, outcome.attempts, outcome.errors)
+        info = call_info(self._prompt, responses, outcome.attempts, outcome.errors)
         if outcome.value is None:
             return Turn(role="initial", error=outcome.failure, call=info)
         return Turn.from_opinion("initial", outcome.value, info)
-
-
-def _info(prompt: PromptTemplate, responses: Sequence[Any], attempts: int, errors: list[str]) -> CallInfo:
-    return CallInfo(
-        prompt=prompt.name,
-        prompt_hash=prompt.sha256,
-        attempts=attempts,
-        parse_errors=errors,
-        usage=Usage.total(r.usage for r in responses),
-        latency_s=sum(r.latency_s for r in responses),
-        finish_reason=responses[-1].finish_reason if responses else None,
-    )
 
 
 class FactoolTeamFactory:
