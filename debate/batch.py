@@ -84,32 +84,37 @@ def _describe_validation(line: int, exc: ValidationError) -> str:
 
 
 def completed_keys(output: Path) -> set[str]:
-    """Keys already in the output: ids of results, `line:N` of error records. Drops a torn last line."""
+    """Keys already in the output: ids of results, `line:N` of error records. Drops a torn last line.
+
+    Reads one line at a time, so resuming a long run does not load its results into memory."""
     if not output.exists():
         return set()
-    data = output.read_bytes()
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
+    keys: set[str] = set()
+    good_end = 0
+    with output.open("rb") as fh:
+        for number, raw_line in enumerate(fh, start=1):
+            if not raw_line.endswith(b"\n"):
+                break  # a record torn by an interruption: dropped below and redone
+            good_end += len(raw_line)
+            if not raw_line.strip():
+                continue
+            try:
+                record = json.loads(raw_line)
+            except json.JSONDecodeError as exc:
+                raise BatchError(
+                    f"{output} line {number} is not JSON ({exc.msg}); it is not an output of this tool"
+                ) from exc
+            if isinstance(record.get("error"), dict):  # a batch error record: keyed by its input line
+                keys.add(f"line:{record.get('line')}")
+            elif record.get("id") is not None:
+                keys.add(str(record["id"]))
+    size = output.stat().st_size
+    if good_end < size:
         log.warning(
-            "%s: dropping an incomplete last record (%d bytes) left by an interrupted run", output, len(data) - cut
+            "%s: dropping an incomplete last record (%d bytes) left by an interrupted run", output, size - good_end
         )
         with output.open("r+b") as fh:
-            fh.truncate(cut)
-        data = data[:cut]
-    keys: set[str] = set()
-    for number, raw_line in enumerate(data.splitlines(), start=1):
-        if not raw_line.strip():
-            continue
-        try:
-            record = json.loads(raw_line)
-        except json.JSONDecodeError as exc:
-            raise BatchError(
-                f"{output} line {number} is not JSON ({exc.msg}); it is not an output of this tool"
-            ) from exc
-        if isinstance(record.get("error"), dict):  # a batch error record: keyed by its input line
-            keys.add(f"line:{record.get('line')}")
-        elif record.get("id") is not None:
-            keys.add(str(record["id"]))
+            fh.truncate(good_end)
     return keys
 
 
