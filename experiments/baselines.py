@@ -16,10 +16,18 @@ __all__ = ["Baselines", "fit_length_threshold", "tuning_pairs"]
 
 
 def tuning_pairs(
-    benchmark: str, task: str, *, data_dir: Path, exclude_lines: set[int], seed: int, m: int = 1000
+    benchmark: str,
+    task: str,
+    *,
+    data_dir: Path,
+    exclude_lines: set[int],
+    seed: int,
+    m: int = 1000,
+    level: str = "response",
 ) -> list[tuple[int, bool]]:
     """(length in characters, label_factual) from up to `m` records whose lines are not in the evaluation sample.
-    For HaluEval qa/dialogue/summarization both outputs of a record are used."""
+    For HaluEval qa/dialogue/summarization both outputs of a record are used; for FactPrompts at claim level, every
+    annotated claim of a record."""
     if benchmark == "halueval":
         path = data_dir / "halueval" / HALUEVAL_FILES[task]  # type: ignore[index]
     else:
@@ -41,6 +49,8 @@ def tuning_pairs(
                 pairs.append((len(str(record[wrong]).strip()), False))
             elif benchmark == "halueval":
                 pairs.append((len(str(record["chatgpt_response"]).strip()), record["hallucination"] == "no"))
+            elif level == "claim":
+                pairs.extend((len(str(c["claim"]).strip()), bool(c["label"])) for c in record["claims"])
             else:
                 pairs.append((len(str(record["response"]).strip()), bool(record["label"])))
     return pairs

@@ -183,8 +183,23 @@ class FactoolTeamFactory:
 _JUDGE_REPLY = re.compile(r"^\W*(yes|no)\b", re.I)
 
 
+_JUDGEMENT_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "properties": {"judgement": {"type": "string", "enum": ["Yes", "No"]}},
+    "required": ["judgement"],
+}
+"""Where the endpoint constrains decoding, the Yes/No answer is forced; a plain "Yes"/"No" is parsed too."""
+
+
 def _parse_judgement(reply: str) -> bool:
     """True when the judge says the output is hallucinated."""
+    if "{" in reply:
+        try:
+            value = load_json_object(reply).get("judgement")
+        except ValueError:
+            value = None
+        if isinstance(value, str) and value.strip().lower() in ("yes", "no"):
+            return value.strip().lower() == "yes"
     text = re.sub(r"^\s*#?\s*your judgement\s*#?\s*:?", "", reply.strip(), flags=re.I)
     match = _JUDGE_REPLY.match(text)
     if match is None:
@@ -219,7 +234,7 @@ class HaluEvalJudge:
 
     async def predict(self, item: Item) -> Prediction:
         system, user = self._render(item)
-        send, responses = converse(self._client, system, schema=None, schema_name="judgement")
+        send, responses = converse(self._client, system, schema=_JUDGEMENT_SCHEMA, schema_name="judgement")
         started = time.perf_counter()
         outcome = await ask_structured(
             send, user, _parse_judgement, max_retries=self._max_retries, expected='"Yes" or "No"'

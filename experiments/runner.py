@@ -128,6 +128,7 @@ async def process_items(
             "completion_tokens": prediction.usage.completion_tokens,
             "wall_s": round(time.perf_counter() - started, 3),
             "length": len(item.response),
+            "source_line": item.source_line,
             "error": prediction.error,
             "report": prediction.report,
         }
@@ -140,6 +141,12 @@ async def process_items(
             if on_record is not None:
                 on_record(record)
     return written
+
+
+def source_line_of(item_id: str) -> int:
+    """The source line in our ids: halueval-<task>-<line>, factprompts-<line>[-c<claim>]."""
+    parts = item_id.split("-")
+    return int(parts[1] if parts[0] == "factprompts" else parts[-1])
 
 
 def _read_results(path: Path) -> Iterator[dict[str, Any]]:
@@ -185,8 +192,10 @@ def evaluate_run(run_dir: Path, spec: RunSpec) -> dict[str, Any]:
     }
     rows: list[tuple[str, dict[str, Any]]] = [(spec.method, metrics)]
     baselines: dict[str, Any] = {}
-    lines = {int(r["id"].split("-")[2]) for r in records if r["id"].split("-")[2].isdigit()}
-    pairs = tuning_pairs(spec.benchmark, spec.task, data_dir=Path(spec.data_dir), exclude_lines=lines, seed=spec.seed)
+    lines = {int(r["source_line"]) if "source_line" in r else source_line_of(r["id"]) for r in records}
+    pairs = tuning_pairs(
+        spec.benchmark, spec.task, data_dir=Path(spec.data_dir), exclude_lines=lines, seed=spec.seed, level=spec.level
+    )
     if pairs:
         fitted = Baselines.fit(pairs)
         evaluated = [(r["length"], r["label_factual"]) for r in records]
@@ -244,7 +253,15 @@ async def run_experiment(
     config_path = check_run_dir(run_dir, spec)
     async with Verifier(config=method_config(spec), client=client) as verifier:
         method, prompts = make_method(spec, verifier)
-        if not config_path.exists():
+        if config_path.exists():
+            recorded = json.loads(config_path.read_text()).get("prompts")
+            if recorded is not None and recorded != prompts:
+                changed = sorted(k for k in {*recorded, *prompts} if recorded.get(k) != prompts.get(k))
+                raise ValueError(
+                    f"{run_dir}: prompt files changed since this run started ({', '.join(changed)}); "
+                    "resuming would mix two prompt versions; choose another --out"
+                )
+        else:
             config_path.write_text(json.dumps(provenance(verifier, prompts), indent=2, default=str) + "\n")
         await process_items(
             items_for(spec),

@@ -83,13 +83,22 @@ async def test_factool_is_one_call_per_claim(tmp_path: Path) -> None:
 
 
 async def test_halueval_judge_is_one_yes_no_call(tmp_path: Path) -> None:
-    client = ScriptedChatClient(["Yes", "No", "Maybe?", "No", "no."])
+    client = ScriptedChatClient(["Yes", "No", "Maybe?", "No", '{"judgement": "Yes"}'])
     await run(spec("halueval-judge"), tmp_path, client)
     rows = records(tmp_path)
-    assert [r["pred_factual"] for r in rows] == [False, True, True, True]
+    assert [r["pred_factual"] for r in rows] == [False, True, True, False]
+    assert client.calls[0].request.response_schema is not None  # constrained where the endpoint supports it
     assert [r["llm_calls"] for r in rows] == [1, 1, 2, 1]  # "Maybe?" was re-asked
     first = client.calls[0].request.messages
     assert "#Knowledge#:" in first[-1].content and first[-1].content.rstrip().endswith("#Your Judgement#:")
+
+
+def test_claim_level_baselines_tune_on_claims_of_other_records() -> None:
+    from experiments.baselines import tuning_pairs
+
+    pairs = tuning_pairs("factprompts", "kbqa", data_dir=DATA, exclude_lines=set(range(2, 51)), seed=0, level="claim")
+    first = json.loads((DATA / "factool" / "knowledge_qa.jsonl").read_text().splitlines()[0])
+    assert pairs == [(len(c["claim"].strip()), c["label"]) for c in first["claims"]]
 
 
 async def test_resume_after_interruption_finishes_only_missing_items(tmp_path: Path) -> None:
@@ -124,6 +133,11 @@ async def test_a_different_config_refuses_an_existing_run_folder(tmp_path: Path)
     await run(spec("single"), tmp_path, ScriptedChatClient([agree] * 4))
     with pytest.raises(ValueError, match="different configuration"):
         await run(spec("single", n=3), tmp_path, ScriptedChatClient([]))
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["prompts"]["initial"] = "0" * 64  # as if the prompt file had been edited since
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"prompt files changed since this run started \(initial\)"):
+        await run(spec("single"), tmp_path, ScriptedChatClient([]))
 
 
 def _debate(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
