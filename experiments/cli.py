@@ -254,6 +254,8 @@ def _report(args: argparse.Namespace) -> int:
         config = json.loads(config_path.read_text())
         spec = config["spec"]
         what = spec["task"] if spec["benchmark"] == "halueval" else f"{spec['level']}-level"
+        if spec["task"] in ("qa", "dialogue"):
+            what += f" (knowledge {spec['knowledge']})"
         rows.append((f"{spec['benchmark']} {what} · {spec['method']} · {config['model']}", metrics))
         for name, baseline in metrics.get("baselines", {}).items():
             if name != "tuning":

@@ -185,7 +185,7 @@ def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
         p for p in tmp_path.iterdir() if p.name.endswith(tuple("0123456789abcdef")) and (p / "metrics.json").exists()
     ]
     report = _debate("report", *map(str, runs))
-    assert report.returncode == 0 and report.stdout.count("| halueval qa · single") == 1
+    assert report.returncode == 0 and report.stdout.count("| halueval qa (knowledge given) · single") == 1
     assert "factprompts claim-level · single" in report.stdout
     bad = _debate("report", str(tmp_path / "nope"))
     assert bad.returncode == 2 and "not a finished run folder" in bad.stderr
