@@ -175,6 +175,14 @@ def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
         assert facts.returncode == 0, facts.stderr[-2000:]
         ablation = _debate("ablate", "transitions", "--n", "2", "--max-rounds", "2", *common)
         assert ablation.returncode == 0, ablation.stderr[-2000:]
+        rounds = _debate("ablate", "min-rounds", "--tasks", "qa", "--n", "2", *common)
+        assert rounds.returncode == 0, rounds.stderr[-2000:]
+        assert [f"| qa min_rounds={k} | 2 |" in rounds.stdout for k in range(4)] == [True] * 4
+        assert (tmp_path / "ablate-min-rounds" / "min_rounds.png").read_bytes().startswith(b"\x89PNG")
+        single_round = json.loads(
+            (tmp_path / "ablate-min-rounds" / "qa-min0" / "results.jsonl").read_text().splitlines()[0]
+        )
+        assert single_round["llm_calls"] == 1  # min rounds 0: S0 decides
     table = (tmp_path / "ablate-transitions" / "table.md").read_text()
     assert all(
         f"| {rule} | 2 |" in table for rule in ("true-to-skeptic", "true-to-trust", "always-skeptic", "always-trust")
