@@ -217,55 +217,22 @@ class Verifier:
         )
         usage = result.usage + (extra_usage or Usage())
         if result.final is None:
-            return ClaimVerdict(
-                claim_id=claim.id,
-                text=claim.text,
-                status="unverifiable",
-                factual=None,
-                reason=result.failure or "the debate produced no verdict",
-                evidence=list(evidence),
-                debate=result,
-                usage=usage,
-            )
-        return ClaimVerdict(
-            claim_id=claim.id,
-            text=claim.text,
-            status="verified",
-            factual=result.final.factuality,
-            error_severity=result.final.error_severity,
-            evidence=list(evidence),
-            debate=result,
-            usage=usage,
-        )
+            reason = result.failure or "the debate produced no verdict"
+            return ClaimVerdict.unverifiable(claim, reason, evidence=list(evidence), debate=result, usage=usage)
+        return ClaimVerdict.verified(claim, result.final, evidence=list(evidence), debate=result, usage=usage)
 
     async def _claim_with_evidence(self, index: int, claim: Claim, plan: _Plan) -> ClaimVerdict:
         evidence, usage, failure = await plan.evidence(claim)
         if failure is not None:
-            return ClaimVerdict(
-                claim_id=claim.id,
-                text=claim.text,
-                status="unverifiable",
-                factual=None,
-                reason=f"evidence retrieval failed: {failure}",
-                evidence=evidence,
-                debate=None,
-                usage=usage,
-            )
+            reason = f"evidence retrieval failed: {failure}"
+            return ClaimVerdict.unverifiable(claim, reason, evidence=evidence, debate=None, usage=usage)
         decisions, decided = await self.cascade.run(claim, index, evidence, plan.sources)
         usage = usage + Usage.total(d.usage for d in decisions)
         if decided is not None:
-            return ClaimVerdict(
-                claim_id=claim.id,
-                text=claim.text,
-                status="verified",
-                factual=decided.factual,
-                error_severity=decided.severity,
-                evidence=evidence,
-                debate=None,
-                usage=usage,
-                decided_by=decided.by,
-                prefilters=decisions,
-            )
+            return ClaimVerdict.verified(
+                claim, decided.opinion, evidence=evidence, debate=None, usage=usage,
+                decided_by=decided.by, prefilters=decisions,
+            )  # fmt: skip
         verdict = await self.verify_claim(claim, evidence, extra_usage=usage)
         return verdict.model_copy(update={"prefilters": decisions}) if decisions else verdict
 

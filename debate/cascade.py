@@ -16,6 +16,7 @@ from debate.types import (
     ClaimVerdict,
     DecidedBy,
     Evidence,
+    Opinion,
     PrefilterDecision,
     PrefilterSummary,
     Source,
@@ -39,6 +40,10 @@ class Decided:
     by: DecidedBy
     factual: bool
     severity: int
+
+    @property
+    def opinion(self) -> Opinion:
+        return Opinion(opinion=f"decided by {self.by}", factuality=self.factual, error_severity=self.severity)
 
 
 class Cascade:

@@ -298,6 +298,26 @@ class ClaimVerdict(_Model):
     prefilters: list[PrefilterDecision] = Field(default_factory=list)
     """Every prefilter that looked at the claim, in order."""
 
+    @classmethod
+    def unverifiable(
+        cls, claim: Claim, reason: str, *, evidence: list[Evidence], debate: DebateResult | None, usage: Usage
+    ) -> ClaimVerdict:
+        return cls(
+            claim_id=claim.id, text=claim.text, status="unverifiable", factual=None, reason=reason,
+            evidence=evidence, debate=debate, usage=usage,
+        )  # fmt: skip
+
+    @classmethod
+    def verified(
+        cls, claim: Claim, opinion: Opinion, *, evidence: list[Evidence], debate: DebateResult | None, usage: Usage,
+        decided_by: DecidedBy = "debate", prefilters: list[PrefilterDecision] | None = None,
+    ) -> ClaimVerdict:  # fmt: skip
+        return cls(
+            claim_id=claim.id, text=claim.text, status="verified", factual=opinion.factuality,
+            error_severity=opinion.error_severity, evidence=evidence, debate=debate, usage=usage,
+            decided_by=decided_by, prefilters=prefilters or [],
+        )  # fmt: skip
+
     @model_validator(mode="after")
     def _status_consistent(self) -> Self:
         if self.status == "verified" and (self.factual is None or self.error_severity is None or self.reason):
