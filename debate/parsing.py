@@ -11,7 +11,14 @@ from pydantic import ValidationError
 
 from debate.types import Opinion
 
-__all__ = ["OPINION_FORMAT", "OPINION_SCHEMA", "ReplyParseError", "load_json_object", "parse_opinion"]
+__all__ = [
+    "OPINION_FORMAT",
+    "OPINION_SCHEMA",
+    "ReplyParseError",
+    "load_json_object",
+    "parse_factuality",
+    "parse_opinion",
+]
 
 OPINION_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -130,7 +137,8 @@ def _normalise_key(key: str) -> str:
     return re.sub(r"[\s\-]+", "_", key.strip().lower())
 
 
-def _as_bool(value: Any) -> bool:
+def parse_factuality(value: Any) -> bool:
+    """A verdict as models write it (true/false, "True", yes/no); anything else is rejected."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str):
@@ -172,7 +180,7 @@ def parse_opinion(text: str) -> Opinion:
     try:
         return Opinion(
             opinion=opinion.strip(),
-            factuality=_as_bool(fields["factuality"]),
+            factuality=parse_factuality(fields["factuality"]),
             error_severity=_as_severity(fields["error_severity"]),
         )
     except ValidationError as exc:  # pragma: no cover - the checks above cover the model's constraints

@@ -20,7 +20,7 @@ from debate.api import Verifier
 from debate.claims import ExtractionError
 from debate.config import DebateConfig
 from debate.llm import ChatClient, ModelError, ModelRequestError
-from debate.parsing import load_json_object
+from debate.parsing import load_json_object, parse_factuality
 from debate.prompts import PromptTemplate, load_prompt
 from debate.runner import TurnRequest
 from debate.structured import ReplyError, ask_structured, call_info, converse
@@ -122,11 +122,7 @@ def _parse_factool(reply: str) -> Opinion:
         raw = {k.strip().lower(): v for k, v in load_json_object(reply).items()}
     except ValueError as exc:
         raise ReplyError(str(exc)) from exc
-    factuality = raw.get("factuality")
-    if isinstance(factuality, str) and factuality.strip().lower() in ("true", "false"):
-        factuality = factuality.strip().lower() == "true"
-    if not isinstance(factuality, bool):
-        raise ReplyError('"factuality" must be true or false')
+    factuality = parse_factuality(raw.get("factuality"))
     reasoning = str(raw.get("reasoning") or "").strip()
     if not reasoning:
         raise ReplyError('"reasoning" must be a non-empty string')
