@@ -55,11 +55,13 @@ class DebateModelClient(ChatCompletionClient):
         *,
         response_schema: dict[str, Any] | None = None,
         schema_name: str = "reply",
+        purpose: str,
         context_window: int = 4096,
     ) -> None:
         self._client = client
         self._schema = response_schema
         self._schema_name = schema_name
+        self._purpose = purpose
         self._context_window = context_window
         self.calls: list[ChatResponse] = []
         """Every response this agent received, in order (usage, latency, finish reason, logprobs)."""
@@ -80,6 +82,7 @@ class DebateModelClient(ChatCompletionClient):
             messages=[_to_chat_message(m) for m in messages],
             response_schema=self._schema,
             schema_name=self._schema_name,
+            purpose=self._purpose,
         )
         response = await self._client.complete(request)
         self.calls.append(response)

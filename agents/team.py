@@ -1,32 +1,60 @@
-"""The four debate roles as autogen-agentchat agents, each with its prompt file, fresh for every claim."""
+"""The debate of one claim as an autogen-agentchat team.
+
+- Speaker order: a `SelectorGroupChat` whose `selector_func` asks the chain driver (debate.chain) who speaks next,
+  from the thread so far; the model-based selector is never used.
+- Stop rules: autogen `TerminationCondition`s composed with `&` and `|`:
+  `AtStateEnd((RoundsCompleted(min) & Consensus()) | RoundsCompleted(max)) | TurnFailed()`. `AtStateEnd` evaluates
+  its condition once per finished state, on that state's turns, and resets it otherwise, so `&` means "both hold for
+  this state" rather than autogen's "both have held at some point".
+- Inputs: each agent builds its input from the thread: exactly its Table-12 inputs (claim, evidence and the
+  opinions its role is shown), never the whole conversation.
+- Transcript: the team's message stream; every turn is a `StructuredMessage[ChainTurn]`.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-from autogen_agentchat.agents import AssistantAgent
-from autogen_agentchat.messages import TextMessage
+from autogen_agentchat.agents import BaseChatAgent
+from autogen_agentchat.base import ChatAgent, Response, TerminationCondition
+from autogen_agentchat.base import Team as AutogenBaseTeam
+from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StopMessage, StructuredMessage, TextMessage
+from autogen_agentchat.teams import SelectorGroupChat
 from autogen_core import CancellationToken
+from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
+from pydantic import BaseModel, ConfigDict
 
 from agents.model_adapter import DebateModelClient
+from debate.chain import ChainDriver, MarkovChain, PriorOpinion, TurnPlan, TurnRecord, transcript_result
 from debate.config import DebateConfig
-from debate.llm import ChatClient, ModelError, ModelRequestError
+from debate.errors import DebateError, ModelRequestError
+from debate.llm import ChatClient
 from debate.parsing import OPINION_FORMAT, OPINION_SCHEMA, parse_opinion
 from debate.prompts import PromptError, PromptTemplate, load_prompt
-from debate.runner import TurnRequest
 from debate.structured import ask_structured, call_info
-from debate.types import Evidence, Opinion, Role, Turn
+from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, Turn
 
-__all__ = ["AutogenTeam", "AutogenTeamFactory", "render_evidence", "render_opinion"]
+__all__ = [
+    "AtStateEnd",
+    "AutogenTeam",
+    "AutogenTeamFactory",
+    "ChainTurn",
+    "Consensus",
+    "RoundsCompleted",
+    "TurnFailed",
+    "paper_termination",
+    "render_evidence",
+    "render_opinion",
+]
 
-_ROLE_VARIABLES: dict[Role, set[str]] = {
-    "initial": {"claim", "evidence"},
-    "trust": {"claim", "evidence", "previous"},
-    "skeptic": {"claim", "evidence", "previous"},
-    "leader": {"claim", "evidence", "first_role", "first_response", "second_role", "second_response"},
+_SEES_VARIABLES: dict[str, set[str]] = {
+    "nothing": {"claim", "evidence"},
+    "previous": {"claim", "evidence", "previous"},
+    "round": {"claim", "evidence", "opinions"},
 }
-_ROLE_TITLES: dict[Role, str] = {"initial": "initial", "trust": "Trust", "skeptic": "Skeptic", "leader": "Leader"}
 
 
 def render_evidence(evidence: Sequence[Evidence]) -> str:
@@ -44,101 +72,303 @@ def render_opinion(opinion: Opinion) -> str:
     )
 
 
-def _variables(request: TurnRequest) -> dict[str, str]:
-    values = {"claim": request.claim.text, "evidence": render_evidence(request.evidence)}
-    if request.role == "leader":
-        if len(request.previous) != 2:
-            raise ValueError(f"the leader needs the two earlier opinions of its round, got {len(request.previous)}")
-        first, second = request.previous
-        values |= {
-            "first_role": _ROLE_TITLES[first.role],
-            "first_response": render_opinion(first.opinion),
-            "second_role": _ROLE_TITLES[second.role],
-            "second_response": render_opinion(second.opinion),
-        }
-    elif request.role != "initial":
-        if len(request.previous) != 1:
-            raise ValueError(f"the {request.role} agent needs one previous opinion, got {len(request.previous)}")
-        values["previous"] = render_opinion(request.previous[0].opinion)
-    return values
+def _render_opinions(previous: Sequence[PriorOpinion]) -> str:
+    return "\n\n".join(f"Here is the {p.title} agent's response:\n{render_opinion(p.opinion)}" for p in previous)
+
+
+class ChainTurn(BaseModel):
+    """One turn of the chain as it travels in the team's thread."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    state: str
+    """The state it belongs to."""
+    round: int
+    """0 for the initial state, else the debate round."""
+    position: int
+    """The speaker's index in its state."""
+    last_in_state: bool
+    """Whether the state ended with it."""
+    turn: Turn
+    """What the agent said (or why it could not)."""
+
+    def record(self) -> TurnRecord:
+        return TurnRecord(state=self.state, round=self.round, position=self.position, turn=self.turn)
+
+
+TurnMessage = StructuredMessage[ChainTurn]
+
+
+def _turns(messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> list[ChainTurn]:
+    return [m.content for m in messages if isinstance(m, StructuredMessage) and isinstance(m.content, ChainTurn)]
+
+
+# --- termination conditions -------------------------------------------------------------------------------------
+
+
+class _Condition(TerminationCondition):
+    def __init__(self) -> None:
+        self._terminated = False
+
+    @property
+    def terminated(self) -> bool:
+        return self._terminated
+
+    async def reset(self) -> None:
+        self._terminated = False
+
+    def _stop(self, content: str) -> StopMessage:
+        self._terminated = True
+        return StopMessage(content=content, source=type(self).__name__)
+
+
+class RoundsCompleted(_Condition):
+    """Holds once `n` debate rounds are done (the initial state is round 0). Min rounds and max rounds alike."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
+        turns = _turns(messages)
+        if turns and turns[-1].last_in_state and turns[-1].round >= self.n:
+            return self._stop(f"{turns[-1].round} rounds completed (limit {self.n})")
+        return None
+
+
+class Consensus(_Condition):
+    """Holds when every speaker of the state just finished gave the same verdict."""
+
+    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
+        turns = _turns(messages)
+        if turns and turns[-1].last_in_state:
+            verdicts = {t.turn.factuality for t in turns if t.state == turns[-1].state and t.round == turns[-1].round}
+            if len(verdicts) == 1 and None not in verdicts:
+                return self._stop("the state's speakers agree")
+        return None
+
+
+class TurnFailed(_Condition):
+    """Holds as soon as a turn produced no usable opinion: the chain cannot go on without it."""
+
+    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
+        failed = [t for t in _turns(messages) if t.turn.error is not None]
+        return self._stop(f"{failed[0].turn.role}: {failed[0].turn.error}") if failed else None
+
+
+class AtStateEnd(_Condition):
+    """Evaluates `inner` once per finished state, on that state's turns; resets it when it does not hold."""
+
+    def __init__(self, inner: TerminationCondition) -> None:
+        super().__init__()
+        self.inner = inner
+        self._state: list[BaseAgentEvent | BaseChatMessage] = []
+
+    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
+        for message in messages:
+            turns = _turns([message])
+            if not turns:
+                continue
+            self._state.append(message)
+            if turns[0].last_in_state:
+                state, self._state = self._state, []
+                stop = await self.inner(state)
+                if stop is not None:
+                    return self._stop(stop.content)
+                await self.inner.reset()
+        return None
+
+    async def reset(self) -> None:
+        await super().reset()
+        self._state = []
+        await self.inner.reset()
+
+
+def paper_termination(*, min_rounds: int, max_rounds: int) -> TerminationCondition:
+    """Stop after a state once min_rounds are done and its speakers agree, or at max_rounds; at once on a failed
+    turn."""
+    return AtStateEnd((RoundsCompleted(min_rounds) & Consensus()) | RoundsCompleted(max_rounds)) | TurnFailed()
+
+
+# --- agents -----------------------------------------------------------------------------------------------------
+
+
+class _ClaimContext:
+    """What the agents of one claim share: the claim, its evidence, the chain driver, an error to re-raise."""
+
+    def __init__(self, claim: Claim, evidence: list[Evidence], driver: ChainDriver, config: DebateConfig,
+                 reask: PromptTemplate) -> None:  # fmt: skip
+        self.claim = claim
+        self.evidence = evidence
+        self.rendered_evidence = render_evidence(evidence)
+        self.driver = driver
+        self.config = config
+        self.reask = reask
+        self.raise_after: Exception | None = None
+
+
+def _agent_name(role: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in role) + "_agent"
+
+
+class DebateAgent(BaseChatAgent):
+    """One role. It keeps the thread it is shown and speaks from the chain driver's plan for its turn."""
+
+    def __init__(self, role: str, *, prompt: PromptTemplate, client: ChatClient, context: _ClaimContext) -> None:
+        super().__init__(name=_agent_name(role), description=f"The {role} agent of the debate.")
+        self.role = role
+        self._prompt = prompt
+        self._model = DebateModelClient(
+            client, response_schema=OPINION_SCHEMA, schema_name="opinion", purpose=f"debate:{role}"
+        )
+        self._context = context
+        self._thread: list[BaseChatMessage] = []
+
+    @property
+    def produced_message_types(self) -> Sequence[type[BaseChatMessage]]:
+        return (TurnMessage,)
+
+    async def on_messages(self, messages: Sequence[BaseChatMessage], cancellation_token: CancellationToken) -> Response:
+        self._thread.extend(messages)
+        plan = self._context.driver.next_turn([t.record() for t in _turns(self._thread)])
+        if plan.role != self.role:
+            raise RuntimeError(f"the chain gives this turn to {plan.role}, not {self.role}")  # a selector bug
+        task = asyncio.ensure_future(self._speak(plan))
+        cancellation_token.link_future(task)
+        turn = await task
+        content = ChainTurn(
+            state=plan.state, round=plan.round, position=plan.position, last_in_state=plan.last_in_state, turn=turn
+        )
+        message = TurnMessage(content=content, source=self.name)
+        self._thread.append(message)
+        return Response(chat_message=message)
+
+    def _variables(self, plan: TurnPlan) -> dict[str, str]:
+        values = {"claim": self._context.claim.text, "evidence": self._context.rendered_evidence}
+        if "previous" in self._prompt.variables:
+            values["previous"] = render_opinion(plan.previous[-1].opinion)
+        if "opinions" in self._prompt.variables:
+            values["opinions"] = _render_opinions(plan.previous)
+        return values
+
+    async def _speak(self, plan: TurnPlan) -> Turn:
+        system, user = self._prompt.render(**self._variables(plan))
+        history: list[LLMMessage] = [SystemMessage(content=system)]
+        first_call = len(self._model.calls)
+
+        async def send(text: str) -> str:
+            # The agent's model context: its Table-12 input, then only its own re-asks.
+            history.append(UserMessage(content=text, source="moderator"))
+            reply = await self._model.create(history)
+            content = reply.content if isinstance(reply.content, str) else ""
+            history.append(AssistantMessage(content=content, source=self.name))
+            return content
+
+        try:
+            outcome = await ask_structured(
+                send, user, parse_opinion, max_retries=self._context.config.max_parse_retries,
+                expected=OPINION_FORMAT, reask=self._context.reask,
+            )  # fmt: skip
+        except Exception as exc:
+            calls = self._model.calls[first_call:]
+            info = call_info(self._prompt, calls, max(1, len(calls)), [])
+            if isinstance(exc, DebateError) and not (isinstance(exc, ModelRequestError) and exc.fatal):
+                return Turn.failed(self.role, Failure.from_error(exc, "debate"), info)
+            # A fatal endpoint error or a bug: end the chain, then re-raise it as it was once the team has stopped
+            # (raised here, autogen would turn it into a RuntimeError carrying only its text).
+            self._context.raise_after = exc
+            failure = Failure(kind="model_rejected", message=f"{type(exc).__name__}: {exc}", stage="debate")
+            return Turn.failed(self.role, failure, info)
+        info = call_info(self._prompt, self._model.calls[first_call:], outcome.attempts, outcome.errors)
+        if outcome.value is None:
+            failure = Failure(kind="reply_unusable", message=outcome.failure or "no usable reply", stage="debate")
+            return Turn.failed(self.role, failure, info)
+        return Turn.from_opinion(self.role, outcome.value, info)
+
+    async def on_reset(self, cancellation_token: CancellationToken) -> None:
+        self._thread.clear()
+
+
+# --- team -------------------------------------------------------------------------------------------------------
 
 
 class AutogenTeam:
-    """Initial, Trust, Skeptic and Leader agents for one claim (implements debate.runner.AgentTeam)."""
+    """The agents of one claim, run as a SelectorGroupChat over the chain (implements debate.stages.Team)."""
 
-    def __init__(
-        self, *, client: ChatClient, config: DebateConfig, prompts: Mapping[Role, PromptTemplate], reask: PromptTemplate
-    ) -> None:
+    def __init__(self, *, client: ChatClient, config: DebateConfig, chain: MarkovChain,
+                 prompts: Mapping[str, PromptTemplate], reask: PromptTemplate) -> None:  # fmt: skip
         self._client = client
         self._config = config
+        self._chain = chain
+        self._driver = ChainDriver(chain)
         self._prompts = prompts
         self._reask = reask
-        self._agents: dict[Role, tuple[AssistantAgent, DebateModelClient]] = {}
 
-    def _agent(self, role: Role, system: str) -> tuple[AssistantAgent, DebateModelClient]:
-        if role not in self._agents:
-            adapter = DebateModelClient(self._client, response_schema=OPINION_SCHEMA, schema_name="opinion")
-            agent = AssistantAgent(
-                name=f"{role}_agent",
-                model_client=adapter,
-                system_message=system,
-                description=f"The {_ROLE_TITLES[role]} agent of the debate.",
-            )
-            self._agents[role] = (agent, adapter)
-        return self._agents[role]
+    def _selector(self, thread: Sequence[BaseAgentEvent | BaseChatMessage]) -> str:
+        return _agent_name(self._driver.next_turn([t.record() for t in _turns(thread)]).role)
 
-    async def speak(self, request: TurnRequest) -> Turn:
-        prompt = self._prompts[request.role]
-        system, message = prompt.render(**_variables(request))
-        agent, adapter = self._agent(request.role, system)
+    async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
+        context = _ClaimContext(claim, list(evidence), self._driver, self._config, self._reask)
+        agents: list[ChatAgent | AutogenBaseTeam] = [
+            DebateAgent(role, prompt=self._prompts[role], client=self._client, context=context)
+            for role in self._chain.spec.all_roles()
+        ]
+        config = self._config
+        team = SelectorGroupChat(
+            agents,
+            # Never called: the selector function always names the next speaker.
+            model_client=DebateModelClient(self._client, purpose="selector"),
+            selector_func=self._selector,
+            allow_repeated_speaker=True,
+            termination_condition=paper_termination(min_rounds=config.min_rounds, max_rounds=config.max_rounds),
+            # A safety net only: the rounds condition stops the chain first.
+            max_turns=1 + (config.max_rounds + 1) * max(len(r) for r in self._chain.spec.states.values()),
+            custom_message_types=[TurnMessage],
+        )
         token = CancellationToken()
-        first_call = len(adapter.calls)
-
-        async def send(text: str) -> str:
-            response = await agent.on_messages([TextMessage(content=text, source="moderator")], token)
-            return response.chat_message.to_model_text()
-
-        # Each turn sees only its Table-12 inputs; the agent's memory spans just this turn's re-asks.
-        await agent.on_reset(token)
+        run = asyncio.ensure_future(team.run(task=TextMessage(content=claim.text, source="moderator"),
+                                             cancellation_token=token))  # fmt: skip
         try:
-            outcome = await ask_structured(
-                send,
-                message,
-                parse_opinion,
-                max_retries=self._config.max_parse_retries,
-                expected=OPINION_FORMAT,
-                reask=self._reask,
-            )
-        except ModelError as exc:
-            if isinstance(exc, ModelRequestError) and exc.fatal:
-                raise
-            calls = adapter.calls[first_call:]
-            info = call_info(prompt, calls, max(1, len(calls)), [])
-            return Turn(role=request.role, error=f"model call failed: {exc}", call=info)
-        finally:
-            await agent.on_reset(token)
-        info = call_info(prompt, adapter.calls[first_call:], outcome.attempts, outcome.errors)
-        if outcome.value is None:
-            return Turn(role=request.role, error=outcome.failure, call=info)
-        return Turn.from_opinion(request.role, outcome.value, info)
+            result = await asyncio.shield(run)
+        except asyncio.CancelledError:
+            # Stop the agents' in-flight model calls, let the team's runtime wind down, then keep cancelling.
+            token.cancel()
+            await asyncio.wait([run])
+            raise
+        if context.raise_after is not None:
+            raise context.raise_after
+        return transcript_result([t.record() for t in _turns(result.messages)])
 
 
 class AutogenTeamFactory:
-    """Loads and checks the prompt files once; makes a fresh AutogenTeam per claim."""
+    """Loads and checks each role's prompt once (per chain); makes a fresh AutogenTeam per claim."""
 
     def __init__(self, *, prompts_dir: str | None = None) -> None:
-        self._prompts: dict[Role, PromptTemplate] = {}
-        for role, expected in _ROLE_VARIABLES.items():
-            prompt = load_prompt(role, prompts_dir)
-            if set(prompt.variables) != expected:
-                raise PromptError(
-                    f"prompt {role!r} declares {sorted(prompt.variables)}; the {role} agent supplies {sorted(expected)}"
-                )
-            self._prompts[role] = prompt
+        self._prompts_dir = prompts_dir
+        self._cache: dict[str, PromptTemplate] = {}
         self._reask = load_prompt("reask", prompts_dir)
 
-    def new_team(self, *, client: ChatClient, config: DebateConfig) -> AutogenTeam:
-        return AutogenTeam(client=client, config=config, prompts=self._prompts, reask=self._reask)
+    def _prompt(self, chain: MarkovChain, role: str) -> PromptTemplate:
+        spec = chain.spec.role(role)
+        name = spec.prompt
+        if name.endswith(".toml") and chain.spec.source is not None and not name.startswith("/"):
+            name = str(Path(chain.spec.source).parent / name)
+        if name not in self._cache:
+            prompt = load_prompt(name, self._prompts_dir)
+            expected = _SEES_VARIABLES[spec.sees]
+            if set(prompt.variables) != expected:
+                raise PromptError(
+                    f"prompt {prompt.name!r} (role {role}, sees {spec.sees}) declares {sorted(prompt.variables)}; "
+                    f"the agent supplies {sorted(expected)}"
+                )
+            self._cache[name] = prompt
+        return self._cache[name]
 
-    def prompt_hashes(self) -> dict[str, str]:
-        return {p.name: p.sha256 for p in [*self._prompts.values(), self._reask]}
+    def _prompts(self, chain: MarkovChain) -> dict[str, PromptTemplate]:
+        return {role: self._prompt(chain, role) for role in chain.spec.all_roles()}
+
+    def new_team(self, *, client: ChatClient, config: DebateConfig, chain: MarkovChain) -> AutogenTeam:
+        return AutogenTeam(client=client, config=config, chain=chain, prompts=self._prompts(chain), reask=self._reask)
+
+    def prompt_hashes(self, chain: MarkovChain) -> dict[str, str]:
+        return {p.name: p.sha256 for p in [*self._prompts(chain).values(), self._reask]}

@@ -1,4 +1,14 @@
-"""The Python API: `Verifier` for many calls with one client; `verify` / `averify` for one response."""
+"""The Python API: `Verifier` for many calls with one client; `verify` / `averify` for one response.
+
+The Verifier only orchestrates the registered stages (debate.stages):
+
+    plan (task) -> evidence -> prefilters (config order) -> debate (team over the chain) -> rollup -> Report
+
+Each stage's failure becomes a typed `Failure` on its claim (evidence, prefilter, debate) or on the response (the
+plan: claim extraction, the subjective filter); other claims and other responses go on. Two things are raised
+instead: `InputError` (the caller's item is malformed) and a fatal `ModelRequestError` (401/403/404: every further
+call would fail the same way).
+"""
 
 from __future__ import annotations
 
@@ -7,36 +17,56 @@ import functools
 import logging
 import subprocess
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import TracebackType
-from typing import Self, get_args
+from typing import Self
 
-from debate.cascade import Cascade, cited_sources, sources_from
-from debate.chain import MarkovChain
-from debate.claims import Extraction, LLMClaimExtractor, SubjectiveFilter, qa_claim, rag_claims
+from debate.chain import MarkovChain, load_chain
 from debate.concurrency import gather_ordered
 from debate.config import ModelConfig, VerifierConfig
+from debate.errors import DebateError, InputError, ModelRequestError
 from debate.llm import ChatClient
 from debate.llm.cache import CachingChatClient
 from debate.llm.embedded import EMBEDDED_MODEL_NAME, EmbeddedServer
 from debate.llm.openai_client import OpenAIChatClient
-from debate.registry import TeamFactory, load_team_factory
-from debate.retrieval import RETRIEVERS, RetrievalCache, Retriever, document_evidence
+from debate.retrieval import RetrievalCache
 from debate.rollup import claim_ratios, response_score, roll_up
-from debate.runner import run_debate
-from debate.search import SearchBackend, SearchError, make_search_backend, search_evidence
-from debate.termination import paper_termination
-from debate.types import Claim, ClaimVerdict, Evidence, ExtractionInfo, Report, RunMeta, Source, Task, Usage
+from debate.stages import (
+    PREFILTERS,
+    RETRIEVERS,
+    SEARCH_BACKENDS,
+    TASKS,
+    TEAMS,
+    Plan,
+    Prefilter,
+    Reference,
+    Retriever,
+    SearchBackend,
+    Task,
+    TaskInput,
+    TeamFactory,
+)
+from debate.types import (
+    CitationReport,
+    Claim,
+    ClaimVerdict,
+    Evidence,
+    ExtractionInfo,
+    Failure,
+    Opinion,
+    PrefilterDecision,
+    PrefilterSummary,
+    Report,
+    RunMeta,
+    Usage,
+)
 
-__all__ = ["TASKS", "Verifier", "averify", "verify"]
+__all__ = ["Verifier", "averify", "verify"]
 
 log = logging.getLogger(__name__)
-
-TASKS: tuple[Task, ...] = get_args(Task)
 
 
 @functools.cache
@@ -53,6 +83,7 @@ def _git_commit() -> str | None:
     return commit if out.returncode == 0 and commit else None
 
 
+@functools.cache
 def _package_version() -> str:
     try:
         return version("markov-debate")
@@ -60,45 +91,8 @@ def _package_version() -> str:
         return "unknown"
 
 
-Reference = str | Sequence[Evidence] | Sequence[Source] | Mapping[str, str]
-"""Knowledge text, a document, evidence items, or RAG sources ({id: text} or Source items)."""
-
-
-def _as_evidence(reference: Reference | None, source: str | None) -> list[Evidence]:
-    if reference is None:
-        return []
-    if isinstance(reference, str):
-        return [Evidence(text=reference.strip(), source=source, kind="given")] if reference.strip() else []
-    if isinstance(reference, Mapping):
-        return [Evidence(text=str(text), source=str(sid), kind="given") for sid, text in reference.items()]
-    return [item if isinstance(item, Evidence) else Evidence(text=item.text, source=item.id) for item in reference]
-
-
-def _dialogue_evidence(reference: Reference | None, source: str | None, history: str | None) -> list[Evidence]:
-    """The knowledge, then the dialogue history, which is evidence too."""
-    given = _as_evidence(reference, source)
-    if history and history.strip():
-        given.append(Evidence(text=history.strip(), source="dialogue_history", kind="dialogue_history"))
-    return given
-
-
-def _as_document(reference: Reference | None) -> str | None:
-    if reference is None:
-        return None
-    text = reference if isinstance(reference, str) else "\n".join(e.text for e in _as_evidence(reference, None))
-    return text if text.strip() else None
-
-
-@dataclass
-class _Plan:
-    """What a task needs: its claims and how each claim gets its evidence."""
-
-    claims: list[Claim]
-    extraction: ExtractionInfo
-    evidence: Callable[[Claim], Awaitable[tuple[list[Evidence], Usage, str | None]]]
-    notes: list[str]
-    sources: list[Source] | None = None
-    """RAG sources, when the task has them."""
+def _fatal(exc: BaseException) -> bool:
+    return isinstance(exc, ModelRequestError) and exc.fatal
 
 
 class Verifier:
@@ -117,15 +111,18 @@ class Verifier:
         self._owns_client = client is None
         self._server: EmbeddedServer | None = None
         self._model_config: ModelConfig = self.config.model
-        self._team_factory = team_factory or load_team_factory(self.config.team, prompts_dir=prompts_dir)
-        self._chain = MarkovChain.build(self.config.debate.transition)
-        self._termination = paper_termination(
-            min_rounds=self.config.debate.min_rounds, max_rounds=self.config.debate.max_rounds
-        )
+        self._prompts_dir = prompts_dir
+        self.chain: MarkovChain = load_chain(self.config.debate.chain)
+        self._team_factory = team_factory or TEAMS.get(self.config.team)(prompts_dir=prompts_dir)
         self.cache = RetrievalCache(directory=self.config.retrieval.cache_dir)
-        self._retriever_instance: Retriever | None = None
+        self._retriever: Retriever | None = None
         self._search_backend: SearchBackend | None = None
-        self._cascade: Cascade | None = None
+        self._tasks: dict[str, Task] = {}
+        self._prefilters: list[Prefilter] | None = None
+        # Prompt files are checked now, so a bad prompt set fails before any model starts.
+        self._prompt_hashes = self._team_factory.prompt_hashes(self.chain)
+
+    # --- StageContext -------------------------------------------------------------------------------------------
 
     @property
     def client(self) -> ChatClient:
@@ -134,15 +131,42 @@ class Verifier:
         return self._client
 
     @property
+    def prompts_dir(self) -> str | None:
+        return self._prompts_dir
+
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            self._retriever = RETRIEVERS.get(self.config.retrieval.retriever)()
+        return self._retriever
+
+    def search_backend(self) -> SearchBackend | None:
+        if self.config.search is None:
+            return None
+        if self._search_backend is None:
+            self._search_backend = SEARCH_BACKENDS.get(self.config.search.backend)(self.config.search)
+        return self._search_backend
+
+    # --- life cycle ---------------------------------------------------------------------------------------------
+
+    @property
     def embedded(self) -> bool:
         return self._server is not None
 
     async def __aenter__(self) -> Self:
+        try:
+            await self._start()
+        except BaseException:
+            # __aexit__ does not run when __aenter__ fails: release what was started (cancellation included).
+            await self._close()
+            raise
+        return self
+
+    async def _start(self) -> None:
         if self._client is None:
             model_config = self.config.model
             if model_config.base_url is None:
                 self._server = EmbeddedServer()
-                await self._server.__aenter__()
+                await self._server.astart()
                 model_config = model_config.model_copy(
                     update={
                         "base_url": self._server.base_url,
@@ -155,13 +179,9 @@ class Verifier:
                         "max_concurrency": 1,
                     }
                 )
-            try:
-                client = OpenAIChatClient(config=model_config)
-                await client.resolve_model()
-            except BaseException:
-                await self._stop_server()
-                raise
+            client = OpenAIChatClient(config=model_config)
             self._client = client
+            await client.resolve_model()
             self._model_config = model_config.model_copy(update={"model": client.model_name})
         if self.config.call_cache is not None:
             settings = self._model_config.model_dump(mode="json", include={"temperature", "max_tokens", "seed"})
@@ -169,190 +189,127 @@ class Verifier:
                 self.client, path=self.config.call_cache, settings=settings, owns_inner=self._owns_client
             )
             self._owns_client = True
-        return self
+        self._prefilters = [PREFILTERS.get(name)(self) for name in self.config.prefilter.prefilters]
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        await self._close()
+
+    async def _close(self) -> None:
         try:
             if self._search_backend is not None:
-                await self._search_backend.aclose()
-                self._search_backend = None
+                backend, self._search_backend = self._search_backend, None
+                await backend.aclose()
             if self._owns_client and self._client is not None:
-                await self._client.aclose()
-                self._client = None
+                client, self._client = self._client, None
+                await client.aclose()
         finally:
-            await self._stop_server()
+            if self._server is not None:
+                server, self._server = self._server, None
+                server.stop()
 
-    async def _stop_server(self) -> None:
-        if self._server is not None:
-            server, self._server = self._server, None
-            await server.__aexit__(None, None, None)
+    # --- reproducibility ----------------------------------------------------------------------------------------
+
+    @property
+    def prefilters(self) -> list[Prefilter]:
+        if self._prefilters is None:
+            raise RuntimeError("Verifier is not started; use `async with Verifier(...) as v:`")
+        return self._prefilters
 
     def meta(self) -> RunMeta:
         """The reproducibility record attached to every report."""
         resolved = self.config.model_copy(update={"model": self._model_config})
+        prompts = dict(self._prompt_hashes)
+        for prefilter in self.prefilters:
+            prompts |= prefilter.prompt_hashes()
         return RunMeta(
             model=self.client.model_name,
             base_url=self._model_config.base_url,
             embedded=self.embedded,
             config=resolved.model_dump(mode="json"),
-            prompts={
-                **self._team_factory.prompt_hashes(),
-                **({"grounding": self.cascade.prompt_hash} if self.cascade.enabled else {}),
-            },
+            prompts=prompts,
             seed=self._model_config.seed,
             package_version=_package_version(),
             git_commit=_git_commit(),
             created_at=datetime.now(UTC),
         )
 
-    async def verify_claim(
-        self, claim: Claim, evidence: Sequence[Evidence], *, extra_usage: Usage | None = None
-    ) -> ClaimVerdict:
-        """Debate one claim. Model failures end as `unverifiable` with the reason; fatal endpoint errors raise."""
-        team = self._team_factory.new_team(client=self.client, config=self.config.debate)
-        result = await run_debate(
-            claim=claim, evidence=list(evidence), team=team, chain=self._chain, termination=self._termination
-        )
-        usage = result.usage + (extra_usage or Usage())
-        if result.final is None:
-            reason = result.failure or "the debate produced no verdict"
-            return ClaimVerdict.unverifiable(claim, reason, evidence=list(evidence), debate=result, usage=usage)
-        return ClaimVerdict.verified(claim, result.final, evidence=list(evidence), debate=result, usage=usage)
+    # --- the pipeline -------------------------------------------------------------------------------------------
 
-    async def _claim_with_evidence(self, index: int, claim: Claim, plan: _Plan) -> ClaimVerdict:
-        evidence, usage, failure = await plan.evidence(claim)
-        if failure is not None:
-            reason = f"evidence retrieval failed: {failure}"
-            return ClaimVerdict.unverifiable(claim, reason, evidence=evidence, debate=None, usage=usage)
-        decisions, decided = await self.cascade.run(claim, index, evidence, plan.sources)
-        usage = usage + Usage.total(d.usage for d in decisions)
-        if decided is not None:
-            return ClaimVerdict.verified(
-                claim, decided.opinion, evidence=evidence, debate=None, usage=usage,
-                decided_by=decided.by, prefilters=decisions,
-            )  # fmt: skip
-        verdict = await self.verify_claim(claim, evidence, extra_usage=usage)
-        return verdict.model_copy(update={"prefilters": decisions}) if decisions else verdict
-
-    @property
-    def cascade(self) -> Cascade:
-        if self._cascade is None:
-            self._cascade = Cascade(
-                client=self.client, config=self.config.prefilter, min_rounds=self.config.debate.min_rounds
-            )
-        return self._cascade
-
-    def _retriever(self) -> Retriever:
-        if self._retriever_instance is None:
-            self._retriever_instance = RETRIEVERS[self.config.retrieval.retriever]()
-        return self._retriever_instance
-
-    def _document_source(
-        self, document: str, k: int
-    ) -> Callable[[Claim], Awaitable[tuple[list[Evidence], Usage, str | None]]]:
-        retriever = self._retriever()
-        source = "document:" + RetrievalCache.key(document)[:12]
-
-        async def fetch(claim: Claim) -> tuple[list[Evidence], Usage, str | None]:
-            items = await document_evidence(claim, document, retriever=retriever, k=k, source=source, cache=self.cache)
-            return items, Usage(), None
-
-        return fetch
-
-    def _search_source(self) -> Callable[[Claim], Awaitable[tuple[list[Evidence], Usage, str | None]]]:
-        search = self.config.search
-        assert search is not None
-        if self._search_backend is None:
-            self._search_backend = make_search_backend(search)
-        backend = self._search_backend
-
-        async def fetch(claim: Claim) -> tuple[list[Evidence], Usage, str | None]:
+    def task(self, name: str) -> Task:
+        if name not in self._tasks:
             try:
-                return await search_evidence(
-                    claim,
-                    client=self.client,
-                    backend=backend,
-                    config=search,
-                    cache=self.cache,
-                    max_retries=self.config.claims.max_parse_retries,
-                )
-            except SearchError as exc:
-                return [], Usage(), str(exc)
+                factory = TASKS.get(name)
+            except LookupError as exc:
+                raise InputError(str(exc)) from exc
+            self._tasks[name] = factory()
+        return self._tasks[name]
 
-        return fetch
-
-    async def _plan(
-        self, task: Task, response: str, question: str | None, reference: Reference | None,
-        reference_source: str | None, claims: Sequence[str] | None = None,
-    ) -> _Plan:  # fmt: skip
-        cfg = self.config.claims
-        given_claims: Extraction | None = None
-        if claims is not None:
-            texts = [t.strip() for t in claims if t.strip()]
-            given_claims = Extraction(
-                claims=[Claim(id=f"c{i}", text=t, kind="atomic") for i, t in enumerate(texts)],
-                info=ExtractionInfo(method="given"),
+    async def verify_claim(self, claim: Claim, evidence: Sequence[Evidence], *, usage: Usage | None = None,
+                           prefilters: list[PrefilterDecision] | None = None) -> ClaimVerdict:  # fmt: skip
+        """Debate one claim over the chain. A failed debate ends `unverifiable` with its typed failure."""
+        team = self._team_factory.new_team(client=self.client, config=self.config.debate, chain=self.chain)
+        result = await team.debate(claim, list(evidence))
+        total = result.usage + (usage or Usage())
+        if result.final is None:
+            failure = result.failure or Failure(kind="reply_unusable", message="no verdict", stage="debate")
+            return ClaimVerdict.unverifiable(
+                claim, failure, evidence=list(evidence), debate=result, usage=total, prefilters=prefilters
             )
-        extractor = LLMClaimExtractor(
-            self.client, format=cfg.format, max_claims=cfg.max_claims, max_retries=cfg.max_parse_retries
+        return ClaimVerdict.verified(
+            claim, result.final, evidence=list(evidence), debate=result, usage=total, prefilters=prefilters
         )
+
+    async def _claim(self, index: int, claim: Claim, plan: Plan) -> ClaimVerdict:
+        try:
+            evidence, usage = await plan.evidence.evidence(claim)
+        except DebateError as exc:
+            if _fatal(exc):
+                raise
+            failure = Failure.from_error(exc, "evidence")
+            return ClaimVerdict.unverifiable(claim, failure, evidence=[], debate=None, usage=Usage())
+        decisions: list[PrefilterDecision] = []
+        for prefilter in self.prefilters:
+            try:
+                decision = await prefilter.check(claim, index, evidence, plan)
+            except DebateError as exc:
+                if _fatal(exc):
+                    raise
+                failure = Failure.from_error(exc, f"prefilter:{prefilter.name}")
+                return ClaimVerdict.unverifiable(
+                    claim, failure, evidence=evidence, debate=None, usage=usage, prefilters=decisions
+                )
+            decisions.append(decision)
+            usage = usage + decision.usage
+            if decision.decision in ("factual", "non_factual"):
+                opinion = Opinion(
+                    opinion=decision.reason,
+                    factuality=decision.decision == "factual",
+                    error_severity=decision.error_severity if decision.error_severity is not None else 0,
+                )
+                return ClaimVerdict.verified(
+                    claim, opinion, evidence=evidence, debate=None, usage=usage,
+                    decided_by=f"prefilter:{prefilter.name}", prefilters=decisions,
+                )  # fmt: skip
+        return await self.verify_claim(claim, evidence, usage=usage, prefilters=decisions)
+
+    def _prefilter_summary(self, verdicts: Sequence[ClaimVerdict], response: str, plan: Plan) -> PrefilterSummary:
+        citation: CitationReport | None = None
         notes: list[str] = []
-
-        if task == "rag":
-            if reference is None or isinstance(reference, str):
-                raise ValueError("task rag needs the sources as `reference`: {id: text} or [{id, text, parent_id}]")
-            sources = sources_from(reference)  # type: ignore[arg-type]
-            return _Plan(rag_claims(response), ExtractionInfo(method="rag-sentences"), _cited(sources), notes, sources)
-
-        if task == "qa":
-            given = _as_evidence(reference, reference_source)
-            if given_claims is not None:
-                return _Plan(given_claims.claims, given_claims.info, _fixed(given), notes)
-            return _Plan([qa_claim(question=question, answer=response)], ExtractionInfo(method="qa-pair"),
-                         _fixed(given), notes)  # fmt: skip
-
-        if task == "dialogue" and given_claims is None:
-            filtered = await SubjectiveFilter(self.client, max_retries=cfg.max_parse_retries).filter(
-                response, history=question
-            )
-            given = _dialogue_evidence(reference, reference_source, question)
-            if filtered.text is None:
-                info = filtered.info.model_copy(update={"filtered_response": None})
-                notes.append("nothing factual is left after removing subjective content")
-                return _Plan([], info, _fixed(given), notes)
-            extraction = await extractor.extract(filtered.text, context=question)
-            info = extraction.info.model_copy(
-                update={
-                    "method": f"subjective-filter+{extraction.info.method}",
-                    "prompts": {**filtered.info.prompts, **extraction.info.prompts},
-                    "attempts": filtered.info.attempts + extraction.info.attempts,
-                    "parse_errors": filtered.info.parse_errors + extraction.info.parse_errors,
-                    "usage": filtered.info.usage + extraction.info.usage,
-                    "filtered_response": filtered.text,
-                }
-            )
-            return _Plan(extraction.claims, info, _fixed(given), notes + extraction.notes)
-
-        if task == "dialogue":
-            assert given_claims is not None
-            given = _dialogue_evidence(reference, reference_source, question)
-            return _Plan(given_claims.claims, given_claims.info, _fixed(given), notes)
-
-        document = _as_document(reference)
-        if task == "summarization" and document is None:
-            raise ValueError("task summarization needs the source document as `reference`")
-        extraction = given_claims or await extractor.extract(response, context=question)
-        notes.extend(extraction.notes)
-        if document is not None:
-            fetch = self._document_source(document, self.config.retrieval.top_k)
-        elif self.config.search is not None:
-            fetch = self._search_source()
-        else:
-            notes.append("no reference and no search backend: claims were judged from the model's own knowledge")
-            fetch = _fixed([])
-        return _Plan(extraction.claims, extraction.info, fetch, notes)
+        for prefilter in self.prefilters:
+            citation = citation or prefilter.response_report(response, plan)
+            if (note := prefilter.note()) is not None:
+                notes.append(note)
+        decided = sum(1 for c in verdicts if c.decided_by != "debate")
+        return PrefilterSummary(
+            prefilters=[p.name for p in self.prefilters],
+            citation=citation,
+            decided=decided,
+            prefilter_calls=Usage.total(d.usage for c in verdicts for d in c.prefilters).llm_calls,
+            debate_calls_saved=decided * (1 + 3 * self.config.debate.min_rounds),
+            note="; ".join(notes) or None,
+        )
 
     async def verify(
         self,
@@ -360,7 +317,7 @@ class Verifier:
         *,
         question: str | None = None,
         reference: Reference | None = None,
-        task: Task = "qa",
+        task: str = "qa",
         reference_source: str | None = None,
         claims: Sequence[str] | None = None,
     ) -> Report:
@@ -371,16 +328,26 @@ class Verifier:
         dialogue: `question` is the dialogue history (also evidence), `reference` the knowledge.
         kbqa / general: claims get the top-k sentences of `reference` when given, else search results when a
         search backend is configured, else no evidence (knowledge-free, said in the report's note).
-        Raises ExtractionError when the claims of the response cannot be obtained.
+        rag: `reference` is the sources ({id: text} or [{id, text, parent_id}]).
+        Raises InputError for a malformed item (unknown task, empty response, a task's missing reference).
         """
-        if task not in TASKS:
-            raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
         if not response.strip():
-            raise ValueError("response is empty")
+            raise InputError("response is empty")
         started = time.perf_counter()
-        plan = await self._plan(task, response, question, reference, reference_source, claims)
+        item = TaskInput(
+            response=response, question=question, reference=reference, reference_source=reference_source,
+            claims=claims,
+        )  # fmt: skip
+        try:
+            plan = await self.task(task).plan(item, self)
+        except InputError:
+            raise
+        except DebateError as exc:
+            if _fatal(exc):
+                raise
+            return self._failed_report(task, item, Failure.from_error(exc, "extraction"), started)
         verdicts = await gather_ordered(
-            list(enumerate(plan.claims)), lambda ic: self._claim_with_evidence(*ic, plan), limit=self.config.concurrency
+            list(enumerate(plan.claims)), lambda ic: self._claim(*ic, plan), limit=self.config.claim_concurrency
         )
         outcome = roll_up(verdicts, rule=self.config.rollup, soft_threshold=self.config.soft_threshold)
         notes = [*plan.notes, *([outcome.note] if outcome.note else [])]
@@ -395,29 +362,31 @@ class Verifier:
             ratios=claim_ratios(verdicts),
             note="; ".join(notes) or None,
             extraction=plan.extraction,
-            prefilter=self.cascade.summary(verdicts, response=response, sources=plan.sources),
+            prefilter=self._prefilter_summary(verdicts, response, plan) if self.prefilters else None,
             claims=verdicts,
             usage=plan.extraction.usage + Usage.total(v.usage for v in verdicts),
             elapsed_s=time.perf_counter() - started,
             meta=self.meta(),
         )
 
-
-def _cited(sources: list[Source]) -> Callable[[Claim], Awaitable[tuple[list[Evidence], Usage, str | None]]]:
-    """A RAG claim's evidence: the sources it cites (by id or parent id), or all sources when it cites none."""
-
-    async def fetch(claim: Claim) -> tuple[list[Evidence], Usage, str | None]:
-        chosen = cited_sources(sources, claim) or sources
-        return [Evidence(text=s.text, source=s.id, kind="given") for s in chosen], Usage(), None
-
-    return fetch
-
-
-def _fixed(evidence: list[Evidence]) -> Callable[[Claim], Awaitable[tuple[list[Evidence], Usage, str | None]]]:
-    async def fetch(claim: Claim) -> tuple[list[Evidence], Usage, str | None]:
-        return list(evidence), Usage(), None
-
-    return fetch
+    def _failed_report(self, task: str, item: TaskInput, failure: Failure, started: float) -> Report:
+        return Report(
+            task=task,
+            question=item.question,
+            response=item.response,
+            factual=None,
+            verdict="unverifiable",
+            rollup=self.config.rollup,
+            score=None,
+            ratios=claim_ratios([]),
+            note=f"no claims were judged: {failure.message}",
+            failure=failure,
+            extraction=ExtractionInfo(method="failed"),
+            claims=[],
+            usage=Usage(),
+            elapsed_s=time.perf_counter() - started,
+            meta=self.meta(),
+        )
 
 
 async def averify(
@@ -425,7 +394,7 @@ async def averify(
     *,
     question: str | None = None,
     reference: Reference | None = None,
-    task: Task = "qa",
+    task: str = "qa",
     config: VerifierConfig | None = None,
 ) -> Report:
     """Verify one response with a short-lived Verifier (starts the embedded model when no endpoint is set)."""
@@ -438,7 +407,7 @@ def verify(
     *,
     question: str | None = None,
     reference: Reference | None = None,
-    task: Task = "qa",
+    task: str = "qa",
     config: VerifierConfig | None = None,
 ) -> Report:
     """Synchronous `averify`."""

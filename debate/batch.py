@@ -4,28 +4,25 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from debate.api import Verifier
-from debate.cascade import sources_from
-from debate.claims import ExtractionError
-from debate.concurrency import ordered_map
-from debate.llm import ModelRequestError
-from debate.types import Task
+from debate.errors import DebateError, InputError, ModelRequestError
+from debate.jsonl import completed_keys, run_ordered
+from debate.tasks.rag import sources_from
 
-__all__ = ["BatchError", "BatchItem", "BatchSummary", "completed_keys", "run_batch"]
+__all__ = ["BatchError", "BatchItem", "BatchSummary", "run_batch"]
 
 log = logging.getLogger(__name__)
 
 
-class BatchError(RuntimeError):
-    """The batch cannot proceed (unreadable output file, fatal endpoint error)."""
+class BatchError(ModelRequestError):
+    """The batch cannot proceed: the endpoint refuses every request (finished records are kept)."""
 
 
 class BatchItem(BaseModel):
@@ -62,6 +59,8 @@ class BatchSummary:
     processed: int = 0
     skipped_done: int = 0
     errors: int = 0
+    failed: int = 0
+    """Responses whose claims could not be obtained (a typed failure in the report)."""
     factual: int = 0
     non_factual: int = 0
     unverifiable: int = 0
@@ -83,41 +82,6 @@ def _describe_validation(line: int, exc: ValidationError) -> str:
     return f"line {line}: " + "; ".join(parts)
 
 
-def completed_keys(output: Path) -> set[str]:
-    """Keys already in the output: ids of results, `line:N` of error records. Drops a torn last line.
-
-    Reads one line at a time, so resuming a long run does not load its results into memory."""
-    if not output.exists():
-        return set()
-    keys: set[str] = set()
-    good_end = 0
-    with output.open("rb") as fh:
-        for number, raw_line in enumerate(fh, start=1):
-            if not raw_line.endswith(b"\n"):
-                break  # a record torn by an interruption: dropped below and redone
-            good_end += len(raw_line)
-            if not raw_line.strip():
-                continue
-            try:
-                record = json.loads(raw_line)
-            except json.JSONDecodeError as exc:
-                raise BatchError(
-                    f"{output} line {number} is not JSON ({exc.msg}); it is not an output of this tool"
-                ) from exc
-            if isinstance(record.get("error"), dict):  # a batch error record: keyed by its input line
-                keys.add(f"line:{record.get('line')}")
-            elif record.get("id") is not None:
-                keys.add(str(record["id"]))
-    size = output.stat().st_size
-    if good_end < size:
-        log.warning(
-            "%s: dropping an incomplete last record (%d bytes) left by an interrupted run", output, size - good_end
-        )
-        with output.open("r+b") as fh:
-            fh.truncate(good_end)
-    return keys
-
-
 def _read_input(path: Path) -> Iterator[_Work]:
     with path.open(encoding="utf-8") as fh:
         for number, text in enumerate(fh, start=1):
@@ -137,23 +101,18 @@ def _read_input(path: Path) -> Iterator[_Work]:
                 yield _Work(number, raw, None, _describe_validation(number, exc))
 
 
-def _write(fh: IO[str], record: dict[str, Any]) -> None:
-    fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-    fh.flush()
-    # A record is either wholly on disk or (torn) dropped at resume; fsync keeps that true across power loss too.
-    os.fsync(fh.fileno())
-
-
 async def run_batch(
     *,
     verifier: Verifier,
     input_path: Path,
     output_path: Path,
-    concurrency: int,
-    task: Task = "qa",
+    items_in_flight: int,
+    task: str = "qa",
     on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> BatchSummary:
-    """Verify every line of `input_path` not yet in `output_path`, appending results in input order."""
+    """Verify every line of `input_path` not yet in `output_path`, appending results in input order.
+
+    `items_in_flight` bounds the responses in progress; model calls are bounded by the client's own limit."""
     done = completed_keys(output_path)
     summary = BatchSummary()
     seen_ids: dict[str, int] = {}
@@ -177,6 +136,10 @@ async def run_batch(
 
     async def process(work: _Work) -> dict[str, Any]:
         base: dict[str, Any] = dict(work.raw or {})
+
+        def error(kind: str, message: str) -> dict[str, Any]:
+            return {**base, "line": work.line, "error": {"kind": kind, "message": f"line {work.line}: {message}"}}
+
         if work.item is None:
             return {**base, "line": work.line, "error": {"kind": "input", "message": work.error}}
         try:
@@ -188,32 +151,35 @@ async def run_batch(
                 reference_source=f"{input_path.name}:{work.line}:reference",
                 task=task,
             )
+        except InputError as exc:
+            return error("input", str(exc))
         except ModelRequestError as exc:
             if exc.fatal:
-                raise BatchError(f"the endpoint refuses every request ({exc}); finished records are kept") from exc
-            return {**base, "line": work.line, "error": {"kind": "runtime", "message": f"line {work.line}: {exc}"}}
-        except ExtractionError as exc:
-            return {**base, "line": work.line, "error": {"kind": "extraction", "message": f"line {work.line}: {exc}"}}
-        except (ValueError, RuntimeError) as exc:
-            log.exception("line %d failed", work.line)
-            return {**base, "line": work.line, "error": {"kind": "runtime", "message": f"line {work.line}: {exc}"}}
+                raise BatchError(
+                    f"the endpoint refuses every request ({exc}); finished records are kept", status=exc.status
+                ) from exc
+            return error(exc.kind, str(exc))
+        except DebateError as exc:
+            return error(exc.kind, str(exc))
         return {**base, "line": work.line, "result": report.model_dump(mode="json")}
 
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    with output_path.open("a", encoding="utf-8") as fh:
-        async for record in ordered_map(pending(), process, limit=concurrency):
-            _write(fh, record)
-            summary.processed += 1
-            if "error" in record:
-                summary.errors += 1
+    def count(record: dict[str, Any]) -> None:
+        summary.processed += 1
+        if "error" in record:
+            summary.errors += 1
+        elif record["result"].get("failure") is not None:
+            summary.failed += 1
+        else:
+            verdict = record["result"]["verdict"]
+            if verdict == "factual":
+                summary.factual += 1
+            elif verdict == "non_factual":
+                summary.non_factual += 1
             else:
-                verdict = record["result"]["verdict"]
-                if verdict == "factual":
-                    summary.factual += 1
-                elif verdict == "non_factual":
-                    summary.non_factual += 1
-                else:
-                    summary.unverifiable += 1
-            if on_record is not None:
-                on_record(record)
+                summary.unverifiable += 1
+        if on_record is not None:
+            on_record(record)
+
+    async for _ in run_ordered(pending(), process, output=output_path, limit=items_in_flight, on_record=count):
+        pass
     return summary

@@ -10,21 +10,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from debate.errors import ExtractionError, ReplyUnusableError
 from debate.llm import ChatClient
 from debate.parsing import load_json_object
 from debate.prefilter.citations import extract_citations
 from debate.prompts import load_prompt
 from debate.retrieval import split_sentences
-from debate.structured import ReplyError, ask_structured, converse
+from debate.structured import ask_structured, converse
 from debate.types import Claim, ExtractionInfo, Usage
 
-__all__ = ["Extraction", "ExtractionError", "LLMClaimExtractor", "SubjectiveFilter", "qa_claim", "rag_claims"]
-
-
-class ExtractionError(RuntimeError):
-    """No usable claims could be obtained for a response (the model's replies stayed unusable)."""
+__all__ = ["Extraction", "LLMClaimExtractor", "SubjectiveFilter", "qa_claim", "rag_claims"]
 
 
 _MARKER = re.compile(r"\s*\[[^\[\]\n]{1,200}\]")
@@ -78,32 +75,32 @@ _FORMATS = {
 
 
 def _parse_sentences(reply: str) -> list[tuple[str, tuple[str, str, str] | None]]:
-    raw = _object(reply)
+    raw = load_json_object(reply)
     items = raw.get("claims")
     if not isinstance(items, list):
-        raise ReplyError('"claims" must be a list')
+        raise ReplyUnusableError('"claims" must be a list')
     out: list[tuple[str, tuple[str, str, str] | None]] = []
     for item in items:
         # Factool's own format is a list of {"claim": ...}; accept it too.
         text = item.get("claim") if isinstance(item, dict) else item
         if not isinstance(text, str):
-            raise ReplyError('every claim must be a string (or {"claim": "..."})')
+            raise ReplyUnusableError('every claim must be a string (or {"claim": "..."})')
         if text.strip():
             out.append((text.strip(), None))
     return out
 
 
 def _parse_triplets(reply: str) -> list[tuple[str, tuple[str, str, str] | None]]:
-    raw = _object(reply)
+    raw = load_json_object(reply)
     items = raw.get("triplets")
     if not isinstance(items, list):
-        raise ReplyError('"triplets" must be a list')
+        raise ReplyUnusableError('"triplets" must be a list')
     out: list[tuple[str, tuple[str, str, str] | None]] = []
     for item in items:
         if isinstance(item, dict):
             item = [item.get("subject"), item.get("predicate"), item.get("object")]
         if not (isinstance(item, list) and len(item) == 3 and all(isinstance(p, str) and p.strip() for p in item)):
-            raise ReplyError("every triplet must be three non-empty strings [subject, predicate, object]")
+            raise ReplyUnusableError("every triplet must be three non-empty strings [subject, predicate, object]")
         s, p, o = (part.strip() for part in item)
         out.append((triplet_sentence(s, p, o), (s, p, o)))
     return out
@@ -114,23 +111,16 @@ def triplet_sentence(subject: str, predicate: str, obj: str) -> str:
     return re.sub(r"\s+", " ", f"{subject} {predicate} {obj}").strip().rstrip(".") + "."
 
 
-def _object(reply: str) -> dict[str, Any]:
-    try:
-        return load_json_object(reply)
-    except ValueError as exc:
-        raise ReplyError(str(exc)) from exc
-
-
 class LLMClaimExtractor:
     """Decomposes a text into atomic claims (sentences or triplets) with one model call (plus bounded re-asks)."""
 
     def __init__(self, client: ChatClient, *, format: Literal["sentence", "triplet"], max_claims: int,
-                 max_retries: int) -> None:  # fmt: skip
+                 max_retries: int, prompts_dir: str | None = None) -> None:  # fmt: skip
         self._client = client
         self._format = format
         self._max_claims = max_claims
         self._max_retries = max_retries
-        self._prompt = load_prompt("extract_claims" if format == "sentence" else "extract_triplets")
+        self._prompt = load_prompt("extract_claims" if format == "sentence" else "extract_triplets", prompts_dir)
 
     @property
     def method(self) -> str:
@@ -139,7 +129,7 @@ class LLMClaimExtractor:
     async def extract(self, text: str, *, context: str | None) -> Extraction:
         system, user = self._prompt.render(text=text.strip(), context=(context or "(none)").strip())
         schema = _CLAIMS_SCHEMA if self._format == "sentence" else _TRIPLETS_SCHEMA
-        send, responses = converse(self._client, system, schema=schema, schema_name="claims")
+        send, responses = converse(self._client, system, schema=schema, schema_name="claims", purpose="extract")
         parse = _parse_sentences if self._format == "sentence" else _parse_triplets
         outcome = await ask_structured(
             send, user, parse, max_retries=self._max_retries, expected=_FORMATS[self._format]
@@ -172,7 +162,7 @@ def _parse_filtered(reply: str) -> str | None:
     text = reply.strip()
     text = re.sub(r"^(factual part|response)\s*:\s*", "", text, flags=re.I).strip()
     if not text:
-        raise ReplyError("the reply is empty; give the factual part of the response, or None")
+        raise ReplyUnusableError("the reply is empty; give the factual part of the response, or None")
     if _NONE_REPLY.match(text):
         return None
     return text
@@ -187,14 +177,16 @@ class Filtered:
 class SubjectiveFilter:
     """Removes purely subjective content from a dialogue response (paper Table 9)."""
 
-    def __init__(self, client: ChatClient, *, max_retries: int) -> None:
+    def __init__(self, client: ChatClient, *, max_retries: int, prompts_dir: str | None = None) -> None:
         self._client = client
         self._max_retries = max_retries
-        self._prompt = load_prompt("subjective_filter")
+        self._prompt = load_prompt("subjective_filter", prompts_dir)
 
     async def filter(self, response: str, *, history: str | None) -> Filtered:
         system, user = self._prompt.render(history=(history or "(none)").strip(), response=response.strip())
-        send, responses = converse(self._client, system, schema=None, schema_name="filtered")
+        send, responses = converse(
+            self._client, system, schema=None, schema_name="filtered", purpose="subjective_filter"
+        )
         # `None` is a valid answer here, so success is tracked apart from the value.
         parsed: list[str | None] = []
 

@@ -13,16 +13,15 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from debate.api import TASKS, Verifier
-from debate.batch import BatchError, run_batch
-from debate.chain import TRANSITION_RULES
-from debate.claims import ExtractionError
+from debate.api import Verifier
+from debate.batch import run_batch
+from debate.chain import CHAINS, load_chain
 from debate.config import (
     ClaimConfig,
     DebateConfig,
@@ -32,15 +31,19 @@ from debate.config import (
     SearchConfig,
     VerifierConfig,
 )
-from debate.errors import UsageError
-from debate.llm import ModelError
-from debate.llm.embedded import EmbeddedModelError
+from debate.errors import DebateError, InputError, UsageError
 from debate.prefilter.tools import ToolCallChecker, ToolRegistry, correction_message
-from debate.prompts import PromptError
-from debate.retrieval import RETRIEVERS
+from debate.stages import PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS, TASKS
 from debate.types import Report
 
-__all__ = ["COMMAND_ENTRY_POINT_GROUP", "UsageError", "add_verifier_arguments", "main", "verifier_config"]
+__all__ = [
+    "COMMAND_ENTRY_POINT_GROUP",
+    "UsageError",
+    "add_verifier_arguments",
+    "items_in_flight",
+    "main",
+    "verifier_config",
+]
 
 COMMAND_ENTRY_POINT_GROUP = "markov_debate.commands"
 """Entry points adding subcommands (a function taking the subparsers); each sets `handler` on its parser."""
@@ -55,40 +58,95 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def _field(model: type[BaseModel], name: str) -> tuple[Any, str]:
+    """A config field's default and description: the CLI's defaults and help come from the config models."""
+    info = model.model_fields[name]
+    default = info.get_default(call_default_factory=True)
+    return default, " ".join((info.description or "").split())
+
+
+def _opt(group: Any, flags: Sequence[str], model: type[BaseModel], name: str, **kwargs: Any) -> None:
+    default, text = _field(model, name)
+    shown = kwargs.pop("shown", default)
+    group.add_argument(*flags, default=kwargs.pop("default", default), help=f"{text} (default: {shown})", **kwargs)
+
+
 def add_verifier_arguments(parser: argparse.ArgumentParser) -> None:
     """The options every command that runs the engine shares (chain, model, claims, evidence, prefilters)."""
     claims = parser.add_argument_group("claims, evidence and rollup")
-    claims.add_argument("--claim-format", choices=["sentence", "triplet"], default="sentence")
-    claims.add_argument("--max-claims", type=int, default=25)
-    claims.add_argument("--retriever", choices=sorted(RETRIEVERS), default="dense", help="document retriever")
-    claims.add_argument("--top-k", type=int, default=10, help="document sentences per claim (default 10)")
-    claims.add_argument("--retrieval-cache", help="directory to keep retrieval results in (content-hash keys)")
-    claims.add_argument("--search-backend", choices=["serper", "local"], help="search for claims without reference")
-    claims.add_argument("--search-url", default="https://google.serper.dev", help="Serper-compatible endpoint")
+    _opt(claims, ["--claim-format"], ClaimConfig, "format", choices=["sentence", "triplet"])
+    _opt(claims, ["--max-claims"], ClaimConfig, "max_claims", type=int)
+    _opt(claims, ["--retriever"], RetrievalConfig, "retriever", choices=RETRIEVERS.names())
+    _opt(claims, ["--top-k"], RetrievalConfig, "top_k", type=int)
+    _opt(claims, ["--retrieval-cache"], RetrievalConfig, "cache_dir")
+    claims.add_argument("--search-backend", choices=SEARCH_BACKENDS.names(),
+                        help="search for claims without a reference (default: none, knowledge-free)")  # fmt: skip
+    _opt(claims, ["--search-url"], SearchConfig, "base_url")
     claims.add_argument("--search-key", help="Serper key (prefer SERPER_API_KEY)")
-    claims.add_argument("--collection", help="JSONL of {title, text} for --search-backend local")
-    claims.add_argument("--rollup", choices=["any-false", "strict", "soft", "major"], default="any-false")
+    _opt(claims, ["--collection"], SearchConfig, "collection")
+    _opt(claims, ["--rollup"], VerifierConfig, "rollup", choices=ROLLUPS.names())
     pre = parser.add_argument_group("prefilters (cheap checks before the debate)")
-    pre.add_argument("--prefilter", choices=["none", "rules", "logprob", "all"], default="none")
+    pre.add_argument(
+        "--prefilter",
+        default="none",
+        help=f"prefilters to run, in order: none, all, or a comma-separated list of {', '.join(PREFILTERS.names())} "
+        "(default: none)",
+    )
     pre.add_argument("--trust-grounded", action="store_true", help="let strongly grounded claims skip the debate")
-    pre.add_argument("--grounded-confidence", type=float, default=0.8, help="confidence needed to skip (default 0.8)")
+    _opt(pre, ["--grounded-confidence"], PrefilterConfig, "grounded_confidence", type=float)
     chain = parser.add_argument_group("chain")
-    chain.add_argument("--min-rounds", type=int, default=2, help="debate rounds before consensus may stop (default 2)")
-    chain.add_argument("--max-rounds", type=int, default=5, help="round limit (default 5)")
-    chain.add_argument("--transition", choices=sorted(TRANSITION_RULES), default="true-to-skeptic")
-    chain.add_argument("--max-parse-retries", type=int, default=2, help="re-asks after an unusable reply (default 2)")
+    chain.add_argument(
+        "--chain",
+        "--transition",
+        dest="chain",
+        metavar="NAME|FILE",
+        default=_field(DebateConfig, "chain")[0],
+        help=f"one of {', '.join(CHAINS.names())} (`debate chains` shows them), or a chain spec file "
+        f"(default: {_field(DebateConfig, 'chain')[0]})",
+    )
+    _opt(chain, ["--min-rounds"], DebateConfig, "min_rounds", type=int)
+    _opt(chain, ["--max-rounds"], DebateConfig, "max_rounds", type=int)
+    _opt(chain, ["--max-parse-retries"], DebateConfig, "max_parse_retries", type=int)
     model = parser.add_argument_group(
         "model (default: the embedded SmolLM2-135M; env OPENAI_BASE_URL, OPENAI_API_KEY, DEBATE_MODEL)"
     )
     model.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
     model.add_argument("--model", help="model name (default: the endpoint's only model)")
     model.add_argument("--api-key", help="API key (prefer OPENAI_API_KEY)")
-    model.add_argument("--temperature", type=float, default=None)
-    model.add_argument("--seed", type=int, default=None, help="endpoint seed (and sampling seed for experiments)")
-    model.add_argument("--structured-output", choices=["auto", "json_schema", "json_object", "none"], default=None)
-    model.add_argument("--timeout", type=float, default=None, help="seconds per request")
-    parser.add_argument("--concurrency", type=int, default=2, help="items in flight (default 2)")
+    _opt(model, ["--temperature"], ModelConfig, "temperature", type=float, default=None)
+    _opt(model, ["--seed"], ModelConfig, "seed", type=int, default=None)
+    _opt(model, ["--structured-output"], ModelConfig, "structured_output",
+         choices=["auto", "json_schema", "json_object", "none"], default=None)  # fmt: skip
+    _opt(model, ["--timeout"], ModelConfig, "timeout_s", type=float, default=None)
+    conc = parser.add_argument_group("concurrency")
+    _opt(conc, ["--concurrency"], ModelConfig, "max_concurrency", type=int)
+    _opt(conc, ["--claim-concurrency"], VerifierConfig, "claim_concurrency", type=int)
+    conc.add_argument(
+        "--items", type=int, default=None,
+        help="responses (batch lines, benchmark items) in progress at once (default: 2 x --concurrency)",
+    )  # fmt: skip
     parser.add_argument("--prompts-dir", help="load prompt files from this directory instead of the packaged ones")
+
+
+def items_in_flight(args: argparse.Namespace) -> int:
+    """--items, else twice the model concurrency: enough work queued to keep every model slot busy."""
+    value = args.items if args.items is not None else 2 * max(1, args.concurrency)
+    if value < 1:
+        raise UsageError("--items must be at least 1")
+    return int(value)
+
+
+def _prefilters(value: str) -> list[str]:
+    if value == "none":
+        return []
+    if value == "all":
+        builtin = ["rules", "logprob"]
+        return builtin + [n for n in PREFILTERS.names() if n not in builtin]
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    for name in names:
+        if name not in PREFILTERS:
+            raise UsageError(f"--prefilter: {PREFILTERS.unknown(name)}")
+    return names
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -98,11 +156,9 @@ def _build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="verify a response (or a JSONL batch of them)")
     v.add_argument(
         "--task",
-        choices=list(TASKS),
+        choices=TASKS.names(),
         default="qa",
-        help="qa: question+answer is one claim; summarization: claims vs. top-k document sentences; "
-        "dialogue: subjective filter then claims; kbqa/general: claims vs. reference or search; "
-        "rag: cited sentences vs. their sources",
+        help="; ".join(f"{name}: {TASKS.describe(name)}" for name in TASKS.names()) + " (default: qa)",
     )
     single = v.add_argument_group("one response")
     single.add_argument("--question", help="the question (dialogue: the dialogue history)")
@@ -115,6 +171,9 @@ def _build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--output", type=Path, help="JSONL to append results to (re-running resumes)")
     add_verifier_arguments(v)
     v.add_argument("--json", action="store_true", help="print the Report as JSON")
+    chains = sub.add_parser("chains", help="list the registered chains (or show one chain file) as node/edge lists")
+    chains.add_argument("chain", nargs="?", help="a chain name or spec file to show (default: list all)")
+    chains.add_argument("--json", action="store_true", help="print the graphs as JSON node/edge lists")
     tools = sub.add_parser("check-tools", help="audit a tool call against JSON-schema tool definitions")
     tools.add_argument("--registry", type=Path, required=True, help="JSON list of tool definitions (OpenAI format)")
     tools.add_argument("--call", type=Path, required=True, help='JSON {"name", "arguments"} (or an OpenAI tool_call)')
@@ -146,6 +205,23 @@ def _read_json(path: Path, flag: str) -> Any:
         raise UsageError(f"{flag}: {path} line {exc.lineno}: not valid JSON ({exc.msg})") from exc
 
 
+def _chains(args: argparse.Namespace) -> int:
+    names = [args.chain] if args.chain else CHAINS.names()
+    graphs = [load_chain(name).to_dict() for name in names]
+    if args.json:
+        sys.stdout.write(json.dumps(graphs if not args.chain else graphs[0], indent=2) + "\n")
+        return 0
+    for name, graph in zip(names, graphs, strict=True):
+        chain = load_chain(name)
+        states = ", ".join(f"{n['id']} = {' -> '.join(n['roles'])}" for n in graph["nodes"])
+        moves = ", ".join(
+            f"{e['source']} --{'true' if e['verdict'] else 'false'}--> {e['target']}" for e in graph["edges"]
+        )
+        description = chain.spec.description or CHAINS.describe(name) if name in CHAINS else chain.spec.description
+        _out.print(f"[bold]{name}[/]: {description}\n  states: {states}\n  transitions: {moves}")
+    return 0
+
+
 def _check_tools(args: argparse.Namespace) -> int:
     try:
         registry = ToolRegistry.from_file(args.registry)
@@ -170,6 +246,8 @@ def _check_tools(args: argparse.Namespace) -> int:
 
 
 def verifier_config(args: argparse.Namespace) -> VerifierConfig:
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
     try:
         return VerifierConfig(
             model=ModelConfig.from_env(
@@ -180,15 +258,15 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
                 seed=args.seed,
                 structured_output=args.structured_output,
                 timeout_s=args.timeout,
-                max_concurrency=max(1, args.concurrency),
+                max_concurrency=args.concurrency,
             ),
             debate=DebateConfig(
                 min_rounds=args.min_rounds,
                 max_rounds=args.max_rounds,
-                transition=args.transition,
+                chain=args.chain,
                 max_parse_retries=args.max_parse_retries,
             ),
-            concurrency=args.concurrency,
+            claim_concurrency=args.claim_concurrency,
             claims=ClaimConfig(format=args.claim_format, max_claims=args.max_claims,
                                max_parse_retries=args.max_parse_retries),
             retrieval=RetrievalConfig(retriever=args.retriever, top_k=args.top_k, cache_dir=args.retrieval_cache),
@@ -201,7 +279,7 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
                 collection=args.collection,
             ),
             rollup=args.rollup,
-            prefilter=PrefilterConfig(mode=args.prefilter, trust_grounded=args.trust_grounded,
+            prefilter=PrefilterConfig(prefilters=_prefilters(args.prefilter), trust_grounded=args.trust_grounded,
                                       grounded_confidence=args.grounded_confidence),
         )  # fmt: skip
     except ValidationError as exc:
@@ -217,12 +295,15 @@ def _render(report: Report) -> None:
         Panel.fit(f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  ({report.rollup})", title="verdict")
     )
     _out.print(f"task: {report.task}   claims: {len(report.claims)} ({report.extraction.method})")
-    if report.note:
+    if report.failure is not None:
+        _out.print(f"[yellow]failed[/] ({report.failure.kind}, {report.failure.stage}): {report.failure.message}")
+    elif report.note:
         _out.print(f"note: {report.note}")
     if report.prefilter is not None:
         p = report.prefilter
         _out.print(
-            f"prefilter ({p.mode}): {p.decided} claims decided without debate, {p.prefilter_calls} prefilter calls, "
+            f"prefilter ({', '.join(p.prefilters)}): {p.decided} claims decided without debate, "
+            f"{p.prefilter_calls} prefilter calls, "
             f"at least {p.debate_calls_saved} debate calls saved" + (f"; {p.note}" if p.note else "")
         )
         if p.citation is not None:
@@ -237,7 +318,8 @@ def _render(report: Report) -> None:
         for decision in claim.prefilters:
             _out.print(f"  prefilter {decision.name}: {decision.decision} ({decision.reason})")
         if claim.status == "unverifiable":
-            _out.print(f"  [yellow]unverifiable[/]: {claim.reason}")
+            kind = f" ({claim.failure.kind})" if claim.failure is not None else ""
+            _out.print(f"  [yellow]unverifiable[/]{kind}: {claim.reason}")
         else:
             _out.print(f"  factual: {claim.factual}   error severity: {claim.error_severity}")
         if claim.debate is None:
@@ -279,8 +361,6 @@ async def _verify(args: argparse.Namespace) -> int:
             raise UsageError("--input/--output cannot be combined with --question/--answer/--evidence")
         if not args.input.is_file():
             raise UsageError(f"--input: no such file: {args.input}")
-        if args.concurrency < 1:
-            raise UsageError("--concurrency must be at least 1")
     answer: str | None = args.answer
     if not batch_mode and (answer is None or not answer.strip()):
         raise UsageError("give a non-empty --answer (with --question and --evidence), or --input and --output")
@@ -305,7 +385,7 @@ async def _verify(args: argparse.Namespace) -> int:
             report = await verifier.verify(
                 answer, question=args.question, reference=reference, reference_source=evidence_source, task=args.task
             )
-        except ValueError as exc:
+        except InputError as exc:
             raise UsageError(str(exc)) from exc
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
@@ -334,15 +414,15 @@ async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
             verifier=verifier,
             input_path=args.input,
             output_path=args.output,
-            concurrency=args.concurrency,
+            items_in_flight=items_in_flight(args),
             task=args.task,
             on_record=advance,
         )
         progress.update(task, completed=summary.processed + summary.skipped_done)
     print(
         f"done: {summary.processed} written ({summary.factual} factual, {summary.non_factual} non-factual, "
-        f"{summary.unverifiable} unverifiable, {summary.errors} errors), {summary.skipped_done} already done -> "
-        f"{args.output}",
+        f"{summary.unverifiable} unverifiable, {summary.failed} failed, {summary.errors} errors), "
+        f"{summary.skipped_done} already done -> {args.output}",
         file=sys.stderr,
     )
     return 0
@@ -358,14 +438,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(_verify(args))
         if args.command == "check-tools":
             return _check_tools(args)
+        if args.command == "chains":
+            return _chains(args)
         handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
         if handler is not None:
             return handler(args)
         raise UsageError(f"unknown command {args.command}")  # pragma: no cover - argparse rejects it first
-    except (UsageError, PromptError, LookupError) as exc:
+    except (UsageError, InputError) as exc:
         print(f"debate: error: {exc}", file=sys.stderr)
         return 2
-    except (ModelError, EmbeddedModelError, BatchError, ExtractionError) as exc:
+    except DebateError as exc:
         print(f"debate: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

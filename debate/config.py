@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from debate.types import RollupName
 
@@ -17,16 +17,26 @@ __all__ = [
     "RetrievalConfig",
     "SearchConfig",
     "StructuredOutputMode",
-    "TransitionRule",
     "VerifierConfig",
 ]
 
-TransitionRule = Literal["true-to-skeptic", "true-to-trust", "always-skeptic", "always-trust"]
 StructuredOutputMode = Literal["auto", "json_schema", "json_object", "none"]
 
 
 class _Config(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Field docstrings become descriptions: the CLI's help text comes from them.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, populate_by_name=True)
+
+
+def _registered(stage: str, name: str) -> str:
+    """Check a configured name against its stage's registry (built-ins and installed plugins)."""
+    from debate import stages
+    from debate.chain import CHAINS
+
+    registry = CHAINS if stage == "chains" else getattr(stages, stage)
+    if name not in registry:
+        raise ValueError(registry.unknown(name))
+    return name
 
 
 class DebateConfig(_Config):
@@ -36,10 +46,18 @@ class DebateConfig(_Config):
     """Debate rounds that always run before consensus may stop the chain; 0 makes S0 final."""
     max_rounds: int = Field(default=5, ge=0)
     """Hard limit on debate rounds."""
-    transition: TransitionRule = "true-to-skeptic"
-    """How the previous verdict picks the next state (paper default: true -> S2, false -> S1)."""
+    chain: str = Field(default="true-to-skeptic", validation_alias=AliasChoices("chain", "transition"))
+    """A registered chain (`debate chains`; the paper's default true-to-skeptic: true -> S2, false -> S1) or a chain
+    spec file (TOML)."""
     max_parse_retries: int = Field(default=2, ge=0, le=5)
     """Re-asks after an unparseable agent reply before the claim is unverifiable."""
+
+    @field_validator("chain")
+    @classmethod
+    def _known_chain(cls, value: str) -> str:
+        if value.endswith((".toml", ".json")) or "/" in value:
+            return value  # a spec file: loaded and validated when the Verifier builds the chain
+        return _registered("chains", value)
 
     @model_validator(mode="after")
     def _rounds_ordered(self) -> Self:
@@ -74,7 +92,7 @@ class ModelConfig(_Config):
     structured_output: StructuredOutputMode = "auto"
     """auto: try json_schema, fall back to llama.cpp's json_object+schema, then plain prompting."""
     max_concurrency: int = Field(default=4, ge=1)
-    """Model requests in flight at once."""
+    """Model requests in flight at once: the one limit on model calls (a slot is held for one HTTP attempt)."""
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ModelConfig:
@@ -102,18 +120,23 @@ class ClaimConfig(_Config):
 class RetrievalConfig(_Config):
     """Top-k sentences of a given document per claim."""
 
-    retriever: Literal["dense", "bm25"] = "dense"
-    """dense: all-MiniLM-L6-v2 embeddings (offline); bm25: lexical (bm25s)."""
+    retriever: str = "dense"
+    """Document retriever: dense (all-MiniLM-L6-v2 embeddings, offline), bm25 (bm25s), or a plugin's."""
     top_k: int = Field(default=10, ge=1)
     """Sentences per claim (paper: 10)."""
     cache_dir: str | None = None
     """Also keep retrieval results on disk, keyed by content hash."""
 
+    @field_validator("retriever")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        return _registered("RETRIEVERS", value)
+
 
 class SearchConfig(_Config):
     """A search backend for claims with no reference (Factool-style query generation)."""
 
-    backend: Literal["serper", "local"]
+    backend: str
     """serper: a Serper-compatible HTTP API; local: a JSONL collection of {title, text} searched with BM25."""
     base_url: str = "https://google.serper.dev"
     """Serper-compatible endpoint."""
@@ -130,6 +153,11 @@ class SearchConfig(_Config):
     max_attempts: int = Field(default=4, ge=1, le=20)
     """HTTP attempts on transient errors."""
 
+    @field_validator("backend")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        return _registered("SEARCH_BACKENDS", value)
+
     @model_validator(mode="after")
     def _backend_needs(self) -> Self:
         if self.backend == "local" and not self.collection:
@@ -140,8 +168,8 @@ class SearchConfig(_Config):
 class PrefilterConfig(_Config):
     """The cheap checks before the debate, and when they may decide a claim."""
 
-    mode: Literal["none", "rules", "logprob", "all"] = "none"
-    """Which prefilters run."""
+    prefilters: list[str] = Field(default_factory=list)
+    """Prefilters to run, in order (rules, logprob, or a plugin's); empty: none."""
     invalid_citation_decides: bool = True
     """A claim citing an unknown source is decided not factual (severity 4) without a debate."""
     trust_grounded: bool = False
@@ -157,6 +185,15 @@ class PrefilterConfig(_Config):
     top_logprobs: int = Field(default=10, ge=1, le=20)
     """Alternatives read at the answer token."""
 
+    @field_validator("prefilters")
+    @classmethod
+    def _known(cls, value: list[str]) -> list[str]:
+        for name in value:
+            _registered("PREFILTERS", name)
+        if len(set(value)) != len(value):
+            raise ValueError(f"a prefilter is listed twice: {value}")
+        return value
+
 
 class VerifierConfig(_Config):
     """Everything a Verifier needs."""
@@ -167,8 +204,8 @@ class VerifierConfig(_Config):
     """Chain knobs."""
     team: str = "autogen"
     """Registered agent-team implementation."""
-    concurrency: int = Field(default=2, ge=1)
-    """Items (or claims) processed at once."""
+    claim_concurrency: int = Field(default=4, ge=1)
+    """Claims of one response in progress at once (model calls are bounded by model.max_concurrency)."""
     claims: ClaimConfig = Field(default_factory=ClaimConfig)
     """Claim extraction."""
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
@@ -183,3 +220,13 @@ class VerifierConfig(_Config):
     """Score a response needs under the `soft` rollup."""
     call_cache: str | None = None
     """SQLite file caching model calls; a re-run with the same calls makes no endpoint calls."""
+
+    @field_validator("team")
+    @classmethod
+    def _known_team(cls, value: str) -> str:
+        return _registered("TEAMS", value)
+
+    @field_validator("rollup")
+    @classmethod
+    def _known_rollup(cls, value: str) -> str:
+        return _registered("ROLLUPS", value)

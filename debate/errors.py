@@ -1,7 +1,112 @@
-"""Errors shared across layers (kept apart from cli.py so `python -m debate.cli` and importers see one class)."""
+"""The one exception hierarchy. Every stage catches `DebateError` at its own boundary and turns it into a typed
+`Failure` on the claim or response it was working on; nothing here aborts other items.
 
-__all__ = ["UsageError"]
+Only `ReplyUnusableError` triggers a re-ask: it means the model answered, but not in a usable form. A network
+problem (`ModelUnavailableError`) is retried by the model client's retry policy, never re-asked.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+__all__ = [
+    "ContextTooLongError",
+    "DebateError",
+    "EvidenceUnavailableError",
+    "ExtractionError",
+    "FailureKind",
+    "InputError",
+    "ModelError",
+    "ModelRequestError",
+    "ModelUnavailableError",
+    "ReplyUnusableError",
+    "UsageError",
+]
+
+FailureKind = Literal[
+    "usage",
+    "input",
+    "model_unavailable",
+    "model_rejected",
+    "reply_unusable",
+    "evidence_unavailable",
+    "extraction_failed",
+    "context_too_long",
+]
+"""What went wrong, as recorded in a `Failure`."""
 
 
-class UsageError(Exception):
+class DebateError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+    kind: ClassVar[FailureKind] = "input"
+    transient: ClassVar[bool] = False
+    """True when the same work may succeed later (endpoint down, rate limits): such a failure is never final."""
+
+
+class UsageError(DebateError):
     """Bad arguments or configuration: the command exits 2 with one line."""
+
+    kind = "usage"
+
+
+class InputError(DebateError, ValueError):
+    """One input item is malformed (a missing document, an empty response); the message names the field."""
+
+    kind = "input"
+
+
+class ModelError(DebateError):
+    """A model call failed. Never turned into a verdict."""
+
+    kind: ClassVar[FailureKind] = "model_unavailable"
+
+
+class ModelUnavailableError(ModelError):
+    """Retryable failures (429, 5xx, timeouts, connection errors) persisted past the attempt limit."""
+
+    kind = "model_unavailable"
+    transient = True
+
+
+class ModelRequestError(ModelError):
+    """The endpoint refused the request (4xx); retrying cannot help."""
+
+    kind: ClassVar[FailureKind] = "model_rejected"
+
+    def __init__(self, message: str, *, status: int | None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def fatal(self) -> bool:
+        """Authentication, permission or unknown model/URL: every further call would fail the same way."""
+        return self.status in (401, 403, 404)
+
+
+class ContextTooLongError(ModelRequestError):
+    """The prompt does not fit the model's context window (a 400 that names the context length)."""
+
+    kind: ClassVar[FailureKind] = "context_too_long"
+
+
+class ReplyUnusableError(DebateError, ValueError):
+    """A model reply cannot be used; the message says why and is shown to the model in the re-ask."""
+
+    kind = "reply_unusable"
+
+
+class EvidenceUnavailableError(DebateError):
+    """Evidence could not be obtained: the search backend failed or answered in a form we cannot read."""
+
+    kind = "evidence_unavailable"
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient_failure = transient
+
+
+class ExtractionError(DebateError):
+    """No usable claims could be obtained for a response (the model's replies stayed unusable)."""
+
+    kind = "extraction_failed"

@@ -9,12 +9,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from debate.errors import ReplyUnusableError
 from debate.types import Opinion
 
 __all__ = [
     "OPINION_FORMAT",
     "OPINION_SCHEMA",
-    "ReplyParseError",
     "load_json_object",
     "parse_factuality",
     "parse_opinion",
@@ -41,10 +41,6 @@ OPINION_FORMAT = (
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 _TRUE = {"true", "yes", "factual"}
 _FALSE = {"false", "no", "non-factual", "nonfactual", "not factual"}
-
-
-class ReplyParseError(ValueError):
-    """The reply is not a usable opinion; the message says why, for the re-ask."""
 
 
 def _first_json_object(text: str) -> str | None:
@@ -111,7 +107,7 @@ def load_json_object(text: str) -> dict[str, Any]:
     body = fenced.group(1) if fenced else text
     candidate = _first_json_object(body) or _first_json_object(text)
     if candidate is None:
-        raise ReplyParseError("the reply contains no JSON object")
+        raise ReplyUnusableError("the reply contains no JSON object")
     for attempt in (candidate, _pythonish_to_json(candidate)):
         try:
             value = json.loads(attempt)
@@ -129,8 +125,8 @@ def load_json_object(text: str) -> dict[str, Any]:
     try:
         json.loads(_pythonish_to_json(candidate))
     except json.JSONDecodeError as exc:
-        raise ReplyParseError(f"the JSON object does not parse: {exc.msg} at character {exc.pos}") from exc
-    raise ReplyParseError("the reply's JSON is not an object")  # pragma: no cover - dict checked above
+        raise ReplyUnusableError(f"the JSON object does not parse: {exc.msg} at character {exc.pos}") from exc
+    raise ReplyUnusableError("the reply's JSON is not an object")  # pragma: no cover - dict checked above
 
 
 def _normalise_key(key: str) -> str:
@@ -147,12 +143,12 @@ def parse_factuality(value: Any) -> bool:
             return True
         if lowered in _FALSE:
             return False
-    raise ReplyParseError(f'"factuality" must be true or false, got {json.dumps(value)}')
+    raise ReplyUnusableError(f'"factuality" must be true or false, got {json.dumps(value)}')
 
 
 def _as_severity(value: Any) -> int:
     if isinstance(value, bool):
-        raise ReplyParseError(f'"Error severity" must be an integer 0-5, got {json.dumps(value)}')
+        raise ReplyUnusableError(f'"Error severity" must be an integer 0-5, got {json.dumps(value)}')
     if isinstance(value, int):
         number = value
     elif isinstance(value, float) and value.is_integer():
@@ -160,9 +156,9 @@ def _as_severity(value: Any) -> int:
     elif isinstance(value, str) and re.fullmatch(r"\s*[0-5]\s*(/\s*5)?\s*", value):
         number = int(value.strip()[0])
     else:
-        raise ReplyParseError(f'"Error severity" must be an integer 0-5, got {json.dumps(value)}')
+        raise ReplyUnusableError(f'"Error severity" must be an integer 0-5, got {json.dumps(value)}')
     if not 0 <= number <= 5:
-        raise ReplyParseError(f'"Error severity" must be between 0 and 5, got {number}')
+        raise ReplyUnusableError(f'"Error severity" must be between 0 and 5, got {number}')
     return number
 
 
@@ -173,10 +169,10 @@ def parse_opinion(text: str) -> Opinion:
     missing = [name for name in ("opinion", "factuality", "error_severity") if name not in fields]
     if missing:
         shown = ", ".join('"Error severity"' if m == "error_severity" else f'"{m}"' for m in missing)
-        raise ReplyParseError(f"the JSON object lacks {shown}")
+        raise ReplyUnusableError(f"the JSON object lacks {shown}")
     opinion = fields["opinion"]
     if not isinstance(opinion, str) or not opinion.strip():
-        raise ReplyParseError('"opinion" must be a non-empty string')
+        raise ReplyUnusableError('"opinion" must be a non-empty string')
     try:
         return Opinion(
             opinion=opinion.strip(),
@@ -184,4 +180,4 @@ def parse_opinion(text: str) -> Opinion:
             error_severity=_as_severity(fields["error_severity"]),
         )
     except ValidationError as exc:  # pragma: no cover - the checks above cover the model's constraints
-        raise ReplyParseError(str(exc)) from exc
+        raise ReplyUnusableError(str(exc)) from exc

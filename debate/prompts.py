@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.resources
+import re
 import string
 import tomllib
 from functools import lru_cache
@@ -11,10 +12,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from debate.errors import UsageError
+
 __all__ = ["PromptError", "PromptTemplate", "load_prompt"]
 
 
-class PromptError(ValueError):
+class PromptError(UsageError, ValueError):
     """A prompt file is malformed, or rendering it was given the wrong variables."""
 
 
@@ -45,17 +48,44 @@ class PromptTemplate(BaseModel):
         return string.Template(self.system).substitute(values), string.Template(self.user).substitute(values)
 
 
-def _parse(name: str, data: bytes, origin: str) -> PromptTemplate:
+def _fragment(name: str, directory: str | None) -> bytes:
+    """A shared text (e.g. the severity rubric) that prompt files include by name: `<name>.txt`."""
+    if directory is not None and (path := Path(directory) / f"{name}.txt").is_file():
+        return path.read_bytes()
+    resource = importlib.resources.files("prompts").joinpath(f"{name}.txt")
+    if not resource.is_file():
+        raise PromptError(f"included text {name!r} not found ({name}.txt)")
+    return resource.read_bytes()
+
+
+def _include(template: str, name: str, text: str) -> str:
+    # The included text is inserted literally: its own `$` signs are escaped for the later substitution.
+    return re.sub(rf"\$(?:\{{{name}\}}|{name}(?![A-Za-z0-9_]))", lambda _: text.replace("$", "$$"), template)
+
+
+def _parse(name: str, data: bytes, origin: str, directory: str | None = None) -> PromptTemplate:
     try:
         raw = tomllib.loads(data.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PromptError(f"{origin}: not valid TOML: {exc}") from exc
+    includes = raw.pop("includes", [])
+    if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
+        raise PromptError(f"{origin}: `includes` must be a list of names")
+    digest = hashlib.sha256(data)
+    for include in includes:
+        fragment = _fragment(include, directory)
+        # The hash covers what the model is sent: an edit of an included text changes every including prompt's hash.
+        digest.update(b"\0" + include.encode() + b"\0" + fragment)
+        text = fragment.decode("utf-8").rstrip("\n")
+        for part in ("system", "user"):
+            if isinstance(raw.get(part), str):
+                raw[part] = _include(raw[part], include, text)
     try:
         prompt = PromptTemplate.model_validate(
             {
                 **raw,
                 "name": name,
-                "sha256": hashlib.sha256(data).hexdigest(),
+                "sha256": digest.hexdigest(),
                 "variables": tuple(raw.get("variables", ())),
             }
         )
@@ -75,12 +105,17 @@ def _parse(name: str, data: bytes, origin: str) -> PromptTemplate:
 
 @lru_cache(maxsize=64)
 def load_prompt(name: str, directory: str | None = None) -> PromptTemplate:
-    """Load `<name>.toml` from `directory`, or from the packaged `prompts/`."""
+    """Load `<name>.toml` from `directory`, or from the packaged `prompts/`; a name ending in .toml is a path."""
+    if name.endswith(".toml"):
+        path = Path(name)
+        if not path.is_file():
+            raise PromptError(f"prompt file not found: {path}")
+        return _parse(path.stem, path.read_bytes(), str(path), directory or str(path.parent))
     if directory is not None:
         path = Path(directory) / f"{name}.toml"
         if not path.is_file():
             raise PromptError(f"prompt {name!r} not found: {path}")
-        return _parse(name, path.read_bytes(), str(path))
+        return _parse(name, path.read_bytes(), str(path), directory)
     resource = importlib.resources.files("prompts").joinpath(f"{name}.toml")
     if not resource.is_file():
         raise PromptError(f"prompt {name!r} not found in the packaged prompts/")

@@ -1,46 +1,91 @@
-"""Named implementations of the engine's protocols. Agent teams come from entry points, so the engine never
-imports the packages that implement them (imports flow experiments -> agents -> debate)."""
+"""One small generic registry: name -> factory, for every stage of the pipeline.
+
+Built-ins register themselves in-process when their module is imported; installed packages add implementations
+through entry points (group `markov_debate.<stage>`), loaded lazily on first lookup. So an extension is one file in
+the project, or one installed package, and the engine never imports the packages that implement its protocols
+(imports flow experiments -> agents -> debate).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+import importlib
+from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
-from typing import Protocol
+from typing import Generic, TypeVar
 
-from debate.config import DebateConfig
-from debate.llm import ChatClient
-from debate.runner import AgentTeam
+from debate.errors import UsageError
 
-__all__ = ["TEAM_ENTRY_POINT_GROUP", "TeamFactory", "load_team_factory", "register_team"]
+__all__ = ["Registry", "UnknownNameError"]
 
-TEAM_ENTRY_POINT_GROUP = "markov_debate.teams"
+F = TypeVar("F")
 
 
-class TeamFactory(Protocol):
-    """Makes a fresh AgentTeam per claim and reports the prompt files it uses."""
-
-    def new_team(self, *, client: ChatClient, config: DebateConfig) -> AgentTeam: ...
-
-    def prompt_hashes(self) -> dict[str, str]: ...
+class UnknownNameError(UsageError, LookupError):
+    """No implementation is registered under the name; the message lists the known ones and the closest match."""
 
 
-_REGISTERED: dict[str, Callable[..., TeamFactory]] = {}
+class Registry(Generic[F]):
+    """Implementations of one stage. `builtins` names modules that register the project's own implementations."""
 
+    def __init__(self, stage: str, *, builtins: tuple[str, ...] = ()) -> None:
+        self.stage = stage
+        self.group = f"markov_debate.{stage}"
+        self._builtins = builtins
+        self._entries: dict[str, F] = {}
+        self._descriptions: dict[str, str] = {}
+        self._loaded = False
 
-def register_team(name: str, factory: Callable[..., TeamFactory]) -> None:
-    """Register a team implementation in-process (entry points register installed ones)."""
-    _REGISTERED[name] = factory
+    def register(self, name: str, factory: F, *, description: str = "") -> F:
+        """Register `factory` under `name` (a later registration of the same name replaces it)."""
+        self._entries[name] = factory
+        self._descriptions[name] = description or (getattr(factory, "__doc__", None) or "").strip().split("\n")[0]
+        return factory
 
+    def add(self, name: str, *, description: str = "") -> Callable[[F], F]:
+        """Decorator form of `register`."""
 
-def load_team_factory(name: str, *, prompts_dir: str | None = None) -> TeamFactory:
-    """Instantiate the team implementation registered under `name`."""
-    if name in _REGISTERED:
-        return _REGISTERED[name](prompts_dir=prompts_dir)
-    found = {ep.name: ep for ep in entry_points(group=TEAM_ENTRY_POINT_GROUP)}
-    if name not in found:
-        known = sorted({*found, *_REGISTERED})
-        raise LookupError(
-            f"no agent team named {name!r} (known: {known or 'none'}); is markov-debate installed (pip install -e .)?"
-        )
-    factory: Callable[..., TeamFactory] = found[name].load()
-    return factory(prompts_dir=prompts_dir)
+        def decorate(factory: F) -> F:
+            return self.register(name, factory, description=description)
+
+        return decorate
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        for module in self._builtins:
+            importlib.import_module(module)
+        for entry in entry_points(group=self.group):
+            if entry.name not in self._entries:
+                self.register(entry.name, entry.load())
+
+    def get(self, name: str) -> F:
+        """The factory registered as `name`; UnknownNameError (with a "did you mean") otherwise."""
+        self._load()
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise UnknownNameError(self.unknown(name)) from None
+
+    def unknown(self, name: str) -> str:
+        known = self.names()
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        what = self.stage[:-1] if self.stage.endswith("s") else self.stage
+        return f"unknown {what} {name!r} (known: {', '.join(known) or 'none'}){hint}"
+
+    def names(self) -> list[str]:
+        self._load()
+        return sorted(self._entries)
+
+    def describe(self, name: str) -> str:
+        self._load()
+        return self._descriptions.get(name, "")
+
+    def __contains__(self, name: object) -> bool:
+        self._load()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())

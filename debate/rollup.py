@@ -10,21 +10,12 @@ with no claims has no score (None).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from debate.types import ClaimRatios, ClaimVerdict, ReportVerdict, RollupName
+from debate.stages import ROLLUPS, Rollup
+from debate.types import ClaimRatios, ClaimVerdict, RollupName
 
-__all__ = ["ROLLUPS", "Rollup", "claim_credit", "claim_ratios", "response_score", "roll_up"]
-
-
-@dataclass(frozen=True)
-class Rollup:
-    """A response-level verdict."""
-
-    factual: bool | None
-    verdict: ReportVerdict
-    note: str | None = None
+__all__ = ["claim_credit", "claim_ratios", "response_score", "roll_up"]
 
 
 def claim_credit(claim: ClaimVerdict) -> float:
@@ -99,14 +90,12 @@ def _soft(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
     return Rollup(None, "unverifiable", f"the unverifiable claims decide whether the score reaches {threshold}")
 
 
-ROLLUPS: dict[RollupName, Callable[[Sequence[ClaimVerdict], float], Rollup]] = {
-    "any-false": _any_false,
-    "strict": _any_false,
-    "soft": _soft,
-    "major": _major,
-}
-"""Registered rollups. Under our three claim labels RefChecker's `strict` is the paper's `any-false`."""
+ROLLUPS.register("any-false", _any_false, description="the paper's rule: non-factual if any claim is")
+# Under our three claim labels RefChecker's `strict` is the paper's `any-false`.
+ROLLUPS.register("strict", _any_false, description="RefChecker's strict (= any-false under our labels)")
+ROLLUPS.register("soft", _soft, description="RefChecker's soft: the severity-weighted score against a threshold")
+ROLLUPS.register("major", _major, description="RefChecker's major: the most common claim label")
 
 
 def roll_up(claims: Sequence[ClaimVerdict], *, rule: RollupName = "any-false", soft_threshold: float = 0.5) -> Rollup:
-    return ROLLUPS[rule](claims, soft_threshold)
+    return ROLLUPS.get(rule)(claims, soft_threshold)

@@ -9,55 +9,28 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from debate.config import SearchConfig
+from debate.errors import EvidenceUnavailableError, InputError, ReplyUnusableError
 from debate.llm import ChatClient
 from debate.parsing import load_json_object
 from debate.prompts import load_prompt
 from debate.retrieval import BM25Retriever, RetrievalCache, split_sentences
 from debate.retry import TRANSIENT_STATUS, retrying
-from debate.structured import ReplyError, Structured, ask_structured, converse
+from debate.stages import SEARCH_BACKENDS, SearchBackend, SearchHit
+from debate.structured import Structured, ask_structured, converse
 from debate.types import Claim, Evidence, Usage
 
 __all__ = [
     "LocalCollectionSearch",
-    "SearchBackend",
-    "SearchError",
-    "SearchHit",
+    "SearchEvidence",
     "SerperSearch",
     "generate_queries",
-    "make_search_backend",
-    "search_evidence",
 ]
-
-
-class SearchError(RuntimeError):
-    """The search backend failed or answered in a form we cannot read."""
-
-
-class SearchHit(BaseModel):
-    """One search result."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    title: str
-    """Result title."""
-    snippet: str
-    """Text used as evidence."""
-    url: str
-    """Where it came from (URL, or collection path#document)."""
-
-
-class SearchBackend(Protocol):
-    name: str
-
-    async def search(self, query: str, k: int) -> list[SearchHit]: ...
-
-    async def aclose(self) -> None: ...
 
 
 def _transient(exc: BaseException) -> bool:
@@ -106,13 +79,19 @@ class SerperSearch:
                     response = await self._http.post("/search", json={"q": query, "num": k})
                     response.raise_for_status()
         except (httpx.HTTPError, ValueError) as exc:
-            raise SearchError(f"search {query!r} at {self._config.base_url}: {_describe(exc)}") from exc
-        return self._hits(response.json(), k)
+            raise EvidenceUnavailableError(
+                f"search {query!r} at {self._config.base_url}: {_describe(exc)}", transient=_transient(exc)
+            ) from exc
+        try:
+            body = response.json()
+        except ValueError as exc:
+            raise EvidenceUnavailableError(f"search {query!r}: the response is not JSON", transient=True) from exc
+        return self._hits(body, k)
 
     @staticmethod
     def _hits(body: Any, k: int) -> list[SearchHit]:
         if not isinstance(body, dict):
-            raise SearchError("search response is not a JSON object")
+            raise EvidenceUnavailableError("search response is not a JSON object", transient=True)
         hits: list[SearchHit] = []
         box = body.get("answerBox")
         if isinstance(box, dict) and (box.get("answer") or box.get("snippet")):
@@ -145,7 +124,7 @@ class LocalCollectionSearch:
         try:
             lines = self._path.read_text(encoding="utf-8").splitlines()
         except OSError as exc:
-            raise ValueError(f"search collection {self._path}: {exc.strerror}") from exc
+            raise InputError(f"search collection {self._path}: {exc.strerror}") from exc
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -154,7 +133,7 @@ class LocalCollectionSearch:
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"]) or "line"
-                raise ValueError(f"search collection {self._path} line {number}: {where}: {first['msg']}") from exc
+                raise InputError(f"search collection {self._path} line {number}: {where}: {first['msg']}") from exc
             for sentence in split_sentences(doc.text):
                 self._passages.append((number, doc.title, sentence))
         self._retriever = BM25Retriever()
@@ -182,8 +161,8 @@ class _CollectionDoc(BaseModel):
     text: str
 
 
-def make_search_backend(config: SearchConfig) -> SearchBackend:
-    return SerperSearch(config) if config.backend == "serper" else LocalCollectionSearch(config)
+SEARCH_BACKENDS.register("serper", SerperSearch, description="a Serper-compatible HTTP search API")
+SEARCH_BACKENDS.register("local", LocalCollectionSearch, description="a JSONL collection of {title, text}, BM25")
 
 
 _QUERIES_FORMAT = 'a JSON object {"queries": ["<query 1>", "<query 2>"]}'
@@ -192,23 +171,23 @@ _QUERIES_FORMAT = 'a JSON object {"queries": ["<query 1>", "<query 2>"]}'
 def _parse_queries(reply: str, n: int) -> list[str]:
     try:
         raw = load_json_object(reply)
-    except ValueError as exc:
-        raise ReplyError(str(exc)) from exc
+    except ReplyUnusableError:
+        raise
     queries = raw.get("queries")
     if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-        raise ReplyError('"queries" must be a list of strings')
+        raise ReplyUnusableError('"queries" must be a list of strings')
     cleaned = list(dict.fromkeys(q.strip() for q in queries if q.strip()))
     if not cleaned:
-        raise ReplyError('"queries" is empty')
+        raise ReplyUnusableError('"queries" is empty')
     return cleaned[:n]
 
 
 async def generate_queries(
-    client: ChatClient, claim: Claim, *, n: int, max_retries: int
+    client: ChatClient, claim: Claim, *, n: int, max_retries: int, prompts_dir: str | None = None
 ) -> tuple[Structured[list[str]], Usage]:
-    prompt = load_prompt("queries")
+    prompt = load_prompt("queries", prompts_dir)
     system, user = prompt.render(claim=claim.text)
-    send, responses = converse(client, system, schema=_QUERIES_SCHEMA, schema_name="queries")
+    send, responses = converse(client, system, schema=_QUERIES_SCHEMA, schema_name="queries", purpose="queries")
     outcome = await ask_structured(
         send, user, lambda r: _parse_queries(r, n), max_retries=max_retries, expected=_QUERIES_FORMAT
     )
@@ -224,32 +203,40 @@ _QUERIES_SCHEMA: dict[str, object] = {
 }
 
 
-async def search_evidence(
-    claim: Claim,
-    *,
-    client: ChatClient,
-    backend: SearchBackend,
-    config: SearchConfig,
-    cache: RetrievalCache,
-    max_retries: int,
-) -> tuple[list[Evidence], Usage, str | None]:
-    """Queries for the claim, then their results as evidence. Returns (evidence, usage, failure)."""
-    outcome, usage = await generate_queries(client, claim, n=config.queries_per_claim, max_retries=max_retries)
-    if outcome.value is None:
-        return [], usage, f"query generation: {outcome.failure}"
-    evidence: list[Evidence] = []
-    seen: set[str] = set()
-    for query in outcome.value:
-        key = RetrievalCache.key(
-            "search", backend.name, config.base_url, config.collection, config.results_per_query, query
-        )
-        hits = cache.get(key)
-        if hits is None:
-            found = await backend.search(query, config.results_per_query)
-            hits = [Evidence(text=h.snippet, source=h.url, kind="search", query=query) for h in found]
-            cache.put(key, hits)
-        for item in hits:
-            if item.text not in seen:
-                seen.add(item.text)
-                evidence.append(item)
-    return evidence, usage, None
+class SearchEvidence:
+    """EvidenceSource: Factool-style queries for the claim, then their search results."""
+
+    def __init__(
+        self, *, client: ChatClient, backend: SearchBackend, config: SearchConfig, cache: RetrievalCache,
+        max_retries: int, prompts_dir: str | None = None,
+    ) -> None:  # fmt: skip
+        self._client = client
+        self._backend = backend
+        self._config = config
+        self._cache = cache
+        self._max_retries = max_retries
+        self._prompts_dir = prompts_dir
+
+    async def evidence(self, claim: Claim) -> tuple[list[Evidence], Usage]:
+        config = self._config
+        outcome, usage = await generate_queries(
+            self._client, claim, n=config.queries_per_claim, max_retries=self._max_retries,
+            prompts_dir=self._prompts_dir,
+        )  # fmt: skip
+        queries = outcome.unwrap()
+        evidence: list[Evidence] = []
+        seen: set[str] = set()
+        for query in queries:
+            key = RetrievalCache.key(
+                "search", self._backend.name, config.base_url, config.collection, config.results_per_query, query
+            )
+            hits = self._cache.get(key)
+            if hits is None:
+                found = await self._backend.search(query, config.results_per_query)
+                hits = [Evidence(text=h.snippet, source=h.url, kind="search", query=query) for h in found]
+                self._cache.put(key, hits)
+            for item in hits:
+                if item.text not in seen:
+                    seen.add(item.text)
+                    evidence.append(item)
+        return evidence, usage

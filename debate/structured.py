@@ -10,17 +10,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from debate.errors import ReplyUnusableError
 from debate.llm import ChatClient, ChatMessage, ChatRequest, ChatResponse
 from debate.prompts import PromptTemplate, load_prompt
 from debate.types import CallInfo, Usage
 
-__all__ = ["ReplyError", "Structured", "ask_structured", "call_info", "converse"]
+__all__ = ["Structured", "ask_structured", "call_info", "converse"]
 
 T = TypeVar("T")
-
-
-class ReplyError(ValueError):
-    """A reply is unusable; the message is shown to the model in the re-ask."""
 
 
 @dataclass
@@ -38,6 +35,12 @@ class Structured(Generic[T]):
         last = self.errors[-1] if self.errors else "no reply"
         return f"no usable reply after {self.attempts} attempts; last problem: {last}"
 
+    def unwrap(self) -> T:
+        """The value, or ReplyUnusableError with the failure."""
+        if self.value is None:
+            raise ReplyUnusableError(self.failure or "no usable reply")
+        return self.value
+
 
 async def ask_structured(
     send: Callable[[str], Awaitable[str]],
@@ -48,7 +51,8 @@ async def ask_structured(
     expected: str,
     reask: PromptTemplate | None = None,
 ) -> Structured[T]:
-    """Send `first_message`; while the reply fails `parse` (raising ValueError), re-ask with the error.
+    """Send `first_message`; while `parse` raises ReplyUnusableError, re-ask with the error. Any other exception
+    (a network failure, a bug in `parse`) propagates: it is not the model's reply that is at fault.
 
     `expected` names the reply format in the re-ask, e.g. 'a JSON object {"claims": [...]}'.
     """
@@ -59,14 +63,14 @@ async def ask_structured(
         reply = await send(message)
         try:
             return Structured(parse(reply), attempt, errors)
-        except ValueError as exc:
+        except ReplyUnusableError as exc:
             errors.append(str(exc))
             _, message = template.render(error=str(exc), expected=expected)
     return Structured(None, max_retries + 1, errors)
 
 
 def converse(
-    client: ChatClient, system: str, *, schema: dict[str, object] | None, schema_name: str
+    client: ChatClient, system: str, *, schema: dict[str, object] | None, schema_name: str, purpose: str
 ) -> tuple[Callable[[str], Awaitable[str]], list[ChatResponse]]:
     """A `send` for ask_structured over a plain ChatClient: each re-ask continues the same conversation."""
     messages: list[ChatMessage] = [ChatMessage(role="system", content=system)] if system else []
@@ -75,7 +79,7 @@ def converse(
     async def send(text: str) -> str:
         messages.append(ChatMessage(role="user", content=text))
         response = await client.complete(
-            ChatRequest(messages=list(messages), response_schema=schema, schema_name=schema_name)
+            ChatRequest(messages=list(messages), response_schema=schema, schema_name=schema_name, purpose=purpose)
         )
         responses.append(response)
         messages.append(ChatMessage(role="assistant", content=response.text))

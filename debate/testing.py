@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from debate.llm.base import ChatRequest, ChatResponse
@@ -27,18 +27,26 @@ class _Call:
 
 
 class ScriptedChatClient:
-    """Answers calls from a fixed script, in order. Shared by concurrent callers, it is still one script."""
+    """Answers calls from a fixed script. A list is one script answered in call order; a mapping routes each call
+    by its request's declared `purpose` (an exact key such as "debate:skeptic", else the part before the colon,
+    "debate"), each purpose with its own script, so concurrent claims and stages cannot steal each other's
+    replies. Either way it fails loudly when a script runs out."""
 
     def __init__(
         self,
-        steps: Iterable[Step],
+        steps: Iterable[Step] | Mapping[str, Iterable[Step]],
         *,
         model: str = "scripted",
         prompt_tokens: int = 10,
         completion_tokens: int = 5,
         delay_s: float = 0.0,
     ) -> None:
-        self._steps = list(steps)
+        if isinstance(steps, Mapping):
+            self._routes: dict[str, list[Step]] | None = {k: list(v) for k, v in steps.items()}
+            self._steps: list[Step] = []
+        else:
+            self._routes = None
+            self._steps = list(steps)
         self._model = model
         self._prompt_tokens = prompt_tokens
         self._completion_tokens = completion_tokens
@@ -55,16 +63,30 @@ class ScriptedChatClient:
 
     @property
     def remaining(self) -> int:
+        if self._routes is not None:
+            return sum(len(v) for v in self._routes.values())
         return len(self._steps)
 
+    def _script(self, request: ChatRequest) -> list[Step]:
+        if self._routes is None:
+            return self._steps
+        purpose = request.purpose
+        if purpose in self._routes:
+            return self._routes[purpose]
+        family = purpose.split(":", 1)[0]
+        if family in self._routes:
+            return self._routes[family]
+        raise ScriptExhaustedError(f"no script for purpose {purpose!r} (scripted: {sorted(self._routes)})")
+
     async def complete(self, request: ChatRequest) -> ChatResponse:
-        if not self._steps:
+        script = self._script(request)
+        if not script:
             self.calls.append(_Call(request, None))
             raise ScriptExhaustedError(
-                f"call {len(self.calls)} has no scripted reply; last user message:\n"
+                f"call {len(self.calls)} ({request.purpose}) has no scripted reply; last user message:\n"
                 f"{request.messages[-1].content[:500]}"
             )
-        step = self._steps.pop(0)
+        step = script.pop(0)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -88,6 +110,10 @@ class ScriptedChatClient:
             latency_s=self._delay_s,
             finish_reason="stop",
         )
+
+    def purposes(self) -> list[str]:
+        """The declared purpose of every call so far, in order."""
+        return [c.request.purpose for c in self.calls]
 
     async def aclose(self) -> None:
         self.closed = True

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from debate.errors import DebateError, EvidenceUnavailableError, FailureKind
 
 __all__ = [
     "CallInfo",
@@ -21,6 +23,8 @@ __all__ = [
     "Evidence",
     "EvidenceKind",
     "ExtractionInfo",
+    "Failure",
+    "FailureKind",
     "GroundingResult",
     "Opinion",
     "PrefilterDecision",
@@ -40,19 +44,29 @@ __all__ = [
     "Usage",
 ]
 
-Role = Literal["initial", "trust", "skeptic", "leader"]
-StateName = Literal["S0", "S1", "S2"]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.\-]*$", max_length=64)]
+"""A registered name (task, role, state, prefilter, rollup): open to plugins, so checked against its registry
+where it is configured rather than listed here."""
+
+Role = Name
+"""A debate role: initial, trust, skeptic, leader, or one a chain spec adds."""
+StateName = Name
+"""A chain state: S0, S1, S2 in the paper's chains."""
+Task = Name
+"""A registered task: qa, summarization, dialogue, kbqa, general, rag, or a plugin's."""
+PrefilterName = Name
+"""A registered prefilter: rules, logprob, or a plugin's."""
+RollupName = Name
+"""A registered rollup: any-false, strict, soft, major, or a plugin's."""
+DecidedBy = Annotated[str, Field(pattern=r"^(debate|prefilter:[A-Za-z][A-Za-z0-9_.\-]*)$")]
+"""`debate`, or `prefilter:<name>` for the prefilter that decided."""
 ClaimStatus = Literal["verified", "unverifiable"]
 ClaimKind = Literal["qa_pair", "atomic", "triplet"]
 EvidenceKind = Literal["given", "document", "search", "dialogue_history"]
 StopReason = Literal["no_debate", "consensus", "max_rounds", "failed"]
 ReportVerdict = Literal["factual", "non_factual", "unverifiable", "no_claims"]
-Task = Literal["qa", "summarization", "dialogue", "kbqa", "general", "rag"]
-DecidedBy = Literal["debate", "prefilter:rules", "prefilter:logprob"]
-PrefilterName = Literal["rules", "logprob"]
 RiskLevel = Literal["none", "low", "moderate", "high"]
 GroundingBand = Literal["supported", "minor extrapolation", "suspicious", "likely hallucination"]
-RollupName = Literal["any-false", "strict", "soft", "major"]
 
 
 class _Model(BaseModel):
@@ -84,6 +98,24 @@ class Usage(_Model):
         return out
 
 
+class Failure(_Model):
+    """Why a stage could not finish its work on a claim or response. Never a verdict."""
+
+    kind: FailureKind
+    """What went wrong (model unavailable, reply unusable, ...)."""
+    message: str
+    """What happened, in one line."""
+    stage: str
+    """Where: extraction, evidence, prefilter:<name>, debate."""
+    transient: bool = False
+    """True when the same work may succeed later (endpoint down, timeouts, 5xx): such results are redone."""
+
+    @classmethod
+    def from_error(cls, exc: DebateError, stage: str) -> Failure:
+        transient = exc.transient_failure if isinstance(exc, EvidenceUnavailableError) else exc.transient
+        return cls(kind=exc.kind, message=str(exc), stage=stage, transient=transient)
+
+
 class Evidence(_Model):
     """One piece of evidence a claim is judged against."""
 
@@ -104,8 +136,8 @@ class Source(_Model):
 
     id: str = Field(min_length=1)
     """The source's id."""
-    text: str
-    """Its text."""
+    text: str = ""
+    """Its text (empty when only its id matters, e.g. for the citation rules)."""
     parent_id: str | None = None
     """The containing document's id; citing it is valid too."""
 
@@ -168,6 +200,8 @@ class Turn(_Model):
     """The agent's reasoning."""
     error: str | None = None
     """Why the turn produced no usable opinion."""
+    failure: Failure | None = None
+    """The typed failure behind `error`."""
     call: CallInfo
     """Model call metadata."""
 
@@ -176,7 +210,13 @@ class Turn(_Model):
         has_opinion = self.factuality is not None and self.error_severity is not None and self.opinion is not None
         if has_opinion == (self.error is not None):
             raise ValueError("a turn has either a complete opinion or an error")
+        if (self.error is None) != (self.failure is None):
+            raise ValueError("a failed turn has both `error` and `failure`")
         return self
+
+    @classmethod
+    def failed(cls, role: Role, failure: Failure, call: CallInfo) -> Turn:
+        return cls(role=role, error=failure.message, failure=failure, call=call)
 
     @classmethod
     def from_opinion(cls, role: Role, opinion: Opinion, call: CallInfo) -> Turn:
@@ -220,7 +260,7 @@ class DebateResult(_Model):
     """Every state visited, in order."""
     final: Opinion | None
     """The last Leader's opinion (S0's when no round ran); None when the debate failed."""
-    failure: str | None = None
+    failure: Failure | None = None
     """Why the debate could not finish."""
     usage: Usage = Field(default_factory=Usage)
     """Usage of all turns."""
@@ -266,6 +306,8 @@ class PrefilterDecision(_Model):
     """pass: not confident, the debate decides; skipped: the check could not run."""
     reason: str
     """Why."""
+    error_severity: int | None = Field(default=None, ge=0, le=5)
+    """Severity of the verdict, when the prefilter decided (factual or non_factual)."""
     grounding: GroundingResult | None = None
     """The logprob signals, for the logprob prefilter."""
     usage: Usage = Field(default_factory=Usage)
@@ -287,6 +329,8 @@ class ClaimVerdict(_Model):
     """Severity of the final opinion; None when unverifiable."""
     reason: str | None = None
     """Why the claim is unverifiable."""
+    failure: Failure | None = None
+    """The typed failure that made the claim unverifiable."""
     evidence: list[Evidence]
     """Evidence the agents saw."""
     debate: DebateResult | None
@@ -300,11 +344,12 @@ class ClaimVerdict(_Model):
 
     @classmethod
     def unverifiable(
-        cls, claim: Claim, reason: str, *, evidence: list[Evidence], debate: DebateResult | None, usage: Usage
-    ) -> ClaimVerdict:
+        cls, claim: Claim, failure: Failure, *, evidence: list[Evidence], debate: DebateResult | None, usage: Usage,
+        prefilters: list[PrefilterDecision] | None = None,
+    ) -> ClaimVerdict:  # fmt: skip
         return cls(
-            claim_id=claim.id, text=claim.text, status="unverifiable", factual=None, reason=reason,
-            evidence=evidence, debate=debate, usage=usage,
+            claim_id=claim.id, text=claim.text, status="unverifiable", factual=None, reason=failure.message,
+            failure=failure, evidence=evidence, debate=debate, usage=usage, prefilters=prefilters or [],
         )  # fmt: skip
 
     @classmethod
@@ -322,8 +367,8 @@ class ClaimVerdict(_Model):
     def _status_consistent(self) -> Self:
         if self.status == "verified" and (self.factual is None or self.error_severity is None or self.reason):
             raise ValueError("a verified claim has a verdict and severity and no reason")
-        if self.status == "unverifiable" and (self.factual is not None or not self.reason):
-            raise ValueError("an unverifiable claim has no verdict and gives a reason")
+        if self.status == "unverifiable" and (self.factual is not None or not self.reason or self.failure is None):
+            raise ValueError("an unverifiable claim has no verdict and gives a reason and its failure")
         return self
 
 
@@ -404,8 +449,8 @@ class CitationReport(_Model):
 class PrefilterSummary(_Model):
     """What the prefilter cascade did for a response."""
 
-    mode: Literal["rules", "logprob", "all"]
-    """Which prefilters ran."""
+    prefilters: list[PrefilterName]
+    """Which prefilters ran, in order."""
     citation: CitationReport | None = None
     """The response-level citation report (rag task, rules on)."""
     decided: int = Field(ge=0)
@@ -439,6 +484,8 @@ class Report(_Model):
     """Claim shares by status."""
     note: str | None = None
     """Why the verdict is what it is, when that needs saying (e.g. no checkable claims)."""
+    failure: Failure | None = None
+    """Set when a response-level stage (claim extraction, the subjective filter) failed: no claims were judged."""
     extraction: ExtractionInfo
     """How the claims were obtained."""
     prefilter: PrefilterSummary | None = None

@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from debate.api import Verifier
-from debate.cli import add_verifier_arguments, verifier_config
+from debate.chain import PAPER_TRANSITION_RULES
+from debate.cli import add_verifier_arguments, items_in_flight, verifier_config
 from debate.config import VerifierConfig
 from debate.errors import UsageError
 from experiments.data import DataError, default_data_dir
@@ -135,7 +136,7 @@ def _run(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None) ->
                 )
 
         asyncio.run(record_config())
-        run_with_ray(spec, run_dir, shards=args.shards, concurrency=args.concurrency)
+        run_with_ray(spec, run_dir, shards=args.shards, concurrency=items_in_flight(args))
         return run_dir, evaluate_run(run_dir, spec)
 
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -152,7 +153,7 @@ def _run(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None) ->
             progress.update(bar, advance=1, acc=f"acc {seen['correct'] / seen['n']:.3f}")
 
         metrics = asyncio.run(
-            run_experiment(spec, run_dir=run_dir, concurrency=args.concurrency, provenance=_provenance(spec),
+            run_experiment(spec, run_dir=run_dir, concurrency=items_in_flight(args), provenance=_provenance(spec),
                            on_record=advance)
         )  # fmt: skip
     return run_dir, metrics
@@ -204,14 +205,12 @@ def _ablation_dir(args: argparse.Namespace, kind: str) -> Path:
 
 
 def _ablate_transitions(args: argparse.Namespace) -> int:
-    from debate.chain import TRANSITION_RULES
-
     base = verifier_config(args).debate
     folder = _ablation_dir(args, "transitions")
     rows: list[tuple[str, dict[str, Any]]] = []
     points = []
-    for rule in TRANSITION_RULES:
-        debate = base.model_copy(update={"transition": rule, "min_rounds": 2, "max_rounds": max(base.max_rounds, 2)})
+    for rule in PAPER_TRANSITION_RULES:
+        debate = base.model_copy(update={"chain": rule, "min_rounds": 2, "max_rounds": max(base.max_rounds, 2)})
         spec = _spec(args, task="qa", debate=debate)
         _, metrics = _run(spec, args, out=folder / rule)
         rows.append((rule, metrics))

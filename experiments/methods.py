@@ -11,20 +11,21 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from agents.team import render_evidence
 from debate.api import Verifier
-from debate.claims import ExtractionError
+from debate.chain import MarkovChain, TurnRecord, transcript_result
 from debate.config import DebateConfig
-from debate.llm import ChatClient, ModelError, ModelRequestError
+from debate.errors import DebateError, ModelRequestError, ReplyUnusableError
+from debate.llm import ChatClient
 from debate.parsing import load_json_object, parse_factuality
 from debate.prompts import PromptTemplate, load_prompt
-from debate.runner import TurnRequest
-from debate.structured import ReplyError, ask_structured, call_info, converse
-from debate.types import Opinion, Report, Turn, Usage
+from debate.structured import ask_structured, call_info, converse
+from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, Report, Turn, Usage
 from experiments.data import Item
 
 __all__ = [
@@ -85,14 +86,14 @@ class DebateMethod:
         self._verifier = verifier
 
     async def predict(self, item: Item) -> Prediction:
-        try:
-            report = await self._verifier.verify(
-                item.response, question=item.question, reference=item.reference, task=item.task, claims=item.claims
-            )
-        except ExtractionError as exc:
+        report = await self._verifier.verify(
+            item.response, question=item.question, reference=item.reference, task=item.task, claims=item.claims
+        )
+        if report.failure is not None:
             return Prediction(
-                pred_factual=None, score=None, decided_by="error", usage=Usage(), report={}, error=str(exc)
-            )
+                pred_factual=None, score=None, decided_by="error", usage=report.usage,
+                report=report.model_dump(mode="json"), error=report.failure.message,
+            )  # fmt: skip
         return Prediction(
             pred_factual=report.factual,
             score=report.score,
@@ -120,12 +121,12 @@ _FACTOOL_FORMAT = 'a JSON object {"reasoning": "...", "error": "...", "correctio
 def _parse_factool(reply: str) -> Opinion:
     try:
         raw = {k.strip().lower(): v for k, v in load_json_object(reply).items()}
-    except ValueError as exc:
-        raise ReplyError(str(exc)) from exc
+    except ReplyUnusableError:
+        raise
     factuality = parse_factuality(raw.get("factuality"))
     reasoning = str(raw.get("reasoning") or "").strip()
     if not reasoning:
-        raise ReplyError('"reasoning" must be a non-empty string')
+        raise ReplyUnusableError('"reasoning" must be a non-empty string')
     error = str(raw.get("error") or "none").strip()
     text = f"{reasoning} Error: {error}. Correction: {str(raw.get('correction') or '').strip()}"
     return Opinion(
@@ -134,31 +135,34 @@ def _parse_factool(reply: str) -> Opinion:
 
 
 class FactoolTeam:
-    """Answers only the initial turn, with Factool's verification prompt (use with min_rounds = max_rounds = 0)."""
+    """One Factool-style verification call per claim, recorded as the initial state of a chain (no debate)."""
 
     def __init__(self, *, client: ChatClient, config: DebateConfig, prompt: PromptTemplate) -> None:
         self._client = client
         self._config = config
         self._prompt = prompt
 
-    async def speak(self, request: TurnRequest) -> Turn:
-        if request.role != "initial":
-            raise ValueError("the factool team only makes the initial verdict; run it with max_rounds=0")
-        system, user = self._prompt.render(claim=request.claim.text, evidence=render_evidence(request.evidence))
-        send, responses = converse(self._client, system, schema=_FACTOOL_SCHEMA, schema_name="factool")
+    async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
+        system, user = self._prompt.render(claim=claim.text, evidence=render_evidence(evidence))
+        send, responses = converse(self._client, system, schema=_FACTOOL_SCHEMA, schema_name="factool",
+                                   purpose="factool")  # fmt: skip
         try:
             outcome = await ask_structured(
                 send, user, _parse_factool, max_retries=self._config.max_parse_retries, expected=_FACTOOL_FORMAT
             )
-        except ModelError as exc:
+        except DebateError as exc:
             if isinstance(exc, ModelRequestError) and exc.fatal:
                 raise
             info = call_info(self._prompt, responses, max(1, len(responses)), [])
-            return Turn(role="initial", error=f"model call failed: {exc}", call=info)
-        info = call_info(self._prompt, responses, outcome.attempts, outcome.errors)
-        if outcome.value is None:
-            return Turn(role="initial", error=outcome.failure, call=info)
-        return Turn.from_opinion("initial", outcome.value, info)
+            turn = Turn.failed("initial", Failure.from_error(exc, "debate"), info)
+        else:
+            info = call_info(self._prompt, responses, outcome.attempts, outcome.errors)
+            if outcome.value is None:
+                failure = Failure(kind="reply_unusable", message=outcome.failure or "no usable reply", stage="debate")
+                turn = Turn.failed("initial", failure, info)
+            else:
+                turn = Turn.from_opinion("initial", outcome.value, info)
+        return transcript_result([TurnRecord(state="S0", round=0, position=0, turn=turn)])
 
 
 class FactoolTeamFactory:
@@ -167,10 +171,10 @@ class FactoolTeamFactory:
     def __init__(self, *, prompts_dir: str | None = None) -> None:
         self._prompt = load_prompt("factool_verify", prompts_dir)
 
-    def new_team(self, *, client: ChatClient, config: DebateConfig) -> FactoolTeam:
+    def new_team(self, *, client: ChatClient, config: DebateConfig, chain: MarkovChain) -> FactoolTeam:
         return FactoolTeam(client=client, config=config, prompt=self._prompt)
 
-    def prompt_hashes(self) -> dict[str, str]:
+    def prompt_hashes(self, chain: MarkovChain) -> dict[str, str]:
         return {self._prompt.name: self._prompt.sha256}
 
 
@@ -199,7 +203,7 @@ def _parse_judgement(reply: str) -> bool:
     text = re.sub(r"^\s*#?\s*your judgement\s*#?\s*:?", "", reply.strip(), flags=re.I)
     match = _JUDGE_REPLY.match(text)
     if match is None:
-        raise ReplyError('the reply must start with "Yes" or "No"')
+        raise ReplyUnusableError('the reply must start with "Yes" or "No"')
     return match.group(1).lower() == "yes"
 
 
@@ -230,7 +234,9 @@ class HaluEvalJudge:
 
     async def predict(self, item: Item) -> Prediction:
         system, user = self._render(item)
-        send, responses = converse(self._client, system, schema=_JUDGEMENT_SCHEMA, schema_name="judgement")
+        send, responses = converse(
+            self._client, system, schema=_JUDGEMENT_SCHEMA, schema_name="judgement", purpose="judge"
+        )
         started = time.perf_counter()
         outcome = await ask_structured(
             send, user, _parse_judgement, max_retries=self._max_retries, expected='"Yes" or "No"'

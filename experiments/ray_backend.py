@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from debate.api import Verifier
-from debate.batch import completed_keys
+from debate.jsonl import completed_keys
 from experiments.data import Item
 from experiments.runner import RunSpec, items_for, make_method, method_config, process_items
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -15,9 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from debate.api import Verifier
-from debate.batch import completed_keys
-from debate.concurrency import ordered_map
 from debate.config import DebateConfig, VerifierConfig
+from debate.jsonl import completed_keys, run_ordered
 from debate.llm import ChatClient
 from experiments.baselines import Baselines, tuning_pairs
 from experiments.data import Item, factprompts_items, halueval_items
@@ -46,7 +44,7 @@ class RunSpec(BaseModel):
     def digest(self) -> str:
         # The endpoint's key is excluded by VerifierConfig itself; concurrency does not change results.
         data = self.model_dump(mode="json")
-        data["verifier"].pop("concurrency", None)
+        data["verifier"].pop("claim_concurrency", None)
         data["verifier"].get("model", {}).pop("max_concurrency", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
@@ -69,7 +67,7 @@ def method_config(spec: RunSpec) -> VerifierConfig:
     """The Verifier config a method runs with (single and factool pin the chain to S0)."""
     config = spec.verifier
     if spec.method in ("single", "factool"):
-        s0 = DebateConfig(min_rounds=0, max_rounds=0, transition=config.debate.transition,
+        s0 = DebateConfig(min_rounds=0, max_rounds=0, chain=config.debate.chain,
                           max_parse_retries=config.debate.max_parse_retries)  # fmt: skip
         config = config.model_copy(update={"debate": s0})
     if spec.method == "factool":
@@ -94,12 +92,6 @@ def open_run_dir(spec: RunSpec, *, out: Path | None, runs_root: Path = Path("run
     if existing:
         return existing[-1]
     return runs_root / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-{name}"
-
-
-def _write_line(fh: Any, record: dict[str, Any]) -> None:
-    fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-    fh.flush()
-    os.fsync(fh.fileno())
 
 
 async def process_items(
@@ -134,12 +126,9 @@ async def process_items(
         }
 
     written = 0
-    with results_path.open("a", encoding="utf-8") as fh:
-        async for record in ordered_map((i for i in items if i.id not in done), run, limit=concurrency):
-            _write_line(fh, record)
-            written += 1
-            if on_record is not None:
-                on_record(record)
+    pending = (i for i in items if i.id not in done)
+    async for _ in run_ordered(pending, run, output=results_path, limit=concurrency, on_record=on_record):
+        written += 1
     return written
 
 

@@ -27,7 +27,7 @@ async def test_extraction_failure_is_recorded_and_the_batch_goes_on(tmp_path: Pa
         text = request.messages[-1].content
         if "Your reply could not be used" in text:
             return "still not json"
-        if request.messages[0].content.startswith("You extract"):
+        if request.purpose == "extract":
             if "Broken extraction" in text:
                 return "not json"
             return json.dumps({"claims": [text.split("Text: ")[-1].split("\n")[0]]})
@@ -37,17 +37,63 @@ async def test_extraction_failure_is_recorded_and_the_batch_goes_on(tmp_path: Pa
     config = VerifierConfig(
         debate=DebateConfig(min_rounds=0, max_rounds=0),
         retrieval=RetrievalConfig(retriever="bm25"),
-        concurrency=1,
+        claim_concurrency=1,
     )
     async with Verifier(config=config, client=client) as verifier:
         summary = await run_batch(
-            verifier=verifier, input_path=source, output_path=out, concurrency=1, task="summarization"
+            verifier=verifier, input_path=source, output_path=out, items_in_flight=1, task="summarization"
         )
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in records] == ["a", "b", "c"]
-    assert records[1]["error"]["kind"] == "extraction"
-    assert records[1]["error"]["message"].startswith(
-        "line 2: claim extraction failed: no usable reply after 3 attempts"
-    )
+    failure = records[1]["result"]["failure"]
+    assert failure["kind"] == "extraction_failed" and failure["stage"] == "extraction"
+    assert failure["message"].startswith("claim extraction failed: no usable reply after 3 attempts")
+    assert records[1]["result"]["verdict"] == "unverifiable" and records[1]["result"]["claims"] == []
     assert records[0]["result"]["task"] == "summarization" and records[2]["result"]["verdict"] == "factual"
-    assert (summary.processed, summary.errors, summary.factual) == (3, 1, 2)
+    assert (summary.processed, summary.failed, summary.factual) == (3, 1, 2)
+
+
+async def test_a_503_during_extraction_fails_that_item_only(tmp_path: Path) -> None:
+    """An endpoint outage while one item's claims are extracted gives that item a typed, transient failure; the
+    other items of the batch are verified."""
+    from fakes import FakeOpenAI, Reply, completion  # noqa: F401 - the fake endpoint of the HTTP tests
+
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    rows = [
+        {"id": "a", "response": "Paris is in France.", "reference": "Paris is the capital of France."},
+        {"id": "b", "response": "Outage here.", "reference": "Some document."},
+        {"id": "c", "response": "Lyon is in France.", "reference": "Lyon is a French city."},
+    ]
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def respond(body: dict[str, object]) -> Reply:
+        messages = body["messages"]
+        assert isinstance(messages, list)
+        text = messages[-1]["content"]
+        system = messages[0]["content"]
+        if "Outage here" in text:
+            return Reply(status=503, error_message="upstream down")
+        if system.startswith("You extract"):
+            return Reply(content=json.dumps({"claims": [text.split("Text: ")[-1].split("\n")[0]]}))
+        return Reply(content=op(True))
+
+    from debate.config import ModelConfig
+
+    with FakeOpenAI(responder=respond) as server:
+        config = VerifierConfig(
+            model=ModelConfig(base_url=server.base_url, model="fake-model", max_attempts=2, backoff_initial_s=0.01),
+            debate=DebateConfig(min_rounds=0, max_rounds=0),
+            retrieval=RetrievalConfig(retriever="bm25"),
+        )
+        async with Verifier(config=config) as verifier:
+            summary = await run_batch(
+                verifier=verifier, input_path=source, output_path=out, items_in_flight=2, task="summarization"
+            )
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == ["a", "b", "c"]
+    assert [r["result"]["verdict"] for r in records] == ["factual", "unverifiable", "factual"]
+    failure = records[1]["result"]["failure"]
+    assert failure["kind"] == "model_unavailable" and failure["transient"] is True
+    assert "503" in failure["message"] and failure["stage"] == "extraction"
+    assert records[0]["result"]["failure"] is None and records[2]["result"]["claims"][0]["factual"] is True
+    assert (summary.processed, summary.failed, summary.factual) == (3, 1, 2)

@@ -15,7 +15,6 @@ from debate.types import Usage
 
 SOURCES = {"1": "Paris is the capital and largest city of France.", "2": "The Seine flows through Paris."}
 ANSWER = "Paris is the capital of France [1]. The Seine flows through Paris [2]. Paris has ten million cats [9]."
-GROUNDING = "You check whether a claim is supported"
 
 
 def _yes(p: float) -> ChatResponse:
@@ -31,7 +30,7 @@ def _client(p: dict[str, tuple[float, float]] | None) -> ScriptedChatClient:
     """Agents always answer True; grounding calls get P(YES) per claim keyword: (full context, redacted)."""
 
     def reply(request: ChatRequest) -> str | ChatResponse:
-        if request.messages[0].content.startswith(GROUNDING):
+        if request.purpose == "grounding":
             user = request.messages[-1].content
             if p is None:
                 return "YES"  # an endpoint that returns no logprobs
@@ -48,18 +47,18 @@ def _verifier(client: ScriptedChatClient, *, min_rounds: int = 0, **prefilter: o
     config = VerifierConfig(
         debate=DebateConfig(min_rounds=min_rounds, max_rounds=max(min_rounds, 1)),
         prefilter=PrefilterConfig(**prefilter),  # type: ignore[arg-type]
-        concurrency=1,
+        claim_concurrency=1,
     )
     return Verifier(config=config, client=client)
 
 
 def _kinds(client: ScriptedChatClient) -> list[str]:
-    return ["grounding" if c.request.messages[0].content.startswith(GROUNDING) else "debate" for c in client.calls]
+    return ["grounding" if c.request.purpose == "grounding" else "debate" for c in client.calls]
 
 
 async def test_rules_decide_an_invalid_citation_without_a_debate() -> None:
     client = _client(None)
-    async with _verifier(client, mode="rules") as verifier:
+    async with _verifier(client, prefilters=["rules"]) as verifier:
         report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
     assert [c.text for c in report.claims] == [
         "Paris is the capital of France.",
@@ -82,7 +81,7 @@ async def test_rules_decide_an_invalid_citation_without_a_debate() -> None:
 async def test_grounded_claims_skip_the_debate_only_when_trusted() -> None:
     probabilities = {"capital": (0.95, 0.10), "Seine": (0.55, 0.50), "cats": (0.20, 0.20)}
     client = _client(probabilities)
-    async with _verifier(client, mode="logprob", trust_grounded=True, min_rounds=2) as verifier:
+    async with _verifier(client, prefilters=["logprob"], trust_grounded=True, min_rounds=2) as verifier:
         report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
     assert [c.decided_by for c in report.claims] == ["prefilter:logprob", "debate", "debate"]
     capital = report.claims[0]
@@ -103,7 +102,7 @@ async def test_grounded_claims_skip_the_debate_only_when_trusted() -> None:
 
 async def test_without_trust_grounded_every_claim_is_debated() -> None:
     client = _client({"capital": (0.95, 0.10), "Seine": (0.55, 0.50), "cats": (0.20, 0.20)})
-    async with _verifier(client, mode="logprob") as verifier:
+    async with _verifier(client, prefilters=["logprob"]) as verifier:
         report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
     assert [c.decided_by for c in report.claims] == ["debate"] * 3
     assert report.claims[0].prefilters[0].grounding is not None
@@ -112,7 +111,7 @@ async def test_without_trust_grounded_every_claim_is_debated() -> None:
 
 async def test_all_runs_rules_first_then_logprob() -> None:
     client = _client({"capital": (0.95, 0.10), "Seine": (0.55, 0.50), "cats": (0.20, 0.20)})
-    async with _verifier(client, mode="all", trust_grounded=True) as verifier:
+    async with _verifier(client, prefilters=["rules", "logprob"], trust_grounded=True) as verifier:
         report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
     assert [c.decided_by for c in report.claims] == ["prefilter:logprob", "debate", "prefilter:rules"]
     assert [d.name for d in report.claims[1].prefilters] == ["rules", "logprob"]
@@ -122,7 +121,7 @@ async def test_all_runs_rules_first_then_logprob() -> None:
 
 async def test_no_logprobs_is_said_once_and_nothing_is_decided() -> None:
     client = _client(None)
-    async with _verifier(client, mode="logprob", trust_grounded=True) as verifier:
+    async with _verifier(client, prefilters=["logprob"], trust_grounded=True) as verifier:
         report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
     assert [c.decided_by for c in report.claims] == ["debate"] * 3
     assert [c.prefilters[0].decision for c in report.claims] == ["skipped"] * 3
@@ -132,7 +131,7 @@ async def test_no_logprobs_is_said_once_and_nothing_is_decided() -> None:
 
 async def test_logprob_prefilter_on_other_tasks_uses_the_claims_evidence() -> None:
     client = _client({"Paris": (0.9, 0.2)})
-    async with _verifier(client, mode="logprob", trust_grounded=True) as verifier:
+    async with _verifier(client, prefilters=["logprob"], trust_grounded=True) as verifier:
         report = await verifier.verify("Paris", question="Capital of France?", reference=SOURCES["1"], task="qa")
     assert report.claims[0].decided_by == "prefilter:logprob"
     redacted = [c for c in client.calls if "[REDACTED]" in c.request.messages[-1].content]
@@ -140,6 +139,6 @@ async def test_logprob_prefilter_on_other_tasks_uses_the_claims_evidence() -> No
 
 
 async def test_rag_needs_sources() -> None:
-    async with _verifier(_client(None), mode="rules") as verifier:
+    async with _verifier(_client(None), prefilters=["rules"]) as verifier:
         with pytest.raises(ValueError, match="task rag needs the sources"):
             await verifier.verify(ANSWER, reference="just text", task="rag")

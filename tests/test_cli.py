@@ -101,7 +101,7 @@ def test_readable_report(tmp_path: Path) -> None:
         (["--question", "q"], "give a non-empty --answer"),
         (["--answer", "x", "--evidence", "@/no/such/file"], "cannot read /no/such/file"),
         (["--input", "in.jsonl"], "needs both --input and --output"),
-        (["--answer", "x", "--transition", "sideways"], "invalid choice"),
+        (["--answer", "x", "--transition", "sideways"], "unknown chain 'sideways'"),
         (["--answer", "x", "--temperature", "9"], "temperature"),
     ],
 )

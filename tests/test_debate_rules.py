@@ -30,11 +30,10 @@ def _system(request: ChatRequest) -> str:
 
 
 def _speaker(request: ChatRequest) -> str:
-    system = _system(request)
-    for role in ("Trust", "Skeptic", "Leader"):
-        if system.startswith(f"You are the {role} agent among three agents."):
-            return role.lower()
-    return "initial"
+    """The role that made the call, from the request's declared purpose (never from the prompt's wording)."""
+    family, _, role = request.purpose.partition(":")
+    assert family == "debate", request.purpose
+    return role
 
 
 def _chain(report: Report) -> list[str]:
@@ -62,7 +61,7 @@ async def test_transition_rule_picks_state_from_previous_verdict(
     # S0 says s0_verdict; round 1 agrees on the opposite verdict, so round 2's state follows from the Leader's verdict.
     flipped = not s0_verdict
     client = ScriptedChatClient([op(s0_verdict)] + [op(flipped)] * 3 + [op(flipped)] * 3)
-    report = await _run(client, transition=rule, min_rounds=2, max_rounds=2)
+    report = await _run(client, chain=rule, min_rounds=2, max_rounds=2)
     order = {"S1": ["trust", "skeptic", "leader"], "S2": ["skeptic", "trust", "leader"]}
     expected_second_state = {
         "true-to-skeptic": {True: "S2", False: "S1"},
@@ -263,7 +262,7 @@ async def test_report_records_config_prompts_and_usage() -> None:
     assert meta.config["debate"] == {
         "min_rounds": 2,
         "max_rounds": 5,
-        "transition": "true-to-skeptic",
+        "chain": "true-to-skeptic",
         "max_parse_retries": 2,
     }
     assert "api_key" not in meta.config["model"]

@@ -24,7 +24,7 @@ DATA = Path(__file__).parent / "fixtures" / "data"
 def spec(method: str = "mcmad", *, task: str = "qa", n: int = 4, **verifier: Any) -> RunSpec:
     return RunSpec(
         benchmark="halueval", task=task, n=n, seed=0, method=method, data_dir=str(DATA),  # type: ignore[arg-type]
-        verifier=VerifierConfig(concurrency=1, **verifier),
+        verifier=VerifierConfig(claim_concurrency=1, **verifier),
     )  # fmt: skip
 
 

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from debate.parsing import ReplyParseError, parse_opinion
+from debate.errors import ReplyUnusableError
+from debate.parsing import parse_opinion
 from debate.types import Opinion
 
 
@@ -60,5 +61,5 @@ def test_tolerant_of_format(text: str, expected: Opinion) -> None:
     ],
 )
 def test_never_guesses_a_verdict(text: str, message: str) -> None:
-    with pytest.raises(ReplyParseError, match=message):
+    with pytest.raises(ReplyUnusableError, match=message):
         parse_opinion(text)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from debate.prefilter import SourceRef, citation_check, extract_citations
+from debate.prefilter import citation_check, extract_citations
+from debate.types import Source
 
 LONG = "This sentence is comfortably longer than fifty characters in total"  # 66 chars without the period
 
@@ -23,7 +24,7 @@ def test_all_claims_cited_validly_is_low_risk() -> None:
 
 
 def test_parent_id_is_a_valid_citation() -> None:
-    report = citation_check("The report was published in 2021 [docA].", [SourceRef(id="docA#3", parent_id="docA")])
+    report = citation_check("The report was published in 2021 [docA].", [Source(id="docA#3", parent_id="docA")])
     assert report.valid_citations == ["docA"] and report.risk_level == "low"
 
 

@@ -9,7 +9,7 @@ import pytest
 from fakes import FakeOpenAI, Reply
 
 from debate.config import ModelConfig
-from debate.llm import ChatResponse, TokenLogprob, TopLogprob
+from debate.llm import ChatRequest, ChatResponse, TokenLogprob, TopLogprob
 from debate.llm.openai_client import OpenAIChatClient
 from debate.prefilter import LogprobGroundingCheck, grounding_score, kl_bernoulli, yes_probability
 from debate.types import Usage
@@ -110,48 +110,56 @@ def _logprob_reply(body: dict[str, Any]) -> Reply:
 
 
 async def test_check_over_http_reads_p1_and_p0_from_logprobs() -> None:
+    sources = {"1": "Paris is the capital of France.", "2": "Unrelated."}
     with FakeOpenAI(responder=_logprob_reply) as server:
         client = OpenAIChatClient(config=ModelConfig(base_url=server.base_url, model="fake-model"))
         check = LogprobGroundingCheck(client)
-        result = await check.check(
-            "Paris is the capital of France [1]. It has many museums. Ok.",
-            {"1": "Paris is the capital of France.", "2": "Unrelated."},
-        )
+        cited, cited_usage = await check.check_claim("Paris is the capital of France.", ["1"], sources)
+        uncited, uncited_usage = await check.check_claim("It has many museums.", [], sources)
         await client.aclose()
-    assert result.available is True and result.skipped == 1  # "Ok." is shorter than 15 characters
-    cited, uncited = result.claims
-    assert cited.citations == ["1"]
-    assert (cited.result.p1, cited.result.p0) == (pytest.approx(0.9), pytest.approx(0.3))
-    assert cited.result.grounded is True and cited.result.confidence == 1.0
-    assert uncited.citations == [] and uncited.result.p0 == uncited.result.p1 == pytest.approx(0.9)
-    assert uncited.result.confidence == pytest.approx(0.63) and uncited.result.grounded is True
-    assert result.grounded is True and result.usage.llm_calls == 3  # two for the cited claim, one for the uncited
+    assert cited is not None and uncited is not None
+    assert (cited.p1, cited.p0) == (pytest.approx(0.9), pytest.approx(0.3))
+    assert cited.grounded is True and cited.confidence == 1.0
+    assert uncited.p0 == uncited.p1 == pytest.approx(0.9)
+    assert uncited.confidence == pytest.approx(0.63) and uncited.grounded is True
+    assert (cited_usage.llm_calls, uncited_usage.llm_calls) == (2, 1)  # two for the cited claim, one for the other
     sent = [r for r in server.requests]
     assert all(r["logprobs"] is True and r["top_logprobs"] == 10 and r["max_tokens"] == 1 for r in sent)
+    assert all("purpose" not in r for r in sent)  # our routing label is never sent to the endpoint
     redacted = [r for r in sent if "[REDACTED]" in r["messages"][-1]["content"]]
     assert len(redacted) == 1
     assert "[1] [REDACTED]" in redacted[0]["messages"][-1]["content"]
     assert "[2] Unrelated." in redacted[0]["messages"][-1]["content"]
 
 
-async def test_endpoint_without_logprobs_is_skipped_not_guessed(caplog: pytest.LogCaptureFixture) -> None:
+async def test_endpoint_without_logprobs_is_skipped_not_guessed() -> None:
     with FakeOpenAI(responder=lambda body: Reply(content="YES")) as server:
         client = OpenAIChatClient(config=ModelConfig(base_url=server.base_url, model="fake-model"))
         check = LogprobGroundingCheck(client)
-        first = await check.check("Paris is the capital of France [1].", {"1": "Paris."})
-        second = await check.check("Lyon is a large city in France [1].", {"1": "Lyon."})
+        result, usage = await check.check_claim("Paris is the capital of France.", ["1"], {"1": "Paris."})
         await client.aclose()
-    for result in (first, second):
-        assert result.available is False and result.grounded is None and result.claims == []
-        assert result.note is not None and "no logprobs" in result.note
-    assert sum("no logprobs" in r.message for r in caplog.records) == 1  # said once
+    assert result is None and usage.llm_calls == 1  # asked once, nothing guessed
 
 
 async def test_at_most_max_claims_are_checked() -> None:
-    with FakeOpenAI(responder=_logprob_reply) as server:
-        client = OpenAIChatClient(config=ModelConfig(base_url=server.base_url, model="fake-model"))
-        check = LogprobGroundingCheck(client, max_claims=2)
-        text = " ".join(f"Sentence number {i} is long enough." for i in range(5))
-        result = await check.check(text, {})
-        await client.aclose()
-    assert len(result.claims) == 2 and result.skipped == 3 and len(server.requests) == 2
+    from conftest import op
+
+    from debate import DebateConfig, Verifier, VerifierConfig
+    from debate.config import PrefilterConfig
+    from debate.testing import ScriptedChatClient
+
+    def grounding(request: ChatRequest) -> ChatResponse:
+        return _response("YES", {"YES": 0.6, "NO": 0.4})
+
+    client = ScriptedChatClient({"grounding": [grounding] * 2, "debate": [op(True)] * 5})
+    config = VerifierConfig(
+        debate=DebateConfig(min_rounds=0, max_rounds=0),
+        prefilter=PrefilterConfig(prefilters=["logprob"], max_claims=2),
+    )
+    claims = [f"Sentence number {i} is long enough." for i in range(5)]
+    async with Verifier(config=config, client=client) as verifier:
+        report = await verifier.verify("five sentences", task="general", claims=claims)
+    decisions = [c.prefilters[0] for c in report.claims]
+    assert [d.decision for d in decisions] == ["pass", "pass", "skipped", "skipped", "skipped"]
+    assert decisions[2].reason == "beyond the first 2 claims of the response"
+    assert client.purposes().count("grounding") == 2 and client.remaining == 0

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from agents.team import AutogenTeamFactory
+from debate.chain import load_chain
 from debate.prompts import PromptError, load_prompt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,8 +28,22 @@ def test_initial_prompt_names_no_debate_role() -> None:
 
 
 def test_hash_is_sha256_of_the_file() -> None:
-    prompt = load_prompt("leader")
-    assert prompt.sha256 == hashlib.sha256((ROOT / "prompts" / "leader.toml").read_bytes()).hexdigest()
+    prompt = load_prompt("reask")
+    assert prompt.sha256 == hashlib.sha256((ROOT / "prompts" / "reask.toml").read_bytes()).hexdigest()
+
+
+def test_the_severity_rubric_is_one_file_included_where_needed(tmp_path: Path) -> None:
+    rubric = (ROOT / "prompts" / "severity_rubric.txt").read_text().rstrip("\n")
+    for name in ("initial", "trust", "skeptic", "leader"):
+        assert "Error severity scale" not in (ROOT / "prompts" / f"{name}.toml").read_text()
+        system, _ = load_prompt(name).render(**dict.fromkeys(load_prompt(name).variables, "x"))
+        assert rubric in system
+    # The hash covers the included text: editing the rubric changes every including prompt's hash.
+    for name in ("leader", "reask"):
+        (tmp_path / f"{name}.toml").write_bytes((ROOT / "prompts" / f"{name}.toml").read_bytes())
+    (tmp_path / "severity_rubric.txt").write_text(rubric.replace("0 - no error", "0 - none at all") + "\n")
+    assert load_prompt("leader", str(tmp_path)).sha256 != load_prompt("leader").sha256
+    assert "0 - none at all" in load_prompt("leader", str(tmp_path)).render(claim="c", evidence="e", opinions="o")[0]
 
 
 def test_missing_or_unexpected_variable_fails_loudly() -> None:
@@ -67,5 +82,6 @@ def test_team_factory_checks_role_variables(tmp_path: Path) -> None:
     for name in ("initial", "trust", "skeptic", "leader", "reask"):
         (tmp_path / f"{name}.toml").write_bytes((ROOT / "prompts" / f"{name}.toml").read_bytes())
     (tmp_path / "trust.toml").write_text('variables = ["claim", "evidence"]\nsystem = "x"\nuser = "$claim $evidence"\n')
-    with pytest.raises(PromptError, match="the trust agent supplies"):
-        AutogenTeamFactory(prompts_dir=str(tmp_path))
+    (tmp_path / "severity_rubric.txt").write_bytes((ROOT / "prompts" / "severity_rubric.txt").read_bytes())
+    with pytest.raises(PromptError, match=r"role trust, sees previous.*the agent supplies"):
+        AutogenTeamFactory(prompts_dir=str(tmp_path)).prompt_hashes(load_chain("true-to-skeptic"))

@@ -3,13 +3,20 @@ from __future__ import annotations
 import pytest
 
 from debate.rollup import claim_credit, claim_ratios, response_score, roll_up
-from debate.types import ClaimVerdict
+from debate.types import ClaimVerdict, Failure
 
 
 def v(factual: bool | None, severity: int | None = 0) -> ClaimVerdict:
     if factual is None:
         return ClaimVerdict(
-            claim_id="c", text="t", status="unverifiable", factual=None, reason="x", evidence=[], debate=None
+            claim_id="c",
+            text="t",
+            status="unverifiable",
+            factual=None,
+            reason="x",
+            evidence=[],
+            debate=None,
+            failure=Failure(kind="model_unavailable", message="x", stage="debate", transient=True),
         )
     return ClaimVerdict(
         claim_id="c", text="t", status="verified", factual=factual, error_severity=severity, evidence=[], debate=None

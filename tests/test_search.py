@@ -17,7 +17,8 @@ from fastapi.responses import JSONResponse
 
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.config import SearchConfig
-from debate.search import LocalCollectionSearch, SearchError, SerperSearch
+from debate.errors import EvidenceUnavailableError
+from debate.search import LocalCollectionSearch, SerperSearch
 from debate.testing import ScriptedChatClient
 
 BODY = {
@@ -91,7 +92,7 @@ async def test_serper_retries_transient_errors(serper: FakeSerper) -> None:
 @pytest.mark.parametrize("serper", [[401, 401]], indirect=True)
 async def test_serper_rejected_key_fails_at_once(serper: FakeSerper) -> None:
     backend = SerperSearch(SearchConfig(backend="serper", base_url=serper.url, api_key="bad"))
-    with pytest.raises(SearchError, match="HTTP 401"):
+    with pytest.raises(EvidenceUnavailableError, match="HTTP 401"):
         await backend.search("q", 2)
     await backend.aclose()
     assert len(serper.requests) == 1

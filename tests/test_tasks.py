@@ -10,7 +10,6 @@ import pytest
 from conftest import op
 
 from debate import DebateConfig, Verifier, VerifierConfig
-from debate.claims import ExtractionError
 from debate.config import ClaimConfig, RetrievalConfig, SearchConfig
 from debate.llm import ChatRequest
 from debate.testing import ScriptedChatClient
@@ -18,18 +17,12 @@ from debate.testing import ScriptedChatClient
 FIXTURE = Path(__file__).parent / "fixtures" / "halueval_summarization_icc.jsonl"
 RECORD = json.loads(FIXTURE.read_text())
 
-KINDS = {
-    "You extract checkable factual claims": "extract",
-    "You extract knowledge triplets": "triplets",
-    "You remove the subjective parts": "filter",
-    "You write web search queries": "queries",
-    "You are a careful fact-checker.": "initial",
-}
+KINDS = {"extract": "extract", "subjective_filter": "filter", "queries": "queries", "debate:initial": "initial"}
 
 
 def kind_of(request: ChatRequest) -> str:
-    system = request.messages[0].content if request.messages[0].role == "system" else ""
-    return next((k for prefix, k in KINDS.items() if system.startswith(prefix)), "agent")
+    """What a call is for, from its declared purpose (never from the prompt's wording)."""
+    return KINDS.get(request.purpose, "agent")
 
 
 def router(replies: dict[str, Callable[[ChatRequest], str] | str], n: int = 50) -> ScriptedChatClient:
@@ -41,7 +34,7 @@ def router(replies: dict[str, Callable[[ChatRequest], str] | str], n: int = 50) 
 
 
 def verifier(client: ScriptedChatClient, **overrides: object) -> Verifier:
-    config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0), concurrency=1, **overrides)  # type: ignore[arg-type]
+    config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0), claim_concurrency=1, **overrides)  # type: ignore[arg-type]
     return Verifier(config=config, client=client)
 
 
@@ -167,7 +160,7 @@ async def test_general_with_local_search_generates_queries_and_uses_results(tmp_
 
 
 async def test_triplet_format_renders_sentences_for_the_debate() -> None:
-    client = router({"triplets": json.dumps({"triplets": [["Palestine", "joined", "the ICC"]]}), "initial": op(True)})
+    client = router({"extract": json.dumps({"triplets": [["Palestine", "joined", "the ICC"]]}), "initial": op(True)})
     async with verifier(client, claims=ClaimConfig(format="triplet"), retrieval=RetrievalConfig(retriever="bm25")) as v:
         report = await v.verify("Palestine joined the ICC.", reference=RECORD["document"], task="summarization")
     claim = report.claims[0]
@@ -176,12 +169,15 @@ async def test_triplet_format_renders_sentences_for_the_debate() -> None:
     assert report.extraction.method == "llm-triplets"
 
 
-async def test_extraction_is_reasked_then_fails_as_an_error_not_a_verdict() -> None:
+async def test_extraction_is_reasked_then_fails_as_a_typed_failure_not_a_verdict() -> None:
     client = ScriptedChatClient(["no json here", '{"claims": "one"}', '{"claims": [1, 2]}'])
     config = VerifierConfig(claims=ClaimConfig(max_parse_retries=2), retrieval=RetrievalConfig(retriever="bm25"))
     async with Verifier(config=config, client=client) as v:
-        with pytest.raises(ExtractionError, match="after 3 attempts"):
-            await v.verify("A summary.", reference=RECORD["document"], task="summarization")
+        report = await v.verify("A summary.", reference=RECORD["document"], task="summarization")
+    # A typed failure on the response, never a verdict: no claim was judged.
+    assert report.failure is not None and report.failure.kind == "extraction_failed"
+    assert "after 3 attempts" in report.failure.message and report.failure.transient is False
+    assert (report.verdict, report.factual, report.claims) == ("unverifiable", None, [])
     reask = client.calls[1].request.messages
     assert [m.role for m in reask] == ["system", "user", "assistant", "user"]
     assert 'Reply again with only a JSON object {"claims"' in reask[-1].content
@@ -196,11 +192,12 @@ async def test_claims_of_one_response_run_concurrently_and_keep_order() -> None:
     client = router({"extract": json.dumps({"claims": claims}), "initial": initial})
     client._delay_s = 0.05
     config = VerifierConfig(
-        debate=DebateConfig(min_rounds=0, max_rounds=0), concurrency=3, retrieval=RetrievalConfig(retriever="bm25")
-    )
+        debate=DebateConfig(min_rounds=0, max_rounds=0), claim_concurrency=3,
+        retrieval=RetrievalConfig(retriever="bm25"),
+    )  # fmt: skip
     async with Verifier(config=config, client=client) as v:
         report = await v.verify("Six claims.", reference=RECORD["document"], task="summarization")
     assert [c.text for c in report.claims] == claims
     assert [c.claim_id for c in report.claims] == [f"c{i}" for i in range(6)]
     assert [c.factual for c in report.claims] == [True, True, True, False, True, True]
-    assert client.max_in_flight == 3  # bounded by config.concurrency
+    assert client.max_in_flight == 3  # bounded by config.claim_concurrency

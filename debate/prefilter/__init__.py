@@ -1,10 +1,13 @@
-"""Cheap checks that run before any debate: citation rules, logprob grounding, tool-call audits."""
+"""Cheap checks that run before any debate: citation rules, logprob grounding, tool-call audits.
 
-from debate.prefilter.citations import SourceRef, citation_check, extract_citations
+The `rules` and `logprob` prefilters register themselves in `debate.stages.PREFILTERS` when this package is
+imported; a plugin prefilter is one more module registering itself, or an entry point in `markov_debate.prefilters`.
+"""
+
+from debate.prefilter.citations import INVALID_CITATION_SEVERITY, RulesPrefilter, citation_check, extract_citations
 from debate.prefilter.grounding import (
-    ClaimGrounding,
     LogprobGroundingCheck,
-    ResponseGrounding,
+    LogprobPrefilter,
     grounding_score,
     kl_bernoulli,
     yes_probability,
@@ -22,15 +25,15 @@ from debate.prefilter.tools import (
 from debate.types import CitationReport, GroundingResult
 
 __all__ = [
+    "INVALID_CITATION_SEVERITY",
     "AllowListChecker",
     "CitationReport",
-    "ClaimGrounding",
     "FactChecker",
     "GroundingResult",
     "LogprobGroundingCheck",
+    "LogprobPrefilter",
     "PermissionChecker",
-    "ResponseGrounding",
-    "SourceRef",
+    "RulesPrefilter",
     "ToolCallChecker",
     "ToolCallFinding",
     "ToolDefinition",

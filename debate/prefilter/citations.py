@@ -5,28 +5,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from pydantic import BaseModel, ConfigDict
-
 from debate.retrieval import split_sentences
-from debate.types import CitationReport, RiskLevel
+from debate.stages import PREFILTERS, Plan, StageContext
+from debate.types import CitationReport, Claim, Evidence, PrefilterDecision, RiskLevel, Source
 
-__all__ = ["CitationReport", "SourceRef", "citation_check", "extract_citations", "known_source_ids"]
+__all__ = ["INVALID_CITATION_SEVERITY", "RulesPrefilter", "citation_check", "extract_citations", "known_source_ids"]
+
+INVALID_CITATION_SEVERITY = 4
+"""A claim that cites a source that was never given is decided non-factual with this severity (0-5 rubric)."""
 
 
 _CITATION = re.compile(r"\[([^\[\]\n]{1,200})\]")
 _UNCITED_MIN_CHARS = 50
 _CLAIM_MIN_CHARS = 20
-
-
-class SourceRef(BaseModel):
-    """A retrievable source: a chunk id and, optionally, the id of the document it belongs to."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str
-    """The source's own id."""
-    parent_id: str | None = None
-    """The containing document's id; citing it is valid too."""
 
 
 def extract_citations(text: str) -> list[str]:
@@ -37,7 +28,7 @@ def extract_citations(text: str) -> list[str]:
     return ids
 
 
-def known_source_ids(sources: Iterable[str | SourceRef]) -> set[str]:
+def known_source_ids(sources: Iterable[str | Source]) -> set[str]:
     known: set[str] = set()
     for source in sources:
         if isinstance(source, str):
@@ -63,7 +54,7 @@ def _nothing(note: str) -> CitationReport:
     )
 
 
-def citation_check(answer: str, source_ids: Sequence[str | SourceRef]) -> CitationReport:
+def citation_check(answer: str, source_ids: Sequence[str | Source]) -> CitationReport:
     """Check an answer's citations against the ids of the sources it was given.
 
     Risk is high when the score exceeds 0.6, or any citation is invalid, or 3 or more long sentences are uncited, or
@@ -100,3 +91,38 @@ def citation_check(answer: str, source_ids: Sequence[str | SourceRef]) -> Citati
         citation_ratio=ratio,
         total_claims=len(claims),
     )
+
+
+class RulesPrefilter:
+    """Citation rules: a claim citing a source that was never given is decided non-factual (rag task)."""
+
+    name = "rules"
+
+    def __init__(self, ctx: StageContext) -> None:
+        self._decides = ctx.config.prefilter.invalid_citation_decides
+
+    def prompt_hashes(self) -> dict[str, str]:
+        return {}
+
+    async def check(self, claim: Claim, index: int, evidence: Sequence[Evidence], plan: Plan) -> PrefilterDecision:
+        if plan.sources is None:
+            return PrefilterDecision(name=self.name, decision="skipped", reason="no cited sources to check")
+        known = known_source_ids(plan.sources)
+        invalid = [c for c in claim.citations if c not in known]
+        if invalid and self._decides:
+            reason = f"cites source(s) that were not given: {', '.join(invalid)}"
+            return PrefilterDecision(
+                name=self.name, decision="non_factual", reason=reason, error_severity=INVALID_CITATION_SEVERITY
+            )
+        if not claim.citations:
+            return PrefilterDecision(name=self.name, decision="pass", reason="the claim cites no source")
+        return PrefilterDecision(name=self.name, decision="pass", reason="every citation names a given source")
+
+    def response_report(self, response: str, plan: Plan) -> CitationReport | None:
+        return None if plan.sources is None else citation_check(response, plan.sources)
+
+    def note(self) -> str | None:
+        return None
+
+
+PREFILTERS.register("rules", RulesPrefilter)

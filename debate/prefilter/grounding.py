@@ -11,19 +11,15 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from debate.llm import ChatClient, ChatMessage, ChatRequest, ChatResponse
-from debate.prefilter.citations import extract_citations
 from debate.prompts import load_prompt
-from debate.retrieval import split_sentences
-from debate.types import GroundingBand, GroundingResult, Usage
+from debate.stages import PREFILTERS, Plan, StageContext
+from debate.types import CitationReport, Claim, Evidence, GroundingBand, GroundingResult, PrefilterDecision, Usage
 
 __all__ = [
-    "ClaimGrounding",
     "GroundingResult",
     "LogprobGroundingCheck",
-    "ResponseGrounding",
+    "LogprobPrefilter",
     "grounding_score",
     "kl_bernoulli",
     "yes_probability",
@@ -93,38 +89,6 @@ def yes_probability(response: ChatResponse) -> float | None:
     return min(1.0, sum(math.exp(lp) for token, lp in alternatives.items() if token.strip().upper() == "YES"))
 
 
-class ClaimGrounding(BaseModel):
-    """One checked sentence of a response."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    claim: str
-    """The sentence."""
-    citations: list[str]
-    """Ids it cites (known sources only)."""
-    result: GroundingResult
-    """The signals."""
-
-
-class ResponseGrounding(BaseModel):
-    """The grounding check over a response."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    available: bool
-    """False when the endpoint returned no logprobs (the check was skipped, nothing guessed)."""
-    claims: list[ClaimGrounding]
-    """Checked claims (>= 15 characters, at most max_claims)."""
-    skipped: int = 0
-    """Sentences not checked (too short, or beyond max_claims)."""
-    grounded: bool | None
-    """>= 70% of checked claims grounded; None when nothing was checked."""
-    note: str | None = None
-    """Why the check was skipped or partial."""
-    usage: Usage = Field(default_factory=Usage)
-    """Model usage of the check."""
-
-
 def _context(sources: Mapping[str, str], redacted: Sequence[str]) -> str:
     return "\n".join(f"[{sid}] {'[REDACTED]' if sid in redacted else text}" for sid, text in sources.items())
 
@@ -132,15 +96,12 @@ def _context(sources: Mapping[str, str], redacted: Sequence[str]) -> str:
 class LogprobGroundingCheck:
     """Asks the endpoint one-token YES/NO/UNSURE questions and reads P(YES) from its logprobs."""
 
-    def __init__(self, client: ChatClient, *, max_claims: int = 10, min_chars: int = 15, target: float = 0.95,
-                 top_logprobs: int = 10) -> None:  # fmt: skip
+    def __init__(self, client: ChatClient, *, target: float = 0.95, top_logprobs: int = 10,
+                 prompts_dir: str | None = None) -> None:  # fmt: skip
         self._client = client
-        self._max_claims = max_claims
-        self._min_chars = min_chars
         self._target = target
         self._top = top_logprobs
-        self._prompt = load_prompt("grounding")
-        self._warned = False
+        self._prompt = load_prompt("grounding", prompts_dir)
 
     @property
     def prompt_hash(self) -> str:
@@ -150,7 +111,7 @@ class LogprobGroundingCheck:
         system, user = self._prompt.render(context=context or "(no context)", claim=claim)
         messages = [ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]
         response = await self._client.complete(
-            ChatRequest(messages=messages, logprobs=True, top_logprobs=self._top, max_tokens=1)
+            ChatRequest(messages=messages, logprobs=True, top_logprobs=self._top, max_tokens=1, purpose="grounding")
         )
         return yes_probability(response), response.usage
 
@@ -171,37 +132,69 @@ class LogprobGroundingCheck:
             p0 = p1
         return grounding_score(p1, p0, bool(cited), target=self._target), usage
 
-    async def check(self, response: str, sources: Mapping[str, str]) -> ResponseGrounding:
-        """Check each sentence of `response` (claims of >= min_chars characters, at most max_claims)."""
-        sentences = split_sentences(response)
-        eligible = [s for s in sentences if len(s) >= self._min_chars]
-        chosen = eligible[: self._max_claims]
-        skipped = len(sentences) - len(chosen)
-        results: list[ClaimGrounding] = []
-        usage = Usage()
-        for sentence in chosen:
-            citations = [c for c in extract_citations(sentence) if c in sources]
-            result, spent = await self.check_claim(sentence, citations, sources)
-            usage = usage + spent
-            if result is None:
-                if not self._warned:
-                    log.warning("the endpoint returned no logprobs; the logprob grounding check is skipped")
-                    self._warned = True
-                return ResponseGrounding(
-                    available=False,
-                    claims=[],
-                    skipped=len(sentences),
-                    grounded=None,
-                    note="the endpoint returned no logprobs; grounding check skipped",
-                    usage=usage,
-                )
-            results.append(ClaimGrounding(claim=sentence, citations=citations, result=result))
-        grounded = None if not results else sum(r.result.grounded for r in results) / len(results) >= 0.7
-        note = (
-            f"{skipped} sentences not checked (shorter than {self._min_chars} characters or beyond {self._max_claims})"
-            if skipped
-            else None
+
+_NO_LOGPROBS = "the endpoint returned no logprobs; the logprob check is skipped"
+
+
+class LogprobPrefilter:
+    """Logprob grounding: with `trust_grounded`, a strongly grounded claim is decided factual without a debate."""
+
+    name = "logprob"
+
+    def __init__(self, ctx: StageContext) -> None:
+        self._config = ctx.config.prefilter
+        self._check = LogprobGroundingCheck(
+            ctx.client, target=self._config.target, top_logprobs=self._config.top_logprobs,
+            prompts_dir=ctx.prompts_dir,
+        )  # fmt: skip
+        self.logprobs_unavailable = False
+
+    def prompt_hashes(self) -> dict[str, str]:
+        return {"grounding": self._check.prompt_hash}
+
+    def _skip(self, reason: str, usage: Usage | None = None) -> PrefilterDecision:
+        return PrefilterDecision(name=self.name, decision="skipped", reason=reason, usage=usage or Usage())
+
+    async def check(self, claim: Claim, index: int, evidence: Sequence[Evidence], plan: Plan) -> PrefilterDecision:
+        cfg = self._config
+        if self.logprobs_unavailable:
+            return self._skip(_NO_LOGPROBS)
+        if len(claim.text) < cfg.min_chars:
+            return self._skip(f"shorter than {cfg.min_chars} characters")
+        if index >= cfg.max_claims:
+            return self._skip(f"beyond the first {cfg.max_claims} claims of the response")
+        if plan.sources is not None:
+            context = {s.id: s.text for s in plan.sources}
+            cited = {c for c in claim.citations}
+            cited_ids = [
+                s.id for s in plan.sources if s.id in cited or (s.parent_id is not None and s.parent_id in cited)
+            ]
+        else:
+            # Outside RAG, the claim's evidence plays the cited sources: does it raise P(YES)?
+            context = {f"E{i}": e.text for i, e in enumerate(evidence, start=1)}
+            cited_ids = list(context)
+        result, usage = await self._check.check_claim(claim.text, cited_ids, context)
+        if result is None:
+            if not self.logprobs_unavailable:
+                log.warning(_NO_LOGPROBS)
+            self.logprobs_unavailable = True
+            return self._skip(_NO_LOGPROBS, usage)
+        summary = (
+            f"p1={result.p1:.3f} p0={result.p0:.3f} confidence={result.confidence:.2f} "
+            f"grounded={result.grounded} budget gap={result.budget_gap_bits:.2f} bits ({result.band})"
         )
-        return ResponseGrounding(
-            available=True, claims=results, skipped=skipped, grounded=grounded, note=note, usage=usage
-        )
+        if cfg.trust_grounded and result.grounded and result.confidence >= cfg.grounded_confidence:
+            return PrefilterDecision(
+                name=self.name, decision="factual", reason=f"strongly grounded: {summary}", error_severity=0,
+                grounding=result, usage=usage,
+            )  # fmt: skip
+        return PrefilterDecision(name=self.name, decision="pass", reason=summary, grounding=result, usage=usage)
+
+    def response_report(self, response: str, plan: Plan) -> CitationReport | None:
+        return None
+
+    def note(self) -> str | None:
+        return _NO_LOGPROBS if self.logprobs_unavailable else None
+
+
+PREFILTERS.register("logprob", LogprobPrefilter)

@@ -1,0 +1,213 @@
+"""The pipeline's stages as small protocols, and one registry per stage.
+
+    plan (Task) -> evidence (EvidenceSource) -> prefilters (Prefilter, in config order) -> debate (Team over a
+    chain) -> rollup -> Report
+
+The Verifier only orchestrates these; it names no task, prefilter, chain or rollup. Each registry loads the
+project's built-ins on first use and installed plugins from the entry point group `markov_debate.<stage>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from debate.registry import Registry
+from debate.types import (
+    CitationReport,
+    Claim,
+    ClaimVerdict,
+    DebateResult,
+    Evidence,
+    ExtractionInfo,
+    PrefilterDecision,
+    ReportVerdict,
+    Source,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from debate.chain import MarkovChain
+    from debate.config import DebateConfig, SearchConfig, VerifierConfig
+    from debate.llm import ChatClient
+    from debate.retrieval import RetrievalCache
+
+__all__ = [
+    "PREFILTERS",
+    "RETRIEVERS",
+    "ROLLUPS",
+    "SEARCH_BACKENDS",
+    "TASKS",
+    "TEAMS",
+    "EvidenceSource",
+    "Plan",
+    "Prefilter",
+    "PrefilterFactory",
+    "Reference",
+    "Retriever",
+    "Rollup",
+    "RollupRule",
+    "SearchBackend",
+    "SearchHit",
+    "StageContext",
+    "Task",
+    "TaskInput",
+    "Team",
+    "TeamFactory",
+]
+
+Reference = str | Sequence[Evidence] | Sequence[Source] | Mapping[str, str]
+"""Knowledge text, a document, evidence items, or RAG sources ({id: text} or Source items)."""
+
+
+@dataclass(frozen=True)
+class TaskInput:
+    """One response to verify, as the caller gave it."""
+
+    response: str
+    question: str | None = None
+    reference: Reference | None = None
+    reference_source: str | None = None
+    """Where the reference came from (a file, a batch line), recorded on its evidence."""
+    claims: Sequence[str] | None = None
+    """Claims to verify instead of extracting them."""
+
+
+class EvidenceSource(Protocol):
+    """Gives each claim its evidence. Raises a DebateError (e.g. EvidenceUnavailableError) when it cannot."""
+
+    async def evidence(self, claim: Claim) -> tuple[list[Evidence], Usage]: ...
+
+
+@dataclass
+class Plan:
+    """What a task made of a response: its claims and where each claim's evidence comes from."""
+
+    claims: list[Claim]
+    extraction: ExtractionInfo
+    evidence: EvidenceSource
+    notes: list[str] = field(default_factory=list)
+    sources: list[Source] | None = None
+    """RAG sources, when the task has them (prefilters check citations against them)."""
+
+
+class StageContext(Protocol):
+    """What stages may use: the model client, the configuration, and shared, lazily built resources."""
+
+    @property
+    def client(self) -> ChatClient: ...
+
+    @property
+    def config(self) -> VerifierConfig: ...
+
+    @property
+    def prompts_dir(self) -> str | None: ...
+
+    @property
+    def cache(self) -> RetrievalCache: ...
+
+    def retriever(self) -> Retriever: ...
+
+    def search_backend(self) -> SearchBackend | None: ...
+
+
+class Task(Protocol):
+    """A verification setting (qa, summarization, dialogue, ...): turns a response into a Plan."""
+
+    name: str
+
+    async def plan(self, item: TaskInput, ctx: StageContext) -> Plan:
+        """Raise InputError for a malformed item; model and extraction failures as their DebateErrors."""
+        ...
+
+
+class Prefilter(Protocol):
+    """A cheap check before the debate; `decision` factual/non_factual decides the claim without one."""
+
+    name: str
+
+    def prompt_hashes(self) -> dict[str, str]: ...
+
+    async def check(self, claim: Claim, index: int, evidence: Sequence[Evidence], plan: Plan) -> PrefilterDecision:
+        """Raise a DebateError when the check cannot run for a reason that is not the claim's (endpoint down)."""
+        ...
+
+    def response_report(self, response: str, plan: Plan) -> CitationReport | None:
+        """A response-level report, when the prefilter makes one."""
+        ...
+
+    def note(self) -> str | None:
+        """Something the report should say about this prefilter (e.g. that it could not run)."""
+        ...
+
+
+PrefilterFactory = Callable[["StageContext"], Prefilter]
+
+
+class Retriever(Protocol):
+    """Scores candidate sentences against a query."""
+
+    name: str
+
+    def rank(self, query: str, sentences: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """Indices and scores of the `k` best sentences, best first (blocking; run it in a thread)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One search result."""
+
+    title: str
+    snippet: str
+    url: str
+
+
+class SearchBackend(Protocol):
+    name: str
+
+    async def search(self, query: str, k: int) -> list[SearchHit]:
+        """Raise EvidenceUnavailableError when the backend fails."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Rollup:
+    """A response-level verdict."""
+
+    factual: bool | None
+    verdict: ReportVerdict
+    note: str | None = None
+
+
+RollupRule = Callable[[Sequence[ClaimVerdict], float], Rollup]
+"""Claims (and the soft threshold) -> the response's verdict."""
+
+
+class Team(Protocol):
+    """The agents of one claim's debate, run over a chain. A new team per claim: no agent state crosses claims."""
+
+    async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
+        """The chain's transcript. Model failures end it as `failed` with a typed failure; a fatal endpoint error
+        (every further call would fail the same way) is raised."""
+        ...
+
+
+class TeamFactory(Protocol):
+    """Makes a fresh Team per claim and reports the prompt files it uses."""
+
+    def new_team(self, *, client: ChatClient, config: DebateConfig, chain: MarkovChain) -> Team: ...
+
+    def prompt_hashes(self, chain: MarkovChain) -> dict[str, str]: ...
+
+
+TASKS: Registry[Callable[[], Task]] = Registry("tasks", builtins=("debate.tasks",))
+RETRIEVERS: Registry[Callable[[], Retriever]] = Registry("retrievers", builtins=("debate.retrieval",))
+SEARCH_BACKENDS: Registry[Callable[[SearchConfig], SearchBackend]] = Registry("search", builtins=("debate.search",))
+PREFILTERS: Registry[PrefilterFactory] = Registry("prefilters", builtins=("debate.prefilter",))
+ROLLUPS: Registry[RollupRule] = Registry("rollups", builtins=("debate.rollup",))
+TEAMS: Registry[Callable[..., TeamFactory]] = Registry("teams")
+"""Teams come from entry points only (the autogen team lives in agents/, which debate/ never imports)."""

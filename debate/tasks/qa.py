@@ -1,0 +1,25 @@
+"""qa (HaluEval QA): the question and answer together are one claim; the knowledge is its evidence."""
+
+from __future__ import annotations
+
+from debate.claims import qa_claim
+from debate.stages import TASKS, Plan, StageContext, TaskInput
+from debate.tasks._common import FixedEvidence, as_evidence, given_claims
+from debate.types import ExtractionInfo
+
+
+class QATask:
+    """question + answer form one claim (no model call); `reference` is the knowledge."""
+
+    name = "qa"
+
+    async def plan(self, item: TaskInput, ctx: StageContext) -> Plan:
+        evidence = FixedEvidence(as_evidence(item.reference, item.reference_source))
+        given = given_claims(item)
+        if given is not None:
+            return Plan(given.claims, given.info, evidence)
+        claim = qa_claim(question=item.question, answer=item.response)
+        return Plan([claim], ExtractionInfo(method="qa-pair"), evidence)
+
+
+TASKS.register("qa", QATask)
