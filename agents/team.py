@@ -25,7 +25,6 @@ from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StopMess
 from autogen_agentchat.teams import SelectorGroupChat
 from autogen_core import CancellationToken
 from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
-from pydantic import BaseModel, ConfigDict
 
 from agents.model_adapter import DebateModelClient
 from debate.chain import ChainDriver, MarkovChain, PriorOpinion, TurnPlan, TurnRecord, transcript_result
@@ -76,31 +75,13 @@ def _render_opinions(previous: Sequence[PriorOpinion]) -> str:
     return "\n\n".join(f"Here is the {p.title} agent's response:\n{render_opinion(p.opinion)}" for p in previous)
 
 
-class ChainTurn(BaseModel):
-    """One turn of the chain as it travels in the team's thread."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    state: str
-    """The state it belongs to."""
-    round: int
-    """0 for the initial state, else the debate round."""
-    position: int
-    """The speaker's index in its state."""
-    last_in_state: bool
-    """Whether the state ended with it."""
-    turn: Turn
-    """What the agent said (or why it could not)."""
-
-    def record(self) -> TurnRecord:
-        return TurnRecord(state=self.state, round=self.round, position=self.position, turn=self.turn)
+ChainTurn = TurnRecord
+"""A turn as it travels in the team's thread."""
+TurnMessage = StructuredMessage[TurnRecord]
 
 
-TurnMessage = StructuredMessage[ChainTurn]
-
-
-def _turns(messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> list[ChainTurn]:
-    return [m.content for m in messages if isinstance(m, StructuredMessage) and isinstance(m.content, ChainTurn)]
+def _turns(messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> list[TurnRecord]:
+    return [m.content for m in messages if isinstance(m, StructuredMessage) and isinstance(m.content, TurnRecord)]
 
 
 # --- termination conditions -------------------------------------------------------------------------------------
@@ -230,13 +211,13 @@ class DebateAgent(BaseChatAgent):
 
     async def on_messages(self, messages: Sequence[BaseChatMessage], cancellation_token: CancellationToken) -> Response:
         self._thread.extend(messages)
-        plan = self._context.driver.next_turn([t.record() for t in _turns(self._thread)])
+        plan = self._context.driver.next_turn(_turns(self._thread))
         if plan.role != self.role:
             raise RuntimeError(f"the chain gives this turn to {plan.role}, not {self.role}")  # a selector bug
         task = asyncio.ensure_future(self._speak(plan))
         cancellation_token.link_future(task)
         turn = await task
-        content = ChainTurn(
+        content = TurnRecord(
             state=plan.state, round=plan.round, position=plan.position, last_in_state=plan.last_in_state, turn=turn
         )
         message = TurnMessage(content=content, source=self.name)
@@ -305,7 +286,7 @@ class AutogenTeam:
         self._reask = reask
 
     def _selector(self, thread: Sequence[BaseAgentEvent | BaseChatMessage]) -> str:
-        return _agent_name(self._driver.next_turn([t.record() for t in _turns(thread)]).role)
+        return _agent_name(self._driver.next_turn(_turns(thread)).role)
 
     async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
         context = _ClaimContext(claim, list(evidence), self._driver, self._config, self._reask)
@@ -337,7 +318,7 @@ class AutogenTeam:
             raise
         if context.raise_after is not None:
             raise context.raise_after
-        return transcript_result([t.record() for t in _turns(result.messages)])
+        return transcript_result(_turns(result.messages))
 
 
 class AutogenTeamFactory:

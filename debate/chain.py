@@ -262,14 +262,20 @@ class TurnPlan(BaseModel):
 
 
 class TurnRecord(BaseModel):
-    """A turn as the driver needs it: where it was and what it said."""
+    """One turn of the chain: where it was and what was said (the agent team's messages carry these)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     state: StateName
-    round: int
-    position: int
+    """The state it belongs to."""
+    round: int = Field(ge=0)
+    """0 for the initial state, else the debate round."""
+    position: int = Field(ge=0)
+    """The speaker's index in its state."""
+    last_in_state: bool = False
+    """Whether the state ended with it."""
     turn: Turn
+    """What the agent said (or why it could not)."""
 
 
 class ChainDriver:

@@ -162,7 +162,7 @@ class FactoolTeam:
                 turn = Turn.failed("initial", failure, info)
             else:
                 turn = Turn.from_opinion("initial", outcome.value, info)
-        return transcript_result([TurnRecord(state="S0", round=0, position=0, turn=turn)])
+        return transcript_result([TurnRecord(state="S0", round=0, position=0, last_in_state=True, turn=turn)])
 
 
 class FactoolTeamFactory:

@@ -14,14 +14,20 @@ from debate.llm import ChatRequest
 from debate.testing import ScriptedChatClient
 
 
-async def test_extraction_failure_is_recorded_and_the_batch_goes_on(tmp_path: Path) -> None:
-    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+def _three_items(tmp_path: Path, middle: str) -> tuple[Path, Path]:
+    """A summarization batch whose middle item has the response `middle`; returns (input, output) paths."""
+    source = tmp_path / "in.jsonl"
     rows = [
         {"id": "a", "response": "Paris is in France.", "reference": "Paris is the capital of France."},
-        {"id": "b", "response": "Broken extraction.", "reference": "Some document."},
+        {"id": "b", "response": middle, "reference": "Some document."},
         {"id": "c", "response": "Lyon is in France.", "reference": "Lyon is a French city."},
     ]
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return source, tmp_path / "out.jsonl"
+
+
+async def test_extraction_failure_is_recorded_and_the_batch_goes_on(tmp_path: Path) -> None:
+    source, out = _three_items(tmp_path, "Broken extraction.")
 
     def reply(request: ChatRequest) -> str:
         text = request.messages[-1].content
@@ -56,15 +62,9 @@ async def test_extraction_failure_is_recorded_and_the_batch_goes_on(tmp_path: Pa
 async def test_a_503_during_extraction_fails_that_item_only(tmp_path: Path) -> None:
     """An endpoint outage while one item's claims are extracted gives that item a typed, transient failure; the
     other items of the batch are verified."""
-    from fakes import FakeOpenAI, Reply, completion  # noqa: F401 - the fake endpoint of the HTTP tests
+    from fakes import FakeOpenAI, Reply
 
-    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    rows = [
-        {"id": "a", "response": "Paris is in France.", "reference": "Paris is the capital of France."},
-        {"id": "b", "response": "Outage here.", "reference": "Some document."},
-        {"id": "c", "response": "Lyon is in France.", "reference": "Lyon is a French city."},
-    ]
-    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    source, out = _three_items(tmp_path, "Outage here.")
 
     def respond(body: dict[str, object]) -> Reply:
         messages = body["messages"]

@@ -228,3 +228,55 @@ def test_rag_with_rules_prefilter(tmp_path: Path) -> None:
     assert report["prefilter"]["citation"]["valid_citations"] == ["doc1"]
     missing = debate("verify", "--task", "rag", "--answer", "x", "--base-url", "http://127.0.0.1:9/v1")
     assert missing.returncode == 2 and "--sources" in missing.stderr
+
+
+def _checker_chain(tmp_path: Path) -> Path:
+    (tmp_path / "checker.toml").write_text(
+        'description = "a fourth role: checks dates and numbers"\nvariables = ["claim", "evidence", "previous"]\n'
+        "system = 'You are the Checker agent. You check every date and number.'\n"
+        "user = '''Evidence:\n$evidence\n\nClaim:\n$claim\n\nThe previous agent said:\n$previous'''\n"
+    )
+    spec = tmp_path / "checker-chain.toml"
+    spec.write_text(
+        'name = "trust-checker-skeptic-leader"\ndescription = "the paper\'s S1 with a date checker"\n'
+        '[states]\nS0 = ["initial"]\nS1 = ["trust", "checker", "skeptic", "leader"]\n'
+        '[transitions."*"]\ntrue = "S1"\nfalse = "S1"\n'
+        '[roles.checker]\nprompt = "checker.toml"\nsees = "previous"\ntitle = "Checker"\n'
+    )
+    return spec
+
+
+def test_chains_command_lists_and_exports_graphs(tmp_path: Path) -> None:
+    listed = debate("chains")
+    assert listed.returncode == 0, listed.stderr
+    for name in ("true-to-skeptic", "true-to-trust", "always-skeptic", "always-trust"):
+        assert name in listed.stdout
+    assert "S2 = skeptic -> trust -> leader" in listed.stdout and "S0 --true--> S2" in listed.stdout
+    shown = debate("chains", str(_checker_chain(tmp_path)), "--json")
+    assert shown.returncode == 0, shown.stderr
+    graph = json.loads(shown.stdout)
+    assert graph["nodes"][1] == {"id": "S1", "roles": ["trust", "checker", "skeptic", "leader"], "initial": False}
+    assert {"source": "S1", "target": "S1", "verdict": False} in graph["edges"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[states]\nS0 = ["initial"]\nS1 = ["trust", "oracle"]\n[transitions."*"]\n'
+                   'true = "S1"\nfalse = "S1"\n')  # fmt: skip
+    refused = debate("chains", str(bad))
+    assert refused.returncode == 2 and "unknown role 'oracle'" in refused.stderr
+
+
+def test_verify_with_a_chain_file_runs_its_fourth_role(tmp_path: Path) -> None:
+    spec = _checker_chain(tmp_path)
+    with FakeOpenAI(responder=_agreeing) as server:
+        done = debate("verify", "--question", "Capital of France?", "--answer", "Paris", "--evidence",
+                      "Paris is the capital.", "--base-url", server.base_url, "--chain", str(spec),
+                      "--min-rounds", "1", "--max-rounds", "1", "--json")  # fmt: skip
+        systems = [r["messages"][0]["content"] for r in server.requests]
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    state = report["claims"][0]["debate"]["states"][1]
+    assert [t["role"] for t in state["turns"]] == ["trust", "checker", "skeptic", "leader"]
+    assert systems[2].startswith("You are the Checker agent.")
+    assert "checker" in report["meta"]["prompts"] and report["meta"]["config"]["debate"]["chain"] == str(spec)
+    # The Leader is shown every opinion of its round, the Checker's included.
+    leader_user = server.requests[4]["messages"][-1]["content"]
+    assert "Here is the Checker agent's response:" in leader_user

@@ -92,22 +92,91 @@ async def test_summarization_item_end_to_end(embedded_server: str) -> None:
     assert report.score is not None and report.verdict in ("factual", "non_factual")
 
 
-async def test_logprob_check_reads_real_logprobs_from_llama_cpp(embedded_server: str) -> None:
-    from debate.llm.openai_client import OpenAIChatClient
-    from debate.prefilter import LogprobGroundingCheck
+async def test_logprob_prefilter_reads_real_logprobs_from_llama_cpp(embedded_server: str) -> None:
+    from debate.config import PrefilterConfig
 
-    client = OpenAIChatClient(config=ModelConfig(base_url=embedded_server))
-    await client.resolve_model()
-    check = LogprobGroundingCheck(client)
-    result = await check.check(
-        "Paris is the capital of France [1]. The Eiffel Tower stands in Berlin [2].",
-        {"1": "Paris is the capital and largest city of France.", "2": "The Eiffel Tower is a tower in Paris."},
+    config = VerifierConfig(
+        model=ModelConfig(base_url=embedded_server, structured_output="json_object", max_concurrency=1),
+        debate=DebateConfig(min_rounds=0, max_rounds=0),
+        prefilter=PrefilterConfig(prefilters=["logprob"]),
     )
-    await client.aclose()
-    assert result.available is True and result.note is None
-    assert [c.citations for c in result.claims] == [["1"], ["2"]]
-    for claim in result.claims:
-        r = claim.result
-        assert 0.0 <= r.p0 <= 1.0 and 0.0 <= r.p1 <= 1.0 and r.has_citations
+    async with Verifier(config=config) as verifier:
+        report = await verifier.verify(
+            "Paris is the capital of France [1]. The Eiffel Tower stands in Berlin [2].",
+            reference={"1": "Paris is the capital and largest city of France.", "2": "The Eiffel Tower is a tower."},
+            task="rag",
+        )
+    assert report.prefilter is not None and report.prefilter.note is None  # llama.cpp returns logprobs
+    assert [c.prefilters[0].decision for c in report.claims] == ["pass", "pass"]
+    for claim in report.claims:
+        r = claim.prefilters[0].grounding
+        assert r is not None and 0.0 <= r.p0 <= 1.0 and 0.0 <= r.p1 <= 1.0 and r.has_citations
         assert r.budget_gap_bits == pytest.approx(r.required_bits - r.observed_bits)
-    assert result.usage.llm_calls == 4 and result.grounded is not None
+    assert report.prefilter.prefilter_calls == 4  # p1 and p0 for each cited claim
+
+
+def _llama_servers() -> set[int]:
+    """Pids of running llama.cpp server processes (any parent)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+        except OSError:
+            continue
+        if b"llama_cpp.server" in cmdline:
+            found.add(int(entry))
+    return found
+
+
+def _wait_gone(pids: set[int], timeout_s: float = 15.0) -> set[int]:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and pids & _llama_servers():
+        time.sleep(0.1)
+    return pids & _llama_servers()
+
+
+@pytest.mark.parametrize("cancel_after_s", [0.3, 2.5])
+async def test_cancelling_at_any_point_leaves_no_llama_process(cancel_after_s: float, no_endpoint_env: None) -> None:
+    """Cancelled while the server starts (0.3 s) or while a claim is being debated (2.5 s): the process is gone."""
+    import asyncio
+
+    before = _llama_servers()
+
+    async def run() -> None:
+        async with Verifier(config=VerifierConfig()) as verifier:
+            await verifier.verify("Arthur's Magazine", question=QUESTION, reference=KNOWLEDGE)
+
+    task = asyncio.create_task(run())
+    await asyncio.sleep(cancel_after_s)
+    started = _llama_servers() - before
+    assert started, "the embedded server should be running (or starting) by now"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _wait_gone(started) == set()
+
+
+def test_ctrl_c_during_startup_leaves_no_llama_process() -> None:
+    import signal
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "DEBATE_MODEL")}
+    before = _llama_servers()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "debate.cli", "verify", "--question", QUESTION, "--answer", "First for Women"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (_llama_servers() - before) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    started = _llama_servers() - before
+    assert started, "the CLI should have spawned the embedded server"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert _wait_gone(started) == set()

@@ -154,3 +154,35 @@ def test_retry_after_forms() -> None:
     assert retry_after_seconds({"retry-after-ms": "250"}) == 0.25
     assert retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
     assert retry_after_seconds({}) is None
+
+
+async def test_no_model_slot_is_held_while_backing_off() -> None:
+    """One slot (max_concurrency 1): while the first call waits out a Retry-After, the second call is sent."""
+    import asyncio
+
+    script = [Reply(status=503, headers={"Retry-After": "0.4"}), Reply(content="second"), Reply(content="first")]
+    with FakeOpenAI(script) as server:
+        client = _client(server, max_concurrency=1)
+        first = asyncio.create_task(client.complete(REQUEST))
+        await asyncio.sleep(0.1)
+        second = await client.complete(REQUEST)
+        first_response = await first
+        await client.aclose()
+    assert (second.text, first_response.text) == ("second", "first")
+    arrivals = server.request_times
+    assert arrivals[1] - arrivals[0] < 0.3  # the second call did not queue behind the first one's backoff
+    assert arrivals[2] - arrivals[0] >= 0.39
+    # latency_s is the answering attempt's own time, not the backoff or the queueing before it.
+    assert first_response.latency_s < 0.3 and first_response.http_attempts == 2
+
+
+async def test_context_overflow_is_its_own_typed_error() -> None:
+    from debate.errors import ContextTooLongError
+
+    message = "This model's maximum context length is 4096 tokens. However, your messages resulted in 9000 tokens."
+    with FakeOpenAI([Reply(status=400, error_message=message)]) as server:
+        client = _client(server)
+        with pytest.raises(ContextTooLongError) as caught:
+            await client.complete(REQUEST)
+        await client.aclose()
+    assert caught.value.kind == "context_too_long" and not caught.value.fatal and len(server.requests) == 1

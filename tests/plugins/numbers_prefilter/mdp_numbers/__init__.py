@@ -1,0 +1,36 @@
+"""A plugin prefilter: a claim with a number that appears in none of its evidence is decided non-factual."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from debate.stages import Plan, StageContext
+from debate.types import CitationReport, Claim, Evidence, PrefilterDecision
+
+
+class NumbersPrefilter:
+    """numbers in the claim must appear in its evidence"""
+
+    name = "numbers"
+
+    def __init__(self, ctx: StageContext) -> None:
+        self._ctx = ctx
+
+    def prompt_hashes(self) -> dict[str, str]:
+        return {}
+
+    async def check(self, claim: Claim, index: int, evidence: Sequence[Evidence], plan: Plan) -> PrefilterDecision:
+        numbers = re.findall(r"\d+", claim.text)
+        seen = " ".join(e.text for e in evidence)
+        missing = [n for n in numbers if n not in seen]
+        if missing:
+            reason = f"number(s) {', '.join(missing)} appear in no evidence"
+            return PrefilterDecision(name=self.name, decision="non_factual", reason=reason, error_severity=3)
+        return PrefilterDecision(name=self.name, decision="pass", reason="every number is in the evidence")
+
+    def response_report(self, response: str, plan: Plan) -> CitationReport | None:
+        return None
+
+    def note(self) -> str | None:
+        return None
