@@ -83,6 +83,7 @@ class DebateModelClient(ChatCompletionClient):
             response_schema=self._schema,
             schema_name=self._schema_name,
             purpose=self._purpose,
+            site=str(extra_create_args["site"]) if "site" in extra_create_args else None,
         )
         response = await self._client.complete(request)
         self.calls.append(response)
@@ -115,6 +116,11 @@ class DebateModelClient(ChatCompletionClient):
     ) -> AsyncGenerator[str | CreateResult, None]:
         # Debate turns are short JSON replies; one final result is all a stream would carry.
         yield await self.create(messages, tools=tools, json_output=json_output, cancellation_token=cancellation_token)
+
+    async def accept_last(self) -> None:
+        """The last reply was usable: let the client (a call cache) keep it."""
+        if self.calls:
+            await self._client.accept(self.calls[-1])
 
     async def close(self) -> None:
         """The shared ChatClient belongs to the Verifier, which closes it."""

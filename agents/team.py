@@ -188,6 +188,28 @@ class _ClaimContext:
         self.raise_after: Exception | None = None
 
 
+class _AgentConversation:
+    """An agent's model context for one turn: its Table-12 input, then only its own re-asks."""
+
+    def __init__(self, model: DebateModelClient, system: str, *, site: str, source: str) -> None:
+        self._model = model
+        self._history: list[LLMMessage] = [SystemMessage(content=system)]
+        self._site = site
+        self._source = source
+        self._sent = 0
+
+    async def send(self, text: str) -> str:
+        self._history.append(UserMessage(content=text, source="moderator"))
+        self._sent += 1
+        reply = await self._model.create(self._history, extra_create_args={"site": f"{self._site}#{self._sent}"})
+        content = reply.content if isinstance(reply.content, str) else ""
+        self._history.append(AssistantMessage(content=content, source=self._source))
+        return content
+
+    async def accept(self) -> None:
+        await self._model.accept_last()
+
+
 def _agent_name(role: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in role) + "_agent"
 
@@ -234,20 +256,13 @@ class DebateAgent(BaseChatAgent):
 
     async def _speak(self, plan: TurnPlan) -> Turn:
         system, user = self._prompt.render(**self._variables(plan))
-        history: list[LLMMessage] = [SystemMessage(content=system)]
         first_call = len(self._model.calls)
-
-        async def send(text: str) -> str:
-            # The agent's model context: its Table-12 input, then only its own re-asks.
-            history.append(UserMessage(content=text, source="moderator"))
-            reply = await self._model.create(history)
-            content = reply.content if isinstance(reply.content, str) else ""
-            history.append(AssistantMessage(content=content, source=self.name))
-            return content
+        site = f"{self._context.claim.id}:{plan.state}:{plan.round}:{self.role}"
+        conversation = _AgentConversation(self._model, system, site=site, source=self.name)
 
         try:
             outcome = await ask_structured(
-                send, user, parse_opinion, max_retries=self._context.config.max_parse_retries,
+                conversation, user, parse_opinion, max_retries=self._context.config.max_parse_retries,
                 expected=OPINION_FORMAT, reask=self._context.reask,
             )  # fmt: skip
         except Exception as exc:

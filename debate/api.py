@@ -184,10 +184,17 @@ class Verifier:
             await client.resolve_model()
             self._model_config = model_config.model_copy(update={"model": client.model_name})
         if self.config.call_cache is not None:
-            settings = self._model_config.model_dump(mode="json", include={"temperature", "max_tokens", "seed"})
-            self._client = CachingChatClient(
-                self.client, path=self.config.call_cache, settings=settings, owns_inner=self._owns_client
+            settings = self._model_config.model_dump(
+                mode="json", include={"temperature", "max_tokens", "seed", "structured_output"}
             )
+            endpoint = self._model_config.base_url or "scripted"
+            if self.embedded:
+                endpoint = "embedded:" + EMBEDDED_MODEL_NAME  # its loopback port changes every start
+            cached: ChatClient = CachingChatClient(
+                self.client, path=self.config.call_cache, endpoint=endpoint, settings=settings,
+                owns_inner=self._owns_client,
+            )  # fmt: skip
+            self._client = cached
             self._owns_client = True
         self._prefilters = [PREFILTERS.get(name)(self) for name in self.config.prefilter.prefilters]
 

@@ -129,17 +129,17 @@ class LLMClaimExtractor:
     async def extract(self, text: str, *, context: str | None) -> Extraction:
         system, user = self._prompt.render(text=text.strip(), context=(context or "(none)").strip())
         schema = _CLAIMS_SCHEMA if self._format == "sentence" else _TRIPLETS_SCHEMA
-        send, responses = converse(self._client, system, schema=schema, schema_name="claims", purpose="extract")
+        chat = converse(self._client, system, schema=schema, schema_name="claims", purpose="extract")
         parse = _parse_sentences if self._format == "sentence" else _parse_triplets
         outcome = await ask_structured(
-            send, user, parse, max_retries=self._max_retries, expected=_FORMATS[self._format]
+            chat, user, parse, max_retries=self._max_retries, expected=_FORMATS[self._format]
         )
         info = ExtractionInfo(
             method=self.method,
             prompts={self._prompt.name: self._prompt.sha256},
             attempts=outcome.attempts,
             parse_errors=outcome.errors,
-            usage=Usage.total(r.usage for r in responses),
+            usage=Usage.total(r.usage for r in chat.responses),
         )
         if outcome.value is None:
             raise ExtractionError(f"claim extraction failed: {outcome.failure}")
@@ -184,9 +184,7 @@ class SubjectiveFilter:
 
     async def filter(self, response: str, *, history: str | None) -> Filtered:
         system, user = self._prompt.render(history=(history or "(none)").strip(), response=response.strip())
-        send, responses = converse(
-            self._client, system, schema=None, schema_name="filtered", purpose="subjective_filter"
-        )
+        chat = converse(self._client, system, schema=None, schema_name="filtered", purpose="subjective_filter")
         # `None` is a valid answer here, so success is tracked apart from the value.
         parsed: list[str | None] = []
 
@@ -195,14 +193,14 @@ class SubjectiveFilter:
             return True
 
         outcome = await ask_structured(
-            send, user, parse, max_retries=self._max_retries, expected="the factual part of the response, or None"
+            chat, user, parse, max_retries=self._max_retries, expected="the factual part of the response, or None"
         )
         info = ExtractionInfo(
             method="subjective-filter",
             prompts={self._prompt.name: self._prompt.sha256},
             attempts=outcome.attempts,
             parse_errors=outcome.errors,
-            usage=Usage.total(r.usage for r in responses),
+            usage=Usage.total(r.usage for r in chat.responses),
         )
         if outcome.value is None:
             raise ExtractionError(f"subjective filter failed: {outcome.failure}")

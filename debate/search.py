@@ -187,11 +187,11 @@ async def generate_queries(
 ) -> tuple[Structured[list[str]], Usage]:
     prompt = load_prompt("queries", prompts_dir)
     system, user = prompt.render(claim=claim.text)
-    send, responses = converse(client, system, schema=_QUERIES_SCHEMA, schema_name="queries", purpose="queries")
+    chat = converse(client, system, schema=_QUERIES_SCHEMA, schema_name="queries", purpose="queries")
     outcome = await ask_structured(
-        send, user, lambda r: _parse_queries(r, n), max_retries=max_retries, expected=_QUERIES_FORMAT
+        chat, user, lambda r: _parse_queries(r, n), max_retries=max_retries, expected=_QUERIES_FORMAT
     )
-    return outcome, Usage.total(r.usage for r in responses)
+    return outcome, Usage.total(r.usage for r in chat.responses)
 
 
 _QUERIES_SCHEMA: dict[str, object] = {

@@ -6,16 +6,16 @@ times; after that the caller reports the item as unverifiable (or as an error), 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from debate.errors import ReplyUnusableError
 from debate.llm import ChatClient, ChatMessage, ChatRequest, ChatResponse
 from debate.prompts import PromptTemplate, load_prompt
 from debate.types import CallInfo, Usage
 
-__all__ = ["Structured", "ask_structured", "call_info", "converse"]
+__all__ = ["ChatConversation", "Conversation", "Structured", "ask_structured", "call_info", "converse"]
 
 T = TypeVar("T")
 
@@ -42,8 +42,20 @@ class Structured(Generic[T]):
         return self.value
 
 
+class Conversation(Protocol):
+    """One model conversation a structured exchange runs in."""
+
+    async def send(self, text: str) -> str:
+        """Send a user message; return the reply text."""
+        ...
+
+    async def accept(self) -> None:
+        """The last reply was usable: a call cache may keep it (an unusable one is never replayed)."""
+        ...
+
+
 async def ask_structured(
-    send: Callable[[str], Awaitable[str]],
+    conversation: Conversation,
     first_message: str,
     parse: Callable[[str], T],
     *,
@@ -60,32 +72,55 @@ async def ask_structured(
     message = first_message
     errors: list[str] = []
     for attempt in range(1, max_retries + 2):
-        reply = await send(message)
+        reply = await conversation.send(message)
         try:
-            return Structured(parse(reply), attempt, errors)
+            value = parse(reply)
         except ReplyUnusableError as exc:
             errors.append(str(exc))
             _, message = template.render(error=str(exc), expected=expected)
+            continue
+        await conversation.accept()
+        return Structured(value, attempt, errors)
     return Structured(None, max_retries + 1, errors)
 
 
-def converse(
-    client: ChatClient, system: str, *, schema: dict[str, object] | None, schema_name: str, purpose: str
-) -> tuple[Callable[[str], Awaitable[str]], list[ChatResponse]]:
-    """A `send` for ask_structured over a plain ChatClient: each re-ask continues the same conversation."""
-    messages: list[ChatMessage] = [ChatMessage(role="system", content=system)] if system else []
-    responses: list[ChatResponse] = []
+class ChatConversation:
+    """A Conversation over a plain ChatClient: each re-ask continues the same conversation."""
 
-    async def send(text: str) -> str:
-        messages.append(ChatMessage(role="user", content=text))
-        response = await client.complete(
-            ChatRequest(messages=list(messages), response_schema=schema, schema_name=schema_name, purpose=purpose)
-        )
-        responses.append(response)
-        messages.append(ChatMessage(role="assistant", content=response.text))
+    def __init__(self, client: ChatClient, system: str, *, schema: dict[str, object] | None, schema_name: str,
+                 purpose: str, site: str | None = None) -> None:  # fmt: skip
+        self._client = client
+        self._schema = schema
+        self._schema_name = schema_name
+        self._purpose = purpose
+        self._site = site or purpose
+        self._messages: list[ChatMessage] = [ChatMessage(role="system", content=system)] if system else []
+        self.responses: list[ChatResponse] = []
+        """Every response received, in order."""
+
+    async def send(self, text: str) -> str:
+        self._messages.append(ChatMessage(role="user", content=text))
+        response = await self._client.complete(
+            ChatRequest(
+                messages=list(self._messages), response_schema=self._schema, schema_name=self._schema_name,
+                purpose=self._purpose, site=f"{self._site}#{len(self.responses) + 1}",
+            )
+        )  # fmt: skip
+        self.responses.append(response)
+        self._messages.append(ChatMessage(role="assistant", content=response.text))
         return response.text
 
-    return send, responses
+    async def accept(self) -> None:
+        if self.responses:
+            await self._client.accept(self.responses[-1])
+
+
+def converse(
+    client: ChatClient, system: str, *, schema: dict[str, object] | None, schema_name: str, purpose: str,
+    site: str | None = None,
+) -> ChatConversation:  # fmt: skip
+    """A conversation for ask_structured over a plain ChatClient."""
+    return ChatConversation(client, system, schema=schema, schema_name=schema_name, purpose=purpose, site=site)
 
 
 def call_info(prompt: PromptTemplate, responses: Sequence[ChatResponse], attempts: int, errors: list[str]) -> CallInfo:

@@ -52,6 +52,8 @@ class ScriptedChatClient:
         self._completion_tokens = completion_tokens
         self._delay_s = delay_s
         self.calls: list[_Call] = []
+        self.accepted: list[ChatResponse] = []
+        """Responses the caller found usable."""
         self.closed = False
         self.in_flight = 0
         self.max_in_flight = 0
@@ -114,6 +116,9 @@ class ScriptedChatClient:
     def purposes(self) -> list[str]:
         """The declared purpose of every call so far, in order."""
         return [c.request.purpose for c in self.calls]
+
+    async def accept(self, response: ChatResponse) -> None:
+        self.accepted.append(response)
 
     async def aclose(self) -> None:
         self.closed = True

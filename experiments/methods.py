@@ -144,19 +144,19 @@ class FactoolTeam:
 
     async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
         system, user = self._prompt.render(claim=claim.text, evidence=render_evidence(evidence))
-        send, responses = converse(self._client, system, schema=_FACTOOL_SCHEMA, schema_name="factool",
+        chat = converse(self._client, system, schema=_FACTOOL_SCHEMA, schema_name="factool",
                                    purpose="factool")  # fmt: skip
         try:
             outcome = await ask_structured(
-                send, user, _parse_factool, max_retries=self._config.max_parse_retries, expected=_FACTOOL_FORMAT
+                chat, user, _parse_factool, max_retries=self._config.max_parse_retries, expected=_FACTOOL_FORMAT
             )
         except DebateError as exc:
             if isinstance(exc, ModelRequestError) and exc.fatal:
                 raise
-            info = call_info(self._prompt, responses, max(1, len(responses)), [])
+            info = call_info(self._prompt, chat.responses, max(1, len(chat.responses)), [])
             turn = Turn.failed("initial", Failure.from_error(exc, "debate"), info)
         else:
-            info = call_info(self._prompt, responses, outcome.attempts, outcome.errors)
+            info = call_info(self._prompt, chat.responses, outcome.attempts, outcome.errors)
             if outcome.value is None:
                 failure = Failure(kind="reply_unusable", message=outcome.failure or "no usable reply", stage="debate")
                 turn = Turn.failed("initial", failure, info)
@@ -234,17 +234,15 @@ class HaluEvalJudge:
 
     async def predict(self, item: Item) -> Prediction:
         system, user = self._render(item)
-        send, responses = converse(
-            self._client, system, schema=_JUDGEMENT_SCHEMA, schema_name="judgement", purpose="judge"
-        )
+        chat = converse(self._client, system, schema=_JUDGEMENT_SCHEMA, schema_name="judgement", purpose="judge")
         started = time.perf_counter()
         outcome = await ask_structured(
-            send, user, _parse_judgement, max_retries=self._max_retries, expected='"Yes" or "No"'
+            chat, user, _parse_judgement, max_retries=self._max_retries, expected='"Yes" or "No"'
         )
-        usage = Usage.total(r.usage for r in responses)
+        usage = Usage.total(r.usage for r in chat.responses)
         transcript = {
             "prompt": f"halueval_{item.task if item.task != 'kbqa' else 'general'}",
-            "replies": [r.text for r in responses],
+            "replies": [r.text for r in chat.responses],
             "parse_errors": outcome.errors,
             "elapsed_s": time.perf_counter() - started,
         }

@@ -12,7 +12,7 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 
 @dataclass
@@ -25,6 +25,9 @@ class Reply:
     delay_s: float = 0.0
     logprobs: list[dict[str, Any]] | None = None
     error_message: str = "scripted error"
+    body: str | None = None
+    """A raw 200 body sent as is (HTML, truncated JSON, ...) instead of a completion."""
+    content_type: str = "application/json"
 
 
 def completion(
@@ -73,7 +76,7 @@ class FakeOpenAI:
             }
 
         @app.post("/v1/chat/completions")
-        async def chat(request: Request) -> JSONResponse:
+        async def chat(request: Request) -> Response:
             body = json.loads(await request.body())
             with self._lock:
                 self.requests.append(body)
@@ -86,6 +89,8 @@ class FakeOpenAI:
                     reply = Reply(status=599, error_message="fake server script exhausted")
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
+            if reply.body is not None:
+                return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
             if reply.status != 200:
                 return JSONResponse(
                     {"error": {"message": reply.error_message, "type": "scripted", "code": reply.status}},

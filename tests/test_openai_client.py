@@ -186,3 +186,34 @@ async def test_context_overflow_is_its_own_typed_error() -> None:
             await client.complete(REQUEST)
         await client.aclose()
     assert caught.value.kind == "context_too_long" and not caught.value.fatal and len(server.requests) == 1
+
+
+MALFORMED = {
+    "html": Reply(body="<html><body>502 Bad Gateway</body></html>", content_type="text/html"),
+    "truncated json": Reply(body='{"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "cont'),
+    "error with 200": Reply(body='{"error": {"message": "overloaded", "type": "server_error"}}'),
+    "no choices": Reply(body='{"id": "x", "object": "chat.completion", "created": 0, "choices": []}'),
+    "null content": Reply(
+        body='{"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [{"index": 0, '
+        '"message": {"role": "assistant", "content": null}, "finish_reason": "stop"}]}'
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(MALFORMED))
+async def test_a_malformed_200_is_retried_like_a_5xx(kind: str) -> None:
+    with FakeOpenAI([MALFORMED[kind], Reply(content="fine")]) as server:
+        client = _client(server)
+        response = await client.complete(REQUEST)
+        await client.aclose()
+    assert response.text == "fine" and response.http_attempts == 2
+
+
+@pytest.mark.parametrize("kind", list(MALFORMED))
+async def test_a_persistently_malformed_200_is_unavailable_not_a_crash(kind: str) -> None:
+    with FakeOpenAI([MALFORMED[kind]] * 3) as server:
+        client = _client(server, max_attempts=3)
+        with pytest.raises(ModelUnavailableError, match=r"malformed reply: .* after 3 attempts") as caught:
+            await client.complete(REQUEST)
+        await client.aclose()
+    assert caught.value.transient and len(server.requests) == 3

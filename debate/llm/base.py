@@ -54,6 +54,9 @@ class ChatRequest(_Model):
     purpose: str = "other"
     """What the call is for (`debate:<role>`, `extract`, `subjective_filter`, `queries`, `grounding`, `judge`, ...):
     recorded, and what test clients route by. Not sent to the endpoint."""
+    site: str | None = None
+    """Where in a run the call is made (claim, state, round, attempt): two identical requests from different sites
+    are different samples at temperature > 0, so the call cache keys on it then. Not sent to the endpoint."""
 
 
 class TopLogprob(_Model):
@@ -103,5 +106,9 @@ class ChatClient(Protocol):
     def model_name(self) -> str: ...
 
     async def complete(self, request: ChatRequest) -> ChatResponse: ...
+
+    async def accept(self, response: ChatResponse) -> None:
+        """The caller found `response` usable (a cache may keep it; an unusable reply is never replayed)."""
+        ...
 
     async def aclose(self) -> None: ...

@@ -23,7 +23,7 @@ from debate.llm.base import (
 from debate.retry import TRANSIENT_STATUS, retrying
 from debate.types import Usage
 
-__all__ = ["OpenAIChatClient", "is_retryable"]
+__all__ = ["MalformedReplyError", "OpenAIChatClient", "is_retryable"]
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +33,31 @@ _STRUCTURED_FALLBACK: dict[StructuredOutputMode, StructuredOutputMode] = {
 }
 
 
+class MalformedReplyError(Exception):
+    """A 200 whose body is not a usable chat completion (HTML, truncated JSON, an error object, no choices, no
+    content): a fault of the endpoint or a proxy in front of it, so it is retried like a 5xx."""
+
+
+def _check_reply(raw: Any) -> None:
+    if isinstance(raw, (str, bytes)):
+        shown = raw[:80] if isinstance(raw, str) else raw[:80].decode(errors="replace")
+        raise MalformedReplyError(f"the endpoint answered 200 with a body that is not JSON: {shown!r}")
+    extra = getattr(raw, "model_extra", None) or {}
+    if "error" in extra:
+        error = extra["error"]
+        message = error.get("message") if isinstance(error, dict) else error
+        raise MalformedReplyError(f"the endpoint answered 200 with an error: {message}")
+    if not getattr(raw, "choices", None):
+        raise MalformedReplyError("the endpoint answered 200 with no choices")
+    message = raw.choices[0].message
+    if message is None or message.content is None:
+        refusal = getattr(message, "refusal", None) if message is not None else None
+        raise MalformedReplyError(f"the reply has no content{f' (refusal: {refusal})' if refusal else ''}")
+
+
 def is_retryable(exc: BaseException) -> bool:
-    """Rate limits, timeouts, connection errors and 5xx are transient; every other error is final."""
-    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+    """Rate limits, timeouts, connection errors, 5xx and malformed 200s are transient; every other error is final."""
+    if isinstance(exc, (openai.APIConnectionError, MalformedReplyError)):  # includes APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in TRANSIENT_STATUS
@@ -53,6 +75,8 @@ def _describe(exc: BaseException) -> str:
         return "request timed out"
     if isinstance(exc, openai.APIConnectionError):
         return f"connection error: {exc.__cause__ or exc}"
+    if isinstance(exc, MalformedReplyError):
+        return f"malformed reply: {exc}"
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -148,8 +172,13 @@ class OpenAIChatClient:
         # The model semaphore covers one HTTP attempt only: no slot is held while backing off between attempts.
         async with self._limit:
             started = time.perf_counter()
-            raw = await self._sdk.chat.completions.create(**kwargs)
-            return raw, time.perf_counter() - started
+            try:
+                raw = await self._sdk.chat.completions.create(**kwargs)
+            except ValueError as exc:  # the SDK's JSON decoding of a truncated or broken 200 body
+                raise MalformedReplyError(f"the endpoint answered 200 with broken JSON ({exc})") from exc
+            latency = time.perf_counter() - started
+        _check_reply(raw)
+        return raw, latency
 
     async def _send_with_retry(self, request: ChatRequest, mode: StructuredOutputMode) -> tuple[Any, float, int]:
         policy = retrying(
@@ -191,7 +220,7 @@ class OpenAIChatClient:
                     ) from exc
                 error = ContextTooLongError if _looks_like_context_overflow(exc) else ModelRequestError
                 raise error(f"{self._config.base_url}: {_describe(exc)}", status=exc.status_code) from exc
-            except openai.APIConnectionError as exc:
+            except (openai.APIConnectionError, MalformedReplyError) as exc:
                 raise ModelUnavailableError(
                     f"{self._config.base_url}: {_describe(exc)} after {self._config.max_attempts} attempts"
                 ) from exc
@@ -227,6 +256,9 @@ class OpenAIChatClient:
             latency_s=latency,
             http_attempts=attempts,
         )
+
+    async def accept(self, response: ChatResponse) -> None:
+        return None
 
     async def aclose(self) -> None:
         await self._sdk.close()
