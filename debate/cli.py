@@ -32,6 +32,7 @@ from debate.config import (
     VerifierConfig,
 )
 from debate.errors import DebateError, InputError, UsageError
+from debate.llm.cache import CACHE_FILE, DEFAULT_CACHE_DIR, cache_stats, clear_cache
 from debate.prefilter.tools import ToolCallChecker, ToolRegistry, correction_message
 from debate.stages import PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS, TASKS
 from debate.types import Report
@@ -171,6 +172,16 @@ def _build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--output", type=Path, help="JSONL to append results to (re-running resumes)")
     add_verifier_arguments(v)
     v.add_argument("--json", action="store_true", help="print the Report as JSON")
+    v.add_argument("--cache", type=Path, default=None,
+                   help="keep model calls in DIR/calls.sqlite and replay them on a re-run (default: off)")  # fmt: skip
+    cache = sub.add_parser("cache", help="the model-call cache: stats or clear")
+    cache.add_argument("action", choices=["stats", "clear"])
+    cache.add_argument(
+        "--cache", type=Path, default=DEFAULT_CACHE_DIR,
+        help=f"cache directory (default: {DEFAULT_CACHE_DIR}, where `debate eval` keeps its cache)",
+    )  # fmt: skip
+    cache.add_argument("--endpoint", help="clear: only the entries of this endpoint (base URL)")
+    cache.add_argument("--json", action="store_true", help="stats: print JSON")
     chains = sub.add_parser("chains", help="list the registered chains (or show one chain file) as node/edge lists")
     chains.add_argument("chain", nargs="?", help="a chain name or spec file to show (default: list all)")
     chains.add_argument("--json", action="store_true", help="print the graphs as JSON node/edge lists")
@@ -203,6 +214,22 @@ def _read_json(path: Path, flag: str) -> Any:
         raise UsageError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
         raise UsageError(f"{flag}: {path} line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+
+
+def _cache(args: argparse.Namespace) -> int:
+    path = args.cache / CACHE_FILE
+    if args.action == "clear":
+        deleted = clear_cache(path, endpoint=args.endpoint)
+        _out.print(f"deleted {deleted} cached call(s) from {path}")
+        return 0
+    stats = cache_stats(path)
+    if args.json:
+        sys.stdout.write(stats.model_dump_json(indent=2) + "\n")
+        return 0
+    _out.print(f"{stats.path}: {stats.entries} cached calls, {stats.size_bytes / 1e6:.1f} MB")
+    for where, n in sorted(stats.by_endpoint.items()):
+        _out.print(f"  {n:8d}  {where}")
+    return 0
 
 
 def _chains(args: argparse.Namespace) -> int:
@@ -353,6 +380,8 @@ def _render(report: Report) -> None:
 
 async def _verify(args: argparse.Namespace) -> int:
     config = verifier_config(args)
+    if args.cache is not None:
+        config = config.model_copy(update={"call_cache": str(args.cache / CACHE_FILE)})
     batch_mode = args.input is not None or args.output is not None
     if batch_mode:
         if args.input is None or args.output is None:
@@ -440,6 +469,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check_tools(args)
         if args.command == "chains":
             return _chains(args)
+        if args.command == "cache":
+            return _cache(args)
         handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
         if handler is not None:
             return handler(args)

@@ -18,6 +18,7 @@ from debate.chain import PAPER_TRANSITION_RULES
 from debate.cli import add_verifier_arguments, items_in_flight, verifier_config
 from debate.config import VerifierConfig
 from debate.errors import UsageError
+from debate.llm.cache import CACHE_FILE
 from experiments.data import DataError, default_data_dir
 from experiments.methods import METHODS
 from experiments.runner import RunSpec, check_run_dir, evaluate_run, markdown_table, open_run_dir, run_experiment
@@ -79,7 +80,7 @@ def _common(parser: argparse.ArgumentParser, *, n_default: int | None = None, wi
 def _spec(args: argparse.Namespace, **overrides: Any) -> RunSpec:
     config: VerifierConfig = verifier_config(args)
     if not args.no_cache:
-        config = config.model_copy(update={"call_cache": str(args.runs_root / ".cache" / "calls.sqlite")})
+        config = config.model_copy(update={"call_cache": str(args.runs_root / ".cache" / CACHE_FILE)})
     values: dict[str, Any] = {
         "benchmark": getattr(args, "benchmark", "halueval"),
         "task": getattr(args, "task", "qa"),

@@ -23,7 +23,12 @@ from pydantic import BaseModel, ConfigDict
 
 from debate.llm.base import ChatClient, ChatRequest, ChatResponse
 
-__all__ = ["CacheStats", "CachingChatClient", "cache_stats", "clear_cache"]
+__all__ = ["CACHE_FILE", "DEFAULT_CACHE_DIR", "CacheStats", "CachingChatClient", "cache_stats", "clear_cache"]
+
+CACHE_FILE = "calls.sqlite"
+"""The cache's file name inside a cache directory."""
+DEFAULT_CACHE_DIR = Path("runs") / ".cache"
+"""Where `debate eval` keeps its cache (under its --runs-root)."""
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, response TEXT NOT NULL, endpoint TEXT NOT NULL, "
