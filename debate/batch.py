@@ -1,28 +1,47 @@
-"""JSONL batches: streamed, in input order, resumable after any interruption (kill -9 included)."""
+"""JSONL batches: streamed, in input order, resumable after any interruption (kill -9 included), one writer per
+output. A re-run redoes what did not finish (transient failures, input lines fixed since) and ends with exactly one
+record per input line, in input order."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from debate.api import Verifier
-from debate.errors import DebateError, InputError, ModelRequestError
-from debate.jsonl import completed_keys, run_ordered
+from debate.errors import DebateError, InputError, ModelRequestError, ModelUnavailableError
+from debate.jsonl import OutputLock, compact, is_final, run_ordered, scan_results
 from debate.tasks.rag import sources_from
 
-__all__ = ["BatchError", "BatchItem", "BatchSummary", "run_batch"]
+__all__ = [
+    "BatchError",
+    "BatchItem",
+    "BatchSummary",
+    "EndpointDownError",
+    "FailOn",
+    "count_pending",
+    "fails_on",
+    "run_batch",
+]
+
+FailOn = Literal["non-factual", "unverifiable", "any"]
+"""Which verdicts make `--fail-on` return exit 3."""
 
 log = logging.getLogger(__name__)
 
 
 class BatchError(ModelRequestError):
     """The batch cannot proceed: the endpoint refuses every request (finished records are kept)."""
+
+
+class EndpointDownError(ModelUnavailableError):
+    """Several items in a row failed for a transient reason: the endpoint is down; the batch stops."""
 
 
 class BatchItem(BaseModel):
@@ -58,20 +77,31 @@ class BatchSummary:
 
     processed: int = 0
     skipped_done: int = 0
+    redone: int = 0
+    """Items processed again: their earlier record was a transient failure or an input error since fixed."""
     errors: int = 0
     failed: int = 0
     """Responses whose claims could not be obtained (a typed failure in the report)."""
     factual: int = 0
     non_factual: int = 0
     unverifiable: int = 0
+    dropped: int = 0
+    """Superseded records removed when the output was compacted."""
+    fail_on_matched: int = 0
+    """Records whose verdict matched --fail-on."""
 
 
 @dataclass
 class _Work:
     line: int
+    sha: str
     raw: dict[str, Any] | None
     item: BatchItem | None
     error: str | None
+
+    @property
+    def key(self) -> str:
+        return self.item.id if self.item is not None else f"line:{self.line}"
 
 
 def _describe_validation(line: int, exc: ValidationError) -> str:
@@ -83,22 +113,42 @@ def _describe_validation(line: int, exc: ValidationError) -> str:
 
 
 def _read_input(path: Path) -> Iterator[_Work]:
-    with path.open(encoding="utf-8") as fh:
-        for number, text in enumerate(fh, start=1):
+    """Lines as bytes: a line that is not UTF-8 is one error naming its line; a BOM and CRLF endings are fine."""
+    with path.open("rb") as fh:
+        for number, raw_line in enumerate(fh, start=1):
+            sha = hashlib.sha256(raw_line.rstrip(b"\r\n")).hexdigest()
+            if number == 1 and raw_line.startswith(b"\xef\xbb\xbf"):
+                raw_line = raw_line[3:]
+            try:
+                text = raw_line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad = raw_line[exc.start : exc.start + 1].hex()
+                message = f"line {number}: not valid UTF-8 (byte 0x{bad} at column {exc.start + 1})"
+                yield _Work(number, sha, None, None, message)
+                continue
             if not text.strip():
                 continue
             try:
                 raw = json.loads(text)
             except json.JSONDecodeError as exc:
-                yield _Work(number, None, None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
+                yield _Work(number, sha, None, None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
                 continue
             if not isinstance(raw, dict):
-                yield _Work(number, None, None, f"line {number}: expected a JSON object, got {type(raw).__name__}")
+                yield _Work(number, sha, None, None, f"line {number}: expected a JSON object, got {type(raw).__name__}")
                 continue
             try:
-                yield _Work(number, raw, BatchItem.model_validate(raw), None)
+                yield _Work(number, sha, raw, BatchItem.model_validate(raw), None)
             except ValidationError as exc:
-                yield _Work(number, raw, None, _describe_validation(number, exc))
+                yield _Work(number, sha, raw, None, _describe_validation(number, exc))
+
+
+def fails_on(record: dict[str, Any], rule: FailOn | None) -> bool:
+    """Whether a record's verdict matches `--fail-on` (an error record counts as unverifiable)."""
+    if rule is None:
+        return False
+    verdict = record["result"]["verdict"] if "result" in record else "unverifiable"
+    wanted = {"non-factual": {"non_factual"}, "unverifiable": {"unverifiable"}, "any": {"non_factual", "unverifiable"}}
+    return verdict in wanted[rule]
 
 
 async def run_batch(
@@ -108,78 +158,128 @@ async def run_batch(
     output_path: Path,
     items_in_flight: int,
     task: str = "qa",
+    retry_failed: bool = True,
+    max_consecutive_failures: int = 5,
+    fail_on: FailOn | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> BatchSummary:
-    """Verify every line of `input_path` not yet in `output_path`, appending results in input order.
+    """Verify every line of `input_path` not yet finished in `output_path`, appending results in input order, then
+    compact the output to one record per input line.
 
-    `items_in_flight` bounds the responses in progress; model calls are bounded by the client's own limit."""
-    done = completed_keys(output_path)
+    `items_in_flight` bounds the responses in progress; model calls are bounded by the client's own limit. After
+    `max_consecutive_failures` items in a row fail for a transient reason, EndpointDownError stops the batch
+    (finished records are kept; a re-run resumes)."""
     summary = BatchSummary()
-    seen_ids: dict[str, int] = {}
+    with OutputLock(output_path):
+        state = scan_results(output_path, retry_failed=retry_failed)
+        seen_ids: dict[str, int] = {}
 
-    def pending() -> Iterator[_Work]:
-        for work in _read_input(input_path):
-            line_key = f"line:{work.line}"
-            if line_key in done:
-                summary.skipped_done += 1
-                continue
-            if work.item is not None:
-                item_id = work.item.id
-                first = seen_ids.setdefault(item_id, work.line)
-                if first != work.line:
-                    message = f"line {work.line}: duplicate id {item_id!r} (first on line {first})"
-                    work = _Work(work.line, work.raw, None, message)
-                elif item_id in done:
+        def pending() -> Iterator[_Work]:
+            for work in _read_input(input_path):
+                if work.item is not None:
+                    first = seen_ids.setdefault(work.item.id, work.line)
+                    if first != work.line:
+                        message = f"line {work.line}: duplicate id {work.item.id!r} (first on line {first})"
+                        work = _Work(work.line, work.sha, work.raw, None, message)
+                if state.done(work.key, work.sha):
                     summary.skipped_done += 1
                     continue
-            yield work
+                line_key = f"line:{work.line}"  # an earlier error record for this line: the line was fixed
+                if work.key in state.redo or line_key in state.final or line_key in state.redo:
+                    summary.redone += 1
+                yield work
 
-    async def process(work: _Work) -> dict[str, Any]:
-        base: dict[str, Any] = dict(work.raw or {})
+        async def process(work: _Work) -> dict[str, Any]:
+            base: dict[str, Any] = dict(work.raw or {})
 
-        def error(kind: str, message: str) -> dict[str, Any]:
-            return {**base, "line": work.line, "error": {"kind": kind, "message": f"line {work.line}: {message}"}}
+            def error(kind: str, message: str) -> dict[str, Any]:
+                record = {**base, "line": work.line, "error": {"kind": kind, "message": message}}
+                return record | ({"line_sha256": work.sha} if kind == "input" else {})
 
-        if work.item is None:
-            return {**base, "line": work.line, "error": {"kind": "input", "message": work.error}}
-        try:
-            reference = work.item.reference
-            report = await verifier.verify(
-                work.item.response,
-                question=work.item.question,
-                reference=sources_from(reference) if isinstance(reference, list) else reference,
-                reference_source=f"{input_path.name}:{work.line}:reference",
-                task=task,
-            )
-        except InputError as exc:
-            return error("input", str(exc))
-        except ModelRequestError as exc:
-            if exc.fatal:
-                raise BatchError(
-                    f"the endpoint refuses every request ({exc}); finished records are kept", status=exc.status
-                ) from exc
-            return error(exc.kind, str(exc))
-        except DebateError as exc:
-            return error(exc.kind, str(exc))
-        return {**base, "line": work.line, "result": report.model_dump(mode="json")}
+            if work.item is None:
+                return error("input", work.error or f"line {work.line}: unreadable")
+            try:
+                reference = work.item.reference
+                report = await verifier.verify(
+                    work.item.response,
+                    question=work.item.question,
+                    reference=sources_from(reference) if isinstance(reference, list) else reference,
+                    reference_source=f"{input_path.name}:{work.line}:reference",
+                    task=task,
+                )
+            except InputError as exc:
+                return error("input", f"line {work.line}: {exc}")
+            except ModelRequestError as exc:
+                if exc.fatal:
+                    raise BatchError(
+                        f"the endpoint refuses every request ({exc}); finished records are kept", status=exc.status
+                    ) from exc
+                return error(exc.kind, f"line {work.line}: {exc}")
+            except DebateError as exc:
+                return error(exc.kind, f"line {work.line}: {exc}")
+            return {**base, "line": work.line, "result": report.model_dump(mode="json")}
 
-    def count(record: dict[str, Any]) -> None:
-        summary.processed += 1
-        if "error" in record:
-            summary.errors += 1
-        elif record["result"].get("failure") is not None:
-            summary.failed += 1
-        else:
-            verdict = record["result"]["verdict"]
-            if verdict == "factual":
-                summary.factual += 1
-            elif verdict == "non_factual":
-                summary.non_factual += 1
+        consecutive = 0
+
+        def count(record: dict[str, Any]) -> None:
+            nonlocal consecutive
+            summary.processed += 1
+            if "error" in record:
+                summary.errors += 1
+            elif record["result"].get("failure") is not None:
+                summary.failed += 1
             else:
-                summary.unverifiable += 1
-        if on_record is not None:
-            on_record(record)
+                verdict = record["result"]["verdict"]
+                if verdict == "factual":
+                    summary.factual += 1
+                elif verdict == "non_factual":
+                    summary.non_factual += 1
+                else:
+                    summary.unverifiable += 1
+            summary.fail_on_matched += fails_on(record, fail_on)
+            if on_record is not None:
+                on_record(record)
+            consecutive = 0 if is_final(record) else consecutive + 1
+            if consecutive >= max_consecutive_failures:
+                raise EndpointDownError(
+                    f"{consecutive} items in a row failed because the endpoint is unavailable (last: "
+                    f"{_failure_message(record)}); finished records are kept; re-run to resume"
+                )
 
-    async for _ in run_ordered(pending(), process, output=output_path, limit=items_in_flight, on_record=count):
-        pass
+        async for _ in run_ordered(pending(), process, output=output_path, limit=items_in_flight, on_record=count):
+            pass
+        _, summary.dropped = compact(output_path, (work.key for work in _dedupe(_read_input(input_path))))
     return summary
+
+
+def count_pending(input_path: Path, output_path: Path, *, retry_failed: bool = True) -> tuple[int, int]:
+    """(items still to do, items already finished): a batch with nothing to do needs no model at all."""
+    state = scan_results(output_path, retry_failed=retry_failed)
+    todo = done = 0
+    for work in _dedupe(_read_input(input_path)):
+        if state.done(work.key, work.sha):
+            done += 1
+        else:
+            todo += 1
+    return todo, done
+
+
+def _dedupe(works: Iterator[_Work]) -> Iterator[_Work]:
+    """Input lines as the output keys them: a repeated id's later lines are errors keyed by their line."""
+    seen: set[str] = set()
+    for work in works:
+        if work.item is not None and work.item.id in seen:
+            work = _Work(work.line, work.sha, work.raw, None, "duplicate")
+        elif work.item is not None:
+            seen.add(work.item.id)
+        yield work
+
+
+def _failure_message(record: dict[str, Any]) -> str:
+    if "error" in record:
+        return str(record["error"]["message"])
+    report = record["result"]
+    if report.get("failure"):
+        return str(report["failure"]["message"])
+    failed = [c["failure"]["message"] for c in report.get("claims", []) if c.get("failure")]
+    return failed[0] if failed else "unknown"

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from debate.api import Verifier
-from debate.batch import run_batch
+from debate.batch import count_pending, fails_on, run_batch
 from debate.chain import CHAINS, load_chain
 from debate.config import (
     ClaimConfig,
@@ -31,7 +31,7 @@ from debate.config import (
     SearchConfig,
     VerifierConfig,
 )
-from debate.errors import DebateError, InputError, UsageError
+from debate.errors import DebateError, InputError, ModelUnavailableError, UsageError
 from debate.llm.cache import CACHE_FILE, DEFAULT_CACHE_DIR, cache_stats, clear_cache
 from debate.prefilter.tools import ToolCallChecker, ToolRegistry, correction_message
 from debate.stages import PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS, TASKS
@@ -45,6 +45,14 @@ __all__ = [
     "main",
     "verifier_config",
 ]
+
+EXIT_CODES = """exit status:
+  0  done (every verdict reached, whatever it is)
+  1  runtime failure: the endpoint is unreachable, refuses every request (401/403/404), or failed N items in a
+     row; finished batch records are kept, re-run the same command to resume
+  2  usage, configuration or input error (one line on stderr)
+  3  --fail-on matched a verdict (non-factual / unverifiable)
+  130 interrupted (Ctrl-C); finished batch records are kept"""
 
 COMMAND_ENTRY_POINT_GROUP = "markov_debate.commands"
 """Entry points adding subcommands (a function taking the subparsers); each sets `handler` on its parser."""
@@ -151,10 +159,16 @@ def _prefilters(value: str) -> list[str]:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="debate", description="Detect hallucinations by Markov-chain multi-agent debate.")
+    parser = _Parser(
+        prog="debate", description="Detect hallucinations by Markov-chain multi-agent debate.", epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     parser.add_argument("-v", "--verbose", action="store_true", help="log retries and server start-up")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    v = sub.add_parser("verify", help="verify a response (or a JSONL batch of them)")
+    v = sub.add_parser(
+        "verify", help="verify a response (or a JSONL batch of them)", epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     v.add_argument(
         "--task",
         choices=TASKS.names(),
@@ -170,6 +184,19 @@ def _build_parser() -> argparse.ArgumentParser:
     batch = v.add_argument_group("batch")
     batch.add_argument("--input", type=Path, help="JSONL with id, question, response, reference")
     batch.add_argument("--output", type=Path, help="JSONL to append results to (re-running resumes)")
+    batch.add_argument(
+        "--retry-failed", action=argparse.BooleanOptionalAction, default=True,
+        help="on a re-run, redo items that failed for a transient reason (endpoint down) and input lines fixed "
+        "since (default: on)",
+    )  # fmt: skip
+    batch.add_argument(
+        "--max-consecutive-failures", type=int, default=5, metavar="N",
+        help="stop (exit 1) after N items in a row fail because the endpoint is unavailable (default: 5)",
+    )  # fmt: skip
+    v.add_argument(
+        "--fail-on", choices=["non-factual", "unverifiable", "any"], default=None,
+        help="exit 3 when a verdict is non-factual, unverifiable, or either (for CI gating; default: off)",
+    )  # fmt: skip
     add_verifier_arguments(v)
     v.add_argument("--json", action="store_true", help="print the Report as JSON")
     v.add_argument("--cache", type=Path, default=None,
@@ -390,6 +417,9 @@ async def _verify(args: argparse.Namespace) -> int:
             raise UsageError("--input/--output cannot be combined with --question/--answer/--evidence")
         if not args.input.is_file():
             raise UsageError(f"--input: no such file: {args.input}")
+        _check_output(args.input, args.output)
+        if args.max_consecutive_failures < 1:
+            raise UsageError("--max-consecutive-failures must be at least 1")
     answer: str | None = args.answer
     if not batch_mode and (answer is None or not answer.strip()):
         raise UsageError("give a non-empty --answer (with --question and --evidence), or --input and --output")
@@ -400,6 +430,12 @@ async def _verify(args: argparse.Namespace) -> int:
             raise UsageError("--task rag needs --sources FILE (JSON {id: text} or [{id, text, parent_id}])")
         reference = _read_json(Path(args.sources), "--sources")
 
+    if batch_mode:
+        todo, done = count_pending(args.input, args.output, retry_failed=args.retry_failed)
+        if todo == 0:
+            # Nothing to do: no model is started and no endpoint is asked.
+            print(f"done: 0 written, {done} already done -> {args.output}", file=sys.stderr)
+            return 0
     if config.model.base_url is None:
         _err.print(
             "[dim]no endpoint configured: starting the embedded model SmolLM2-135M-Instruct (Q4_1, llama.cpp)…[/]"
@@ -420,7 +456,30 @@ async def _verify(args: argparse.Namespace) -> int:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
         _render(report)
-    return 0
+    transient = [f for f in [report.failure, *(c.failure for c in report.claims)] if f is not None and f.transient]
+    if transient:
+        raise ModelUnavailableError(f"the endpoint is unavailable ({transient[0].message}); no verdict was reached")
+    return 3 if fails_on({"result": {"verdict": report.verdict}}, args.fail_on) else 0
+
+
+def _check_output(source: Path, output: Path) -> None:
+    """Refuse, in one line, an output that would overwrite the input or cannot be written."""
+    if output.resolve() == source.resolve() or (output.exists() and output.samefile(source)):
+        raise UsageError(f"--input and --output are the same file ({output}); results need their own file")
+    if output.is_dir():
+        raise UsageError(f"--output {output} is a directory; give a file path")
+    parent = output.parent
+    for ancestor in [parent, *parent.parents]:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise UsageError(f"--output {output}: {ancestor} is a file, not a directory")
+            break
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with output.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--output {output}: cannot write there ({exc.strerror})") from exc
 
 
 async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
@@ -445,15 +504,21 @@ async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
             output_path=args.output,
             items_in_flight=items_in_flight(args),
             task=args.task,
+            retry_failed=args.retry_failed,
+            max_consecutive_failures=args.max_consecutive_failures,
+            fail_on=args.fail_on,
             on_record=advance,
         )
         progress.update(task, completed=summary.processed + summary.skipped_done)
     print(
         f"done: {summary.processed} written ({summary.factual} factual, {summary.non_factual} non-factual, "
         f"{summary.unverifiable} unverifiable, {summary.failed} failed, {summary.errors} errors), "
-        f"{summary.skipped_done} already done -> {args.output}",
+        f"{summary.redone} redone, {summary.skipped_done} already done -> {args.output}",
         file=sys.stderr,
     )
+    if summary.fail_on_matched:
+        print(f"--fail-on {args.fail_on}: {summary.fail_on_matched} record(s) matched", file=sys.stderr)
+        return 3
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from typing import Any, Literal, Self
+from urllib.parse import urlparse
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
@@ -93,6 +94,16 @@ class ModelConfig(_Config):
     """auto: try json_schema, fall back to llama.cpp's json_object+schema, then plain prompting."""
     max_concurrency: int = Field(default=4, ge=1)
     """Model requests in flight at once: the one limit on model calls (a slot is held for one HTTP attempt)."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parsed = urlparse(value)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"must be an http(s) URL with a host, such as http://localhost:8000/v1; got {value!r}")
+        return value
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ModelConfig:

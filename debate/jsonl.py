@@ -1,12 +1,21 @@
 """The one JSONL results log, shared by `debate verify --input` and the experiments: streamed in input order,
-resumable after any interruption (kill -9 included)."""
+resumable after any interruption (kill -9 included), one writer at a time.
+
+A record is *final* when it is a verdict not caused by a transient failure (endpoint down, timeouts, 5xx), or an
+input error for a line that is still the same; every other record is redone on the next run (unless
+`retry_failed` is off). The last record of a key wins; `compact` rewrites the file atomically with exactly one
+record per input key, in input order.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self, TypeVar
@@ -14,20 +23,75 @@ from typing import IO, Any, Self, TypeVar
 from debate.concurrency import ordered_map
 from debate.errors import UsageError
 
-__all__ = ["ResultsLog", "completed_keys", "run_ordered"]
+__all__ = [
+    "OutputLock",
+    "ResultsLog",
+    "ResumeState",
+    "compact",
+    "is_final",
+    "record_key",
+    "run_ordered",
+    "scan_results",
+]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+_TRANSIENT_KINDS = frozenset({"model_unavailable"})
 
-def completed_keys(output: Path) -> set[str]:
-    """Keys already in the output: ids of results, `line:N` of error records. Drops a torn last line.
 
-    Reads one line at a time, so resuming a long run does not load its results into memory."""
+def record_key(record: dict[str, Any]) -> str | None:
+    """`line:N` for an error record, the id for a result."""
+    if isinstance(record.get("error"), dict) and record.get("line") is not None:
+        return f"line:{record['line']}"
+    return None if record.get("id") is None else str(record["id"])
+
+
+def _report_transient(report: Any) -> bool:
+    if not isinstance(report, dict):
+        return False
+    failure = report.get("failure")
+    if isinstance(failure, dict) and failure.get("transient"):
+        return True
+    claims = report.get("claims")
+    return isinstance(claims, list) and any(
+        isinstance(c, dict) and isinstance(c.get("failure"), dict) and c["failure"].get("transient") for c in claims
+    )
+
+
+def is_final(record: dict[str, Any]) -> bool:
+    """Whether a record is finished work (see the module docstring); `transient` when the writer said so."""
+    if "transient" in record:
+        return not record["transient"]
+    error = record.get("error")
+    if isinstance(error, dict):
+        return error.get("kind") not in _TRANSIENT_KINDS
+    return not _report_transient(record.get("result", record.get("report")))
+
+
+@dataclass
+class ResumeState:
+    """What an output already holds: final keys (with the hash of the input line they answered) and the rest."""
+
+    final: dict[str, str | None] = field(default_factory=dict)
+    """Key -> sha256 of the input line the record answered (None when not recorded)."""
+    redo: set[str] = field(default_factory=set)
+    """Keys whose last record is not final: done again."""
+
+    def done(self, key: str, line_sha: str | None = None) -> bool:
+        if key not in self.final:
+            return False
+        recorded = self.final[key]
+        # An input error is final only for the line as it was: a fixed line is redone.
+        return not (key.startswith("line:") and recorded is not None and recorded != line_sha)
+
+
+def scan_results(output: Path, *, retry_failed: bool = True) -> ResumeState:
+    """Read an output one line at a time (memory stays flat); drop a torn last line left by an interruption."""
+    state = ResumeState()
     if not output.exists():
-        return set()
-    keys: set[str] = set()
+        return state
     good_end = 0
     with output.open("rb") as fh:
         for number, raw_line in enumerate(fh, start=1):
@@ -42,10 +106,15 @@ def completed_keys(output: Path) -> set[str]:
                 raise UsageError(
                     f"{output} line {number} is not JSON ({exc.msg}); it is not an output of this tool"
                 ) from exc
-            if isinstance(record.get("error"), dict) and record.get("line") is not None:
-                keys.add(f"line:{record.get('line')}")
-            elif record.get("id") is not None:
-                keys.add(str(record["id"]))
+            key = record_key(record) if isinstance(record, dict) else None
+            if key is None:
+                continue
+            if is_final(record) or not retry_failed:
+                state.final[key] = record.get("line_sha256")
+                state.redo.discard(key)
+            else:
+                state.final.pop(key, None)
+                state.redo.add(key)
     size = output.stat().st_size
     if good_end < size:
         log.warning(
@@ -53,16 +122,54 @@ def completed_keys(output: Path) -> set[str]:
         )
         with output.open("r+b") as fh:
             fh.truncate(good_end)
-    return keys
+    return state
+
+
+def compact(output: Path, keys_in_order: Iterable[str]) -> tuple[int, int]:
+    """Rewrite `output` atomically: the last record of each key, in the given order. Records of keys not given
+    (superseded error records, ids no longer in the input) are dropped. Returns (kept, dropped)."""
+    if not output.exists():
+        return 0, 0
+    latest: dict[str, tuple[int, int]] = {}
+    total = 0
+    with output.open("rb") as fh:
+        offset = 0
+        for raw_line in fh:
+            if raw_line.strip():
+                total += 1
+                key = record_key(json.loads(raw_line))
+                if key is not None:
+                    latest[key] = (offset, len(raw_line))
+            offset += len(raw_line)
+    tmp = output.with_name(output.name + ".compact.tmp")
+    kept = 0
+    with output.open("rb") as source, tmp.open("wb") as target:
+        for key in keys_in_order:
+            where = latest.pop(key, None)
+            if where is None:
+                continue
+            source.seek(where[0])
+            target.write(source.read(where[1]))
+            kept += 1
+        target.flush()
+        os.fsync(target.fileno())
+    os.replace(tmp, output)
+    return kept, total - kept
 
 
 class ResultsLog:
-    """Appends one JSON record per line; each record is flushed and fsynced, so it is either wholly on disk or
-    (torn) dropped at resume."""
+    """Appends one JSON record per line. Each record is flushed to the OS at once (a killed process loses nothing
+    written); fsync, for power loss, is grouped (every `sync_every` records or `sync_interval_s`, and at close).
+    A record torn by a crash is dropped at resume."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, sync_every: int = 64, sync_interval_s: float = 0.1) -> None:
         self.path = path
         self._fh: IO[str] | None = None
+        self._sync_every = sync_every
+        self._sync_interval_s = sync_interval_s
+        self._unsynced = 0
+        self._last_sync = time.monotonic()
+        self.syncs = 0
 
     def __enter__(self) -> Self:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -73,14 +180,82 @@ class ResultsLog:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._fh is not None:
+            if self._unsynced:
+                self._sync()
             self._fh.close()
             self._fh = None
+
+    def _sync(self) -> None:
+        assert self._fh is not None
+        os.fsync(self._fh.fileno())
+        self.syncs += 1
+        self._unsynced = 0
+        self._last_sync = time.monotonic()
 
     def write(self, record: dict[str, Any]) -> None:
         assert self._fh is not None, "use ResultsLog as a context manager"
         self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._fh.flush()
-        os.fsync(self._fh.fileno())
+        self._unsynced += 1
+        if self._unsynced >= self._sync_every or time.monotonic() - self._last_sync >= self._sync_interval_s:
+            self._sync()
+
+
+class OutputLock:
+    """One writer per output: an exclusive advisory lock on `<output>.lock`, which holds the writer's PID.
+
+    The OS drops the lock when its process dies (kill -9 included), so a stale lock is taken over safely. The lock
+    file stays (removing it would let two processes lock two different files)."""
+
+    def __init__(self, output: Path) -> None:
+        self.path = output.with_name(output.name + ".lock")
+        self._fd: int | None = None
+
+    def __enter__(self) -> Self:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _lock(fd)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            output = self.path.name.removesuffix(".lock")
+            raise UsageError(
+                f"{output} is being written by another process (PID {holder}); wait for it to finish or choose "
+                "another --output"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            _unlock(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
+
+if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+    import msvcrt
+
+    def _lock(fd: int) -> None:
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+
+    def _unlock(fd: int) -> None:
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _lock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def _unlock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 async def run_ordered(
@@ -91,7 +266,8 @@ async def run_ordered(
     limit: int,
     on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
-    """Run `fn` over `items` (at most `limit` at once) and append each record to `output` in input order."""
+    """Run `fn` over `items` (at most `limit` at once) and append each record to `output` in input order.
+    `on_record` may raise to stop the run: the records written so far are kept."""
     with ResultsLog(output) as results:
         async for record in ordered_map(items, fn, limit=limit):
             results.write(record)

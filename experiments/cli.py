@@ -19,7 +19,7 @@ from debate.cli import add_verifier_arguments, items_in_flight, verifier_config
 from debate.config import VerifierConfig
 from debate.errors import UsageError
 from debate.llm.cache import CACHE_FILE
-from experiments.data import DataError, default_data_dir
+from experiments.data import default_data_dir
 from experiments.methods import METHODS
 from experiments.runner import RunSpec, check_run_dir, evaluate_run, markdown_table, open_run_dir, run_experiment
 
@@ -72,6 +72,12 @@ def _common(parser: argparse.ArgumentParser, *, n_default: int | None = None, wi
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<timestamp>-<name>)")
     parser.add_argument("--runs-root", type=Path, default=Path("runs"))
     parser.add_argument("--no-cache", action="store_true", help="do not use the model-call cache")
+    parser.add_argument(
+        "--retry-failed", action=argparse.BooleanOptionalAction, default=True,
+        help="on a re-run, redo items that failed for a transient reason (default: on)",
+    )  # fmt: skip
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a run folder that holds another configuration (default: refuse)")  # fmt: skip
     parser.add_argument("--backend", choices=["local", "ray"], default="local")
     parser.add_argument("--shards", type=int, default=2, help="Ray tasks (with --backend ray)")
     add_verifier_arguments(parser)
@@ -126,7 +132,7 @@ def _run(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None) ->
     if args.backend == "ray":
         from experiments.ray_backend import run_with_ray
 
-        config_path = check_run_dir(run_dir, spec)
+        config_path = check_run_dir(run_dir, spec, overwrite=args.overwrite)
 
         async def record_config() -> None:
             if config_path.exists():
@@ -155,17 +161,14 @@ def _run(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None) ->
 
         metrics = asyncio.run(
             run_experiment(spec, run_dir=run_dir, concurrency=items_in_flight(args), provenance=_provenance(spec),
-                           on_record=advance)
+                           on_record=advance, retry_failed=args.retry_failed, overwrite=args.overwrite)
         )  # fmt: skip
     return run_dir, metrics
 
 
 def _eval(args: argparse.Namespace) -> int:
-    try:
-        spec = _spec(args)
-        run_dir, _ = _run(spec, args)
-    except DataError as exc:
-        raise UsageError(str(exc)) from exc
+    spec = _spec(args)
+    run_dir, _ = _run(spec, args)
     sys.stdout.write((run_dir / "results.md").read_text())
     return 0
 
@@ -201,7 +204,6 @@ def _plot(path: Path, title: str, series: dict[str, list[tuple[Any, float, tuple
 
 def _ablation_dir(args: argparse.Namespace, kind: str) -> Path:
     folder: Path = args.out or args.runs_root / f"ablate-{kind}"
-    folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
@@ -217,6 +219,7 @@ def _ablate_transitions(args: argparse.Namespace) -> int:
         rows.append((rule, metrics))
         points.append((rule, metrics["accuracy"], metrics.get("accuracy_ci95")))
     table = "# Transition rules on HaluEval QA (paper Table 4 layout)\n\n" + markdown_table(rows)
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.md").write_text(table)
     _plot(folder / "transitions.png", "Transition rules (QA, min rounds 2)", {"accuracy": points}, bars=True,
           xlabel="transition rule")  # fmt: skip
@@ -238,6 +241,7 @@ def _ablate_min_rounds(args: argparse.Namespace) -> int:
             points.append((rounds, metrics["accuracy"], metrics.get("accuracy_ci95")))
         series[task] = points
     table = "# Minimum debate rounds (paper Figure 3 layout)\n\n" + markdown_table(rows)
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.md").write_text(table)
     _plot(folder / "min_rounds.png", "Accuracy by minimum rounds", series, bars=False, xlabel="minimum rounds")
     sys.stdout.write(table + f"\nplot: {folder / 'min_rounds.png'}\n")

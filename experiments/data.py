@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from debate.errors import UsageError
+
 __all__ = [
     "HALUEVAL_FILES",
     "PAIRED_FIELDS",
@@ -46,7 +48,7 @@ PAIRED_FIELDS: dict[str, tuple[str, str, str | None, str]] = {
 """HaluEval tasks with a right and a hallucinated output per record: (right, hallucinated, question, reference)."""
 
 
-class DataError(ValueError):
+class DataError(UsageError):
     """A data file is missing or a record is malformed (the message names file and line)."""
 
 

@@ -21,6 +21,7 @@ from debate.api import Verifier
 from debate.chain import MarkovChain, TurnRecord, transcript_result
 from debate.config import DebateConfig
 from debate.errors import DebateError, ModelRequestError, ReplyUnusableError
+from debate.jsonl import is_final
 from debate.llm import ChatClient
 from debate.parsing import load_json_object, parse_factuality
 from debate.prompts import PromptTemplate, load_prompt
@@ -63,6 +64,8 @@ class Prediction(BaseModel):
     """The full report (or the judge's transcript)."""
     error: str | None = None
     """Why there is no prediction."""
+    transient: bool = False
+    """The prediction is missing for a reason that may pass (endpoint down): a re-run redoes the item."""
 
 
 class Method(Protocol):
@@ -89,10 +92,11 @@ class DebateMethod:
         report = await self._verifier.verify(
             item.response, question=item.question, reference=item.reference, task=item.task, claims=item.claims
         )
+        transient = not is_final({"report": report.model_dump(mode="json", include={"failure", "claims"})})
         if report.failure is not None:
             return Prediction(
                 pred_factual=None, score=None, decided_by="error", usage=report.usage,
-                report=report.model_dump(mode="json"), error=report.failure.message,
+                report=report.model_dump(mode="json"), error=report.failure.message, transient=transient,
             )  # fmt: skip
         return Prediction(
             pred_factual=report.factual,
@@ -100,6 +104,7 @@ class DebateMethod:
             decided_by=_decided_by(report),
             usage=report.usage,
             report=report.model_dump(mode="json"),
+            transient=transient,
         )
 
 
@@ -236,9 +241,17 @@ class HaluEvalJudge:
         system, user = self._render(item)
         chat = converse(self._client, system, schema=_JUDGEMENT_SCHEMA, schema_name="judgement", purpose="judge")
         started = time.perf_counter()
-        outcome = await ask_structured(
-            chat, user, _parse_judgement, max_retries=self._max_retries, expected='"Yes" or "No"'
-        )
+        try:
+            outcome = await ask_structured(
+                chat, user, _parse_judgement, max_retries=self._max_retries, expected='"Yes" or "No"'
+            )
+        except DebateError as exc:
+            if isinstance(exc, ModelRequestError) and exc.fatal:
+                raise
+            return Prediction(
+                pred_factual=None, score=None, decided_by="judge", usage=Usage.total(r.usage for r in chat.responses),
+                report={"replies": [r.text for r in chat.responses]}, error=str(exc), transient=exc.transient,
+            )  # fmt: skip
         usage = Usage.total(r.usage for r in chat.responses)
         transcript = {
             "prompt": f"halueval_{item.task if item.task != 'kbqa' else 'general'}",

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from debate.api import Verifier
-from debate.jsonl import completed_keys
+from debate.jsonl import scan_results
 from experiments.data import Item
 from experiments.runner import RunSpec, items_for, make_method, method_config, process_items
 
@@ -32,7 +32,7 @@ def _part(run_dir: Path, shard: int) -> Path:
 
 
 async def _run_shard(spec: RunSpec, run_dir: Path, shard: int, shards: int, concurrency: int) -> int:
-    skip = completed_keys(run_dir / "results.jsonl")
+    skip = set(scan_results(run_dir / "results.jsonl").final)
     async with Verifier(config=method_config(spec)) as verifier:
         method, _ = make_method(spec, verifier)
         return await process_items(
@@ -46,10 +46,10 @@ async def _run_shard(spec: RunSpec, run_dir: Path, shard: int, shards: int, conc
 def merge_parts(spec: RunSpec, run_dir: Path, shards: int) -> int:
     """Append the shards' records to results.jsonl in input order (each part is already in input order)."""
     results = run_dir / "results.jsonl"
-    done = completed_keys(results)
+    done = set(scan_results(results).final)
     parts = [_part(run_dir, k) for k in range(shards)]
     for part in parts:
-        completed_keys(part)  # drops a torn last line
+        scan_results(part)  # drops a torn last line
     handles = [part.open(encoding="utf-8") if part.exists() else None for part in parts]
     pending: list[dict[str, Any] | None] = [None] * shards
     merged = 0
@@ -76,6 +76,7 @@ def merge_parts(spec: RunSpec, run_dir: Path, shards: int) -> int:
                 handle.close()
     for part in parts:
         part.unlink(missing_ok=True)
+        part.with_name(part.name + ".lock").unlink(missing_ok=True)
     return merged
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict
 
 from debate.api import Verifier
 from debate.config import DebateConfig, VerifierConfig
-from debate.jsonl import completed_keys, run_ordered
+from debate.errors import UsageError
+from debate.jsonl import OutputLock, compact, run_ordered, scan_results
 from debate.llm import ChatClient
 from experiments.baselines import Baselines, tuning_pairs
 from experiments.data import Item, factprompts_items, halueval_items
@@ -101,34 +102,41 @@ async def process_items(
     results_path: Path,
     concurrency: int,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    order: Callable[[], Iterable[str]] | None = None,
+    retry_failed: bool = True,
 ) -> int:
-    """Append a record per item not yet in `results_path`, in input order. Returns how many were written."""
-    done = completed_keys(results_path)
+    """Append a record per item not yet finished in `results_path`, in input order; then, given the ids in input
+    `order`, compact the file to one record per item. Returns how many were written."""
+    with OutputLock(results_path):
+        done = scan_results(results_path, retry_failed=retry_failed).final
 
-    async def run(item: Item) -> dict[str, Any]:
-        started = time.perf_counter()
-        prediction: Prediction = await method.predict(item)
-        return {
-            "id": item.id,
-            "task": item.task,
-            "label_factual": item.label_factual,
-            "pred_factual": prediction.pred_factual,
-            "score": prediction.score,
-            "decided_by": prediction.decided_by,
-            "llm_calls": prediction.usage.llm_calls,
-            "prompt_tokens": prediction.usage.prompt_tokens,
-            "completion_tokens": prediction.usage.completion_tokens,
-            "wall_s": round(time.perf_counter() - started, 3),
-            "length": len(item.response),
-            "source_line": item.source_line,
-            "error": prediction.error,
-            "report": prediction.report,
-        }
+        async def run(item: Item) -> dict[str, Any]:
+            started = time.perf_counter()
+            prediction: Prediction = await method.predict(item)
+            return {
+                "id": item.id,
+                "task": item.task,
+                "label_factual": item.label_factual,
+                "pred_factual": prediction.pred_factual,
+                "score": prediction.score,
+                "decided_by": prediction.decided_by,
+                "llm_calls": prediction.usage.llm_calls,
+                "prompt_tokens": prediction.usage.prompt_tokens,
+                "completion_tokens": prediction.usage.completion_tokens,
+                "wall_s": round(time.perf_counter() - started, 3),
+                "length": len(item.response),
+                "source_line": item.source_line,
+                "error": prediction.error,
+                "transient": prediction.transient,
+                "report": prediction.report,
+            }
 
-    written = 0
-    pending = (i for i in items if i.id not in done)
-    async for _ in run_ordered(pending, run, output=results_path, limit=concurrency, on_record=on_record):
-        written += 1
+        written = 0
+        pending = (i for i in items if i.id not in done)
+        async for _ in run_ordered(pending, run, output=results_path, limit=concurrency, on_record=on_record):
+            written += 1
+        if order is not None:
+            compact(results_path, order())
     return written
 
 
@@ -218,14 +226,37 @@ def evaluate_run(run_dir: Path, spec: RunSpec) -> dict[str, Any]:
     return metrics
 
 
-def check_run_dir(run_dir: Path, spec: RunSpec) -> Path:
-    """Create the folder; refuse one that holds a different run. Returns the config.json path."""
-    run_dir.mkdir(parents=True, exist_ok=True)
+def _differences(old: Any, new: Any, where: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted({*old, *new}):
+            out += _differences(old.get(key), new.get(key), f"{where}.{key}" if where else str(key))
+        return out
+    return [] if old == new else [f"{where}: {json.dumps(old)} -> {json.dumps(new)}"]
+
+
+_RUN_FILES = ("config.json", "results.jsonl", "results.jsonl.lock", "metrics.json", "results.md")
+
+
+def check_run_dir(run_dir: Path, spec: RunSpec, *, overwrite: bool = False) -> Path:
+    """Check the data and the folder before anything is created: a missing data file leaves no folder behind, and a
+    folder holding another configuration is refused (naming the differences) unless `overwrite`. Returns the
+    config.json path."""
+    next(iter(items_for(spec)), None)  # DataError (a missing or broken data file) before any folder exists
     config_path = run_dir / "config.json"
     if config_path.exists():
         recorded = json.loads(config_path.read_text())
         if recorded.get("spec_digest") != spec.digest():
-            raise ValueError(f"{run_dir} holds a run with a different configuration; choose another --out")
+            if not overwrite:
+                recorded_spec = recorded.get("spec")
+                shown = _differences(recorded_spec, spec.model_dump(mode="json")) if recorded_spec else []
+                raise UsageError(
+                    f"{run_dir} holds a run with another configuration ({'; '.join(shown[:5]) or 'spec differs'}); "
+                    "choose another --out, or --overwrite to replace it"
+                )
+            for name in _RUN_FILES:
+                (run_dir / name).unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
     return config_path
 
 
@@ -237,18 +268,20 @@ async def run_experiment(
     provenance: Callable[[Verifier, dict[str, str]], dict[str, Any]],
     on_record: Callable[[dict[str, Any]], None] | None = None,
     client: ChatClient | None = None,
+    retry_failed: bool = True,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Run (or resume) `spec` into `run_dir` on this machine; returns the metrics."""
-    config_path = check_run_dir(run_dir, spec)
+    config_path = check_run_dir(run_dir, spec, overwrite=overwrite)
     async with Verifier(config=method_config(spec), client=client) as verifier:
         method, prompts = make_method(spec, verifier)
         if config_path.exists():
             recorded = json.loads(config_path.read_text()).get("prompts")
             if recorded is not None and recorded != prompts:
                 changed = sorted(k for k in {*recorded, *prompts} if recorded.get(k) != prompts.get(k))
-                raise ValueError(
+                raise UsageError(
                     f"{run_dir}: prompt files changed since this run started ({', '.join(changed)}); "
-                    "resuming would mix two prompt versions; choose another --out"
+                    "resuming would mix two prompt versions; choose another --out, or --overwrite to start over"
                 )
         else:
             config_path.write_text(json.dumps(provenance(verifier, prompts), indent=2, default=str) + "\n")
@@ -258,5 +291,7 @@ async def run_experiment(
             results_path=run_dir / "results.jsonl",
             concurrency=concurrency,
             on_record=on_record,
+            order=lambda: (item.id for item in items_for(spec)),
+            retry_failed=retry_failed,
         )
     return evaluate_run(run_dir, spec)

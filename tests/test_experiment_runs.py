@@ -14,6 +14,7 @@ from conftest import op
 from fakes import FakeOpenAI, Reply
 
 from debate.config import RetrievalConfig, VerifierConfig
+from debate.errors import UsageError
 from debate.llm import ChatRequest
 from debate.testing import ScriptedChatClient, ScriptExhaustedError
 from experiments.runner import RunSpec, run_experiment
@@ -29,14 +30,17 @@ def spec(method: str = "mcmad", *, task: str = "qa", n: int = 4, **verifier: Any
 
 
 def provenance(verifier: Any, prompts: dict[str, str]) -> dict[str, Any]:
-    return {"spec_digest": CURRENT["digest"], "model": verifier.client.model_name, "prompts": prompts}
+    return {
+        "spec_digest": CURRENT["spec"].digest(), "spec": CURRENT["spec"].model_dump(mode="json"),
+        "model": verifier.client.model_name, "prompts": prompts,
+    }  # fmt: skip
 
 
-CURRENT: dict[str, str] = {}
+CURRENT: dict[str, RunSpec] = {}
 
 
 async def run(s: RunSpec, folder: Path, client: ScriptedChatClient) -> dict[str, Any]:
-    CURRENT["digest"] = s.digest()
+    CURRENT["spec"] = s
     return await run_experiment(s, run_dir=folder, concurrency=1, provenance=provenance, client=client)
 
 
@@ -131,12 +135,12 @@ async def test_cached_rerun_makes_no_endpoint_calls(tmp_path: Path) -> None:
 
 async def test_a_different_config_refuses_an_existing_run_folder(tmp_path: Path) -> None:
     await run(spec("single"), tmp_path, ScriptedChatClient([agree] * 4))
-    with pytest.raises(ValueError, match="different configuration"):
+    with pytest.raises(UsageError, match=r"another configuration \(n: 4 -> 3\).*--overwrite"):
         await run(spec("single", n=3), tmp_path, ScriptedChatClient([]))
     config = json.loads((tmp_path / "config.json").read_text())
     config["prompts"]["initial"] = "0" * 64  # as if the prompt file had been edited since
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match=r"prompt files changed since this run started \(initial\)"):
+    with pytest.raises(UsageError, match=r"prompt files changed since this run started \(initial\)"):
         await run(spec("single"), tmp_path, ScriptedChatClient([]))
 
 

@@ -124,16 +124,37 @@ class OpenAIChatClient:
         return self._mode
 
     async def resolve_model(self) -> str:
-        """Use the configured model, or the endpoint's only model."""
+        """Check that the endpoint answers (so a down server stops the run before any work), then use the
+        configured model, or the endpoint's only model."""
+        policy = retrying(
+            attempts=self._config.max_attempts, initial_s=self._config.backoff_initial_s,
+            max_s=self._config.backoff_max_s, is_transient=is_retryable, headers_of=_headers, describe=_describe,
+        )  # fmt: skip
+        try:
+            async for attempt in policy:
+                with attempt:
+                    page = await self._sdk.models.list()
+        except (openai.APIConnectionError, MalformedReplyError) as exc:
+            raise ModelUnavailableError(
+                f"{self._config.base_url} is unreachable ({_describe(exc)} after {self._config.max_attempts} "
+                "attempts); is the server running?"
+            ) from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403) or (self._model is None and not is_retryable(exc)):
+                raise ModelRequestError(
+                    f"listing models at {self._config.base_url} failed ({_describe(exc)})"
+                    + ("; pass --model" if self._model is None and exc.status_code not in (401, 403) else ""),
+                    status=exc.status_code,
+                ) from exc
+            if is_retryable(exc):
+                raise ModelUnavailableError(
+                    f"{self._config.base_url}: {_describe(exc)} after {self._config.max_attempts} attempts"
+                ) from exc
+            # The endpoint has no model list (some proxies); the configured model is used as given.
+            assert self._model is not None
+            return self._model
         if self._model is not None:
             return self._model
-        try:
-            page = await self._sdk.models.list()
-        except openai.APIError as exc:
-            raise ModelRequestError(
-                f"no model given and listing models at {self._config.base_url} failed ({_describe(exc)}); pass --model",
-                status=getattr(exc, "status_code", None),
-            ) from exc
         ids = [m.id for m in page.data]
         if len(ids) != 1:
             raise ModelRequestError(
