@@ -1,7 +1,13 @@
-"""A fast OpenAI-compatible fake endpoint for benchmarks: raw asyncio HTTP/1.1 with keep-alive, a fixed reply
-(a well-formed agent opinion) after an optional latency. Run it as its own process so its CPU is not counted:
+"""A fast OpenAI-compatible fake endpoint for benchmarks: raw asyncio HTTP/1.1 with keep-alive. Run it as its own
+process so its CPU is not counted:
 
-    python benchmarks/fake_endpoint.py --port 0 --latency-ms 0     # prints "PORT <n>" when ready
+    python benchmarks/fake_endpoint.py --latency-ms 100                  # prints "PORT <n>" when ready
+    python benchmarks/fake_endpoint.py --fault-rate 0.3 --seed 1 --verdict-rule
+
+Replies are a well-formed agent opinion (factual; with --verdict-rule, factual exactly when the last user message
+contains the word "even"). With --fault-rate, that share of chat requests gets one of nine faults: 429 with
+Retry-After, 500, 503, a hang past any sane timeout, a dropped connection, prose instead of JSON, a truncated JSON
+body, an opinion with the wrong keys, or empty choices. GET /stats returns {"requests", "faults"}.
 """
 
 from __future__ import annotations
@@ -9,50 +15,101 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import sys
 
-OPINION = json.dumps({"opinion": "ok", "factuality": True, "Error severity": 0})
-COMPLETION = json.dumps(
-    {
-        "id": "c",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "fake-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": OPINION}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-    }
-).encode()
 MODELS = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model", "created": 0}]}).encode()
+FAULTS = ("429", "500", "503", "hang", "drop", "prose", "truncated", "wrong-keys", "empty-choices")
 
 
-async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, latency_s: float) -> None:
-    try:
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":", 1)[1])
-            if length:
-                await reader.readexactly(length)
-            body = MODELS if head.startswith(b"GET") else COMPLETION
-            if latency_s and not head.startswith(b"GET"):
-                await asyncio.sleep(latency_s)
-            writer.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-                + str(len(body)).encode()
-                + b"\r\n\r\n"
-                + body
-            )
-            await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError):
-        pass
-    finally:
-        writer.close()
+def completion(content: str) -> bytes:
+    return json.dumps(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "fake-model",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+        }
+    ).encode()
 
 
-async def serve(port: int, latency_s: float) -> None:
-    server = await asyncio.start_server(lambda r, w: handle(r, w, latency_s), "127.0.0.1", port, backlog=1024)
+def opinion(factual: bool) -> str:
+    return json.dumps({"opinion": "checked", "factuality": factual, "Error severity": 0 if factual else 4})
+
+
+FIXED = completion(opinion(True))
+
+
+class Endpoint:
+    def __init__(self, *, latency_s: float, fault_rate: float, seed: int, verdict_rule: bool, hang_s: float) -> None:
+        self.latency_s = latency_s
+        self.fault_rate = fault_rate
+        self.random = random.Random(seed)
+        self.verdict_rule = verdict_rule
+        self.hang_s = hang_s
+        self.requests = 0
+        self.faults = 0
+
+    def _reply(self, body: bytes) -> bytes:
+        if not self.verdict_rule:
+            return FIXED
+        messages = json.loads(body)["messages"]
+        return completion(opinion(" even" in messages[-1]["content"]))
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                body = await reader.readexactly(length) if length else b""
+                status, headers, payload = 200, b"", b""
+                if head.startswith(b"GET /stats"):
+                    payload = json.dumps({"requests": self.requests, "faults": self.faults}).encode()
+                elif head.startswith(b"GET"):
+                    payload = MODELS
+                else:
+                    self.requests += 1
+                    fault = self.random.choice(FAULTS) if self.random.random() < self.fault_rate else None
+                    self.faults += fault is not None
+                    if self.latency_s:
+                        await asyncio.sleep(self.latency_s)
+                    if fault == "hang":
+                        await asyncio.sleep(self.hang_s)
+                        return
+                    if fault == "drop":
+                        return
+                    if fault in ("429", "500", "503"):
+                        status = int(fault)
+                        headers = b"retry-after: 0.05\r\n" if fault == "429" else b""
+                        payload = json.dumps({"error": {"message": f"injected {fault}"}}).encode()
+                    elif fault == "prose":
+                        payload = completion("I believe the claim is probably right.")
+                    elif fault == "truncated":
+                        payload = self._reply(body)[:40]
+                    elif fault == "wrong-keys":
+                        payload = completion(json.dumps({"verdict": True, "why": "x"}))
+                    elif fault == "empty-choices":
+                        payload = b'{"id": "c", "object": "chat.completion", "created": 0, "choices": []}'
+                    else:
+                        payload = self._reply(body)
+                head_out = (
+                    f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {len(payload)}\r\n"
+                )
+                writer.write(head_out.encode() + headers + b"\r\n" + payload)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+async def serve(port: int, endpoint: Endpoint) -> None:
+    server = await asyncio.start_server(endpoint.handle, "127.0.0.1", port, backlog=1024)
     print(f"PORT {server.sockets[0].getsockname()[1]}", flush=True)
     async with server:
         await server.serve_forever()
@@ -62,9 +119,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--fault-rate", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--verdict-rule", action="store_true")
+    parser.add_argument("--hang-s", type=float, default=30.0)
     args = parser.parse_args()
+    endpoint = Endpoint(
+        latency_s=args.latency_ms / 1000, fault_rate=args.fault_rate, seed=args.seed, verdict_rule=args.verdict_rule,
+        hang_s=args.hang_s,
+    )  # fmt: skip
     try:
-        asyncio.run(serve(args.port, args.latency_ms / 1000))
+        asyncio.run(serve(args.port, endpoint))
     except KeyboardInterrupt:
         sys.exit(0)
 

@@ -215,3 +215,22 @@ def test_short_real_run_on_the_embedded_model(tmp_path: Path) -> None:
     rows = records(folder)
     assert len(rows) == 2 and all(r["llm_calls"] == 1 for r in rows)
     assert json.loads((folder / "metrics.json").read_text())["n"] == 2
+
+
+async def test_a_rerun_redoes_items_that_failed_for_a_transient_reason(tmp_path: Path) -> None:
+    from debate.errors import ModelUnavailableError
+
+    flaky = ScriptedChatClient([agree, ModelUnavailableError("HTTP 503 after 5 attempts"), agree, agree])
+    await run(spec("single"), tmp_path, flaky)
+    first = records(tmp_path)
+    assert [r["transient"] for r in first] == [False, True, False, False]
+    assert first[1]["pred_factual"] is None
+    recovered = ScriptedChatClient([agree])  # only the failed item is asked again
+    metrics = await run(spec("single"), tmp_path, recovered)
+    rows = records(tmp_path)
+    assert len(recovered.calls) == 1 and [r["id"] for r in rows] == [r["id"] for r in first]
+    assert all(r["pred_factual"] is True and r["transient"] is False for r in rows)
+    assert metrics["n"] == 4
+    kept = ScriptedChatClient([])
+    await run(spec("single"), tmp_path, kept)
+    assert kept.calls == []
