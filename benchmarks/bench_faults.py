@@ -112,7 +112,9 @@ def main() -> None:
             redone += len(scan_results(out).redo)
             finished = subprocess.run(_command(source, out, url, args), env=_env(), capture_output=True, text=True)
             runs += 1
-            if finished.returncode == 0:
+            # Done when a run finishes and leaves nothing transient behind (a run's own late failures wait for
+            # the next run, as a user's re-run would redo them).
+            if finished.returncode == 0 and not scan_results(out).redo:
                 break
             exit_1 += finished.returncode == 1
             if runs > 20:
@@ -125,18 +127,22 @@ def main() -> None:
 
     records = [json.loads(line) for line in out.read_text().splitlines()]
     seen = [r.get("id") for r in records]
-    silent = unverifiable = 0
+    silent = 0
+    unverifiable: dict[str, int] = {}
     for record in records:
         verdict = record["result"]["verdict"]
         expected = "factual" if " even" in record["response"] else "non_factual"
         if verdict in ("factual", "non_factual") and verdict != expected:
             silent += 1
-        unverifiable += verdict == "unverifiable"
+        for claim in record["result"]["claims"]:
+            if claim["failure"] is not None:
+                kind = f"{claim['failure']['kind']}{' (transient)' if claim['failure']['transient'] else ''}"
+                unverifiable[kind] = unverifiable.get(kind, 0) + 1
     print(f"items: {args.items}, fault rate {args.fault_rate:.0%}, {args.kills} kill -9s, {runs} runs "
           f"({exit_1} stopped with exit 1 on consecutive failures)")  # fmt: skip
     print(f"ids exactly once, in input order: {seen == ids} ({len(seen)} records, {len(set(seen))} distinct ids)")
     print(f"silent verdicts (a verdict that is not the endpoint's answer): {silent}")
-    print(f"unverifiable at the end: {unverifiable}")
+    print(f"unverifiable at the end: {sum(unverifiable.values())} {unverifiable or ''}")
     print(f"items redone (records left by a transient failure or a kill): {redone}")
     print(f"endpoint calls: {storm_calls} under the storm vs {clean_calls} fault-free "
           f"({storm_calls / clean_calls:.2f}x)")  # fmt: skip

@@ -111,9 +111,9 @@ class Verifier:
         self._owns_client = client is None
         self._server: EmbeddedServer | None = None
         self._model_config: ModelConfig = self.config.model
-        self._prompts_dir = prompts_dir
+        self._prompts_dir = prompts_dir or self.config.prompt_set
         self.chain: MarkovChain = load_chain(self.config.debate.chain)
-        self._team_factory = team_factory or TEAMS.get(self.config.team)(prompts_dir=prompts_dir)
+        self._team_factory = team_factory or TEAMS.get(self.config.team)(prompts_dir=self._prompts_dir)
         self.cache = RetrievalCache(directory=self.config.retrieval.cache_dir)
         self._retriever: Retriever | None = None
         self._search_backend: SearchBackend | None = None
@@ -235,6 +235,7 @@ class Verifier:
             base_url=self._model_config.base_url,
             embedded=self.embedded,
             config=resolved.model_dump(mode="json"),
+            prompt_set=self._prompts_dir or "paper",
             prompts=prompts,
             seed=self._model_config.seed,
             package_version=_package_version(),

@@ -160,7 +160,7 @@ _NONE_REPLY = re.compile(r"^\W*none\W*$", re.I)
 
 def _parse_filtered(reply: str) -> str | None:
     text = reply.strip()
-    text = re.sub(r"^(factual part|response)\s*:\s*", "", text, flags=re.I).strip()
+    text = re.sub(r"^(factual part|response|output)\s*:\s*", "", text, flags=re.I).strip()
     if not text:
         raise ReplyUnusableError("the reply is empty; give the factual part of the response, or None")
     if _NONE_REPLY.match(text):

@@ -134,7 +134,7 @@ def add_verifier_arguments(parser: argparse.ArgumentParser) -> None:
         "--items", type=int, default=None,
         help="responses (batch lines, benchmark items) in progress at once (default: 2 x --concurrency)",
     )  # fmt: skip
-    parser.add_argument("--prompts-dir", help="load prompt files from this directory instead of the packaged ones")
+    _opt(parser, ["--prompt-set", "--prompts-dir"], VerifierConfig, "prompt_set", metavar="NAME|DIR")
 
 
 def items_in_flight(args: argparse.Namespace) -> int:
@@ -321,6 +321,7 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
                 max_parse_retries=args.max_parse_retries,
             ),
             claim_concurrency=args.claim_concurrency,
+            prompt_set=args.prompt_set,
             claims=ClaimConfig(format=args.claim_format, max_claims=args.max_claims,
                                max_parse_retries=args.max_parse_retries),
             retrieval=RetrievalConfig(retriever=args.retriever, top_k=args.top_k, cache_dir=args.retrieval_cache),
@@ -440,7 +441,7 @@ async def _verify(args: argparse.Namespace) -> int:
         _err.print(
             "[dim]no endpoint configured: starting the embedded model SmolLM2-135M-Instruct (Q4_1, llama.cpp)…[/]"
         )
-    async with Verifier(config=config, prompts_dir=args.prompts_dir) as verifier:
+    async with Verifier(config=config) as verifier:
         where = "embedded llama.cpp" if verifier.embedded else config.model.base_url
         _err.print(f"[dim]model: {verifier.client.model_name} ({where})[/]")
         if batch_mode:

@@ -215,6 +215,9 @@ class VerifierConfig(_Config):
     """Chain knobs."""
     team: str = "autogen"
     """Registered agent-team implementation."""
+    prompt_set: str = "paper"
+    """The agents' prompts: paper (every instruction of the paper's Tables 6-9), tuned (the earlier short set), or a
+    directory of prompt files (missing files fall back to the paper set)."""
     claim_concurrency: int = Field(default=4, ge=1)
     """Claims of one response in progress at once (model calls are bounded by model.max_concurrency)."""
     claims: ClaimConfig = Field(default_factory=ClaimConfig)
@@ -231,6 +234,15 @@ class VerifierConfig(_Config):
     """Score a response needs under the `soft` rollup."""
     call_cache: str | None = None
     """SQLite file caching model calls; a re-run with the same calls makes no endpoint calls."""
+
+    @field_validator("prompt_set")
+    @classmethod
+    def _known_prompt_set(cls, value: str) -> str:
+        from debate.prompts import PROMPT_SETS
+
+        if value not in PROMPT_SETS and not os.path.isdir(value):
+            raise ValueError(f"prompt set {value!r} is neither {' nor '.join(PROMPT_SETS)} nor a directory")
+        return value
 
     @field_validator("team")
     @classmethod

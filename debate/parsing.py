@@ -23,7 +23,7 @@ __all__ = [
 OPINION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "opinion": {"type": "string", "minLength": 1, "maxLength": 800},
+        "opinion": {"type": "string", "minLength": 1, "maxLength": 4000},
         "factuality": {"type": "boolean"},
         "Error severity": {"type": "integer", "minimum": 0, "maximum": 5},
     },
@@ -33,8 +33,8 @@ OPINION_SCHEMA: dict[str, Any] = {
 """The paper's reply format as a JSON schema, for endpoints that constrain decoding."""
 
 OPINION_FORMAT = (
-    'a JSON object {"opinion": "<your reasoning in at most three sentences>", "factuality": <true or false>, '
-    '"Error severity": <integer 0-5>}'
+    'a dictionary starting with "{" with exactly the keys "opinion" (your analysis and judgment), "factuality" '
+    '(true or false) and "Error severity" (an integer 0-5)'
 )
 """How the re-ask describes the expected reply."""
 

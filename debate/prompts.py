@@ -8,13 +8,14 @@ import re
 import string
 import tomllib
 from functools import lru_cache
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from debate.errors import UsageError
 
-__all__ = ["PromptError", "PromptTemplate", "load_prompt"]
+__all__ = ["DEFAULT_PROMPT_SET", "PROMPT_SETS", "PromptError", "PromptTemplate", "load_prompt"]
 
 
 class PromptError(UsageError, ValueError):
@@ -48,14 +49,36 @@ class PromptTemplate(BaseModel):
         return string.Template(self.system).substitute(values), string.Template(self.user).substitute(values)
 
 
+PROMPT_SETS: tuple[str, ...] = ("paper", "tuned")
+"""Packaged prompt sets: `paper` (default) carries every instruction of the paper's Tables 6-9 in our words;
+`tuned` is the earlier, shorter set (kept for comparison: `debate ablate prompt-set`)."""
+DEFAULT_PROMPT_SET = "paper"
+
+
+def _search_path(prompt_set: str | None) -> list[Traversable]:
+    """Where a set's files are looked up, in order: the set, then (for a user directory) the paper set, then the
+    shared prompts every set uses (re-ask, extraction, queries, baselines)."""
+    root = importlib.resources.files("prompts")
+    chosen = prompt_set or DEFAULT_PROMPT_SET
+    if chosen in PROMPT_SETS:
+        return [root.joinpath(chosen), root]
+    path = Path(chosen)
+    if not path.is_dir():
+        raise PromptError(f"prompt set {chosen!r} is neither a packaged set ({', '.join(PROMPT_SETS)}) nor a directory")
+    return [path, root.joinpath(DEFAULT_PROMPT_SET), root]
+
+
+def _find(file: str, prompt_set: str | None) -> tuple[bytes, str]:
+    for place in _search_path(prompt_set):
+        candidate = place.joinpath(file)
+        if candidate.is_file():
+            return candidate.read_bytes(), str(candidate)
+    raise PromptError(f"{file} not found in prompt set {prompt_set or DEFAULT_PROMPT_SET!r}")
+
+
 def _fragment(name: str, directory: str | None) -> bytes:
     """A shared text (e.g. the severity rubric) that prompt files include by name: `<name>.txt`."""
-    if directory is not None and (path := Path(directory) / f"{name}.txt").is_file():
-        return path.read_bytes()
-    resource = importlib.resources.files("prompts").joinpath(f"{name}.txt")
-    if not resource.is_file():
-        raise PromptError(f"included text {name!r} not found ({name}.txt)")
-    return resource.read_bytes()
+    return _find(f"{name}.txt", directory)[0]
 
 
 def _include(template: str, name: str, text: str) -> str:
@@ -103,20 +126,14 @@ def _parse(name: str, data: bytes, origin: str, directory: str | None = None) ->
     return prompt
 
 
-@lru_cache(maxsize=64)
-def load_prompt(name: str, directory: str | None = None) -> PromptTemplate:
-    """Load `<name>.toml` from `directory`, or from the packaged `prompts/`; a name ending in .toml is a path."""
+@lru_cache(maxsize=128)
+def load_prompt(name: str, prompt_set: str | None = None) -> PromptTemplate:
+    """Load `<name>.toml` from a prompt set (a packaged set name or a directory; default `paper`), falling back to
+    the shared prompts; a name ending in .toml is a file path."""
     if name.endswith(".toml"):
         path = Path(name)
         if not path.is_file():
             raise PromptError(f"prompt file not found: {path}")
-        return _parse(path.stem, path.read_bytes(), str(path), directory or str(path.parent))
-    if directory is not None:
-        path = Path(directory) / f"{name}.toml"
-        if not path.is_file():
-            raise PromptError(f"prompt {name!r} not found: {path}")
-        return _parse(name, path.read_bytes(), str(path), directory)
-    resource = importlib.resources.files("prompts").joinpath(f"{name}.toml")
-    if not resource.is_file():
-        raise PromptError(f"prompt {name!r} not found in the packaged prompts/")
-    return _parse(name, resource.read_bytes(), f"prompts/{name}.toml")
+        return _parse(path.stem, path.read_bytes(), str(path), prompt_set or str(path.parent))
+    data, origin = _find(f"{name}.toml", prompt_set)
+    return _parse(name, data, origin, prompt_set)

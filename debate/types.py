@@ -383,8 +383,10 @@ class RunMeta(_Model):
     """Whether the embedded llama.cpp model answered."""
     config: dict[str, Any]
     """The resolved configuration (API key excluded)."""
+    prompt_set: str = "paper"
+    """The agents' prompt set (a packaged set name or a directory)."""
     prompts: dict[str, str]
-    """Prompt name -> sha256 of the prompt file."""
+    """Prompt name -> sha256 of the prompt file (and the texts it includes)."""
     seed: int | None
     """Seed sent to the endpoint."""
     package_version: str
