@@ -4,8 +4,8 @@ process so its CPU is not counted:
     python benchmarks/fake_endpoint.py --latency-ms 100                  # prints "PORT <n>" when ready
     python benchmarks/fake_endpoint.py --fault-rate 0.3 --seed 1 --verdict-rule
 
-Replies are a well-formed agent opinion (factual; with --verdict-rule, factual exactly when the last user message
-contains the word "even"). With --fault-rate, that share of chat requests gets one of nine faults: 429 with
+Replies are a well-formed agent opinion (factual; with --verdict-rule, factual exactly when the first user message,
+where the claim is, contains the word "even"). With --fault-rate, that share of chat requests gets one of nine faults: 429 with
 Retry-After, 500, 503, a hang past any sane timeout, a dropped connection, prose instead of JSON, a truncated JSON
 body, an opinion with the wrong keys, or empty choices. GET /stats returns {"requests", "faults"}.
 """
@@ -55,8 +55,9 @@ class Endpoint:
     def _reply(self, body: bytes) -> bytes:
         if not self.verdict_rule:
             return FIXED
-        messages = json.loads(body)["messages"]
-        return completion(opinion(" even" in messages[-1]["content"]))
+        # The claim is in the first user message (a re-ask's last message only names the format problem).
+        first_user = next(m["content"] for m in json.loads(body)["messages"] if m["role"] == "user")
+        return completion(opinion(" even" in first_user))
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

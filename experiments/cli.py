@@ -19,6 +19,7 @@ from debate.cli import add_verifier_arguments, items_in_flight, verifier_config
 from debate.config import VerifierConfig
 from debate.errors import UsageError
 from debate.llm.cache import CACHE_FILE
+from debate.prompts import PROMPT_SETS
 from experiments.data import default_data_dir
 from experiments.methods import METHODS
 from experiments.runner import RunSpec, check_run_dir, evaluate_run, markdown_table, open_run_dir, run_experiment
@@ -51,6 +52,13 @@ def register(sub: Any) -> None:
     mr.add_argument("--tasks", nargs="+", choices=["qa", "dialogue", "summarization"],
                     default=["qa", "dialogue", "summarization"])  # fmt: skip
     mr.set_defaults(handler=_ablate_min_rounds)
+
+    ps = ab_sub.add_parser("prompt-set", help="the paper's prompt set against the tuned one (and any directory)")
+    _common(ps, n_default=80, with_method=False)
+    ps.add_argument("--task", choices=["qa", "dialogue", "summarization"], default="qa")
+    ps.add_argument("--sets", nargs="+", default=list(PROMPT_SETS), metavar="NAME|DIR",
+                    help=f"prompt sets to compare (default: {' '.join(PROMPT_SETS)})")  # fmt: skip
+    ps.set_defaults(handler=_ablate_prompt_sets)
 
     rep = sub.add_parser("report", help="a combined markdown table of runs, with CIs")
     rep.add_argument("runs", nargs="+", type=Path, help="run folders")
@@ -224,6 +232,25 @@ def _ablate_transitions(args: argparse.Namespace) -> int:
     _plot(folder / "transitions.png", "Transition rules (QA, min rounds 2)", {"accuracy": points}, bars=True,
           xlabel="transition rule")  # fmt: skip
     sys.stdout.write(table + f"\nplot: {folder / 'transitions.png'}\n")
+    return 0
+
+
+def _ablate_prompt_sets(args: argparse.Namespace) -> int:
+    folder = _ablation_dir(args, f"prompt-set-{args.task}")
+    rows: list[tuple[str, dict[str, Any]]] = []
+    points = []
+    for prompt_set in args.sets:
+        spec = _spec(args, task=args.task)
+        spec = spec.model_copy(update={"verifier": spec.verifier.model_copy(update={"prompt_set": prompt_set})})
+        _, metrics = _run(spec, args, out=folder / Path(prompt_set).name)
+        rows.append((f"prompt set {prompt_set}", metrics))
+        points.append((Path(prompt_set).name, metrics["accuracy"], metrics.get("accuracy_ci95")))
+    table = f"# Prompt sets on HaluEval {args.task}\n\n" + markdown_table(rows)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "table.md").write_text(table)
+    _plot(folder / "prompt_sets.png", f"Prompt sets ({args.task})", {"accuracy": points}, bars=True,
+          xlabel="prompt set")  # fmt: skip
+    sys.stdout.write(table + f"\nplot: {folder / 'prompt_sets.png'}\n")
     return 0
 
 

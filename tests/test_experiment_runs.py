@@ -187,6 +187,19 @@ def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
             (tmp_path / "ablate-min-rounds" / "qa-min0" / "results.jsonl").read_text().splitlines()[0]
         )
         assert single_round["llm_calls"] == 1  # min rounds 0: S0 decides
+        sets = _debate("ablate", "prompt-set", "--n", "2", "--min-rounds", "0", *common)
+        assert sets.returncode == 0, sets.stderr[-2000:]
+        assert "| prompt set paper | 2 |" in sets.stdout and "| prompt set tuned | 2 |" in sets.stdout
+        paper_run = json.loads((tmp_path / "ablate-prompt-set-qa" / "paper" / "config.json").read_text())
+        tuned_run = json.loads((tmp_path / "ablate-prompt-set-qa" / "tuned" / "config.json").read_text())
+        assert (
+            paper_run["resolved_config"]["prompt_set"] == "paper"
+            and tuned_run["spec"]["verifier"]["prompt_set"] == "tuned"
+        )
+        assert paper_run["prompts"]["initial"] != tuned_run["prompts"]["initial"]
+        asked = [r["messages"][0]["content"] for r in server.requests]
+        assert any(m.startswith("You are a fact-checking agent.") for m in asked)  # the paper set's S0
+        assert any(m.startswith("You are a careful fact-checker.") for m in asked)  # the tuned set's S0
     table = (tmp_path / "ablate-transitions" / "table.md").read_text()
     assert all(
         f"| {rule} | 2 |" in table for rule in ("true-to-skeptic", "true-to-trust", "always-skeptic", "always-trust")
