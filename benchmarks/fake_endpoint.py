@@ -4,10 +4,11 @@ process so its CPU is not counted:
     python benchmarks/fake_endpoint.py --latency-ms 100                  # prints "PORT <n>" when ready
     python benchmarks/fake_endpoint.py --fault-rate 0.3 --seed 1 --verdict-rule
 
-Replies are a well-formed agent opinion (factual; with --verdict-rule, factual exactly when the first user message,
-where the claim is, contains the word "even"). With --fault-rate, that share of chat requests gets one of nine faults: 429 with
-Retry-After, 500, 503, a hang past any sane timeout, a dropped connection, prose instead of JSON, a truncated JSON
-body, an opinion with the wrong keys, or empty choices. GET /stats returns {"requests", "faults"}.
+Replies are a well-formed agent opinion (factual; with --verdict-rule, factual exactly when the first user
+message, where the claim is, contains the word "even"). With --fault-rate, that share of chat requests gets one of
+nine faults: 429 with Retry-After, 500, 503, a hang past any sane timeout, a dropped connection, prose instead of
+JSON, a truncated JSON body, an opinion with the wrong keys, or empty choices. GET /stats returns {"requests",
+"faults"}.
 """
 
 from __future__ import annotations

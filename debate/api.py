@@ -34,6 +34,7 @@ from debate.llm.embedded import EMBEDDED_MODEL_NAME, EmbeddedServer
 from debate.llm.openai_client import OpenAIChatClient
 from debate.retrieval import RetrievalCache
 from debate.rollup import claim_ratios, response_score, roll_up
+from debate.spans import ground_claims
 from debate.stages import (
     PREFILTERS,
     RETRIEVERS,
@@ -354,6 +355,14 @@ class Verifier:
             if _fatal(exc):
                 raise
             return self._failed_report(task, item, Failure.from_error(exc, "extraction"), started)
+        # Claims are grounded in the response before anyone judges them (the caller's own claims are never dropped).
+        grounded = ground_claims(plan.claims, response, may_drop=plan.extraction.method != "given")
+        plan.claims = grounded.claims
+        if grounded.dropped:
+            plan.extraction = plan.extraction.model_copy(update={"dropped": grounded.dropped})
+            plan.notes.append(
+                f"{len(grounded.dropped)} extracted claim(s) dropped: nothing in the response supports them"
+            )
         verdicts = await gather_ordered(
             list(enumerate(plan.claims)), lambda ic: self._claim(*ic, plan), limit=self.config.claim_concurrency
         )

@@ -17,9 +17,9 @@ from debate.llm import ChatClient
 from debate.parsing import load_json_object
 from debate.prefilter.citations import extract_citations
 from debate.prompts import load_prompt
-from debate.retrieval import split_sentences
+from debate.spans import sentence_spans
 from debate.structured import ask_structured, converse
-from debate.types import Claim, ExtractionInfo, Usage
+from debate.types import Claim, ExtractionInfo, Span, Usage
 
 __all__ = ["Extraction", "LLMClaimExtractor", "SubjectiveFilter", "qa_claim", "rag_claims"]
 
@@ -28,22 +28,27 @@ _MARKER = re.compile(r"\s*\[[^\[\]\n]{1,200}\]")
 
 
 def rag_claims(answer: str) -> list[Claim]:
-    """RAG answers: each sentence longer than 20 characters is a claim, with the ids it cites; the [id] markers
-    are removed from the text the agents see."""
+    """RAG answers: each sentence longer than 20 characters is a claim, with the ids it cites and its span; the
+    [id] markers are removed from the text the agents see."""
     claims: list[Claim] = []
-    for sentence in split_sentences(answer):
+    for span in sentence_spans(answer):
+        sentence = answer[span.start : span.end]
         if len(sentence) <= 20:
             continue
         text = _MARKER.sub("", sentence).strip()
         if text:
-            claims.append(Claim(id=f"c{len(claims)}", text=text, kind="atomic", citations=extract_citations(sentence)))
+            claims.append(
+                Claim(id=f"c{len(claims)}", text=text, kind="atomic", citations=extract_citations(sentence),
+                      spans=[span])
+            )  # fmt: skip
     return claims
 
 
 def qa_claim(*, question: str | None, answer: str) -> Claim:
-    """HaluEval-QA setting: the question and answer together are the one claim."""
+    """HaluEval-QA setting: the question and answer together are the one claim; it spans the whole answer."""
     text = f"Question: {question.strip()}\nAnswer: {answer.strip()}" if question else answer.strip()
-    return Claim(id="c0", text=text, kind="qa_pair")
+    start = len(answer) - len(answer.lstrip())
+    return Claim(id="c0", text=text, kind="qa_pair", spans=[Span(start=start, end=len(answer.rstrip()))])
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -350,6 +351,8 @@ def _render(report: Report) -> None:
         Panel.fit(f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  ({report.rollup})", title="verdict")
     )
     _out.print(f"task: {report.task}   claims: {len(report.claims)} ({report.extraction.method})")
+    for dropped in report.extraction.dropped:
+        _out.print(f"dropped (nothing in the response supports it): {dropped!r}", markup=False, highlight=False)
     if report.failure is not None:
         _out.print(f"[yellow]failed[/] ({report.failure.kind}, {report.failure.stage}): {report.failure.message}")
     elif report.note:
@@ -369,7 +372,11 @@ def _render(report: Report) -> None:
                 f"{len(c.uncited_sentences)} uncited long sentences"
             )
     for claim in report.claims:
-        _out.print(f"[bold]claim[/] {claim.claim_id}: {claim.text}")
+        _out.print(f"[bold]claim[/] {claim.claim_id}: {escape(claim.text)}", highlight=False)
+        for span in claim.spans:
+            excerpt = report.response[span.start : span.end]
+            shown = excerpt if len(excerpt) <= 100 else excerpt[:97] + "..."
+            _out.print(f"  in the response [{span.start}:{span.end}]: {shown!r}", markup=False, highlight=False)
         for decision in claim.prefilters:
             _out.print(f"  prefilter {decision.name}: {decision.decision} ({decision.reason})")
         if claim.status == "unverifiable":

@@ -23,7 +23,9 @@ __all__ = [
 OPINION_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "opinion": {"type": "string", "minLength": 1, "maxLength": 4000},
+        # No maxLength: llama.cpp expands a length bound into a grammar repetition that can crash its server on
+        # large bounds; the completion token limit (ModelConfig.max_tokens) is the generous limit instead.
+        "opinion": {"type": "string", "minLength": 1},
         "factuality": {"type": "boolean"},
         "Error severity": {"type": "integer", "minimum": 0, "maximum": 5},
     },

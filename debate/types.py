@@ -36,6 +36,7 @@ __all__ = [
     "RollupName",
     "RunMeta",
     "Source",
+    "Span",
     "StateName",
     "StateRecord",
     "StopReason",
@@ -142,6 +143,15 @@ class Source(_Model):
     """The containing document's id; citing it is valid too."""
 
 
+class Span(_Model):
+    """A character range of the response: response[start:end]."""
+
+    start: int = Field(ge=0)
+    """First character."""
+    end: int = Field(ge=0)
+    """One past the last character."""
+
+
 class Claim(_Model):
     """One checkable claim."""
 
@@ -155,6 +165,9 @@ class Claim(_Model):
     """(subject, predicate, object) when extracted as a RefChecker triplet; `text` is its sentence form."""
     citations: list[str] = Field(default_factory=list)
     """Source ids the claim cites as [id] (rag task)."""
+    spans: list[Span] = Field(default_factory=list)
+    """Where in the response the claim comes from (empty for claims the caller gave and the response does not
+    contain word for word)."""
 
 
 class Opinion(_Model):
@@ -321,6 +334,8 @@ class ClaimVerdict(_Model):
     """The claim's id."""
     text: str
     """The claim text."""
+    spans: list[Span] = Field(default_factory=list)
+    """Where in the response the claim comes from."""
     status: ClaimStatus
     """`verified` when the chain produced a verdict, else `unverifiable`."""
     factual: bool | None
@@ -348,7 +363,8 @@ class ClaimVerdict(_Model):
         prefilters: list[PrefilterDecision] | None = None,
     ) -> ClaimVerdict:  # fmt: skip
         return cls(
-            claim_id=claim.id, text=claim.text, status="unverifiable", factual=None, reason=failure.message,
+            claim_id=claim.id, text=claim.text, spans=claim.spans, status="unverifiable", factual=None,
+            reason=failure.message,
             failure=failure, evidence=evidence, debate=debate, usage=usage, prefilters=prefilters or [],
         )  # fmt: skip
 
@@ -358,7 +374,7 @@ class ClaimVerdict(_Model):
         decided_by: DecidedBy = "debate", prefilters: list[PrefilterDecision] | None = None,
     ) -> ClaimVerdict:  # fmt: skip
         return cls(
-            claim_id=claim.id, text=claim.text, status="verified", factual=opinion.factuality,
+            claim_id=claim.id, text=claim.text, spans=claim.spans, status="verified", factual=opinion.factuality,
             error_severity=opinion.error_severity, evidence=evidence, debate=debate, usage=usage,
             decided_by=decided_by, prefilters=prefilters or [],
         )  # fmt: skip
@@ -421,6 +437,9 @@ class ExtractionInfo(_Model):
     """Why earlier replies were rejected."""
     filtered_response: str | None = None
     """Dialogue: the response with subjective content removed (None when nothing factual was left)."""
+    dropped: list[str] = Field(default_factory=list)
+    """Extracted claims that nothing in the response supports (e.g. copied from the prompt's example): never
+    judged."""
     usage: Usage = Field(default_factory=Usage)
     """Usage of extraction (subjective filter included)."""
 

@@ -92,6 +92,7 @@ def test_readable_report(tmp_path: Path) -> None:
         )
     assert done.returncode == 0, done.stderr
     assert "NON_FACTUAL" in done.stdout and "S0 -> S1" in done.stdout and "trust" in done.stdout
+    assert "in the response [0:" in done.stdout  # the claim's span
 
 
 @pytest.mark.parametrize(

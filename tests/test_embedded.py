@@ -34,7 +34,8 @@ def test_cli_verifies_on_the_embedded_model_with_no_endpoint() -> None:
     assert report["meta"]["embedded"] is True and report["meta"]["model"].startswith("SmolLM2-135M")
     assert report["meta"]["base_url"].startswith("http://127.0.0.1:")
     claim = report["claims"][0]
-    # The grammar-constrained JSON reply always parses, so every turn yields an opinion.
+    # The grammar-constrained JSON reply parses (a reply cut at the token limit is re-asked), so every turn ends
+    # with an opinion.
     assert claim["status"] == "verified" and isinstance(claim["factual"], bool)
     assert report["factual"] is claim["factual"]
     debate = claim["debate"]
@@ -42,7 +43,8 @@ def test_cli_verifies_on_the_embedded_model_with_no_endpoint() -> None:
     assert debate["states"][0]["name"] == "S0" and all(s["name"] in ("S1", "S2") for s in debate["states"][1:])
     for state in debate["states"][1:]:
         assert [t["role"] for t in state["turns"]][-1] == "leader" and len(state["turns"]) == 3
-    assert report["usage"]["llm_calls"] == 1 + 3 * debate["rounds"]
+    attempts = sum(t["call"]["attempts"] for s in debate["states"] for t in s["turns"])
+    assert report["usage"]["llm_calls"] == attempts >= 1 + 3 * debate["rounds"]
     assert report["usage"]["prompt_tokens"] > 0 and report["usage"]["completion_tokens"] > 0
 
 

@@ -73,9 +73,12 @@ async def test_single_is_one_call_per_item(tmp_path: Path) -> None:
 
 async def test_factool_is_one_call_per_claim(tmp_path: Path) -> None:
     def reply(request: ChatRequest) -> str:
-        if request.messages[0].content.startswith("You extract"):
-            return json.dumps({"claims": ["Claim one about the story.", "Claim two about the story."]})
-        assert request.messages[0].content.startswith("You are given a claim and evidence")
+        if request.purpose == "extract":
+            # Two claims from the summary itself (claims that the response does not support are dropped).
+            text = request.messages[-1].content.split("Text:")[-1].strip()
+            words = text.split()
+            return json.dumps({"claims": [" ".join(words[:8]), " ".join(words[8:16])]})
+        assert request.purpose == "factool"
         return json.dumps({"reasoning": "checked", "error": "none", "correction": "same", "factuality": True})
 
     client = ScriptedChatClient([reply] * 6)

@@ -55,9 +55,9 @@ async def test_qa_makes_no_extraction_call() -> None:
 
 
 async def test_summarization_extracts_then_debates_each_claim_on_its_top_sentences() -> None:
-    claims = ["The ICC was set up in 2002.", "Israel supported Palestine joining the ICC."]
+    claims = ["The ICC accepted Palestine as its 123rd member.", "Israel and the United States supported the move."]
     client = router(
-        {"extract": json.dumps({"claims": claims}), "initial": lambda r: op("2002" in r.messages[-1].content)}
+        {"extract": json.dumps({"claims": claims}), "initial": lambda r: op("123rd" in r.messages[-1].content)}
     )
     async with verifier(client, retrieval=RetrievalConfig(retriever="bm25", top_k=3)) as v:
         report = await v.verify(RECORD["hallucinated_summary"], reference=RECORD["document"], task="summarization")
@@ -65,9 +65,9 @@ async def test_summarization_extracts_then_debates_each_claim_on_its_top_sentenc
     assert RECORD["hallucinated_summary"].strip() in client.calls[0].request.messages[-1].content
     assert [c.text for c in report.claims] == claims
     first, second = report.claims
-    assert len(first.evidence) == 3 and any("set up in 2002" in e.text for e in first.evidence)
+    assert len(first.evidence) == 3 and any("123rd" in e.text for e in first.evidence)
     assert all(e.kind == "document" and e.source and "#sentence-" in e.source for e in first.evidence)
-    assert "set up in 2002" in evidence_of(client.calls[1].request)
+    assert "123rd" in evidence_of(client.calls[1].request)
     assert any("Israel and the United States" in e.text for e in second.evidence)
     assert (report.verdict, report.factual) == ("non_factual", False)
     assert report.extraction.method == "llm-sentences" and "extract_claims" in report.extraction.prompts
@@ -196,7 +196,7 @@ async def test_claims_of_one_response_run_concurrently_and_keep_order() -> None:
         retrieval=RetrievalConfig(retriever="bm25"),
     )  # fmt: skip
     async with Verifier(config=config, client=client) as v:
-        report = await v.verify("Six claims.", reference=RECORD["document"], task="summarization")
+        report = await v.verify(" ".join(claims), reference=RECORD["document"], task="summarization")
     assert [c.text for c in report.claims] == claims
     assert [c.claim_id for c in report.claims] == [f"c{i}" for i in range(6)]
     assert [c.factual for c in report.claims] == [True, True, True, False, True, True]
