@@ -69,6 +69,11 @@ def _common(parser: argparse.ArgumentParser, *, n_default: int | None = None, wi
     parser.add_argument("--n", type=int, default=n_default, help="items (default: all, or the ablation's size)")
     if with_method:
         parser.add_argument("--method", choices=list(METHODS), default="mcmad")
+        parser.add_argument(
+            "--judge-knowledge", action="store_true",
+            help="halueval-judge: give the judge the knowledge (HaluEval's own judge gets none for QA and "
+            "dialogue); the run's name says so",
+        )  # fmt: skip
     parser.add_argument("--balanced", action="store_true", help="exactly half hallucinated (qa/dialogue/summarization)")
     parser.add_argument(
         "--knowledge",
@@ -104,6 +109,7 @@ def _spec(args: argparse.Namespace, **overrides: Any) -> RunSpec:
         "balanced": args.balanced,
         "knowledge": args.knowledge,
         "method": getattr(args, "method", "mcmad"),
+        "judge_knowledge": getattr(args, "judge_knowledge", False),
         "data_dir": str(args.data_dir or default_data_dir()),
         "verifier": config,
     }

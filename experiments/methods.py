@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
@@ -22,7 +21,7 @@ from debate.chain import MarkovChain, TurnRecord, transcript_result
 from debate.config import DebateConfig
 from debate.errors import DebateError, ModelRequestError, ReplyUnusableError
 from debate.jsonl import is_final
-from debate.llm import ChatClient
+from debate.llm import ChatClient, ChatMessage, ChatRequest
 from debate.parsing import load_json_object, parse_factuality
 from debate.prompts import PromptTemplate, load_prompt
 from debate.structured import ask_structured, call_info, converse
@@ -185,48 +184,36 @@ class FactoolTeamFactory:
 
 # --- HaluEval's own judge -----------------------------------------------------------------------------------------
 
-_JUDGE_REPLY = re.compile(r"^\W*(yes|no)\b", re.I)
 
-
-_JUDGEMENT_SCHEMA: dict[str, object] = {
-    "type": "object",
-    "properties": {"judgement": {"type": "string", "enum": ["Yes", "No"]}},
-    "required": ["judgement"],
-}
-"""Where the endpoint constrains decoding, the Yes/No answer is forced; a plain "Yes"/"No" is parsed too."""
-
-
-def _parse_judgement(reply: str) -> bool:
-    """True when the judge says the output is hallucinated."""
-    if "{" in reply:
-        try:
-            value = load_json_object(reply).get("judgement")
-        except ValueError:
-            value = None
-        if isinstance(value, str) and value.strip().lower() in ("yes", "no"):
-            return value.strip().lower() == "yes"
-    text = re.sub(r"^\s*#?\s*your judgement\s*#?\s*:?", "", reply.strip(), flags=re.I)
-    match = _JUDGE_REPLY.match(text)
-    if match is None:
-        raise ReplyUnusableError('the reply must start with "Yes" or "No"')
-    return match.group(1).lower() == "yes"
+def halueval_judgement(reply: str) -> bool | None:
+    """HaluEval's own rule (evaluate.py): periods removed; "Yes" (hallucinated) or "No", case-sensitive, anywhere in
+    the reply; a reply with both or neither is a failure (None), which is scored incorrect."""
+    answer = reply.replace(".", "")
+    has_yes, has_no = "Yes" in answer, "No" in answer
+    if has_yes == has_no:
+        return None
+    return has_yes
 
 
 class HaluEvalJudge:
-    """One Yes/No call per item with the task's HaluEval-style few-shot judge prompt."""
+    """HaluEval's judge as its authors ran it: one plain-text call per item, a system message per task, the task's
+    few-shot instruction, no knowledge for QA and dialogue unless `knowledge` is on, no re-ask, and the Yes/No rule
+    above."""
 
     name = "halueval-judge"
 
-    def __init__(self, client: ChatClient, *, max_retries: int = 2) -> None:
+    def __init__(self, client: ChatClient, *, knowledge: bool = False, prompt_set: str | None = None) -> None:
         self._client = client
-        self._max_retries = max_retries
-        self._prompts = {t: load_prompt(f"halueval_{t}") for t in ("qa", "dialogue", "summarization", "general")}
+        self._knowledge = knowledge
+        self._prompts = {
+            t: load_prompt(f"halueval_{t}", prompt_set) for t in ("qa", "dialogue", "summarization", "general")
+        }
 
     def prompt_hashes(self) -> dict[str, str]:
         return {p.name: p.sha256 for p in self._prompts.values()}
 
     def _render(self, item: Item) -> tuple[str, str]:
-        knowledge = f"#Knowledge#: {item.reference}\n" if item.reference else ""
+        knowledge = f"#Knowledge#: {item.reference}\n" if self._knowledge and item.reference else ""
         if item.task == "qa":
             return self._prompts["qa"].render(knowledge=knowledge, question=item.question or "", answer=item.response)
         if item.task == "dialogue":
@@ -239,31 +226,34 @@ class HaluEvalJudge:
 
     async def predict(self, item: Item) -> Prediction:
         system, user = self._render(item)
-        chat = converse(self._client, system, schema=_JUDGEMENT_SCHEMA, schema_name="judgement", purpose="judge")
         started = time.perf_counter()
+        request = ChatRequest(
+            messages=[ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)],
+            purpose="judge",
+        )
         try:
-            outcome = await ask_structured(
-                chat, user, _parse_judgement, max_retries=self._max_retries, expected='"Yes" or "No"'
-            )
+            response = await self._client.complete(request)
         except DebateError as exc:
             if isinstance(exc, ModelRequestError) and exc.fatal:
                 raise
             return Prediction(
-                pred_factual=None, score=None, decided_by="judge", usage=Usage.total(r.usage for r in chat.responses),
-                report={"replies": [r.text for r in chat.responses]}, error=str(exc), transient=exc.transient,
+                pred_factual=None, score=None, decided_by="judge", usage=Usage(), report={}, error=str(exc),
+                transient=exc.transient,
             )  # fmt: skip
-        usage = Usage.total(r.usage for r in chat.responses)
         transcript = {
             "prompt": f"halueval_{item.task if item.task != 'kbqa' else 'general'}",
-            "replies": [r.text for r in chat.responses],
-            "parse_errors": outcome.errors,
+            "knowledge": self._knowledge,
+            "reply": response.text,
             "elapsed_s": time.perf_counter() - started,
         }
-        if outcome.value is None:
-            return Prediction(
-                pred_factual=None, score=None, decided_by="judge", usage=usage, report=transcript, error=outcome.failure
-            )
-        factual = not outcome.value
+        hallucinated = halueval_judgement(response.text)
+        if hallucinated is None:
+            error = 'the reply has both or neither of "Yes" and "No" (HaluEval counts it as failed)'
+            return Prediction(pred_factual=None, score=None, decided_by="judge", usage=response.usage,
+                              report=transcript, error=error)  # fmt: skip
+        await self._client.accept(response)
+        factual = not hallucinated
         return Prediction(
-            pred_factual=factual, score=1.0 if factual else 0.0, decided_by="judge", usage=usage, report=transcript
-        )
+            pred_factual=factual, score=1.0 if factual else 0.0, decided_by="judge", usage=response.usage,
+            report=transcript,
+        )  # fmt: skip

@@ -38,6 +38,8 @@ class RunSpec(BaseModel):
     seed: int = 0
     balanced: bool = False
     knowledge: Literal["given", "none"] = "given"
+    judge_knowledge: bool = False
+    """halueval-judge only: give the judge the knowledge (HaluEval's own judge gets none for QA and dialogue)."""
     method: MethodName = "mcmad"
     data_dir: str
     verifier: VerifierConfig
@@ -51,7 +53,8 @@ class RunSpec(BaseModel):
 
     def name(self) -> str:
         what = self.task if self.benchmark == "halueval" else self.level
-        return f"{self.benchmark}-{what}-{self.method}-n{self.n or 'all'}-s{self.seed}-{self.digest()[:8]}"
+        method = f"{self.method}+knowledge" if self.judge_knowledge else self.method
+        return f"{self.benchmark}-{what}-{method}-n{self.n or 'all'}-s{self.seed}-{self.digest()[:8]}"
 
 
 def items_for(spec: RunSpec) -> Iterator[Item]:
@@ -79,7 +82,7 @@ def method_config(spec: RunSpec) -> VerifierConfig:
 def make_method(spec: RunSpec, verifier: Verifier) -> tuple[Method, dict[str, str]]:
     """The method object and the prompt hashes it uses."""
     if spec.method == "halueval-judge":
-        judge = HaluEvalJudge(verifier.client, max_retries=spec.verifier.claims.max_parse_retries)
+        judge = HaluEvalJudge(verifier.client, knowledge=spec.judge_knowledge, prompt_set=spec.verifier.prompt_set)
         return judge, judge.prompt_hashes()
     return DebateMethod(spec.method, verifier), verifier.meta().prompts
 

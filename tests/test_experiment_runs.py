@@ -89,15 +89,29 @@ async def test_factool_is_one_call_per_claim(tmp_path: Path) -> None:
     assert all(r["pred_factual"] is True and r["score"] == 1.0 for r in rows)
 
 
-async def test_halueval_judge_is_one_yes_no_call(tmp_path: Path) -> None:
-    client = ScriptedChatClient(["Yes", "No", "Maybe?", "No", '{"judgement": "Yes"}'])
+async def test_halueval_judge_follows_halueval_protocol(tmp_path: Path) -> None:
+    # HaluEval's rule: periods removed, "Yes"/"No" anywhere (case-sensitive); both or neither is a failure, scored
+    # wrong; no re-ask, no constrained decoding, no knowledge for QA.
+    client = ScriptedChatClient(["Yes.", "No", "Yes. No.", "maybe"])
     await run(spec("halueval-judge"), tmp_path, client)
     rows = records(tmp_path)
-    assert [r["pred_factual"] for r in rows] == [False, True, True, False]
-    assert client.calls[0].request.response_schema is not None  # constrained where the endpoint supports it
-    assert [r["llm_calls"] for r in rows] == [1, 1, 2, 1]  # "Maybe?" was re-asked
-    first = client.calls[0].request.messages
-    assert "#Knowledge#:" in first[-1].content and first[-1].content.rstrip().endswith("#Your Judgement#:")
+    assert [r["pred_factual"] for r in rows] == [False, True, None, None]
+    assert rows[2]["error"] == 'the reply has both or neither of "Yes" and "No" (HaluEval counts it as failed)'
+    assert [r["llm_calls"] for r in rows] == [1, 1, 1, 1]
+    first = client.calls[0].request
+    assert first.response_schema is None and first.purpose == "judge"
+    assert first.messages[0].role == "system" and "hallucination detector" in first.messages[0].content
+    assert "#Knowledge#" not in first.messages[-1].content
+    assert first.messages[-1].content.rstrip().endswith("#Your Judgement#:")
+    assert "#Question#:" in first.messages[-1].content and "#Answer#:" in first.messages[-1].content
+
+
+async def test_halueval_judge_knowledge_is_an_option_named_in_the_run(tmp_path: Path) -> None:
+    client = ScriptedChatClient(["No"] * 4)
+    with_knowledge = spec("halueval-judge").model_copy(update={"judge_knowledge": True})
+    await run(with_knowledge, tmp_path, client)
+    assert "#Knowledge#:" in client.calls[0].request.messages[-1].content
+    assert "-halueval-judge+knowledge-" in with_knowledge.name()
 
 
 def test_claim_level_baselines_tune_on_claims_of_other_records() -> None:
@@ -229,7 +243,8 @@ def test_short_real_run_on_the_embedded_model(tmp_path: Path) -> None:
     assert config["embedded"] is True and config["model"].startswith("SmolLM2") and config["seed"] == 0
     assert set(config["prompts"]) >= {"initial", "trust", "skeptic", "leader"}
     rows = records(folder)
-    assert len(rows) == 2 and all(r["llm_calls"] == 1 for r in rows)
+    # S0 only; a reply cut at the token limit is re-asked (at most 2 re-asks), so 1-3 calls an item.
+    assert len(rows) == 2 and all(1 <= r["llm_calls"] <= 3 for r in rows)
     assert json.loads((folder / "metrics.json").read_text())["n"] == 2
 
 
