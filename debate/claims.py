@@ -120,12 +120,13 @@ class LLMClaimExtractor:
     """Decomposes a text into atomic claims (sentences or triplets) with one model call (plus bounded re-asks)."""
 
     def __init__(self, client: ChatClient, *, format: Literal["sentence", "triplet"], max_claims: int,
-                 max_retries: int, prompts_dir: str | None = None) -> None:  # fmt: skip
+                 max_retries: int, prompts_dir: str | None = None, prompt: str | None = None) -> None:  # fmt: skip
         self._client = client
         self._format = format
         self._max_claims = max_claims
         self._max_retries = max_retries
-        self._prompt = load_prompt("extract_claims" if format == "sentence" else "extract_triplets", prompts_dir)
+        default = "extract_claims" if format == "sentence" else "extract_triplets"
+        self._prompt = load_prompt(prompt or default, prompts_dir)
 
     @property
     def method(self) -> str:

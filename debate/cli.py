@@ -94,6 +94,7 @@ def add_verifier_arguments(parser: argparse.ArgumentParser) -> None:
     _opt(claims, ["--search-url"], SearchConfig, "base_url")
     claims.add_argument("--search-key", help="Serper key (prefer SERPER_API_KEY)")
     _opt(claims, ["--collection"], SearchConfig, "collection")
+    _opt(claims, ["--results-per-query"], SearchConfig, "results_per_query", type=int)
     _opt(claims, ["--rollup"], VerifierConfig, "rollup", choices=ROLLUPS.names())
     pre = parser.add_argument_group("prefilters (cheap checks before the debate)")
     pre.add_argument(
@@ -333,6 +334,7 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
                 base_url=args.search_url,
                 api_key=args.search_key or os.environ.get("SERPER_API_KEY") or None,
                 collection=args.collection,
+                results_per_query=args.results_per_query,
             ),
             rollup=args.rollup,
             prefilter=PrefilterConfig(prefilters=_prefilters(args.prefilter), trust_grounded=args.trust_grounded,

@@ -126,6 +126,8 @@ class ClaimConfig(_Config):
     """Claims kept per response; the rest are dropped with a note."""
     max_parse_retries: int = Field(default=2, ge=0, le=5)
     """Re-asks after an unusable extraction reply before the response is an error."""
+    prompt: str | None = None
+    """Extraction prompt (default: extract_claims or extract_triplets by format; factool_claims for Factool's)."""
 
 
 class RetrievalConfig(_Config):
@@ -157,8 +159,10 @@ class SearchConfig(_Config):
     """JSONL file for the local backend."""
     queries_per_claim: int = Field(default=2, ge=1, le=5)
     """Queries generated per claim (Factool: 2)."""
-    results_per_query: int = Field(default=3, ge=1, le=10)
-    """Evidence items kept per query."""
+    results_per_query: int = Field(default=5, ge=1, le=10)
+    """Evidence items kept per query (Factool: 5, so 10 per claim; an answer box alone when there is one)."""
+    queries_prompt: str = "queries"
+    """Query-generation prompt (factool_queries for Factool's two skeptical queries)."""
     timeout_s: float = Field(default=20.0, gt=0)
     """Per-request timeout."""
     max_attempts: int = Field(default=4, ge=1, le=20)

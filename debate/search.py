@@ -95,10 +95,11 @@ class SerperSearch:
         hits: list[SearchHit] = []
         box = body.get("answerBox")
         if isinstance(box, dict) and (box.get("answer") or box.get("snippet")):
-            hits.append(
+            # Factool's rule: when the search engine gives an answer box, that answer alone is the evidence.
+            return [
                 SearchHit(title=str(box.get("title", "answer box")), snippet=str(box.get("answer") or box["snippet"]),
                           url=str(box.get("link", "serper:answerBox")))
-            )  # fmt: skip
+            ]  # fmt: skip
         for item in body.get("organic", []) or []:
             if isinstance(item, dict) and item.get("snippet"):
                 hits.append(
@@ -183,9 +184,10 @@ def _parse_queries(reply: str, n: int) -> list[str]:
 
 
 async def generate_queries(
-    client: ChatClient, claim: Claim, *, n: int, max_retries: int, prompts_dir: str | None = None
-) -> tuple[Structured[list[str]], Usage]:
-    prompt = load_prompt("queries", prompts_dir)
+    client: ChatClient, claim: Claim, *, n: int, max_retries: int, prompts_dir: str | None = None,
+    prompt_name: str = "queries",
+) -> tuple[Structured[list[str]], Usage]:  # fmt: skip
+    prompt = load_prompt(prompt_name, prompts_dir)
     system, user = prompt.render(claim=claim.text)
     chat = converse(client, system, schema=_QUERIES_SCHEMA, schema_name="queries", purpose="queries")
     outcome = await ask_structured(
@@ -221,7 +223,7 @@ class SearchEvidence:
         config = self._config
         outcome, usage = await generate_queries(
             self._client, claim, n=config.queries_per_claim, max_retries=self._max_retries,
-            prompts_dir=self._prompts_dir,
+            prompts_dir=self._prompts_dir, prompt_name=config.queries_prompt,
         )  # fmt: skip
         queries = outcome.unwrap()
         evidence: list[Evidence] = []

@@ -37,10 +37,12 @@ __all__ = [
     "Method",
     "MethodName",
     "Prediction",
+    "SelfCheckThreeTeamFactory",
+    "SelfCheckZeroTeamFactory",
 ]
 
-MethodName = Literal["mcmad", "single", "factool", "halueval-judge"]
-METHODS: tuple[MethodName, ...] = ("mcmad", "single", "factool", "halueval-judge")
+MethodName = Literal["mcmad", "single", "factool", "halueval-judge", "self-check-0", "self-check-3"]
+METHODS: tuple[MethodName, ...] = ("mcmad", "single", "factool", "halueval-judge", "self-check-0", "self-check-3")
 
 FACTOOL_NON_FACTUAL_SEVERITY = 4
 """Factool replies carry no severity; a non-factual verdict is mapped to 4, a factual one to 0."""
@@ -139,17 +141,22 @@ def _parse_factool(reply: str) -> Opinion:
 
 
 class FactoolTeam:
-    """One Factool-style verification call per claim, recorded as the initial state of a chain (no debate)."""
+    """One Factool-style verification call per claim (reasoning, error, correction, factuality), recorded as the
+    initial state of a chain (no debate). With `use_evidence` off it is Factool's self-check baseline: the model
+    judges from its own knowledge."""
 
-    def __init__(self, *, client: ChatClient, config: DebateConfig, prompt: PromptTemplate) -> None:
+    def __init__(self, *, client: ChatClient, config: DebateConfig, prompt: PromptTemplate, use_evidence: bool,
+                 purpose: str) -> None:  # fmt: skip
         self._client = client
         self._config = config
         self._prompt = prompt
+        self._use_evidence = use_evidence
+        self._purpose = purpose
 
     async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
-        system, user = self._prompt.render(claim=claim.text, evidence=render_evidence(evidence))
-        chat = converse(self._client, system, schema=_FACTOOL_SCHEMA, schema_name="factool",
-                                   purpose="factool")  # fmt: skip
+        values = {"claim": claim.text} | ({"evidence": render_evidence(evidence)} if self._use_evidence else {})
+        system, user = self._prompt.render(**values)
+        chat = converse(self._client, system, schema=_FACTOOL_SCHEMA, schema_name="factool", purpose=self._purpose)
         try:
             outcome = await ask_structured(
                 chat, user, _parse_factool, max_retries=self._config.max_parse_retries, expected=_FACTOOL_FORMAT
@@ -169,17 +176,38 @@ class FactoolTeam:
         return transcript_result([TurnRecord(state="S0", round=0, position=0, last_in_state=True, turn=turn)])
 
 
-class FactoolTeamFactory:
-    """Registered as the `factool` team (entry point markov_debate.teams)."""
+class _OneCallTeamFactory:
+    _prompt_name = "factool_verify"
+    _use_evidence = True
+    _purpose = "factool"
 
     def __init__(self, *, prompts_dir: str | None = None) -> None:
-        self._prompt = load_prompt("factool_verify", prompts_dir)
+        self._prompt = load_prompt(self._prompt_name, prompts_dir)
 
     def new_team(self, *, client: ChatClient, config: DebateConfig, chain: MarkovChain) -> FactoolTeam:
-        return FactoolTeam(client=client, config=config, prompt=self._prompt)
+        return FactoolTeam(client=client, config=config, prompt=self._prompt, use_evidence=self._use_evidence,
+                           purpose=self._purpose)  # fmt: skip
 
     def prompt_hashes(self, chain: MarkovChain) -> dict[str, str]:
         return {self._prompt.name: self._prompt.sha256}
+
+
+class FactoolTeamFactory(_OneCallTeamFactory):
+    """Registered as the `factool` team (entry point markov_debate.teams): verification against the evidence."""
+
+
+class SelfCheckZeroTeamFactory(_OneCallTeamFactory):
+    """The `self-check-0` team: Factool's zero-shot self-check, no evidence."""
+
+    _prompt_name = "self_check_0"
+    _use_evidence = False
+    _purpose = "self-check"
+
+
+class SelfCheckThreeTeamFactory(SelfCheckZeroTeamFactory):
+    """The `self-check-3` team: Factool's self-check with three worked examples, no evidence."""
+
+    _prompt_name = "self_check_3"
 
 
 # --- HaluEval's own judge -----------------------------------------------------------------------------------------

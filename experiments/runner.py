@@ -70,12 +70,23 @@ def items_for(spec: RunSpec) -> Iterator[Item]:
 def method_config(spec: RunSpec) -> VerifierConfig:
     """The Verifier config a method runs with (single and factool pin the chain to S0)."""
     config = spec.verifier
-    if spec.method in ("single", "factool"):
+    if spec.method in ("single", "factool", "self-check-0", "self-check-3"):
         s0 = DebateConfig(min_rounds=0, max_rounds=0, chain=config.debate.chain,
                           max_parse_retries=config.debate.max_parse_retries)  # fmt: skip
         config = config.model_copy(update={"debate": s0})
     if spec.method == "factool":
-        config = config.model_copy(update={"team": "factool"})
+        # Factool's own pipeline: short claims as {"claim"} objects, two skeptical queries, its verifier.
+        config = config.model_copy(
+            update={
+                "team": "factool",
+                "claims": config.claims.model_copy(update={"prompt": "factool_claims"}),
+                "search": config.search.model_copy(update={"queries_prompt": "factool_queries"})
+                if config.search is not None
+                else None,
+            }
+        )
+    if spec.method in ("self-check-0", "self-check-3"):
+        config = config.model_copy(update={"team": spec.method})
     return config
 
 

@@ -87,6 +87,23 @@ async def test_factool_is_one_call_per_claim(tmp_path: Path) -> None:
     rows = records(tmp_path)
     assert [r["llm_calls"] for r in rows] == [3, 3]  # one extraction + one verification per claim
     assert all(r["pred_factual"] is True and r["score"] == 1.0 for r in rows)
+    assert "factool_claims" in rows[0]["report"]["extraction"]["prompts"]  # Factool's own extraction prompt
+    assert "fewer than 15 words" in client.calls[0].request.messages[0].content
+
+
+@pytest.mark.parametrize("method", ["self-check-0", "self-check-3"])
+async def test_self_check_judges_each_claim_from_the_models_own_knowledge(tmp_path: Path, method: str) -> None:
+    def reply(request: ChatRequest) -> str:
+        assert request.purpose == "self-check"
+        return json.dumps({"reasoning": "known", "error": "none", "correction": "same", "factuality": True})
+
+    client = ScriptedChatClient([reply] * 4)
+    await run(spec(method), tmp_path, client)
+    rows = records(tmp_path)
+    assert [r["llm_calls"] for r in rows] == [1, 1, 1, 1] and all(r["pred_factual"] is True for r in rows)
+    sent = client.calls[0].request.messages
+    assert "Evidence" not in sent[-1].content and "no evidence is given" in sent[0].content
+    assert ("Example 3" in sent[0].content) == (method == "self-check-3")
 
 
 async def test_halueval_judge_follows_halueval_protocol(tmp_path: Path) -> None:

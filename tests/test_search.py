@@ -38,6 +38,7 @@ BODY = {
 class FakeSerper:
     def __init__(self, statuses: list[int]) -> None:
         self.statuses = list(statuses)
+        self.body: dict[str, Any] = BODY
         self.requests: list[tuple[dict[str, Any], dict[str, str]]] = []
         app = FastAPI()
 
@@ -47,7 +48,7 @@ class FakeSerper:
             status = self.statuses.pop(0) if self.statuses else 200
             if status != 200:
                 return JSONResponse({"message": "scripted"}, status_code=status, headers={"Retry-After": "0"})
-            return JSONResponse(BODY)
+            return JSONResponse(self.body)
 
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
@@ -71,14 +72,18 @@ def serper(request: pytest.FixtureRequest) -> Iterator[FakeSerper]:
 async def test_serper_hits_and_key(serper: FakeSerper) -> None:
     backend = SerperSearch(SearchConfig(backend="serper", base_url=serper.url, api_key="k-123"))
     hits = await backend.search("US reactors", 3)
+    # Factool's rule: an answer box is the evidence alone.
+    assert [(h.title, h.snippet, h.url) for h in hits] == [("Reactors", "94 reactors", "https://example.org/box")]
+    serper.body = {k: v for k, v in BODY.items() if k != "answerBox"}
+    hits = await backend.search("US reactors", 3)
     await backend.aclose()
     assert [(h.title, h.snippet, h.url) for h in hits] == [
-        ("Reactors", "94 reactors", "https://example.org/box"),
         ("Nuclear power in the US", "The US operates 94 reactors.", "https://example.org/a"),
         ("Other", "France operates 56 reactors.", "https://example.org/c"),
     ]
     body, headers = serper.requests[0]
     assert body == {"q": "US reactors", "num": 3} and headers["x-api-key"] == "k-123"
+    assert SearchConfig(backend="serper", api_key="k").results_per_query == 5  # Factool's 5 per query
 
 
 @pytest.mark.parametrize("serper", [[429, 503]], indirect=True)
@@ -86,7 +91,7 @@ async def test_serper_retries_transient_errors(serper: FakeSerper) -> None:
     backend = SerperSearch(SearchConfig(backend="serper", base_url=serper.url, api_key="k"))
     hits = await backend.search("q", 2)
     await backend.aclose()
-    assert len(hits) == 2 and len(serper.requests) == 3
+    assert len(hits) == 1 and len(serper.requests) == 3
 
 
 @pytest.mark.parametrize("serper", [[401, 401]], indirect=True)
@@ -128,8 +133,8 @@ async def test_serper_evidence_reaches_the_debate(serper: FakeSerper) -> None:
     async with Verifier(config=config, client=client) as verifier:
         report = await verifier.verify("The US has 94 reactors.", task="kbqa")
     evidence = report.claims[0].evidence
-    assert [e.source for e in evidence] == ["https://example.org/box", "https://example.org/a"]
-    assert "[2] The US operates 94 reactors." in client.calls[2].request.messages[-1].content
+    assert [e.source for e in evidence] == ["https://example.org/box"]
+    assert "[1] 94 reactors" in client.calls[2].request.messages[-1].content
 
 
 def test_local_collection_names_the_bad_line(tmp_path: Path) -> None:

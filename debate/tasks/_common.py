@@ -64,7 +64,7 @@ async def extract_claims(text: str, *, context: str | None, ctx: StageContext) -
     cfg = ctx.config.claims
     extractor = LLMClaimExtractor(
         ctx.client, format=cfg.format, max_claims=cfg.max_claims, max_retries=cfg.max_parse_retries,
-        prompts_dir=ctx.prompts_dir,
+        prompts_dir=ctx.prompts_dir, prompt=cfg.prompt,
     )  # fmt: skip
     return await extractor.extract(text, context=context)
 
