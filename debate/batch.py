@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -15,9 +15,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from debate.api import Verifier
+from debate.claims import triplet_sentence
 from debate.errors import DebateError, InputError, ModelRequestError, ModelUnavailableError
 from debate.jsonl import OutputLock, compact, is_final, run_ordered, scan_results
+from debate.stages import Reference
 from debate.tasks.rag import sources_from
+from debate.types import Evidence, Source
 
 __all__ = [
     "BatchError",
@@ -45,18 +48,21 @@ class EndpointDownError(ModelUnavailableError):
 
 
 class BatchItem(BaseModel):
-    """One input line, with RefChecker's field names. Other fields are carried through to the output."""
+    """One input item, with RefChecker's field names. Other fields are carried through to the output."""
 
     model_config = ConfigDict(extra="ignore")
 
     id: str = Field(min_length=1)
-    """Unique within the file; the resume key."""
+    """Unique within the file; the resume key (a RefChecker JSON array may leave it out: the item's index is used)."""
     question: str | None = None
     """The question the response answers."""
     response: str = Field(min_length=1)
     """The text to check."""
-    reference: str | dict[str, str] | list[dict[str, Any]] | None = None
-    """Evidence: knowledge or document text; for task rag the sources ({id: text} or [{id, text, parent_id}])."""
+    reference: str | dict[str, str] | list[str] | list[dict[str, Any]] | None = None
+    """Evidence: knowledge or document text, or a list of passages (RefChecker's noisy context); for task rag the
+    sources ({id: text} or [{id, text, parent_id}])."""
+    claims: list[str] | list[list[str]] | None = None
+    """Claims to verify instead of extracting them: sentences, or RefChecker (subject, predicate, object) triplets."""
 
     @field_validator("id", mode="before")
     @classmethod
@@ -69,6 +75,28 @@ class BatchItem(BaseModel):
         if not value.strip():
             raise ValueError("must not be blank")
         return value
+
+    @field_validator("claims")
+    @classmethod
+    def _triplets(cls, value: list[str] | list[list[str]] | None) -> list[str] | list[list[str]] | None:
+        for claim in value or []:
+            if isinstance(claim, list) and len(claim) != 3:
+                raise ValueError("a triplet claim is [subject, predicate, object]")
+        return value
+
+    def claim_texts(self) -> list[str] | None:
+        if self.claims is None:
+            return None
+        return [c if isinstance(c, str) else triplet_sentence(*c) for c in self.claims]
+
+    def evidence(self) -> Reference | Sequence[Source] | None:
+        reference = self.reference
+        if isinstance(reference, list) and all(isinstance(r, str) for r in reference):
+            passages = [r for r in reference if isinstance(r, str) and r.strip()]
+            return [Evidence(text=p.strip(), source=f"passage {i}", kind="given") for i, p in enumerate(passages, 1)]
+        if isinstance(reference, list):
+            return sources_from([r for r in reference if isinstance(r, dict)])
+        return reference
 
 
 @dataclass
@@ -113,7 +141,13 @@ def _describe_validation(line: int, exc: ValidationError) -> str:
 
 
 def _read_input(path: Path) -> Iterator[_Work]:
-    """Lines as bytes: a line that is not UTF-8 is one error naming its line; a BOM and CRLF endings are fine."""
+    """JSONL read as bytes (a line that is not UTF-8 is one error naming its line; a BOM and CRLF are fine), or a
+    RefChecker JSON array (detected by its first character; an item's `line` is its 1-based index)."""
+    with path.open("rb") as fh:
+        head = fh.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
+    if head.startswith(b"["):
+        yield from _read_array(path)
+        return
     with path.open("rb") as fh:
         for number, raw_line in enumerate(fh, start=1):
             sha = hashlib.sha256(raw_line.rstrip(b"\r\n")).hexdigest()
@@ -133,13 +167,32 @@ def _read_input(path: Path) -> Iterator[_Work]:
             except json.JSONDecodeError as exc:
                 yield _Work(number, sha, None, None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
                 continue
-            if not isinstance(raw, dict):
-                yield _Work(number, sha, None, None, f"line {number}: expected a JSON object, got {type(raw).__name__}")
-                continue
-            try:
-                yield _Work(number, sha, raw, BatchItem.model_validate(raw), None)
-            except ValidationError as exc:
-                yield _Work(number, sha, raw, None, _describe_validation(number, exc))
+            yield _validate(number, sha, raw, "line")
+
+
+def _validate(number: int, sha: str, raw: Any, unit: str) -> _Work:
+    if not isinstance(raw, dict):
+        return _Work(number, sha, None, None, f"{unit} {number}: expected a JSON object, got {type(raw).__name__}")
+    try:
+        return _Work(number, sha, raw, BatchItem.model_validate(raw), None)
+    except ValidationError as exc:
+        return _Work(number, sha, raw, None, _describe_validation(number, exc).replace("line", unit, 1))
+
+
+def _read_array(path: Path) -> Iterator[_Work]:
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start + 1})") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path} line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg})") from exc
+    if not isinstance(data, list):
+        raise InputError(f"{path}: a JSON input must be an array of items (RefChecker's format)")
+    for index, raw in enumerate(data, start=1):
+        sha = hashlib.sha256(json.dumps(raw, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+        if isinstance(raw, dict) and raw.get("id") is None:
+            raw = {**raw, "id": str(index - 1)}  # RefChecker's items have no id: the 0-based index is the key
+        yield _validate(index, sha, raw, "item")
 
 
 def fails_on(record: dict[str, Any], rule: FailOn | None) -> bool:
@@ -199,13 +252,13 @@ async def run_batch(
             if work.item is None:
                 return error("input", work.error or f"line {work.line}: unreadable")
             try:
-                reference = work.item.reference
                 report = await verifier.verify(
                     work.item.response,
                     question=work.item.question,
-                    reference=sources_from(reference) if isinstance(reference, list) else reference,
+                    reference=work.item.evidence(),
                     reference_source=f"{input_path.name}:{work.line}:reference",
                     task=task,
+                    claims=work.item.claim_texts(),
                 )
             except InputError as exc:
                 return error("input", f"line {work.line}: {exc}")

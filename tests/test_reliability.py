@@ -246,3 +246,37 @@ def test_eval_checks_data_before_making_a_folder_and_names_config_differences(tm
         assert replaced.returncode == 0, replaced.stderr
     rows = (tmp_path / "run" / "results.jsonl").read_text().splitlines()
     assert len(rows) == 3
+
+
+def test_refchecker_json_array_input(tmp_path: Path) -> None:
+    """RefChecker's own input: a JSON array, no ids, a reference as text or a list of passages, optional triplets."""
+    source, out = tmp_path / "refchecker.json", tmp_path / "out.jsonl"
+    items = [
+        {"question": "Capital of France?", "response": "Paris is the capital of France.",
+         "reference": "Paris is the capital and largest city of France."},
+        {"question": "Where is the Eiffel Tower?", "response": "The Eiffel Tower is in Paris. It opened in 1889.",
+         "reference": ["The tower is in Paris.", "It opened to the public in 1889."],
+         "claims": [["Eiffel Tower", "located in", "Paris"], ["Eiffel Tower", "opened in", "1889"]]},
+    ]  # fmt: skip
+    source.write_text(json.dumps(items, indent=2))
+    with FakeOpenAI(responder=lambda body: Reply(content=op(True))) as server:
+        done = debate("verify", "--input", str(source), "--output", str(out), "--base-url", server.base_url,
+                      "--min-rounds", "0", "--task", "general", "--retriever", "bm25")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert not any("You extract" in r["messages"][0]["content"] for r in server.requests[-2:])
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in records] == ["0", "1"]
+    second = records[1]["result"]
+    assert second["extraction"]["method"] == "given"
+    assert [c["text"] for c in second["claims"]] == ["Eiffel Tower located in Paris.", "Eiffel Tower opened in 1889."]
+    assert [e["text"] for e in second["claims"][0]["evidence"]][:2] in (
+        ["The tower is in Paris.", "It opened to the public in 1889."],
+        ["It opened to the public in 1889.", "The tower is in Paris."],
+    )
+    broken = tmp_path / "broken.json"
+    broken.write_text('[{"response": "x"},\n  {"response": ')
+    refused = debate("verify", "--input", str(broken), "--output", str(tmp_path / "o.jsonl"), "--base-url",
+                     "http://127.0.0.1:9/v1")  # fmt: skip
+    assert (
+        refused.returncode == 2 and "broken.json line 2 column" in refused.stderr and "not valid JSON" in refused.stderr
+    )
