@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +10,20 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+
+def cli_env() -> dict[str, str]:
+    """The environment the `debate` command runs in under test: no endpoint or key from the caller's shell."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "DEBATE_MODEL")}
+    env["NO_COLOR"] = "1"
+    return env
+
+
+def debate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run `python -m debate.cli ARGS` as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "debate.cli", *args], capture_output=True, text=True, timeout=timeout, env=cli_env()
+    )
 
 
 def op(factual: bool, severity: int = 0, text: str = "reasoning") -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,24 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import op
+from conftest import cli_env as _env
+from conftest import debate, op
 from fakes import FakeOpenAI, Reply
 
 
 def _agreeing(body: dict[str, Any]) -> Reply:
     return Reply(content=op("Paris" in body["messages"][-1]["content"], 0, "checked"))
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "DEBATE_MODEL")}
-    env["NO_COLOR"] = "1"
-    return env
-
-
-def debate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "debate.cli", *args], capture_output=True, text=True, timeout=timeout, env=_env()
-    )
 
 
 def test_json_report_structure(tmp_path: Path) -> None:

@@ -13,24 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import op
+from conftest import cli_env as _env
+from conftest import debate, op
 from fakes import FakeOpenAI, Reply
 
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
 from debate.batch import run_batch
 from debate.jsonl import ResultsLog, scan_results
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "DEBATE_MODEL")}
-    env["NO_COLOR"] = "1"
-    return env
-
-
-def debate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "debate.cli", *args], capture_output=True, text=True, timeout=timeout, env=_env()
-    )
 
 
 def _items(path: Path, n: int) -> list[str]:
