@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,9 +21,13 @@ PLUGINS = Path(__file__).parent / "plugins"
 @pytest.fixture(scope="module")
 def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("site")
+    # Built from copies, so the build leaves nothing in the source tree.
+    sources = tmp_path_factory.mktemp("plugins")
+    for name in ("headline_task", "numbers_prefilter"):
+        shutil.copytree(PLUGINS / name, sources / name)
     done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-build-isolation",
-         "--target", str(target), str(PLUGINS / "headline_task"), str(PLUGINS / "numbers_prefilter")],
+         "--target", str(target), str(sources / "headline_task"), str(sources / "numbers_prefilter")],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
