@@ -185,6 +185,9 @@ class PrefilterConfig(_Config):
 
     prefilters: list[str] = Field(default_factory=list)
     """Prefilters to run, in order (rules, logprob, or a plugin's); empty: none."""
+    citation_variant: Literal["seed", "occurrences"] = "seed"
+    """Citation rules: seed (the specified rules exactly: distinct valid ids, the bracket's content as one id, split
+    at . ! ?) or occurrences (every valid occurrence counts, `[a, b]` cites two ids, an abbreviation-aware split)."""
     invalid_citation_decides: bool = True
     """A claim citing an unknown source is decided not factual (severity 4) without a debate."""
     trust_grounded: bool = False

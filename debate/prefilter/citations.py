@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from debate.retrieval import split_sentences
 from debate.stages import PREFILTERS, Plan, StageContext
 from debate.types import CitationReport, Claim, Evidence, PrefilterDecision, RiskLevel, Source
 
-__all__ = ["INVALID_CITATION_SEVERITY", "RulesPrefilter", "citation_check", "extract_citations", "known_source_ids"]
+__all__ = [
+    "INVALID_CITATION_SEVERITY",
+    "CitationVariant",
+    "RulesPrefilter",
+    "citation_check",
+    "extract_citations",
+    "known_source_ids",
+]
 
 INVALID_CITATION_SEVERITY = 4
 """A claim that cites a source that was never given is decided non-factual with this severity (0-5 rubric)."""
@@ -54,7 +62,17 @@ def _nothing(note: str) -> CitationReport:
     )
 
 
-def citation_check(answer: str, source_ids: Sequence[str | Source]) -> CitationReport:
+CitationVariant = Literal["seed", "occurrences"]
+"""seed (default): the rule set exactly as specified: the bracket's whole content is one id, sentences are split at
+every run of . ! ?, and the ratio counts distinct valid ids. occurrences: our earlier variant: `[a, b]` cites two
+ids, the abbreviation-aware sentence splitter, and every valid occurrence counts."""
+
+_SEED_CITATION = re.compile(r"\[([^\]]+)\]")
+
+
+def citation_check(
+    answer: str, source_ids: Sequence[str | Source], *, variant: CitationVariant = "seed"
+) -> CitationReport:
     """Check an answer's citations against the ids of the sources it was given.
 
     Risk is high when the score exceeds 0.6, or any citation is invalid, or 3 or more long sentences are uncited, or
@@ -63,15 +81,22 @@ def citation_check(answer: str, source_ids: Sequence[str | Source]) -> CitationR
     """
     if not answer.strip():
         return _nothing("nothing to check: the answer is empty")
-    sentences = split_sentences(answer)
+    if variant == "seed":
+        sentences = [s.strip() for s in re.split(r"[.!?]+", answer) if s.strip()]
+        cited = [m.strip() for m in _SEED_CITATION.findall(answer)]
+    else:
+        sentences = split_sentences(answer)
+        cited = extract_citations(answer)
     claims = [s for s in sentences if len(s) > _CLAIM_MIN_CHARS]
     if not claims:
         return _nothing("nothing to check: no sentence is long enough to be a claim")
     known = known_source_ids(source_ids)
-    cited = extract_citations(answer)
     valid = [c for c in cited if c in known]
     invalid = [c for c in cited if c not in known]
-    uncited = [s for s in sentences if len(s) > _UNCITED_MIN_CHARS and not extract_citations(s)]
+    if variant == "seed":
+        valid, invalid = list(dict.fromkeys(valid)), list(dict.fromkeys(invalid))
+    has_citation = (lambda s: bool(_SEED_CITATION.search(s))) if variant == "seed" else extract_citations
+    uncited = [s for s in sentences if len(s) > _UNCITED_MIN_CHARS and not has_citation(s)]
     ratio = len(valid) / max(len(claims), 1)
     score = 1.0 - min(ratio, 1.0)
     level: RiskLevel
@@ -100,6 +125,7 @@ class RulesPrefilter:
 
     def __init__(self, ctx: StageContext) -> None:
         self._decides = ctx.config.prefilter.invalid_citation_decides
+        self._variant = ctx.config.prefilter.citation_variant
 
     def prompt_hashes(self) -> dict[str, str]:
         return {}
@@ -119,7 +145,7 @@ class RulesPrefilter:
         return PrefilterDecision(name=self.name, decision="pass", reason="every citation names a given source")
 
     def response_report(self, response: str, plan: Plan) -> CitationReport | None:
-        return None if plan.sources is None else citation_check(response, plan.sources)
+        return None if plan.sources is None else citation_check(response, plan.sources, variant=self._variant)
 
     def note(self) -> str | None:
         return None
