@@ -199,7 +199,9 @@ class PrefilterConfig(_Config):
     min_chars: int = Field(default=15, ge=0)
     """Logprob check: shorter claims are skipped."""
     target: float = Field(default=0.95, gt=0, lt=1)
-    """Logprob check: the confidence the information budget is computed for."""
+    """Logprob check: the confidence the information budget is computed for (strawberry budget)."""
+    budget: Literal["seed", "strawberry"] = "seed"
+    """Logprob check: the information-budget definition (see debate.prefilter.grounding_score)."""
     top_logprobs: int = Field(default=10, ge=1, le=20)
     """Alternatives read at the answer token."""
 

@@ -294,10 +294,12 @@ class GroundingResult(_Model):
     """Cited: min(1, 1.5 * use + (0.3 if p1 > 0.7 else 0)); uncited: 0.7 * p1 if p1 > 0.7 else 0.4 * p1."""
     grounded: bool
     """confidence > 0.45 and (use > 0.15 or uncited)."""
+    budget: Literal["seed", "strawberry"] = "seed"
+    """Which information-budget definition the next fields follow."""
     observed_bits: float
-    """KL(Ber(p1) || Ber(p0)) in bits."""
+    """seed: KL(Ber(p1) || Ber(0.5)); strawberry: KL(Ber(p1) || Ber(p0)); in bits."""
     required_bits: float
-    """KL(Ber(target) || Ber(p0)) in bits."""
+    """seed: KL(Ber(p1) || Ber(p0)); strawberry: KL(Ber(target) || Ber(p0)); in bits."""
     budget_gap: float
     """required - observed, in `unit`."""
     unit: Literal["bits", "nats"] = "bits"
@@ -305,7 +307,7 @@ class GroundingResult(_Model):
     budget_gap_bits: float
     """required - observed, in bits."""
     flagged: bool
-    """budget gap > 0: the evidence carries less information than the claim's confidence needs."""
+    """Not grounded (the seed's meaning; a supported claim is never flagged)."""
     band: GroundingBand
     """< 0 supported, 0-2 minor extrapolation, 2-10 suspicious, > 10 likely hallucination (bits)."""
 

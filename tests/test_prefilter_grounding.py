@@ -27,7 +27,7 @@ def test_kl_bernoulli_in_nats_with_clipping() -> None:
 
 
 def test_cited_claim_that_uses_its_evidence_is_grounded() -> None:
-    r = grounding_score(0.6, 0.2, True)
+    r = grounding_score(0.6, 0.2, True, budget="strawberry")
     assert r.evidence_use == pytest.approx(0.4)
     assert r.confidence == pytest.approx(0.6)  # 1.5 * 0.4, no bonus (p1 <= 0.7)
     assert r.grounded is True
@@ -35,7 +35,17 @@ def test_cited_claim_that_uses_its_evidence_is_grounded() -> None:
     assert r.observed_bits == pytest.approx(0.381909 / LN2, abs=1e-5)
     assert r.required_bits == pytest.approx(1.341608 / LN2, abs=1e-5)
     assert r.budget_gap_bits == pytest.approx((1.341608 - 0.381909) / LN2, abs=1e-5)
-    assert r.flagged is True and r.band == "minor extrapolation"
+    assert r.flagged is False and r.band == "minor extrapolation"  # flagged means not grounded
+
+
+def test_seed_budget_and_a_supported_claim_is_not_flagged() -> None:
+    r = grounding_score(0.92, 0.25, True)  # the seed's budget by default
+    assert r.grounded is True and r.flagged is False and r.budget == "seed"
+    assert r.observed_bits == pytest.approx(kl_bernoulli(0.92, 0.5) / LN2)
+    assert r.required_bits == pytest.approx(kl_bernoulli(0.92, 0.25) / LN2)
+    assert r.budget_gap_bits == pytest.approx((kl_bernoulli(0.92, 0.25) - kl_bernoulli(0.92, 0.5)) / LN2)
+    ignored = grounding_score(0.95, 0.95, True)
+    assert ignored.grounded is False and ignored.flagged is True
 
 
 def test_confidence_bonus_and_cap() -> None:
@@ -62,20 +72,20 @@ def test_uncited_claims() -> None:
     ("p1", "p0", "band", "flagged"),
     [
         (0.99, 0.01, "supported", False),
-        (0.9, 0.3, "minor extrapolation", True),
+        (0.9, 0.3, "minor extrapolation", False),
         (0.1, 0.001, "suspicious", True),
         (0.01, 1e-6, "likely hallucination", True),
     ],
 )
 def test_budget_bands(p1: float, p0: float, band: str, flagged: bool) -> None:
-    r = grounding_score(p1, p0, True)
+    r = grounding_score(p1, p0, True, budget="strawberry")
     assert r.band == band and r.flagged is flagged
     expected = (kl_bernoulli(0.95, p0) - kl_bernoulli(p1, p0)) / LN2
     assert r.budget_gap_bits == pytest.approx(expected)
 
 
 def test_budget_in_nats_on_request() -> None:
-    r = grounding_score(0.6, 0.2, True, unit="nats")
+    r = grounding_score(0.6, 0.2, True, unit="nats", budget="strawberry")
     assert r.unit == "nats" and r.budget_gap == pytest.approx(1.341608 - 0.381909, abs=1e-5)
     assert r.budget_gap_bits == pytest.approx(r.budget_gap / LN2)
 

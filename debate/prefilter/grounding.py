@@ -49,16 +49,24 @@ def _band(gap_bits: float) -> GroundingBand:
 
 
 def grounding_score(
-    p1: float, p0: float, has_citations: bool, *, target: float = 0.95, unit: Literal["bits", "nats"] = "bits"
-) -> GroundingResult:
-    """Both signals from the two probabilities (formulas in the field docs)."""
+    p1: float, p0: float, has_citations: bool, *, target: float = 0.95, unit: Literal["bits", "nats"] = "bits",
+    budget: Literal["seed", "strawberry"] = "seed",
+) -> GroundingResult:  # fmt: skip
+    """Both signals from the two probabilities (formulas in the field docs). `flagged` means not grounded.
+
+    budget seed (default): observed = KL(Ber(p1) || Ber(0.5)), required = KL(Ber(p1) || Ber(p0)).
+    budget strawberry (the Strawberry paper's variant): observed = KL(Ber(p1) || Ber(p0)), required =
+    KL(Ber(target) || Ber(p0)). Either way gap = required - observed."""
     use = max(0.0, p1 - p0)
     if has_citations:
         confidence = min(1.0, 1.5 * use + (0.3 if p1 > 0.7 else 0.0))
     else:
         confidence = p1 * 0.7 if p1 > 0.7 else p1 * 0.4
-    observed_nats = kl_bernoulli(p1, p0)
-    required_nats = kl_bernoulli(target, p0)
+    grounded = confidence > 0.45 and (use > 0.15 or not has_citations)
+    if budget == "seed":
+        observed_nats, required_nats = kl_bernoulli(p1, 0.5), kl_bernoulli(p1, p0)
+    else:
+        observed_nats, required_nats = kl_bernoulli(p1, p0), kl_bernoulli(target, p0)
     gap_nats = required_nats - observed_nats
     gap_bits = gap_nats / _LN2
     return GroundingResult(
@@ -67,13 +75,14 @@ def grounding_score(
         has_citations=has_citations,
         evidence_use=use,
         confidence=confidence,
-        grounded=confidence > 0.45 and (use > 0.15 or not has_citations),
+        grounded=grounded,
+        budget=budget,
         observed_bits=observed_nats / _LN2,
         required_bits=required_nats / _LN2,
         budget_gap=gap_bits if unit == "bits" else gap_nats,
         unit=unit,
         budget_gap_bits=gap_bits,
-        flagged=gap_bits > 0,
+        flagged=not grounded,
         band=_band(gap_bits),
     )
 
@@ -97,8 +106,9 @@ class LogprobGroundingCheck:
     """Asks the endpoint one-token YES/NO/UNSURE questions and reads P(YES) from its logprobs."""
 
     def __init__(self, client: ChatClient, *, target: float = 0.95, top_logprobs: int = 10,
-                 prompts_dir: str | None = None) -> None:  # fmt: skip
+                 prompts_dir: str | None = None, budget: Literal["seed", "strawberry"] = "seed") -> None:  # fmt: skip
         self._client = client
+        self._budget: Literal["seed", "strawberry"] = budget
         self._target = target
         self._top = top_logprobs
         self._prompt = load_prompt("grounding", prompts_dir)
@@ -130,7 +140,7 @@ class LogprobGroundingCheck:
                 return None, usage
         else:
             p0 = p1
-        return grounding_score(p1, p0, bool(cited), target=self._target), usage
+        return grounding_score(p1, p0, bool(cited), target=self._target, budget=self._budget), usage
 
 
 _NO_LOGPROBS = "the endpoint returned no logprobs; the logprob check is skipped"
@@ -145,7 +155,7 @@ class LogprobPrefilter:
         self._config = ctx.config.prefilter
         self._check = LogprobGroundingCheck(
             ctx.client, target=self._config.target, top_logprobs=self._config.top_logprobs,
-            prompts_dir=ctx.prompts_dir,
+            prompts_dir=ctx.prompts_dir, budget=self._config.budget,
         )  # fmt: skip
         self.logprobs_unavailable = False
 
