@@ -225,15 +225,9 @@ async def run_batch(
     summary = BatchSummary()
     with OutputLock(output_path):
         state = scan_results(output_path, retry_failed=retry_failed)
-        seen_ids: dict[str, int] = {}
 
         def pending() -> Iterator[_Work]:
-            for work in _read_input(input_path):
-                if work.item is not None:
-                    first = seen_ids.setdefault(work.item.id, work.line)
-                    if first != work.line:
-                        message = f"line {work.line}: duplicate id {work.item.id!r} (first on line {first})"
-                        work = _Work(work.line, work.sha, work.raw, None, message)
+            for work in _dedupe(_read_input(input_path)):
                 if state.done(work.key, work.sha):
                     summary.skipped_done += 1
                     continue
@@ -319,12 +313,13 @@ def count_pending(input_path: Path, output_path: Path, *, retry_failed: bool = T
 
 def _dedupe(works: Iterator[_Work]) -> Iterator[_Work]:
     """Input lines as the output keys them: a repeated id's later lines are errors keyed by their line."""
-    seen: set[str] = set()
+    first_line: dict[str, int] = {}
     for work in works:
-        if work.item is not None and work.item.id in seen:
-            work = _Work(work.line, work.sha, work.raw, None, "duplicate")
-        elif work.item is not None:
-            seen.add(work.item.id)
+        if work.item is not None:
+            first = first_line.setdefault(work.item.id, work.line)
+            if first != work.line:
+                message = f"line {work.line}: duplicate id {work.item.id!r} (first on line {first})"
+                work = _Work(work.line, work.sha, work.raw, None, message)
         yield work
 
 

@@ -263,18 +263,17 @@ def _cache(args: argparse.Namespace) -> int:
 
 def _chains(args: argparse.Namespace) -> int:
     names = [args.chain] if args.chain else CHAINS.names()
-    graphs = [load_chain(name).to_dict() for name in names]
+    chains = [load_chain(name) for name in names]
+    graphs = [chain.to_dict() for chain in chains]
     if args.json:
         sys.stdout.write(json.dumps(graphs if not args.chain else graphs[0], indent=2) + "\n")
         return 0
-    for name, graph in zip(names, graphs, strict=True):
-        chain = load_chain(name)
+    for name, chain, graph in zip(names, chains, graphs, strict=True):
         states = ", ".join(f"{n['id']} = {' -> '.join(n['roles'])}" for n in graph["nodes"])
         moves = ", ".join(
             f"{e['source']} --{'true' if e['verdict'] else 'false'}--> {e['target']}" for e in graph["edges"]
         )
-        description = chain.spec.description or CHAINS.describe(name) if name in CHAINS else chain.spec.description
-        _out.print(f"[bold]{name}[/]: {description}\n  states: {states}\n  transitions: {moves}")
+        _out.print(f"[bold]{name}[/]: {chain.spec.description}\n  states: {states}\n  transitions: {moves}")
     return 0
 
 

@@ -40,7 +40,7 @@ class DebateError(Exception):
     """Base of every error the engine raises on purpose."""
 
     kind: ClassVar[FailureKind] = "input"
-    transient: ClassVar[bool] = False
+    transient: bool = False
     """True when the same work may succeed later (endpoint down, rate limits): such a failure is never final."""
 
 
@@ -103,7 +103,7 @@ class EvidenceUnavailableError(DebateError):
 
     def __init__(self, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
-        self.transient_failure = transient
+        self.transient = transient
 
 
 class ExtractionError(DebateError):

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from debate.errors import DebateError, EvidenceUnavailableError, FailureKind
+from debate.errors import DebateError, FailureKind
 
 __all__ = [
     "CallInfo",
@@ -113,8 +113,7 @@ class Failure(_Model):
 
     @classmethod
     def from_error(cls, exc: DebateError, stage: str) -> Failure:
-        transient = exc.transient_failure if isinstance(exc, EvidenceUnavailableError) else exc.transient
-        return cls(kind=exc.kind, message=str(exc), stage=stage, transient=transient)
+        return cls(kind=exc.kind, message=str(exc), stage=stage, transient=exc.transient)
 
 
 class Evidence(_Model):
