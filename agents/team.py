@@ -31,7 +31,13 @@ from debate.chain import ChainDriver, MarkovChain, PriorOpinion, TurnPlan, TurnR
 from debate.config import DebateConfig
 from debate.errors import DebateError, ModelRequestError
 from debate.llm import ChatClient
-from debate.parsing import OPINION_FORMAT, OPINION_SCHEMA, parse_opinion
+from debate.parsing import (
+    OPINION_FORMAT,
+    OPINION_FORMAT_THREE_WAY,
+    OPINION_SCHEMA,
+    OPINION_SCHEMA_THREE_WAY,
+    parse_opinion,
+)
 from debate.prompts import PromptError, PromptTemplate, load_prompt
 from debate.structured import ask_structured, call_info
 from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, Turn
@@ -65,10 +71,12 @@ def render_evidence(evidence: Sequence[Evidence]) -> str:
 
 def render_opinion(opinion: Opinion) -> str:
     """An opinion in the paper's reply format, as the next agent sees it."""
-    return json.dumps(
-        {"opinion": opinion.opinion, "factuality": opinion.factuality, "Error severity": opinion.error_severity},
-        ensure_ascii=False,
-    )
+    reply: dict[str, object] = {
+        "opinion": opinion.opinion, "factuality": opinion.factuality, "Error severity": opinion.error_severity,
+    }  # fmt: skip
+    if not opinion.enough_evidence:
+        reply["enough evidence"] = False
+    return json.dumps(reply, ensure_ascii=False)
 
 
 def _render_opinions(previous: Sequence[PriorOpinion]) -> str:
@@ -221,9 +229,12 @@ class DebateAgent(BaseChatAgent):
         super().__init__(name=_agent_name(role), description=f"The {role} agent of the debate.")
         self.role = role
         self._prompt = prompt
+        three_way = prompt.not_enough_evidence
+        self._expected = OPINION_FORMAT_THREE_WAY if three_way else OPINION_FORMAT
         self._model = DebateModelClient(
-            client, response_schema=OPINION_SCHEMA, schema_name="opinion", purpose=f"debate:{role}"
-        )
+            client, response_schema=OPINION_SCHEMA_THREE_WAY if three_way else OPINION_SCHEMA, schema_name="opinion",
+            purpose=f"debate:{role}",
+        )  # fmt: skip
         self._context = context
         self._thread: list[BaseChatMessage] = []
 
@@ -263,7 +274,7 @@ class DebateAgent(BaseChatAgent):
         try:
             outcome = await ask_structured(
                 conversation, user, parse_opinion, max_retries=self._context.config.max_parse_retries,
-                expected=OPINION_FORMAT, reask=self._context.reask,
+                expected=self._expected, reask=self._context.reask,
             )  # fmt: skip
         except Exception as exc:
             calls = self._model.calls[first_call:]

@@ -51,7 +51,6 @@ from debate.stages import (
     TeamFactory,
 )
 from debate.types import (
-    CitationReport,
     Claim,
     ClaimVerdict,
     Evidence,
@@ -61,6 +60,8 @@ from debate.types import (
     PrefilterDecision,
     PrefilterSummary,
     Report,
+    ResponseCheck,
+    RiskLevel,
     RunMeta,
     Usage,
 )
@@ -90,6 +91,9 @@ def _package_version() -> str:
         return version("markov-debate")
     except PackageNotFoundError:
         return "unknown"
+
+
+_RISK_ORDER: tuple[RiskLevel, ...] = ("none", "low", "moderate", "high")
 
 
 def _fatal(exc: BaseException) -> bool:
@@ -270,7 +274,7 @@ class Verifier:
             claim, result.final, evidence=list(evidence), debate=result, usage=total, prefilters=prefilters
         )
 
-    async def _claim(self, index: int, claim: Claim, plan: Plan) -> ClaimVerdict:
+    async def _claim(self, index: int, claim: Claim, plan: Plan, risk: RiskLevel) -> ClaimVerdict:
         try:
             evidence, usage = await plan.evidence.evidence(claim)
         except DebateError as exc:
@@ -289,6 +293,12 @@ class Verifier:
                 return ClaimVerdict.unverifiable(
                     claim, failure, evidence=evidence, debate=None, usage=usage, prefilters=decisions
                 )
+            if decision.decision == "factual" and risk == "high":
+                # A high-risk answer is never cleared claim by claim without a debate.
+                decision = decision.model_copy(
+                    update={"decision": "pass", "reason": f"{decision.reason}; not decided: the response's risk is "
+                            "high", "error_severity": None}
+                )  # fmt: skip
             decisions.append(decision)
             usage = usage + decision.usage
             if decision.decision in ("factual", "non_factual"):
@@ -303,19 +313,19 @@ class Verifier:
                 )  # fmt: skip
         return await self.verify_claim(claim, evidence, usage=usage, prefilters=decisions)
 
-    def _prefilter_summary(self, verdicts: Sequence[ClaimVerdict], response: str, plan: Plan) -> PrefilterSummary:
-        citation: CitationReport | None = None
-        notes: list[str] = []
-        for prefilter in self.prefilters:
-            citation = citation or prefilter.response_report(response, plan)
-            if (note := prefilter.note()) is not None:
-                notes.append(note)
+    def _prefilter_summary(
+        self, verdicts: Sequence[ClaimVerdict], plan: Plan, before: list[ResponseCheck], risk: RiskLevel
+    ) -> PrefilterSummary:
+        after = [c for p in self.prefilters if (c := p.summarize(verdicts, plan)) is not None]
+        notes = [note for p in self.prefilters if (note := p.note()) is not None]
         decided = sum(1 for c in verdicts if c.decided_by != "debate")
         return PrefilterSummary(
             prefilters=[p.name for p in self.prefilters],
-            citation=citation,
+            checks=[*before, *after],
+            risk_level=risk,
             decided=decided,
-            prefilter_calls=Usage.total(d.usage for c in verdicts for d in c.prefilters).llm_calls,
+            prefilter_calls=Usage.total(d.usage for c in verdicts for d in c.prefilters).llm_calls
+            + Usage.total(c.usage for c in before).llm_calls,
             debate_calls_saved=decided * (1 + 3 * self.config.debate.min_rounds),
             note="; ".join(notes) or None,
         )
@@ -355,6 +365,7 @@ class Verifier:
             if _fatal(exc):
                 raise
             return self._failed_report(task, item, Failure.from_error(exc, "extraction"), started)
+        plan.question = question
         # Claims are grounded in the response before anyone judges them (the caller's own claims are never dropped).
         grounded = ground_claims(plan.claims, response, may_drop=plan.extraction.method != "given")
         plan.claims = grounded.claims
@@ -363,8 +374,19 @@ class Verifier:
             plan.notes.append(
                 f"{len(grounded.dropped)} extracted claim(s) dropped: nothing in the response supports them"
             )
+        checks: list[ResponseCheck] = []
+        for prefilter in self.prefilters:
+            try:
+                check = await prefilter.check_response(response, plan)
+            except DebateError as exc:
+                if _fatal(exc):
+                    raise
+                return self._failed_report(task, item, Failure.from_error(exc, f"prefilter:{prefilter.name}"), started)
+            if check is not None:
+                checks.append(check)
+        risk: RiskLevel = max((c.risk_level for c in checks), key=_RISK_ORDER.index, default="none")
         verdicts = await gather_ordered(
-            list(enumerate(plan.claims)), lambda ic: self._claim(*ic, plan), limit=self.config.claim_concurrency
+            list(enumerate(plan.claims)), lambda ic: self._claim(*ic, plan, risk), limit=self.config.claim_concurrency
         )
         outcome = roll_up(verdicts, rule=self.config.rollup, soft_threshold=self.config.soft_threshold)
         notes = [*plan.notes, *([outcome.note] if outcome.note else [])]
@@ -379,7 +401,7 @@ class Verifier:
             ratios=claim_ratios(verdicts),
             note="; ".join(notes) or None,
             extraction=plan.extraction,
-            prefilter=self._prefilter_summary(verdicts, response, plan) if self.prefilters else None,
+            prefilter=self._prefilter_summary(verdicts, plan, checks, risk) if self.prefilters else None,
             claims=verdicts,
             usage=plan.extraction.usage + Usage.total(v.usage for v in verdicts),
             elapsed_s=time.perf_counter() - started,

@@ -191,7 +191,8 @@ def _read_array(path: Path) -> Iterator[_Work]:
     for index, raw in enumerate(data, start=1):
         sha = hashlib.sha256(json.dumps(raw, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
         if isinstance(raw, dict) and raw.get("id") is None:
-            raw = {**raw, "id": str(index - 1)}  # RefChecker's items have no id: the 0-based index is the key
+            # RefChecker's items have no id: the 0-based index is the key (`id_from_index` marks it as ours).
+            raw = {**raw, "id": str(index - 1), "id_from_index": True}
         yield _validate(index, sha, raw, "item")
 
 
@@ -200,7 +201,9 @@ def fails_on(record: dict[str, Any], rule: FailOn | None) -> bool:
     if rule is None:
         return False
     verdict = record["result"]["verdict"] if "result" in record else "unverifiable"
-    wanted = {"non-factual": {"non_factual"}, "unverifiable": {"unverifiable"}, "any": {"non_factual", "unverifiable"}}
+    # Not enough evidence is not a verified factual answer: a CI gate on "unverifiable" catches it too.
+    undecided = {"unverifiable", "not_enough_evidence"}
+    wanted = {"non-factual": {"non_factual"}, "unverifiable": undecided, "any": {"non_factual", *undecided}}
     return verdict in wanted[rule]
 
 

@@ -35,6 +35,7 @@ from debate.config import (
 from debate.errors import DebateError, InputError, ModelUnavailableError, UsageError
 from debate.llm.cache import CACHE_FILE, DEFAULT_CACHE_DIR, cache_stats, clear_cache
 from debate.prefilter.tools import ToolCallChecker, ToolRegistry, correction_message
+from debate.refchecker import write_refchecker
 from debate.stages import PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS, TASKS
 from debate.types import Report
 
@@ -104,6 +105,10 @@ def add_verifier_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: none)",
     )
     pre.add_argument("--trust-grounded", action="store_true", help="let strongly grounded claims skip the debate")
+    pre.add_argument(
+        "--judge-two-step", action="store_true",
+        help="rag-judge: a free-form judgment first, then a second call converts it to the rubric",
+    )  # fmt: skip
     _opt(pre, ["--grounded-confidence"], PrefilterConfig, "grounded_confidence", type=float)
     chain = parser.add_argument_group("chain")
     chain.add_argument(
@@ -186,6 +191,12 @@ def _build_parser() -> argparse.ArgumentParser:
     batch = v.add_argument_group("batch")
     batch.add_argument("--input", type=Path, help="JSONL with id, question, response, reference")
     batch.add_argument("--output", type=Path, help="JSONL to append results to (re-running resumes)")
+    batch.add_argument(
+        "--output-format", choices=["jsonl", "refchecker"], default="jsonl",
+        help="jsonl: one report per line; refchecker: --output is RefChecker's JSON array (each input item with "
+        "claims, Y and ys), written when the batch ends, and the resumable results log is --output + '.jsonl' "
+        "(default: jsonl)",
+    )  # fmt: skip
     batch.add_argument(
         "--retry-failed", action=argparse.BooleanOptionalAction, default=True,
         help="on a re-run, redo items that failed for a transient reason (endpoint down) and input lines fixed "
@@ -337,7 +348,8 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
             ),
             rollup=args.rollup,
             prefilter=PrefilterConfig(prefilters=_prefilters(args.prefilter), trust_grounded=args.trust_grounded,
-                                      grounded_confidence=args.grounded_confidence),
+                                      grounded_confidence=args.grounded_confidence,
+                                      judge_two_step=args.judge_two_step),
         )  # fmt: skip
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -346,7 +358,10 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
 
 
 def _render(report: Report) -> None:
-    colour = {"factual": "green", "non_factual": "red", "unverifiable": "yellow", "no_claims": "blue"}[report.verdict]
+    colour = {
+        "factual": "green", "non_factual": "red", "not_enough_evidence": "magenta", "unverifiable": "yellow",
+        "no_claims": "blue",
+    }[report.verdict]  # fmt: skip
     score = "n/a" if report.score is None else f"{report.score:.2f}"
     _out.print(
         Panel.fit(f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  ({report.rollup})", title="verdict")
@@ -365,13 +380,18 @@ def _render(report: Report) -> None:
             f"{p.prefilter_calls} prefilter calls, "
             f"at least {p.debate_calls_saved} debate calls saved" + (f"; {p.note}" if p.note else "")
         )
-        if p.citation is not None:
-            c = p.citation
-            _out.print(
-                f"citations: risk {c.risk_level} (score {c.hallucination_risk_score:.2f}), "
-                f"ratio {c.citation_ratio:.2f}, invalid {c.invalid_citations or 'none'}, "
-                f"{len(c.uncited_sentences)} uncited long sentences"
-            )
+        for check in p.checks:
+            _out.print(f"{check.name}: risk {check.risk_level}: {check.reason}", markup=False, highlight=False)
+            if check.judge is not None:
+                j = check.judge
+                _out.print(
+                    f"  judge: {j.decision} (score {j.score}/5, confidence {j.confidence:.2f}, risk "
+                    f"{j.hallucination_risk}); rules risk {j.rules_risk}; combined {j.combined_risk}: "
+                    f"{'; '.join(j.combined_reasons)}",
+                    markup=False, highlight=False,
+                )  # fmt: skip
+            if check.hallucination_check is not None and check.hallucination_check.warning:
+                _out.print(f"  warning: {check.hallucination_check.warning}", markup=False, highlight=False)
     for claim in report.claims:
         _out.print(f"[bold]claim[/] {claim.claim_id}: {escape(claim.text)}", highlight=False)
         for span in claim.spans:
@@ -384,7 +404,7 @@ def _render(report: Report) -> None:
             kind = f" ({claim.failure.kind})" if claim.failure is not None else ""
             _out.print(f"  [yellow]unverifiable[/]{kind}: {claim.reason}")
         else:
-            _out.print(f"  factual: {claim.factual}   error severity: {claim.error_severity}")
+            _out.print(f"  label: {claim.label}   error severity: {claim.error_severity}")
         if claim.debate is None:
             continue
         d = claim.debate
@@ -427,6 +447,7 @@ async def _verify(args: argparse.Namespace) -> int:
         if not args.input.is_file():
             raise UsageError(f"--input: no such file: {args.input}")
         _check_output(args.input, args.output)
+        args.results_log = args.output if args.output_format == "jsonl" else Path(f"{args.output}.jsonl")
         if args.max_consecutive_failures < 1:
             raise UsageError("--max-consecutive-failures must be at least 1")
     answer: str | None = args.answer
@@ -440,9 +461,10 @@ async def _verify(args: argparse.Namespace) -> int:
         reference = _read_json(Path(args.sources), "--sources")
 
     if batch_mode:
-        todo, done = count_pending(args.input, args.output, retry_failed=args.retry_failed)
+        todo, done = count_pending(args.input, args.results_log, retry_failed=args.retry_failed)
         if todo == 0:
             # Nothing to do: no model is started and no endpoint is asked.
+            _write_output_format(args)
             print(f"done: 0 written, {done} already done -> {args.output}", file=sys.stderr)
             return 0
     if config.model.base_url is None:
@@ -491,6 +513,13 @@ def _check_output(source: Path, output: Path) -> None:
         raise UsageError(f"--output {output}: cannot write there ({exc.strerror})") from exc
 
 
+def _write_output_format(args: argparse.Namespace) -> None:
+    if args.output_format == "refchecker":
+        with args.results_log.open("rb") as fh:
+            records = [json.loads(line) for line in fh if line.strip()]
+        write_refchecker(records, args.output)
+
+
 async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
     with args.input.open("rb") as fh:
         total = sum(1 for line in fh if line.strip())
@@ -510,7 +539,7 @@ async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
         summary = await run_batch(
             verifier=verifier,
             input_path=args.input,
-            output_path=args.output,
+            output_path=args.results_log,
             items_in_flight=items_in_flight(args),
             task=args.task,
             retry_failed=args.retry_failed,
@@ -519,6 +548,7 @@ async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
             on_record=advance,
         )
         progress.update(task, completed=summary.processed + summary.skipped_done)
+    _write_output_format(args)
     print(
         f"done: {summary.processed} written ({summary.factual} factual, {summary.non_factual} non-factual, "
         f"{summary.unverifiable} unverifiable, {summary.failed} failed, {summary.errors} errors), "

@@ -204,6 +204,8 @@ class PrefilterConfig(_Config):
     """Logprob check: the information-budget definition (see debate.prefilter.grounding_score)."""
     top_logprobs: int = Field(default=10, ge=1, le=20)
     """Alternatives read at the answer token."""
+    judge_two_step: bool = False
+    """rag-judge: first a free-form judgment, then a second call converts it into the structured rubric."""
 
     @field_validator("prefilters")
     @classmethod
@@ -240,7 +242,7 @@ class VerifierConfig(_Config):
     rollup: RollupName = "any-false"
     """Claims -> response rule."""
     soft_threshold: float = Field(default=0.5, ge=0, le=1)
-    """Score a response needs under the `soft` rollup."""
+    """Entailment share a response needs under the `soft` rollup."""
     call_cache: str | None = None
     """SQLite file caching model calls; a re-run with the same calls makes no endpoint calls."""
 

@@ -14,7 +14,9 @@ from debate.types import Opinion
 
 __all__ = [
     "OPINION_FORMAT",
+    "OPINION_FORMAT_THREE_WAY",
     "OPINION_SCHEMA",
+    "OPINION_SCHEMA_THREE_WAY",
     "load_json_object",
     "parse_factuality",
     "parse_opinion",
@@ -34,11 +36,23 @@ OPINION_SCHEMA: dict[str, Any] = {
 }
 """The paper's reply format as a JSON schema, for endpoints that constrain decoding."""
 
+OPINION_SCHEMA_THREE_WAY: dict[str, Any] = {
+    **OPINION_SCHEMA,
+    "properties": {**OPINION_SCHEMA["properties"], "enough evidence": {"type": "boolean"}},
+}
+"""The reply of a prompt that lets the agent say the evidence cannot decide (`not_enough_evidence = true`)."""
+
 OPINION_FORMAT = (
     'a dictionary starting with "{" with exactly the keys "opinion" (your analysis and judgment), "factuality" '
     '(true or false) and "Error severity" (an integer 0-5)'
 )
 """How the re-ask describes the expected reply."""
+
+OPINION_FORMAT_THREE_WAY = (
+    OPINION_FORMAT[: -len(' and "Error severity" (an integer 0-5)')]
+    + ', "Error severity" (an integer 0-5) and, when the evidence can neither support nor refute the claim, '
+    '"enough evidence": false'
+)
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 _TRUE = {"true", "yes", "factual"}
@@ -175,11 +189,15 @@ def parse_opinion(text: str) -> Opinion:
     opinion = fields["opinion"]
     if not isinstance(opinion, str) or not opinion.strip():
         raise ReplyUnusableError('"opinion" must be a non-empty string')
+    enough = fields.get("enough_evidence", True)
+    if not isinstance(enough, bool):
+        raise ReplyUnusableError(f'"enough evidence" must be true or false, got {json.dumps(enough)}')
     try:
         return Opinion(
             opinion=opinion.strip(),
             factuality=parse_factuality(fields["factuality"]),
             error_severity=_as_severity(fields["error_severity"]),
+            enough_evidence=enough,
         )
     except ValidationError as exc:  # pragma: no cover - the checks above cover the model's constraints
         raise ReplyUnusableError(str(exc)) from exc

@@ -39,6 +39,8 @@ class PromptTemplate(BaseModel):
     """User message template."""
     sha256: str
     """Hash of the prompt file's bytes."""
+    not_enough_evidence: bool = False
+    """The prompt lets an agent answer that the evidence cannot decide the claim (`"enough evidence": false`)."""
 
     def render(self, **values: str) -> tuple[str, str]:
         """Return (system, user). A missing or unexpected variable fails loudly."""
@@ -49,9 +51,10 @@ class PromptTemplate(BaseModel):
         return string.Template(self.system).substitute(values), string.Template(self.user).substitute(values)
 
 
-PROMPT_SETS: tuple[str, ...] = ("paper", "tuned")
+PROMPT_SETS: tuple[str, ...] = ("paper", "tuned", "refchecker")
 """Packaged prompt sets: `paper` (default) carries every instruction of the paper's Tables 6-9 in our words;
-`tuned` is the earlier, shorter set (kept for comparison: `debate ablate prompt-set`)."""
+`tuned` is the earlier, shorter set (kept for comparison: `debate ablate prompt-set`); `refchecker` is the paper
+set whose agents may also answer that the evidence cannot decide a claim (RefChecker's Neutral)."""
 DEFAULT_PROMPT_SET = "paper"
 
 
@@ -60,8 +63,11 @@ def _search_path(prompt_set: str | None) -> list[Traversable]:
     shared prompts every set uses (re-ask, extraction, queries, baselines)."""
     root = importlib.resources.files("prompts")
     chosen = prompt_set or DEFAULT_PROMPT_SET
-    if chosen in PROMPT_SETS:
+    if chosen == DEFAULT_PROMPT_SET:
         return [root.joinpath(chosen), root]
+    if chosen in PROMPT_SETS:
+        # A packaged variant holds only the files it changes.
+        return [root.joinpath(chosen), root.joinpath(DEFAULT_PROMPT_SET), root]
     path = Path(chosen)
     if not path.is_dir():
         raise PromptError(f"prompt set {chosen!r} is neither a packaged set ({', '.join(PROMPT_SETS)}) nor a directory")
@@ -126,6 +132,22 @@ def _parse(name: str, data: bytes, origin: str, directory: str | None = None) ->
     return prompt
 
 
+@lru_cache(maxsize=16)
+def _set_options(prompt_set: str | None) -> dict[str, object]:
+    """A set's `set.toml` (optional): options that apply to every prompt of the set."""
+    place = _search_path(prompt_set)[0].joinpath("set.toml")
+    if not place.is_file():
+        return {}
+    try:
+        options = tomllib.loads(place.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise PromptError(f"{place}: not valid TOML: {exc}") from exc
+    unknown = sorted(set(options) - {"description", "not_enough_evidence"})
+    if unknown:
+        raise PromptError(f"{place}: unknown option(s) {unknown}")
+    return options
+
+
 @lru_cache(maxsize=128)
 def load_prompt(name: str, prompt_set: str | None = None) -> PromptTemplate:
     """Load `<name>.toml` from a prompt set (a packaged set name or a directory; default `paper`), falling back to
@@ -136,4 +158,7 @@ def load_prompt(name: str, prompt_set: str | None = None) -> PromptTemplate:
             raise PromptError(f"prompt file not found: {path}")
         return _parse(path.stem, path.read_bytes(), str(path), prompt_set or str(path.parent))
     data, origin = _find(f"{name}.toml", prompt_set)
-    return _parse(name, data, origin, prompt_set)
+    prompt = _parse(name, data, origin, prompt_set)
+    if _set_options(prompt_set).get("not_enough_evidence") is True:
+        prompt = prompt.model_copy(update={"not_enough_evidence": True})
+    return prompt

@@ -3,24 +3,25 @@
 Response score (in [0, 1], higher = more factual), the mean over all claims of a per-claim credit:
 - verified factual, severity s:     1 - 0.1 * s          (1.0 for s=0 down to 0.5 for s=5)
 - verified not factual, severity s: 0.08 * (5 - s)       (0.4 for s=0 down to 0.0 for s=5)
-- unverifiable:                     0                    (never credited)
+- not enough evidence, unverifiable: 0                    (never credited)
 so every factual claim outranks every non-factual one, and severity orders claims within each side. A response
 with no claims has no score (None).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from debate.stages import ROLLUPS, Rollup
-from debate.types import ClaimRatios, ClaimVerdict, RollupName
+from debate.types import ClaimLabel, ClaimRatios, ClaimVerdict, RollupName
 
-__all__ = ["claim_credit", "claim_ratios", "response_score", "roll_up"]
+__all__ = ["REFCHECKER_LABELS", "claim_credit", "claim_ratios", "refchecker_soft", "response_score", "roll_up"]
 
 
 def claim_credit(claim: ClaimVerdict) -> float:
     """A claim's contribution to the response score (see the module docstring)."""
-    if claim.status != "verified" or claim.error_severity is None:
+    if claim.label not in ("factual", "non_factual") or claim.error_severity is None:
         return 0.0
     if claim.factual:
         return 1.0 - 0.1 * claim.error_severity
@@ -37,63 +38,101 @@ def claim_ratios(claims: Sequence[ClaimVerdict]) -> ClaimRatios:
     n = len(claims)
     if n == 0:
         return ClaimRatios(factual=0.0, non_factual=0.0, unverifiable=0.0)
-    factual = sum(1 for c in claims if c.factual is True)
-    non_factual = sum(1 for c in claims if c.factual is False)
-    return ClaimRatios(factual=factual / n, non_factual=non_factual / n, unverifiable=(n - factual - non_factual) / n)
+    counts = Counter(c.label for c in claims)
+    return ClaimRatios(
+        factual=counts["factual"] / n,
+        non_factual=counts["non_factual"] / n,
+        not_enough_evidence=counts["not_enough_evidence"] / n,
+        unverifiable=counts[None] / n,
+    )
+
+
+REFCHECKER_LABELS: dict[ClaimLabel, str] = {
+    "factual": "Entailment",
+    "non_factual": "Contradiction",
+    "not_enough_evidence": "Neutral",
+}
+"""Our claim labels under RefChecker's names."""
+
+
+def refchecker_soft(claims: Sequence[ClaimVerdict]) -> dict[str, float]:
+    """RefChecker's `soft` aggregation: the share of each label, `Abstain` 1.0 when there are no claims (claims
+    left unverifiable by a failure have no RefChecker label: they are not counted, see `refchecker_labels`)."""
+    labels = [REFCHECKER_LABELS[c.label] for c in claims if c.label is not None]
+    if not labels:
+        return {"Entailment": 0.0, "Neutral": 0.0, "Contradiction": 0.0, "Abstain": 1.0}
+    shares = dict.fromkeys(("Entailment", "Neutral", "Contradiction", "Abstain"), 0.0)
+    for label in labels:
+        shares[label] += 1.0
+    return {key: value / len(labels) for key, value in shares.items()}
 
 
 _NO_CLAIMS = Rollup(None, "no_claims", "the response has no checkable claims")
-_FACTUAL = Rollup(True, "factual")
-_NON_FACTUAL = Rollup(False, "non_factual")
+_BY_LABEL: dict[ClaimLabel, Rollup] = {
+    "factual": Rollup(True, "factual"),
+    "non_factual": Rollup(False, "non_factual"),
+    "not_enough_evidence": Rollup(None, "not_enough_evidence", "the evidence cannot decide some claims"),
+}
+
+
+def _failed(claims: Sequence[ClaimVerdict], why: str) -> Rollup:
+    failed = sum(1 for c in claims if c.label is None)
+    return Rollup(None, "unverifiable", f"{why}: {failed} of {len(claims)} claims failed")
 
 
 def _any_false(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
-    """The paper's rule; also RefChecker's `strict` (zero tolerance: Contradiction > Neutral > Entailment)."""
+    """The paper's rule, which is also RefChecker's `strict` (zero tolerance: Contradiction, else Neutral, else
+    Entailment). A failed claim could be false: without a false claim, a failure leaves the response unverifiable."""
     if not claims:
         return _NO_CLAIMS
-    if any(c.factual is False for c in claims):
-        return _NON_FACTUAL
-    unverifiable = sum(1 for c in claims if c.status == "unverifiable")
-    if unverifiable:
-        return Rollup(None, "unverifiable", f"no claim is false, but {unverifiable} of {len(claims)} are unverifiable")
-    return _FACTUAL
+    labels = {c.label for c in claims}
+    if "non_factual" in labels:
+        return _BY_LABEL["non_factual"]
+    if None in labels:
+        return _failed(claims, "no claim is false, but")
+    return _BY_LABEL["not_enough_evidence" if "not_enough_evidence" in labels else "factual"]
 
 
 def _major(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
-    """RefChecker's `major`: the most common claim label; ties go to the more cautious label."""
+    """RefChecker's `major`: Counter(labels).most_common(1), so a tie goes to the label met first in claim order.
+    Unverifiable when the failed claims could change the winner."""
     if not claims:
         return _NO_CLAIMS
-    r = claim_ratios(claims)
-    ranked = sorted(
-        [(r.non_factual, 2, "non_factual"), (r.unverifiable, 1, "unverifiable"), (r.factual, 0, "factual")],
-        reverse=True,
-    )
-    label = ranked[0][2]
-    if label == "factual":
-        return _FACTUAL
-    if label == "non_factual":
-        return _NON_FACTUAL
-    return Rollup(None, "unverifiable", "most claims are unverifiable")
+    labels = [c.label for c in claims if c.label is not None]
+    failed = len(claims) - len(labels)
+    if not labels:
+        return _failed(claims, "no claim has a label")
+    counts = Counter(labels)
+    winner, top = counts.most_common(1)[0]
+    if failed and (failed >= top or any(n + failed >= top for label, n in counts.items() if label != winner)):
+        return _failed(claims, "the failed claims could change the majority")
+    return _BY_LABEL[winner]
 
 
 def _soft(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
-    """RefChecker's `soft` ratios, decided by the score against `threshold` only when the unverifiable claims
-    could not change the decision (score with them credited 0 and credited 1)."""
+    """RefChecker's `soft` ratios (see `refchecker_soft`; RefChecker stops there). The verdict is ours: factual when
+    the Entailment share reaches `threshold`, decided only when the failed claims could not change it."""
     if not claims:
         return _NO_CLAIMS
-    low = response_score(claims) or 0.0
-    high = low + sum(1 for c in claims if c.status == "unverifiable") / len(claims)
+    n = len(claims)
+    low = sum(1 for c in claims if c.label == "factual") / n
+    high = low + sum(1 for c in claims if c.label is None) / n
     if low >= threshold:
-        return _FACTUAL
+        return _BY_LABEL["factual"]
     if high < threshold:
-        return _NON_FACTUAL
-    return Rollup(None, "unverifiable", f"the unverifiable claims decide whether the score reaches {threshold}")
+        return _BY_LABEL["non_factual"]
+    return Rollup(None, "unverifiable", f"the failed claims decide whether the Entailment share reaches {threshold}")
 
 
 ROLLUPS.register("any-false", _any_false, description="the paper's rule: non-factual if any claim is")
 # Under our three claim labels RefChecker's `strict` is the paper's `any-false`.
 ROLLUPS.register("strict", _any_false, description="RefChecker's strict (= any-false under our labels)")
-ROLLUPS.register("soft", _soft, description="RefChecker's soft: the severity-weighted score against a threshold")
+ROLLUPS.register(
+    "soft",
+    _soft,
+    description="RefChecker's soft ratios; factual when the Entailment share reaches "
+    "the config's soft_threshold (default 0.5)",
+)
 ROLLUPS.register("major", _major, description="RefChecker's major: the most common claim label")
 
 

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from debate.registry import Registry
 from debate.types import (
-    CitationReport,
     Claim,
     ClaimVerdict,
     DebateResult,
@@ -23,6 +22,7 @@ from debate.types import (
     ExtractionInfo,
     PrefilterDecision,
     ReportVerdict,
+    ResponseCheck,
     Source,
     Usage,
 )
@@ -90,6 +90,8 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     sources: list[Source] | None = None
     """RAG sources, when the task has them (prefilters check citations against them)."""
+    question: str | None = None
+    """The question the response answers (set by the orchestrator)."""
 
 
 class StageContext(Protocol):
@@ -133,8 +135,13 @@ class Prefilter(Protocol):
         """Raise a DebateError when the check cannot run for a reason that is not the claim's (endpoint down)."""
         ...
 
-    def response_report(self, response: str, plan: Plan) -> CitationReport | None:
-        """A response-level report, when the prefilter makes one."""
+    async def check_response(self, response: str, plan: Plan) -> ResponseCheck | None:
+        """Once per response, before its claims (citation rules, an LLM judge). A high risk keeps every claim in
+        the debate. Raise a DebateError when the check cannot run: the response then gets that failure."""
+        ...
+
+    def summarize(self, verdicts: Sequence[ClaimVerdict], plan: Plan) -> ResponseCheck | None:
+        """Once per response, after its claims (e.g. the grounding block built from the claims' signals)."""
         ...
 
     def note(self) -> str | None:

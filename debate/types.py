@@ -15,6 +15,7 @@ __all__ = [
     "CitationReport",
     "Claim",
     "ClaimKind",
+    "ClaimLabel",
     "ClaimRatios",
     "ClaimStatus",
     "ClaimVerdict",
@@ -25,12 +26,16 @@ __all__ = [
     "ExtractionInfo",
     "Failure",
     "FailureKind",
+    "GroundedClaim",
     "GroundingResult",
+    "HallucinationCheck",
     "Opinion",
     "PrefilterDecision",
     "PrefilterSummary",
+    "RagJudgment",
     "Report",
     "ReportVerdict",
+    "ResponseCheck",
     "RiskLevel",
     "Role",
     "RollupName",
@@ -62,10 +67,12 @@ RollupName = Name
 DecidedBy = Annotated[str, Field(pattern=r"^(debate|prefilter:[A-Za-z][A-Za-z0-9_.\-]*)$")]
 """`debate`, or `prefilter:<name>` for the prefilter that decided."""
 ClaimStatus = Literal["verified", "unverifiable"]
+ClaimLabel = Literal["factual", "non_factual", "not_enough_evidence"]
+"""A verified claim's label; RefChecker's Entailment, Contradiction and Neutral. A failure is never a label."""
 ClaimKind = Literal["qa_pair", "atomic", "triplet"]
 EvidenceKind = Literal["given", "document", "search", "dialogue_history"]
 StopReason = Literal["no_debate", "consensus", "max_rounds", "failed"]
-ReportVerdict = Literal["factual", "non_factual", "unverifiable", "no_claims"]
+ReportVerdict = Literal["factual", "non_factual", "not_enough_evidence", "unverifiable", "no_claims"]
 RiskLevel = Literal["none", "low", "moderate", "high"]
 GroundingBand = Literal["supported", "minor extrapolation", "suspicious", "likely hallucination"]
 
@@ -178,6 +185,15 @@ class Opinion(_Model):
     """True when the agent judges the claim factual."""
     error_severity: int = Field(ge=0, le=5)
     """0 (no error) to 5 (severe error), the paper's rubric."""
+    enough_evidence: bool = True
+    """False when the agent says the evidence can neither support nor refute the claim (the reply's optional
+    `"enough evidence": false`, asked for by the `refchecker` prompt set only)."""
+
+    @property
+    def label(self) -> ClaimLabel:
+        if not self.enough_evidence:
+            return "not_enough_evidence"
+        return "factual" if self.factuality else "non_factual"
 
 
 class CallInfo(_Model):
@@ -210,6 +226,8 @@ class Turn(_Model):
     """The agent's 0-5 severity."""
     opinion: str | None = None
     """The agent's reasoning."""
+    enough_evidence: bool = True
+    """False when the agent said the evidence cannot decide the claim."""
     error: str | None = None
     """Why the turn produced no usable opinion."""
     failure: Failure | None = None
@@ -237,13 +255,17 @@ class Turn(_Model):
             factuality=opinion.factuality,
             error_severity=opinion.error_severity,
             opinion=opinion.opinion,
+            enough_evidence=opinion.enough_evidence,
             call=call,
         )
 
     def as_opinion(self) -> Opinion | None:
         if self.error is not None or self.factuality is None or self.error_severity is None or self.opinion is None:
             return None
-        return Opinion(opinion=self.opinion, factuality=self.factuality, error_severity=self.error_severity)
+        return Opinion(
+            opinion=self.opinion, factuality=self.factuality, error_severity=self.error_severity,
+            enough_evidence=self.enough_evidence,
+        )  # fmt: skip
 
 
 class StateRecord(_Model):
@@ -311,6 +333,42 @@ class GroundingResult(_Model):
     """< 0 supported, 0-2 minor extrapolation, 2-10 suspicious, > 10 likely hallucination (bits)."""
 
 
+class GroundedClaim(_Model):
+    """One claim in the seed's `hallucination_check` block."""
+
+    text: str
+    """The claim."""
+    citing: list[str]
+    """The source ids it cites (and that were given)."""
+    p1: float = Field(ge=0, le=1)
+    """P(YES | full context)."""
+    p0: float = Field(ge=0, le=1)
+    """P(YES | cited sources redacted)."""
+    confidence: float = Field(ge=0, le=1)
+    """The grounding confidence (GroundingResult.confidence)."""
+    grounded: bool
+    """Whether the claim is grounded (GroundingResult.grounded)."""
+    warning: str | None = None
+    """Why an ungrounded claim is suspect."""
+
+
+class HallucinationCheck(_Model):
+    """The seed's response-level grounding block for a RAG answer (logprob prefilter)."""
+
+    overall_grounded: bool
+    """At least 70% of the checked claims are grounded."""
+    grounded_claims: int = Field(ge=0)
+    """Claims found grounded."""
+    total_claims: int = Field(ge=0)
+    """Claims the logprob check scored."""
+    grounding_ratio: float = Field(ge=0, le=1)
+    """grounded_claims / total_claims (0 without claims)."""
+    claims: list[GroundedClaim]
+    """Per claim, in claim order."""
+    warning: str | None = None
+    """Set when the answer is not overall grounded."""
+
+
 class PrefilterDecision(_Model):
     """What one cheap check said about a claim."""
 
@@ -335,12 +393,17 @@ class ClaimVerdict(_Model):
     """The claim's id."""
     text: str
     """The claim text."""
+    triplet: tuple[str, str, str] | None = None
+    """(subject, predicate, object) when the claim is a RefChecker triplet."""
     spans: list[Span] = Field(default_factory=list)
     """Where in the response the claim comes from."""
     status: ClaimStatus
-    """`verified` when the chain produced a verdict, else `unverifiable`."""
+    """`verified` when the chain produced a verdict, else `unverifiable` (a failure: see `failure`)."""
+    label: ClaimLabel | None = None
+    """factual, non_factual or not_enough_evidence (the evidence cannot decide); None exactly when a failure left
+    the claim unverifiable."""
     factual: bool | None
-    """The verdict; None when unverifiable."""
+    """True/False for the labels factual/non_factual; None for not_enough_evidence and when unverifiable."""
     error_severity: int | None = Field(default=None, ge=0, le=5)
     """Severity of the final opinion; None when unverifiable."""
     reason: str | None = None
@@ -364,7 +427,8 @@ class ClaimVerdict(_Model):
         prefilters: list[PrefilterDecision] | None = None,
     ) -> ClaimVerdict:  # fmt: skip
         return cls(
-            claim_id=claim.id, text=claim.text, spans=claim.spans, status="unverifiable", factual=None,
+            claim_id=claim.id, text=claim.text, triplet=claim.triplet, spans=claim.spans, status="unverifiable",
+            factual=None,
             reason=failure.message,
             failure=failure, evidence=evidence, debate=debate, usage=usage, prefilters=prefilters or [],
         )  # fmt: skip
@@ -375,17 +439,35 @@ class ClaimVerdict(_Model):
         decided_by: DecidedBy = "debate", prefilters: list[PrefilterDecision] | None = None,
     ) -> ClaimVerdict:  # fmt: skip
         return cls(
-            claim_id=claim.id, text=claim.text, spans=claim.spans, status="verified", factual=opinion.factuality,
+            claim_id=claim.id, text=claim.text, triplet=claim.triplet, spans=claim.spans, status="verified",
+            label=opinion.label,
+            factual=None if opinion.label == "not_enough_evidence" else opinion.factuality,
             error_severity=opinion.error_severity, evidence=evidence, debate=debate, usage=usage,
             decided_by=decided_by, prefilters=prefilters or [],
         )  # fmt: skip
 
+    @model_validator(mode="before")
+    @classmethod
+    def _label_of_older_records(cls, data: Any) -> Any:
+        # Records written before labels existed carry only `factual`: their label follows from it.
+        if isinstance(data, dict) and "label" not in data and data.get("status") == "verified":
+            factual = data.get("factual")
+            if isinstance(factual, bool):
+                data = {**data, "label": "factual" if factual else "non_factual"}
+        return data
+
     @model_validator(mode="after")
     def _status_consistent(self) -> Self:
-        if self.status == "verified" and (self.factual is None or self.error_severity is None or self.reason):
-            raise ValueError("a verified claim has a verdict and severity and no reason")
-        if self.status == "unverifiable" and (self.factual is not None or not self.reason or self.failure is None):
-            raise ValueError("an unverifiable claim has no verdict and gives a reason and its failure")
+        if self.status == "verified":
+            if self.label is None or self.error_severity is None or self.reason:
+                raise ValueError("a verified claim has a label and severity and no reason")
+            expected = {"factual": True, "non_factual": False, "not_enough_evidence": None}[self.label]
+            if self.factual is not expected:
+                raise ValueError(f"label {self.label} needs factual={expected}")
+        if self.status == "unverifiable" and (
+            self.factual is not None or self.label is not None or not self.reason or self.failure is None
+        ):
+            raise ValueError("an unverifiable claim has no label and gives a reason and its failure")
         return self
 
 
@@ -421,8 +503,10 @@ class ClaimRatios(_Model):
     """Verified factual."""
     non_factual: float = Field(ge=0, le=1)
     """Verified not factual."""
+    not_enough_evidence: float = Field(default=0.0, ge=0, le=1)
+    """The evidence cannot decide (RefChecker's Neutral)."""
     unverifiable: float = Field(ge=0, le=1)
-    """No verdict could be obtained."""
+    """A failure left the claim without a label."""
 
 
 class ExtractionInfo(_Model):
@@ -468,13 +552,61 @@ class CitationReport(_Model):
     """Set when there is nothing to check."""
 
 
+class RagJudgment(_Model):
+    """The LLM judge's rubric for a RAG answer (the `rag-judge` prefilter), and the combined rules+judge decision."""
+
+    score: int = Field(ge=1, le=5)
+    """How well the sources support the answer: 5 fully, 1 not at all."""
+    reasoning: str
+    """The judge's reasoning."""
+    confidence: float = Field(ge=0, le=1)
+    """The judge's confidence in its decision."""
+    decision: Literal["pass", "fail"]
+    """pass: the answer is faithful to its sources."""
+    hallucination_risk: RiskLevel
+    """The judge's own risk level."""
+    hallucination_notes: list[str] = Field(default_factory=list)
+    """Statements the judge found unsupported."""
+    two_step: bool = False
+    """Whether a free-form judgment was converted into this rubric by a second call."""
+    rules_risk: RiskLevel
+    """The citation rules' risk level for the same answer."""
+    combined_risk: RiskLevel
+    """High if any high condition holds, moderate if any moderate one does, else low (debate.prefilter.judge)."""
+    combined_reasons: list[str]
+    """The conditions that set combined_risk."""
+
+
+class ResponseCheck(_Model):
+    """What a prefilter found about a whole response (before or after its claims were judged)."""
+
+    name: PrefilterName
+    """Which prefilter."""
+    risk_level: RiskLevel
+    """none (nothing to check), low, moderate or high; a high risk before the claims keeps every claim in the
+    debate (no prefilter may decide one factual)."""
+    reason: str
+    """Why, in one line."""
+    citation: CitationReport | None = None
+    """The citation rules' report (rules)."""
+    judge: RagJudgment | None = None
+    """The LLM judge's rubric (rag-judge)."""
+    hallucination_check: HallucinationCheck | None = None
+    """The grounding block (logprob)."""
+    usage: Usage = Field(default_factory=Usage)
+    """Model usage of the check."""
+
+
 class PrefilterSummary(_Model):
     """What the prefilter cascade did for a response."""
 
     prefilters: list[PrefilterName]
     """Which prefilters ran, in order."""
-    citation: CitationReport | None = None
-    """The response-level citation report (rag task, rules on)."""
+    checks: list[ResponseCheck] = Field(default_factory=list)
+    """Response-level findings, in prefilter order."""
+    risk_level: RiskLevel = "none"
+    """The highest risk among the checks made before the claims (it decides whether prefilters may decide a
+    claim factual)."""
     decided: int = Field(ge=0)
     """Claims decided without a debate."""
     prefilter_calls: int = Field(ge=0)
@@ -483,6 +615,24 @@ class PrefilterSummary(_Model):
     """Debate calls not made, counted at the minimum a debate costs (1 + 3 * min_rounds per claim)."""
     note: str | None = None
     """E.g. that the endpoint gives no logprobs."""
+
+    def _find(self, field: str) -> Any:
+        return next((getattr(c, field) for c in self.checks if getattr(c, field) is not None), None)
+
+    @property
+    def citation(self) -> CitationReport | None:
+        """The citation rules' report, when the rules ran on a RAG answer."""
+        return self._find("citation")  # type: ignore[no-any-return]
+
+    @property
+    def hallucination_check(self) -> HallucinationCheck | None:
+        """The seed's grounding block, when the logprob check scored claims of a RAG answer."""
+        return self._find("hallucination_check")  # type: ignore[no-any-return]
+
+    @property
+    def judge(self) -> RagJudgment | None:
+        """The rag-judge's rubric, when it ran."""
+        return self._find("judge")  # type: ignore[no-any-return]
 
 
 class Report(_Model):

@@ -98,6 +98,27 @@ async def test_grounded_claims_skip_the_debate_only_when_trusted() -> None:
     assert summary is not None and summary.decided == 1 and summary.debate_calls_saved == 7
     assert summary.prefilter_calls == 2 + 2 + 1
     assert _kinds(client).count("debate") == 14
+    # The seed's hallucination_check block: only the capital claim is grounded, 1 of 3 < 70%.
+    block = summary.hallucination_check
+    assert block is not None and (block.grounded_claims, block.total_claims) == (1, 3)
+    assert block.overall_grounded is False and block.warning is not None and "1 of 3" in block.warning
+    assert [c.citing for c in block.claims] == [["1"], ["2"], ["9"]]
+    assert [c.grounded for c in block.claims] == [True, False, False]
+    assert block.claims[0].warning is None and "cited sources" in (block.claims[1].warning or "")
+
+
+async def test_a_high_risk_answer_is_never_cleared_by_a_prefilter() -> None:
+    """The response's rule risk feeds the cascade: with the rules' high risk (an invalid citation), a grounded claim
+    still goes to the debate."""
+    probabilities = {"capital": (0.95, 0.10), "Seine": (0.55, 0.50), "cats": (0.20, 0.20)}
+    client = _client(probabilities)
+    async with _verifier(client, prefilters=["rules", "logprob"], trust_grounded=True) as verifier:
+        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+    assert report.prefilter is not None and report.prefilter.risk_level == "high"
+    capital = report.claims[0]
+    assert capital.decided_by == "debate" and capital.prefilters[1].decision == "pass"
+    assert "risk is high" in capital.prefilters[1].reason
+    assert [c.decided_by for c in report.claims] == ["debate", "debate", "prefilter:rules"]
 
 
 async def test_without_trust_grounded_every_claim_is_debated() -> None:
@@ -111,12 +132,14 @@ async def test_without_trust_grounded_every_claim_is_debated() -> None:
 
 async def test_all_runs_rules_first_then_logprob() -> None:
     client = _client({"capital": (0.95, 0.10), "Seine": (0.55, 0.50), "cats": (0.20, 0.20)})
+    # Every claim cites a given source: the rules' risk is not high, so a grounded claim may be decided.
+    answer = ANSWER.replace("[9]", "[2]")
     async with _verifier(client, prefilters=["rules", "logprob"], trust_grounded=True) as verifier:
-        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
-    assert [c.decided_by for c in report.claims] == ["prefilter:logprob", "debate", "prefilter:rules"]
+        report = await verifier.verify(answer, reference=SOURCES, task="rag")
+    assert report.prefilter is not None and report.prefilter.risk_level == "moderate"  # 2 distinct ids, 3 claims
+    assert [c.decided_by for c in report.claims] == ["prefilter:logprob", "debate", "debate"]
     assert [d.name for d in report.claims[1].prefilters] == ["rules", "logprob"]
-    assert [d.name for d in report.claims[2].prefilters] == ["rules"]  # decided: no logprob call
-    assert _kinds(client) == ["grounding", "grounding", "grounding", "grounding", "debate"]
+    assert _kinds(client).count("grounding") == 6
 
 
 async def test_no_logprobs_is_said_once_and_nothing_is_decided() -> None:

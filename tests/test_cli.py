@@ -213,8 +213,9 @@ def test_rag_with_rules_prefilter(tmp_path: Path) -> None:
         assert len(server.requests) == 1  # only the validly cited claim was debated
     report = json.loads(done.stdout)
     assert [c["decided_by"] for c in report["claims"]] == ["debate", "prefilter:rules"]
-    assert report["prefilter"]["citation"]["invalid_citations"] == ["doc7"]
-    assert report["prefilter"]["citation"]["valid_citations"] == ["doc1"]
+    citation = report["prefilter"]["checks"][0]["citation"]
+    assert citation["invalid_citations"] == ["doc7"] and citation["valid_citations"] == ["doc1"]
+    assert report["prefilter"]["risk_level"] == "high"
     missing = debate("verify", "--task", "rag", "--answer", "x", "--base-url", "http://127.0.0.1:9/v1")
     assert missing.returncode == 2 and "--sources" in missing.stderr
 

@@ -12,6 +12,7 @@ from debate.config import ModelConfig
 from debate.llm import ChatRequest, ChatResponse, TokenLogprob, TopLogprob
 from debate.llm.openai_client import OpenAIChatClient
 from debate.prefilter import LogprobGroundingCheck, grounding_score, kl_bernoulli, yes_probability
+from debate.prefilter.grounding import hallucination_check
 from debate.types import Usage
 
 LN2 = math.log(2)
@@ -46,6 +47,51 @@ def test_seed_budget_and_a_supported_claim_is_not_flagged() -> None:
     assert r.budget_gap_bits == pytest.approx((kl_bernoulli(0.92, 0.25) - kl_bernoulli(0.92, 0.5)) / LN2)
     ignored = grounding_score(0.95, 0.95, True)
     assert ignored.grounded is False and ignored.flagged is True
+
+
+# The seed's four cases, as (claim, cited ids, p1, p0) -> the hallucination_check block.
+SUPPORTED = ("Paris is the capital of France.", ["1"], 0.92, 0.25)
+IGNORES_SOURCE = ("The Seine is 777 km long.", ["2"], 0.90, 0.88)
+UNCITED_CONFIDENT = ("Water boils at 100 degrees Celsius at sea level.", [], 0.90, 0.90)
+UNCITED_UNSURE = ("Paris has ten million cats.", [], 0.40, 0.40)
+
+
+def _block(*claims: tuple[str, list[str], float, float]) -> Any:
+    return hallucination_check([(t, c, grounding_score(p1, p0, bool(c))) for t, c, p1, p0 in claims])
+
+
+def test_seed_case_1_a_supported_claim_is_grounded_and_not_flagged() -> None:
+    block = _block(SUPPORTED)
+    claim = block.claims[0]
+    assert (claim.grounded, claim.citing, claim.warning) == (True, ["1"], None)
+    assert claim.confidence == 1.0  # min(1, 1.5 * 0.67 + 0.3)
+    assert (block.overall_grounded, block.grounded_claims, block.total_claims, block.warning) == (True, 1, 1, None)
+    assert grounding_score(0.92, 0.25, True).flagged is False
+
+
+def test_seed_case_2_a_claim_that_does_not_use_its_source_is_not_grounded() -> None:
+    block = _block(IGNORES_SOURCE)
+    claim = block.claims[0]
+    assert claim.grounded is False and claim.confidence == pytest.approx(1.5 * 0.02 + 0.3)
+    assert claim.warning is not None and "cited sources" in claim.warning
+    assert block.overall_grounded is False and block.warning is not None
+
+
+def test_seed_case_3_uncited_claims_rest_on_the_model_alone() -> None:
+    block = _block(UNCITED_CONFIDENT, UNCITED_UNSURE)
+    assert [c.grounded for c in block.claims] == [True, False]  # 0.7 * 0.9 = 0.63 > 0.45; 0.4 * 0.4 = 0.16
+    assert block.claims[1].warning is not None and "uncited" in block.claims[1].warning
+    assert block.grounding_ratio == 0.5
+
+
+def test_seed_case_4_the_70_percent_rule() -> None:
+    seven = _block(*[SUPPORTED] * 7, *[IGNORES_SOURCE] * 3)
+    assert seven.grounding_ratio == pytest.approx(0.7) and seven.overall_grounded is True and seven.warning is None
+    two_of_three = _block(SUPPORTED, SUPPORTED, IGNORES_SOURCE)
+    assert two_of_three.overall_grounded is False
+    assert two_of_three.warning is not None and "2 of 3" in two_of_three.warning
+    empty = hallucination_check([])
+    assert (empty.overall_grounded, empty.total_claims, empty.grounding_ratio) == (False, 0, 0.0)
 
 
 def test_confidence_bonus_and_cap() -> None:

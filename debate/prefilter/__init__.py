@@ -1,6 +1,6 @@
 """Cheap checks that run before any debate: citation rules, logprob grounding, tool-call audits.
 
-The `rules` and `logprob` prefilters register themselves in `debate.stages.PREFILTERS` when this package is
+The `rules`, `logprob` and `rag-judge` prefilters register themselves in `debate.stages.PREFILTERS` when this package is
 imported; a plugin prefilter is one more module registering itself, or an entry point in `markov_debate.prefilters`.
 """
 
@@ -12,6 +12,7 @@ from debate.prefilter.grounding import (
     kl_bernoulli,
     yes_probability,
 )
+from debate.prefilter.judge import RagJudgePrefilter, combine_risk, parse_judgment
 from debate.prefilter.tools import (
     AllowListChecker,
     FactChecker,
@@ -33,15 +34,18 @@ __all__ = [
     "LogprobGroundingCheck",
     "LogprobPrefilter",
     "PermissionChecker",
+    "RagJudgePrefilter",
     "RulesPrefilter",
     "ToolCallChecker",
     "ToolCallFinding",
     "ToolDefinition",
     "ToolRegistry",
     "citation_check",
+    "combine_risk",
     "correction_message",
     "extract_citations",
     "grounding_score",
     "kl_bernoulli",
+    "parse_judgment",
     "yes_probability",
 ]

@@ -8,7 +8,16 @@ from typing import Literal
 
 from debate.retrieval import split_sentences
 from debate.stages import PREFILTERS, Plan, StageContext
-from debate.types import CitationReport, Claim, Evidence, PrefilterDecision, RiskLevel, Source
+from debate.types import (
+    CitationReport,
+    Claim,
+    ClaimVerdict,
+    Evidence,
+    PrefilterDecision,
+    ResponseCheck,
+    RiskLevel,
+    Source,
+)
 
 __all__ = [
     "INVALID_CITATION_SEVERITY",
@@ -144,8 +153,18 @@ class RulesPrefilter:
             return PrefilterDecision(name=self.name, decision="pass", reason="the claim cites no source")
         return PrefilterDecision(name=self.name, decision="pass", reason="every citation names a given source")
 
-    def response_report(self, response: str, plan: Plan) -> CitationReport | None:
-        return None if plan.sources is None else citation_check(response, plan.sources, variant=self._variant)
+    async def check_response(self, response: str, plan: Plan) -> ResponseCheck | None:
+        if plan.sources is None:
+            return None
+        report = citation_check(response, plan.sources, variant=self._variant)
+        reason = report.note or (
+            f"citation ratio {report.citation_ratio:.2f}, {len(report.invalid_citations)} invalid, "
+            f"{len(report.uncited_sentences)} long sentences uncited"
+        )
+        return ResponseCheck(name=self.name, risk_level=report.risk_level, reason=reason, citation=report)
+
+    def summarize(self, verdicts: Sequence[ClaimVerdict], plan: Plan) -> ResponseCheck | None:
+        return None
 
     def note(self) -> str | None:
         return None

@@ -14,13 +14,27 @@ from typing import Literal
 from debate.llm import ChatClient, ChatMessage, ChatRequest, ChatResponse
 from debate.prompts import load_prompt
 from debate.stages import PREFILTERS, Plan, StageContext
-from debate.types import CitationReport, Claim, Evidence, GroundingBand, GroundingResult, PrefilterDecision, Usage
+from debate.types import (
+    Claim,
+    ClaimVerdict,
+    Evidence,
+    GroundedClaim,
+    GroundingBand,
+    GroundingResult,
+    HallucinationCheck,
+    PrefilterDecision,
+    ResponseCheck,
+    RiskLevel,
+    Usage,
+)
 
 __all__ = [
+    "GROUNDED_SHARE",
     "GroundingResult",
     "LogprobGroundingCheck",
     "LogprobPrefilter",
     "grounding_score",
+    "hallucination_check",
     "kl_bernoulli",
     "yes_probability",
 ]
@@ -85,6 +99,64 @@ def grounding_score(
         flagged=not grounded,
         band=_band(gap_bits),
     )
+
+
+GROUNDED_SHARE = 0.7
+"""An answer is overall grounded when at least this share of its scored claims is grounded."""
+
+
+def _claim_warning(result: GroundingResult) -> str | None:
+    if result.grounded:
+        return None
+    if not result.has_citations:
+        return f"uncited claim the model is not confident of (confidence {result.confidence:.2f})"
+    return (
+        f"the claim barely depends on its cited sources (P(yes) {result.p1:.2f} with them, {result.p0:.2f} "
+        f"without; confidence {result.confidence:.2f})"
+    )
+
+
+def hallucination_check(scored: Sequence[tuple[str, Sequence[str], GroundingResult]]) -> HallucinationCheck:
+    """The seed's response block from (claim text, cited ids, grounding result) per scored claim."""
+    claims = [
+        GroundedClaim(
+            text=text,
+            citing=list(citing),
+            p1=r.p1,
+            p0=r.p0,
+            confidence=r.confidence,
+            grounded=r.grounded,
+            warning=_claim_warning(r),
+        )
+        for text, citing, r in scored
+    ]
+    grounded = sum(1 for c in claims if c.grounded)
+    ratio = grounded / len(claims) if claims else 0.0
+    overall = bool(claims) and ratio >= GROUNDED_SHARE
+    warning = None
+    if not overall:
+        warning = (
+            f"only {grounded} of {len(claims)} claims ({ratio:.0%}) are grounded in the sources (at least "
+            f"{GROUNDED_SHARE:.0%} needed): the answer may contain hallucinations"
+        )
+    return HallucinationCheck(
+        overall_grounded=overall, grounded_claims=grounded, total_claims=len(claims), grounding_ratio=ratio,
+        claims=claims, warning=warning,
+    )  # fmt: skip
+
+
+def response_hallucination_check(verdicts: Sequence[ClaimVerdict], plan: Plan) -> HallucinationCheck | None:
+    """The block for a RAG answer whose claims the logprob check scored; None otherwise."""
+    if plan.sources is None:
+        return None
+    claims = {c.id: c for c in plan.claims}
+    scored = [
+        (v.text, claims[v.claim_id].citations if v.claim_id in claims else [], d.grounding)
+        for v in verdicts
+        for d in v.prefilters
+        if d.grounding is not None
+    ]
+    return hallucination_check(scored) if scored else None
 
 
 def yes_probability(response: ChatResponse) -> float | None:
@@ -200,8 +272,16 @@ class LogprobPrefilter:
             )  # fmt: skip
         return PrefilterDecision(name=self.name, decision="pass", reason=summary, grounding=result, usage=usage)
 
-    def response_report(self, response: str, plan: Plan) -> CitationReport | None:
+    async def check_response(self, response: str, plan: Plan) -> ResponseCheck | None:
         return None
+
+    def summarize(self, verdicts: Sequence[ClaimVerdict], plan: Plan) -> ResponseCheck | None:
+        block = response_hallucination_check(verdicts, plan)
+        if block is None:
+            return None
+        risk: RiskLevel = "low" if block.overall_grounded else "high"
+        reason = block.warning or f"{block.grounded_claims} of {block.total_claims} claims grounded"
+        return ResponseCheck(name=self.name, risk_level=risk, reason=reason, hallucination_check=block)
 
     def note(self) -> str | None:
         return _NO_LOGPROBS if self.logprobs_unavailable else None

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from debate.stages import Plan, StageContext
-from debate.types import CitationReport, Claim, Evidence, PrefilterDecision
+from debate.types import Claim, ClaimVerdict, Evidence, PrefilterDecision, ResponseCheck
 
 
 class NumbersPrefilter:
@@ -29,7 +29,10 @@ class NumbersPrefilter:
             return PrefilterDecision(name=self.name, decision="non_factual", reason=reason, error_severity=3)
         return PrefilterDecision(name=self.name, decision="pass", reason="every number is in the evidence")
 
-    def response_report(self, response: str, plan: Plan) -> CitationReport | None:
+    async def check_response(self, response: str, plan: Plan) -> ResponseCheck | None:
+        return None
+
+    def summarize(self, verdicts: Sequence[ClaimVerdict], plan: Plan) -> ResponseCheck | None:
         return None
 
     def note(self) -> str | None:
