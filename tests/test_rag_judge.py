@@ -43,7 +43,8 @@ async def test_one_step_judge_reports_its_rubric_and_the_combined_risk() -> None
     assert (judge.rules_risk, judge.combined_risk, report.prefilter.risk_level) == ("low", "low", "low")
     request = client.calls[0].request
     assert request.purpose == "rag-judge" and request.response_schema is not None
-    assert "[1] Paris is the capital" in request.messages[-1].content and "What about Paris?" in request.messages[-1].content
+    user = request.messages[-1].content
+    assert "[1] Paris is the capital" in user and "What about Paris?" in user
     assert "rag_judge" in report.meta.prompts and report.prefilter.prefilter_calls == 1
     assert [c.decided_by for c in report.claims] == ["debate", "debate"]  # the judge never decides a claim
 
