@@ -34,7 +34,14 @@ from debate.config import (
 )
 from debate.errors import DebateError, InputError, ModelUnavailableError, UsageError
 from debate.llm.cache import CACHE_FILE, DEFAULT_CACHE_DIR, cache_stats, clear_cache
-from debate.prefilter.tools import ToolCallChecker, ToolRegistry, correction_message
+from debate.prefilter.tools import (
+    APIEndpointChecker,
+    DestructiveActionChecker,
+    FactChecker,
+    ToolCallChecker,
+    ToolRegistry,
+    correction_message,
+)
 from debate.refchecker import write_refchecker
 from debate.stages import PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS, TASKS
 from debate.types import Report
@@ -229,6 +236,14 @@ def _build_parser() -> argparse.ArgumentParser:
     tools.add_argument("--registry", type=Path, required=True, help="JSON list of tool definitions (OpenAI format)")
     tools.add_argument("--call", type=Path, required=True, help='JSON {"name", "arguments"} (or an OpenAI tool_call)')
     tools.add_argument("--json", action="store_true", help="print the findings as JSON")
+    tools.add_argument(
+        "--allow-endpoint", action="append", default=[], metavar="URL",
+        help="an API endpoint prefix the call may use (repeatable; given: URL-like arguments are checked, 0.85)",
+    )  # fmt: skip
+    tools.add_argument(
+        "--granted", action="append", default=None, metavar="PERMISSION",
+        help="a permission the caller holds (repeatable; given: destructive database actions need 'db:write', 0.9)",
+    )  # fmt: skip
     for entry in entry_points(group=COMMAND_ENTRY_POINT_GROUP):
         register: Callable[[Any], None] = entry.load()
         register(sub)
@@ -299,7 +314,12 @@ def _check_tools(args: argparse.Namespace) -> int:
     body = call.get("function", call) if isinstance(call, dict) else None
     if not isinstance(body, dict) or not isinstance(body.get("name"), str):
         raise UsageError(f'--call {args.call}: expected {{"name": ..., "arguments": ...}}')
-    findings = ToolCallChecker(registry).check(body["name"], body.get("arguments", {}))
+    fact_checkers: list[FactChecker] = []
+    if args.allow_endpoint:
+        fact_checkers.append(APIEndpointChecker(args.allow_endpoint))
+    if args.granted is not None:
+        fact_checkers.append(DestructiveActionChecker(args.granted))
+    findings = ToolCallChecker(registry, fact_checkers=fact_checkers).check(body["name"], body.get("arguments", {}))
     if args.json:
         sys.stdout.write(json.dumps([f.model_dump() for f in findings], indent=2) + "\n")
     elif findings:

@@ -10,12 +10,15 @@ from pathlib import Path
 import pytest
 
 from debate.prefilter import (
-    AllowListChecker,
-    PermissionChecker,
+    APIEndpointChecker,
+    DestructiveActionChecker,
+    ToolCall,
     ToolCallChecker,
     ToolRegistry,
     correction_message,
+    self_correct,
 )
+from debate.testing import ScriptedChatClient
 
 TOOLS = [
     {
@@ -105,19 +108,88 @@ def test_unparseable_arguments(checker: ToolCallChecker) -> None:
     assert finding.kind == "parameter" and "not valid JSON" in finding.evidence
 
 
-def test_fact_checkers_run_after_schema_checks() -> None:
+def test_the_seed_fact_checkers() -> None:
+    """An API-endpoint allow-list at 0.85 and a permission rule for destructive database actions at 0.9."""
+    tools = [
+        *TOOLS,
+        {
+            "name": "run_sql",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "action": {"type": "string"}}},
+        },
+    ]
     checker = ToolCallChecker(
-        ToolRegistry.from_openai(TOOLS),
-        fact_checkers=[
-            AllowListChecker(tool="http_get", parameter="url", allowed=["https://api.example.com/"]),
-            PermissionChecker(required={"delete_user": "admin"}, granted={"read"}),
-        ],
-    )
+        ToolRegistry.from_openai(tools),
+        fact_checkers=[APIEndpointChecker(["https://api.example.com/"]), DestructiveActionChecker(granted={"read"})],
+    )  # fmt: skip
     assert checker.check("http_get", {"url": "https://api.example.com/v1/items"}) == []
     [fact] = checker.check("http_get", {"url": "https://evil.example.net/"})
-    assert (fact.kind, fact.confidence) == ("fact", 0.9) and "allow-list" in fact.evidence
-    [perm] = checker.check("delete_user", {"user_id": 1})
-    assert (perm.kind, perm.confidence) == ("fact", 0.95) and "'admin'" in perm.evidence
+    assert (fact.kind, fact.confidence) == ("fact", 0.85) and "not an allowed API endpoint" in fact.evidence
+    assert checker.check("run_sql", {"query": "SELECT * FROM users"}) == []
+    [drop] = checker.check("run_sql", {"query": "drop table users"})
+    assert (drop.kind, drop.confidence) == ("fact", 0.9) and "DROP" in drop.evidence and "'db:write'" in drop.evidence
+    [delete] = checker.check("run_sql", {"action": "delete"})
+    assert "DELETE" in delete.evidence
+    allowed = ToolCallChecker(ToolRegistry.from_openai(tools), fact_checkers=[DestructiveActionChecker({"db:write"})])
+    assert allowed.check("run_sql", {"query": "DELETE FROM t"}) == []
+
+
+def test_parameters_are_validated_by_jsonschema() -> None:
+    """pattern, minLength, anyOf and $ref: keywords a hand-written subset ignored."""
+    schema = {
+        "type": "object",
+        "$defs": {"code": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+        "properties": {
+            "currency": {"$ref": "#/$defs/code"},
+            "note": {"type": "string", "minLength": 3},
+            "amount": {"anyOf": [{"type": "integer"}, {"type": "string", "pattern": "^[0-9]+$"}]},
+        },
+        "required": ["currency"],
+    }
+    checker = ToolCallChecker(ToolRegistry.from_openai([{"name": "pay", "parameters": schema}]))
+    assert checker.check("pay", {"currency": "EUR", "note": "rent", "amount": "12"}) == []
+    findings = checker.check("pay", {"currency": "euro", "note": "x", "amount": "ten"})
+    evidence = " | ".join(f.evidence for f in findings)
+    assert len(findings) == 3 and all(f.kind == "parameter" and f.confidence == 0.85 for f in findings)
+    assert "'currency'" in evidence and "does not match" in evidence
+    assert "'note'" in evidence and "too short" in evidence
+    assert "'amount'" in evidence
+    with pytest.raises(ValueError, match="not a valid JSON schema"):
+        ToolRegistry.from_openai([{"name": "bad", "parameters": {"type": "objekt"}}])
+
+
+def _call(name: str, **arguments: object) -> str:
+    return json.dumps({"name": name, "arguments": arguments})
+
+
+async def test_self_correction_sends_the_findings_and_rechecks() -> None:
+    checker = ToolCallChecker(ToolRegistry.from_openai(TOOLS))
+    client = ScriptedChatClient(
+        {"tool_correction": ["I will fix it", _call("get_weather", city="Paris", days=40),
+                             _call("get_weather", city="Paris", days=4)]}
+    )  # fmt: skip
+    original = ToolCall(name="get_wether", arguments={"city": "Paris", "days": 4})
+    result = await self_correct(checker, original, client, max_attempts=3)
+    assert result.corrected == ToolCall(name="get_weather", arguments={"city": "Paris", "days": 4})
+    assert (result.original, result.attempts, result.findings) == (original, 3, [])
+    assert "maximum 14" in result.suggestion
+    first, second = client.calls[0].request, client.calls[1].request
+    assert "call 'get_weather'" in first.messages[-1].content and first.messages[-2].role == "assistant"
+    assert "not a tool call" in second.messages[-1].content  # the unusable reply was answered with what was wrong
+    assert len(client.accepted) == 1
+
+
+async def test_self_correction_is_bounded_and_a_valid_call_costs_nothing() -> None:
+    checker = ToolCallChecker(ToolRegistry.from_openai(TOOLS))
+    client = ScriptedChatClient({"tool_correction": [_call("get_weather", days=0)] * 2})
+    result = await self_correct(checker, ToolCall(name="get_weather", arguments={}), client, max_attempts=2)
+    assert result.corrected is None and result.attempts == 2 and client.remaining == 0
+    assert [f.evidence for f in result.findings] == [
+        "missing required parameter 'city'", "'days'=0 is below the minimum 1",
+    ]  # fmt: skip
+    untouched = ScriptedChatClient({"tool_correction": []})
+    valid = ToolCall(name="get_weather", arguments={"city": "Oslo"})
+    done = await self_correct(checker, valid, untouched)
+    assert (done.corrected, done.attempts, untouched.calls) == (valid, 0, [])
 
 
 def test_correction_message_lists_every_fix(checker: ToolCallChecker) -> None:
@@ -154,5 +226,10 @@ def test_check_tools_command(tmp_path: Path) -> None:
         "missing required parameter 'city'",
         "'days'=99 is above the maximum 14",
     ]
+    fetch = tmp_path / "fetch.json"
+    fetch.write_text(json.dumps({"name": "http_get", "arguments": {"url": "https://evil.example.net/x"}}))
+    audited = _cli("check-tools", "--registry", str(registry), "--call", str(fetch), "--json",
+                   "--allow-endpoint", "https://api.example.com/")  # fmt: skip
+    assert audited.returncode == 1 and json.loads(audited.stdout)[0]["confidence"] == 0.85
     broken = _cli("check-tools", "--registry", str(tmp_path / "missing.json"), "--call", str(good))
     assert broken.returncode == 2 and "cannot read" in broken.stderr

@@ -14,28 +14,33 @@ from debate.prefilter.grounding import (
 )
 from debate.prefilter.judge import RagJudgePrefilter, combine_risk, parse_judgment
 from debate.prefilter.tools import (
-    AllowListChecker,
+    APIEndpointChecker,
+    CorrectionResult,
+    DestructiveActionChecker,
     FactChecker,
-    PermissionChecker,
+    ToolCall,
     ToolCallChecker,
     ToolCallFinding,
     ToolDefinition,
     ToolRegistry,
     correction_message,
+    self_correct,
 )
 from debate.types import CitationReport, GroundingResult
 
 __all__ = [
     "INVALID_CITATION_SEVERITY",
-    "AllowListChecker",
+    "APIEndpointChecker",
     "CitationReport",
+    "CorrectionResult",
+    "DestructiveActionChecker",
     "FactChecker",
     "GroundingResult",
     "LogprobGroundingCheck",
     "LogprobPrefilter",
-    "PermissionChecker",
     "RagJudgePrefilter",
     "RulesPrefilter",
+    "ToolCall",
     "ToolCallChecker",
     "ToolCallFinding",
     "ToolDefinition",
@@ -47,5 +52,6 @@ __all__ = [
     "grounding_score",
     "kl_bernoulli",
     "parse_judgment",
+    "self_correct",
     "yes_probability",
 ]

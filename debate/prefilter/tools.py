@@ -1,24 +1,36 @@
-"""Tool-call checks: audit an agent's tool call against the registered JSON-schema definitions before it runs."""
+"""Tool-call checks: audit an agent's tool call against the registered JSON-schema definitions before it runs, and
+let the agent correct it (`self_correct`)."""
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, ValidationError
 from pydantic import BaseModel, ConfigDict, Field
 
+from debate.errors import ReplyUnusableError
+from debate.llm import ChatClient, ChatMessage, ChatRequest
+from debate.parsing import load_json_object
+from debate.prompts import load_prompt
+
 __all__ = [
-    "AllowListChecker",
+    "APIEndpointChecker",
+    "CorrectionResult",
+    "DestructiveActionChecker",
     "FactChecker",
-    "PermissionChecker",
+    "ToolCall",
     "ToolCallChecker",
     "ToolCallFinding",
     "ToolDefinition",
     "ToolRegistry",
     "correction_message",
+    "self_correct",
 ]
 
 FindingKind = Literal["tool_name", "parameter", "fact"]
@@ -60,6 +72,10 @@ class ToolRegistry:
         for tool in tools:
             if tool.name in self.tools:
                 raise ValueError(f"tool {tool.name!r} is defined twice")
+            try:
+                Draft202012Validator.check_schema(tool.parameters)
+            except SchemaError as exc:
+                raise ValueError(f"tool {tool.name!r}: parameters are not a valid JSON schema: {exc.message}") from exc
             self.tools[tool.name] = tool
 
     @classmethod
@@ -89,95 +105,162 @@ class FactChecker(Protocol):
     def check(self, name: str, arguments: Mapping[str, Any]) -> list[ToolCallFinding]: ...
 
 
-class AllowListChecker:
-    """Values of one parameter must start with an allowed prefix (e.g. API endpoints a tool may call)."""
+_API_PARAMETERS = ("endpoint", "url", "api_url", "api_endpoint", "base_url")
 
-    def __init__(self, *, tool: str, parameter: str, allowed: Sequence[str]) -> None:
-        self._tool, self._parameter, self._allowed = tool, parameter, tuple(allowed)
+
+class APIEndpointChecker:
+    """The API endpoints a tool may call: a URL-like argument must start with an allowed endpoint (confidence
+    0.85: a new endpoint may be legitimate but unlisted)."""
+
+    confidence = 0.85
+
+    def __init__(self, allowed: Sequence[str], *, parameters: Sequence[str] = _API_PARAMETERS) -> None:
+        self._allowed = tuple(allowed)
+        self._parameters = tuple(parameters)
 
     def check(self, name: str, arguments: Mapping[str, Any]) -> list[ToolCallFinding]:
-        if name != self._tool or self._parameter not in arguments:
-            return []
-        value = str(arguments[self._parameter])
-        if any(value.startswith(prefix) for prefix in self._allowed):
-            return []
-        return [
-            ToolCallFinding(
-                kind="fact",
-                confidence=0.9,
-                evidence=f"{self._parameter}={value!r} is not on the allow-list for {name}",
-                correction=f"use one of: {', '.join(self._allowed)}",
+        findings = []
+        for parameter in self._parameters:
+            value = arguments.get(parameter)
+            if not isinstance(value, str) or any(value.startswith(prefix) for prefix in self._allowed):
+                continue
+            findings.append(
+                ToolCallFinding(
+                    kind="fact",
+                    confidence=self.confidence,
+                    evidence=f"{parameter}={value!r} is not an allowed API endpoint for {name}",
+                    correction=f"call one of the allowed endpoints: {', '.join(self._allowed) or '(none)'}",
+                )
             )
-        ]
+        return findings
 
 
-class PermissionChecker:
-    """A tool may run only if the caller holds the permission it requires."""
+_DESTRUCTIVE_SQL = re.compile(r"\b(DROP|DELETE|TRUNCATE|ALTER)\b", re.IGNORECASE)
+_DESTRUCTIVE_ACTIONS = frozenset({"drop", "delete", "truncate", "alter"})
 
-    def __init__(self, *, required: Mapping[str, str], granted: Iterable[str]) -> None:
-        self._required = dict(required)
+
+class DestructiveActionChecker:
+    """Destructive database actions (DROP, DELETE, TRUNCATE, ALTER, in a query or as the `action`/`operation`
+    argument) need a permission the caller must hold (confidence 0.9)."""
+
+    confidence = 0.9
+
+    def __init__(self, granted: Iterable[str], *, permission: str = "db:write") -> None:
         self._granted = set(granted)
+        self._permission = permission
+
+    def _destructive(self, arguments: Mapping[str, Any]) -> str | None:
+        for key in ("action", "operation"):
+            value = arguments.get(key)
+            if isinstance(value, str) and value.strip().lower() in _DESTRUCTIVE_ACTIONS:
+                return value.strip().upper()
+        for value in arguments.values():
+            if isinstance(value, str) and (match := _DESTRUCTIVE_SQL.search(value)):
+                return match.group(1).upper()
+        return None
 
     def check(self, name: str, arguments: Mapping[str, Any]) -> list[ToolCallFinding]:
-        needed = self._required.get(name)
-        if needed is None or needed in self._granted:
+        action = self._destructive(arguments)
+        if action is None or self._permission in self._granted:
             return []
         return [
             ToolCallFinding(
                 kind="fact",
-                confidence=0.95,
-                evidence=f"{name} requires permission {needed!r}, which is not granted",
-                correction=f"do not call {name}; ask for {needed!r} or use a permitted tool",
+                confidence=self.confidence,
+                evidence=f"{name} performs a destructive database action ({action}) without the "
+                f"{self._permission!r} permission",
+                correction=f"do not {action.lower()}; use a read-only action or ask for {self._permission!r}",
             )
         ]
-
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list,),
-    "object": (dict,),
-    "null": (type(None),),
-}
-
-
-def _type_ok(value: Any, expected: str | list[str]) -> bool:
-    names = [expected] if isinstance(expected, str) else expected
-    for name in names:
-        kinds = _JSON_TYPES.get(name)
-        if kinds is None:
-            return True  # an unknown type name is the schema's problem, not the call's
-        if isinstance(value, bool) and name in ("integer", "number"):
-            continue
-        if name == "integer" and isinstance(value, float) and value.is_integer():
-            return True
-        if isinstance(value, kinds):
-            return True
-    return False
 
 
 def _type_name(value: Any) -> str:
     if isinstance(value, bool):
         return "boolean"
-    return next((n for n, kinds in _JSON_TYPES.items() if isinstance(value, kinds)), type(value).__name__)
-
-
-def _parameter(confidence: float, evidence: str, correction: str) -> ToolCallFinding:
-    return ToolCallFinding(kind="parameter", confidence=confidence, evidence=evidence, correction=correction)
+    kinds = {"string": str, "integer": int, "number": float, "array": list, "object": dict, "null": type(None)}
+    return next((n for n, kind in kinds.items() if isinstance(value, kind)), type(value).__name__)
 
 
 def _with_article(noun: str) -> str:
     return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
 
 
+def _closed(schema: Any) -> Any:
+    """The schema with `additionalProperties: false` wherever an object lists its properties and says nothing:
+    an argument the tool does not define is a hallucinated parameter, not an extension."""
+    if isinstance(schema, list):
+        return [_closed(s) for s in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {k: _closed(v) for k, v in schema.items()}
+    if isinstance(schema.get("properties"), Mapping) and "additionalProperties" not in schema:
+        out["additionalProperties"] = False
+    return out
+
+
+def _path(error: ValidationError) -> str:
+    parts = [f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path]
+    return "".join(parts).lstrip(".")
+
+
+def _finding(error: ValidationError) -> list[ToolCallFinding]:
+    """One jsonschema error as findings in our words (the library's message for the rarer keywords)."""
+    path, value, rule = _path(error), error.instance, error.validator
+    rule_value: Any = error.validator_value
+    schema: Mapping[str, Any] = error.schema if isinstance(error.schema, Mapping) else {}
+    where = f"{path!r}" if path else "the arguments"
+    if rule == "required":
+        present = error.instance if isinstance(error.instance, Mapping) else {}
+        prefix = f"{path}." if path else ""
+        return [
+            _parameter(0.95, f"missing required parameter {prefix + k!r}", f"provide {prefix + k!r}")
+            for k in rule_value
+            if k not in present
+        ]
+    if rule == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        extra = [k for k in value if k not in allowed] if isinstance(value, Mapping) else []
+        prefix = f"{path}." if path else ""
+        return [
+            _parameter(0.8, f"unknown parameter {prefix + k!r}", f"use only the allowed parameters: "
+                       f"{', '.join(allowed) or '(none)'}")
+            for k in extra
+        ]  # fmt: skip
+    if rule == "type":
+        wanted = error.validator_value
+        return [_parameter(0.9, f"{where} is {_with_article(_type_name(value))}, the schema wants {wanted}",
+                           f"send {where} as {wanted}")]  # fmt: skip
+    if rule == "enum":
+        options = json.dumps(error.validator_value)
+        return [_parameter(0.95, f"{where}={json.dumps(value)} is not one of {options}", f"use one of {options} "
+                           f"for {where}")]  # fmt: skip
+    if rule in ("minimum", "exclusiveMinimum"):
+        return [_parameter(0.9, f"{where}={value} is below the minimum {error.validator_value}",
+                           f"use a value >= {error.validator_value} for {where}")]  # fmt: skip
+    if rule in ("maximum", "exclusiveMaximum"):
+        return [_parameter(0.9, f"{where}={value} is above the maximum {error.validator_value}",
+                           f"use a value <= {error.validator_value} for {where}")]  # fmt: skip
+    return [_parameter(0.85, f"{where}: {error.message}", f"make {where} satisfy its schema ({rule})")]
+
+
+def _parameter(confidence: float, evidence: str, correction: str) -> ToolCallFinding:
+    return ToolCallFinding(kind="parameter", confidence=confidence, evidence=evidence, correction=correction)
+
+
 class ToolCallChecker:
-    """Schema checks (name, parameters) and then pluggable fact checks."""
+    """Schema checks (the tool's name; its arguments through the `jsonschema` library, Draft 2020-12) and then
+    pluggable fact checks."""
 
     def __init__(self, registry: ToolRegistry, *, fact_checkers: Sequence[FactChecker] = ()) -> None:
         self._registry = registry
         self._fact_checkers = list(fact_checkers)
+        self._validators = {
+            name: Draft202012Validator(_closed(tool.parameters)) for name, tool in registry.tools.items()
+        }
+
+    @property
+    def registry(self) -> ToolRegistry:
+        return self._registry
 
     def check(self, name: str, arguments: Mapping[str, Any] | str) -> list[ToolCallFinding]:
         tool = self._registry.tools.get(name)
@@ -202,7 +285,9 @@ class ToolCallChecker:
                     "send the arguments as one JSON object",
                 )
             ]
-        findings = self._check_object(arguments, tool.parameters, path="")
+        errors = sorted(self._validators[name].iter_errors(arguments), key=lambda e: (e.validator != "required",
+                        e.validator != "additionalProperties", list(e.absolute_path)))  # fmt: skip
+        findings = [finding for error in errors for finding in _finding(error)]
         for checker in self._fact_checkers:
             findings.extend(checker.check(name, arguments))
         return findings
@@ -225,73 +310,6 @@ class ToolCallChecker:
             correction=f"call one of the available tools: {', '.join(names) or '(none registered)'}",
         )
 
-    def _check_object(self, value: Mapping[str, Any], schema: Mapping[str, Any], *, path: str) -> list[ToolCallFinding]:
-        findings: list[ToolCallFinding] = []
-        properties: Mapping[str, Any] = schema.get("properties", {}) or {}
-        allowed = sorted(properties)
-        if schema.get("additionalProperties", False) is not True:
-            for key in value:
-                if key not in properties:
-                    findings.append(
-                        _parameter(
-                            0.8,
-                            f"unknown parameter {path + key!r}",
-                            f"use only the allowed parameters: {', '.join(allowed) or '(none)'}",
-                        )
-                    )
-        for key in schema.get("required", []) or []:
-            if key not in value:
-                findings.append(
-                    _parameter(0.95, f"missing required parameter {path + key!r}", f"provide {path + key!r}")
-                )
-        for key, sub in properties.items():
-            if key in value and isinstance(sub, Mapping):
-                findings.extend(self._check_value(value[key], sub, path=path + key))
-        return findings
-
-    def _check_value(self, value: Any, schema: Mapping[str, Any], *, path: str) -> list[ToolCallFinding]:
-        expected = schema.get("type")
-        if expected is not None and not _type_ok(value, expected):
-            return [
-                _parameter(
-                    0.9,
-                    f"{path!r} is {_with_article(_type_name(value))}, the schema wants {expected}",
-                    f"send {path!r} as {expected}",
-                )
-            ]
-        findings: list[ToolCallFinding] = []
-        if "enum" in schema and value not in schema["enum"]:
-            findings.append(
-                _parameter(
-                    0.95,
-                    f"{path!r}={json.dumps(value)} is not one of {json.dumps(schema['enum'])}",
-                    f"use one of {json.dumps(schema['enum'])} for {path!r}",
-                )
-            )
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            if "minimum" in schema and value < schema["minimum"]:
-                findings.append(
-                    _parameter(
-                        0.9,
-                        f"{path!r}={value} is below the minimum {schema['minimum']}",
-                        f"use a value >= {schema['minimum']} for {path!r}",
-                    )
-                )
-            if "maximum" in schema and value > schema["maximum"]:
-                findings.append(
-                    _parameter(
-                        0.9,
-                        f"{path!r}={value} is above the maximum {schema['maximum']}",
-                        f"use a value <= {schema['maximum']} for {path!r}",
-                    )
-                )
-        if isinstance(value, Mapping) and ("properties" in schema or "required" in schema):
-            findings.extend(self._check_object(value, schema, path=path + "."))
-        if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-            for index, item in enumerate(value):
-                findings.extend(self._check_value(item, schema["items"], path=f"{path}[{index}]"))
-        return findings
-
 
 def correction_message(findings: Sequence[ToolCallFinding]) -> str:
     """Feedback for the agent, so it can correct its call."""
@@ -302,3 +320,98 @@ def correction_message(findings: Sequence[ToolCallFinding]) -> str:
         lines.append(f"{i}. {finding.evidence}. Fix: {finding.correction}.")
     lines.append("Send a corrected tool call.")
     return "\n".join(lines)
+
+
+class ToolCall(BaseModel):
+    """A tool call as an agent made it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    """The tool's name."""
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    """Its arguments: an object, or the raw JSON text the agent sent."""
+
+
+class CorrectionResult(BaseModel):
+    """What the self-correction loop did with one tool call."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    corrected: ToolCall | None
+    """The first call that passed every check (the original itself when it passed); None when the attempts ran
+    out."""
+    original: ToolCall
+    """The call as the agent first made it."""
+    suggestion: str
+    """The last correction sent to the agent (the checks' verdict when nothing needed correcting)."""
+    attempts: int = Field(ge=0)
+    """Corrections sent to the agent's model."""
+    findings: list[ToolCallFinding]
+    """The findings on the last call checked (empty when corrected)."""
+
+
+_CALL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
+    "required": ["name", "arguments"],
+}
+
+
+def _parse_call(text: str) -> ToolCall:
+    raw = load_json_object(text)
+    body = raw.get("function", raw)
+    if not isinstance(body, Mapping) or not isinstance(body.get("name"), str):
+        raise ReplyUnusableError('the reply is not a tool call {"name": ..., "arguments": {...}}')
+    arguments = body.get("arguments", {})
+    if not isinstance(arguments, dict | str):
+        raise ReplyUnusableError('"arguments" must be a JSON object')
+    return ToolCall(name=body["name"], arguments=arguments)
+
+
+def _tools_json(registry: ToolRegistry, name: str) -> str:
+    chosen = [registry.tools[name]] if name in registry.tools else list(registry.tools.values())
+    return json.dumps([t.model_dump() for t in chosen], ensure_ascii=False)
+
+
+async def self_correct(
+    checker: ToolCallChecker, call: ToolCall, client: ChatClient, *, context: Sequence[ChatMessage] = (),
+    max_attempts: int = 3, prompts_dir: str | None = None,
+) -> CorrectionResult:  # fmt: skip
+    """Check `call`; while it has findings, send the correction to the agent's own model (`client`, continuing
+    `context`, the agent's conversation so far) and check its new call, at most `max_attempts` times.
+
+    A reply that is not a tool call counts as an attempt and is answered with what was wrong. Endpoint errors
+    propagate as their DebateErrors: they are not the agent's mistake."""
+    findings = checker.check(call.name, call.arguments)
+    if not findings:
+        return CorrectionResult(
+            corrected=call, original=call, suggestion=correction_message([]), attempts=0, findings=[]
+        )
+    prompt = load_prompt("tool_correction", prompts_dir)
+    messages = [*context, ChatMessage(role="assistant", content=call.model_dump_json())]
+    current, suggestion = call, correction_message(findings)
+    for attempt in range(1, max_attempts + 1):
+        _, user = prompt.render(correction=suggestion, tools=_tools_json(checker.registry, current.name))
+        messages.append(ChatMessage(role="user", content=user))
+        response = await client.complete(
+            ChatRequest(messages=list(messages), response_schema=_CALL_SCHEMA, schema_name="tool_call",
+                        purpose="tool_correction")
+        )  # fmt: skip
+        messages.append(ChatMessage(role="assistant", content=response.text))
+        try:
+            current = _parse_call(response.text)
+        except ReplyUnusableError as exc:
+            findings = [_parameter(0.95, f"the reply is not a tool call ({exc})", "reply with one tool call")]
+            suggestion = correction_message(findings)
+            continue
+        findings = checker.check(current.name, current.arguments)
+        if not findings:
+            await client.accept(response)
+            return CorrectionResult(
+                corrected=current, original=call, suggestion=suggestion, attempts=attempt, findings=[]
+            )
+        suggestion = correction_message(findings)
+    return CorrectionResult(
+        corrected=None, original=call, suggestion=suggestion, attempts=max_attempts, findings=findings
+    )
