@@ -6,9 +6,10 @@ on the side opposite its label (a false negative for a positive item, a false po
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 __all__ = ["Outcome", "auroc", "bootstrap_ci", "classification", "summarize"]
 
@@ -67,6 +68,20 @@ def auroc(outcomes: Sequence[Outcome]) -> float | None:
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
+def _resamples(n: int, resamples: int, seed: int) -> np.ndarray:
+    """Item indices of each bootstrap resample (rows), seeded: the same for every metric of a summary."""
+    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+
+
+def _interval(values: Sequence[float] | np.ndarray, level: float) -> tuple[float, float] | None:
+    ordered = np.sort(np.asarray(values, dtype=float))
+    if ordered.size == 0:
+        return None
+    low = ordered[int((1 - level) / 2 * (ordered.size - 1))]
+    high = ordered[int((1 + level) / 2 * (ordered.size - 1) + 0.5)]
+    return float(low), float(high)
+
+
 def bootstrap_ci(
     outcomes: Sequence[Outcome],
     metric: Callable[[Sequence[Outcome]], float | None],
@@ -75,38 +90,79 @@ def bootstrap_ci(
     seed: int = 0,
     level: float = 0.95,
 ) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of `metric` over items resampled with replacement (seeded)."""
+    """Percentile bootstrap interval of any `metric` over items resampled with replacement (seeded). `summarize`
+    computes the same intervals for its own metrics without a Python loop over resamples."""
     if not outcomes:
         return None
-    rng = random.Random(seed)
+    values = [
+        value
+        for row in _resamples(len(outcomes), resamples, seed)
+        if (value := metric([outcomes[i] for i in row])) is not None
+    ]
+    return _interval(values, level)
+
+
+_CHUNK = 128  # resamples per block: bounds memory at n x 128 counts
+
+
+def _bootstrap_all(outcomes: Sequence[Outcome], *, resamples: int, seed: int) -> dict[str, np.ndarray]:
+    """Every summary metric on every resample, as arrays (resamples where AUROC is undefined hold NaN).
+
+    A resample is represented by how often it draws each item (a counts row), so each metric is a few matrix
+    products instead of a Python pass per resample."""
     n = len(outcomes)
-    values = []
-    for _ in range(resamples):
-        value = metric([outcomes[rng.randrange(n)] for _ in range(n)])
-        if value is not None:
-            values.append(value)
-    if not values:
-        return None
-    values.sort()
-    low = values[int((1 - level) / 2 * (len(values) - 1))]
-    high = values[int((1 + level) / 2 * (len(values) - 1) + 0.5)]
-    return low, high
+    label = np.array([o.label for o in outcomes])
+    pred = np.array([o.pred if o.pred is not None else not o.label for o in outcomes])
+    score = np.array([o.score if o.score is not None else 0.5 for o in outcomes], dtype=float)
+    order = np.argsort(score, kind="stable")
+    sorted_score = score[order]
+    starts = np.flatnonzero(np.r_[True, sorted_score[1:] != sorted_score[:-1]])
+    pos_sorted, neg_sorted = label[order], ~label[order]
+    out: dict[str, list[np.ndarray]] = {}
+    rows = _resamples(n, resamples, seed)
+    for begin in range(0, resamples, _CHUNK):
+        block = rows[begin : begin + _CHUNK]
+        r = block.shape[0]
+        flat = (block + np.arange(r)[:, None] * n).ravel()
+        counts = np.bincount(flat, minlength=r * n).reshape(r, n).astype(np.float64)
+        for view, positive in (("", True), ("_hallucination", False)):
+            actual, predicted = label == positive, pred == positive
+            tp = counts @ (actual & predicted)
+            fp = counts @ (~actual & predicted)
+            fn = counts @ (actual & ~predicted)
+            tn = n - tp - fp - fn
+            precision = np.divide(tp, tp + fp, out=np.zeros(r), where=(tp + fp) > 0)
+            recall = np.divide(tp, tp + fn, out=np.zeros(r), where=(tp + fn) > 0)
+            f1 = np.divide(2 * precision * recall, precision + recall, out=np.zeros(r), where=(precision + recall) > 0)
+            metrics = {"precision": precision, "recall": recall, "f1": f1}
+            if positive:
+                metrics["accuracy"] = (tp + tn) / n
+            for name, values in metrics.items():
+                out.setdefault(name + view, []).append(values)
+        ranked = counts[:, order]
+        wp = np.add.reduceat(ranked * pos_sorted, starts, axis=1)
+        wn = np.add.reduceat(ranked * neg_sorted, starts, axis=1)
+        below = np.cumsum(wn, axis=1) - wn
+        pairs = wp.sum(axis=1) * wn.sum(axis=1)
+        u = (wp * (below + 0.5 * wn)).sum(axis=1)
+        out.setdefault("auroc", []).append(np.divide(u, pairs, out=np.full(r, np.nan), where=pairs > 0))
+    return {name: np.concatenate(parts) for name, parts in out.items()}
 
 
 def summarize(outcomes: Sequence[Outcome], *, seed: int = 0, resamples: int = 1000) -> dict[str, object]:
-    """Every metric with its 95% bootstrap interval, both class views, and the unverifiable count."""
+    """Every metric with its 95% bootstrap interval (the same resamples as `bootstrap_ci` with this seed), both
+    class views, and the unverifiable count."""
     out: dict[str, object] = {"n": len(outcomes), "unverifiable": sum(1 for o in outcomes if o.pred is None)}
+    sampled = _bootstrap_all(outcomes, resamples=resamples, seed=seed) if outcomes else {}
     for view, positive in (("factual", True), ("hallucination", False)):
+        point = classification(outcomes, positive=positive)
         for name in ("accuracy", "precision", "recall", "f1"):
             if view == "hallucination" and name == "accuracy":
                 continue  # the same number as in the factual view
-
-            def metric(sample: Sequence[Outcome], name: str = name, positive: bool = positive) -> float:
-                return classification(sample, positive=positive)[name]
-
             key = name if view == "factual" else f"{name}_hallucination"
-            out[key] = metric(outcomes)
-            out[f"{key}_ci95"] = bootstrap_ci(outcomes, metric, resamples=resamples, seed=seed)
+            out[key] = point[name]
+            out[f"{key}_ci95"] = _interval(sampled[key], 0.95) if sampled else None
     out["auroc"] = auroc(outcomes)
-    out["auroc_ci95"] = bootstrap_ci(outcomes, auroc, resamples=resamples, seed=seed)
+    aurocs = sampled.get("auroc")
+    out["auroc_ci95"] = _interval(aurocs[~np.isnan(aurocs)], 0.95) if aurocs is not None else None
     return out

@@ -68,3 +68,24 @@ def test_length_threshold_and_baselines() -> None:
     outcomes = fitted.length_only([(11, True), (60, False), (25, True)])
     assert [o.pred for o in outcomes] == [True, False, False]
     assert fitted.majority_factual is True and [o.pred for o in fitted.majority([(1, False)])] == [True]
+
+
+def test_summary_intervals_equal_the_generic_bootstrap() -> None:
+    """The vectorised summary uses the same resamples as bootstrap_ci: every interval matches the slow path."""
+    import random
+
+    rng = random.Random(3)
+    outcomes = [
+        Outcome(rng.random() < 0.5, rng.choice([True, False, None]), rng.choice([None, 0.0, 0.25, 0.5, 1.0]))
+        for _ in range(60)
+    ]
+    summary = summarize(outcomes, seed=5, resamples=300)
+    for view, positive in (("", True), ("_hallucination", False)):
+        for name in ("precision", "recall", "f1") + (("accuracy",) if positive else ()):
+
+            def metric(sample, name=name, positive=positive):  # type: ignore[no-untyped-def]
+                return classification(sample, positive=positive)[name]
+
+            expected = bootstrap_ci(outcomes, metric, resamples=300, seed=5)
+            assert summary[f"{name}{view}_ci95"] == pytest.approx(expected), name + view
+    assert summary["auroc_ci95"] == pytest.approx(bootstrap_ci(outcomes, auroc, resamples=300, seed=5))
