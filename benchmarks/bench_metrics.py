@@ -25,7 +25,7 @@ def main() -> None:
     started = time.process_time()
     summarize(outcomes, seed=0, resamples=args.resamples)
     cpu = time.process_time() - started
-    print(f"summarize: n={args.n}, {args.resamples} resamples, {cpu:.2f} s CPU")  # noqa: T201
+    print(f"summarize: n={args.n}, {args.resamples} resamples, {cpu:.2f} s CPU")
 
 
 if __name__ == "__main__":
