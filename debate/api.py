@@ -319,14 +319,16 @@ class Verifier:
         after = [c for p in self.prefilters if (c := p.summarize(verdicts, plan)) is not None]
         notes = [note for p in self.prefilters if (note := p.note()) is not None]
         decided = sum(1 for c in verdicts if c.decided_by != "debate")
+        calls = Usage.total([*(d.usage for c in verdicts for d in c.prefilters), *(c.usage for c in before)]).llm_calls
+        saved = decided * (1 + 3 * self.config.debate.min_rounds)
         return PrefilterSummary(
             prefilters=[p.name for p in self.prefilters],
             checks=[*before, *after],
             risk_level=risk,
             decided=decided,
-            prefilter_calls=Usage.total(d.usage for c in verdicts for d in c.prefilters).llm_calls
-            + Usage.total(c.usage for c in before).llm_calls,
-            debate_calls_saved=decided * (1 + 3 * self.config.debate.min_rounds),
+            prefilter_calls=calls,
+            debate_calls_saved=saved,
+            net_calls_saved=saved - calls,
             note="; ".join(notes) or None,
         )
 

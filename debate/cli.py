@@ -17,7 +17,15 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from debate.api import Verifier
@@ -67,6 +75,17 @@ COMMAND_ENTRY_POINT_GROUP = "markov_debate.commands"
 """Entry points adding subcommands (a function taking the subparsers); each sets `handler` on its parser."""
 
 _err = Console(stderr=True)
+
+
+def progress_bar(description: ProgressColumn, *extra: ProgressColumn) -> Progress:
+    """The batch progress bar on stderr: redrawn twice a second at most (a redraw costs CPU the batch needs), and
+    not drawn at all when stderr is not a terminal (CI logs, pipes)."""
+    return Progress(
+        description, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(), *extra,
+        console=_err, refresh_per_second=2, disable=not _err.is_terminal,
+    )  # fmt: skip
+
+
 _out = Console()
 
 
@@ -398,7 +417,8 @@ def _render(report: Report) -> None:
         _out.print(
             f"prefilter ({', '.join(p.prefilters)}): {p.decided} claims decided without debate, "
             f"{p.prefilter_calls} prefilter calls, "
-            f"at least {p.debate_calls_saved} debate calls saved" + (f"; {p.note}" if p.note else "")
+            f"at least {p.debate_calls_saved} debate calls saved ({p.net_calls_saved:+d} net of the prefilter calls)"
+            + (f"; {p.note}" if p.note else "")
         )
         for check in p.checks:
             _out.print(f"{check.name}: risk {check.risk_level}: {check.reason}", markup=False, highlight=False)
@@ -543,13 +563,7 @@ def _write_output_format(args: argparse.Namespace) -> None:
 async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
     with args.input.open("rb") as fh:
         total = sum(1 for line in fh if line.strip())
-    progress = Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=_err,
-    )
+    progress = progress_bar(TextColumn("[progress.description]{task.description}"))
     with progress:
         task = progress.add_task("verifying", total=total)
 

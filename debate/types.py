@@ -612,7 +612,9 @@ class PrefilterSummary(_Model):
     prefilter_calls: int = Field(ge=0)
     """Model calls the prefilters made."""
     debate_calls_saved: int = Field(ge=0)
-    """Debate calls not made, counted at the minimum a debate costs (1 + 3 * min_rounds per claim)."""
+    """Debate calls not made, counted at the minimum a debate costs (1 + 3 * min_rounds per claim): gross."""
+    net_calls_saved: int = 0
+    """debate_calls_saved minus the prefilters' own calls (negative when the checks cost more than they saved)."""
     note: str | None = None
     """E.g. that the endpoint gives no logprobs."""
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import TextColumn
 
 from debate.api import Verifier
 from debate.chain import PAPER_TRANSITION_RULES
-from debate.cli import add_verifier_arguments, items_in_flight, verifier_config
+from debate.cli import add_verifier_arguments, items_in_flight, progress_bar, verifier_config
 from debate.config import VerifierConfig
 from debate.errors import UsageError
 from debate.llm.cache import CACHE_FILE
@@ -160,8 +160,7 @@ def _run(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None) ->
         run_with_ray(spec, run_dir, shards=args.shards, concurrency=items_in_flight(args))
         return run_dir, evaluate_run(run_dir, spec)
 
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("{task.fields[acc]}"), console=_err)  # fmt: skip
+    progress = progress_bar(TextColumn("{task.description}"), TextColumn("{task.fields[acc]}"))
     seen = {"n": 0, "correct": 0}
     with progress:
         bar = progress.add_task(spec.name(), total=spec.n, acc="")

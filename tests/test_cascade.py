@@ -97,6 +97,7 @@ async def test_grounded_claims_skip_the_debate_only_when_trusted() -> None:
     summary = report.prefilter
     assert summary is not None and summary.decided == 1 and summary.debate_calls_saved == 7
     assert summary.prefilter_calls == 2 + 2 + 1
+    assert summary.net_calls_saved == 7 - 5  # the saved debate minus the grounding calls
     assert _kinds(client).count("debate") == 14
     # The seed's hallucination_check block: only the capital claim is grounded, 1 of 3 < 70%.
     block = summary.hallucination_check
