@@ -18,7 +18,6 @@ from debate.types import ClaimVerdict, Report
 
 __all__ = ["refchecker_item", "write_refchecker"]
 
-_VERDICT_LABELS = {"factual": "Entailment", "non_factual": "Contradiction", "not_enough_evidence": "Neutral"}
 _OURS = ("line", "line_sha256", "result", "error")
 
 
@@ -28,8 +27,8 @@ def _y(report: Report) -> str | dict[str, float] | None:
     if report.rollup == "soft":
         failed = any(c.label is None for c in report.claims)
         return None if failed else refchecker_soft(report.claims)
-    # any-false is strict under our labels; strict and major verdicts map one to one.
-    return _VERDICT_LABELS.get(report.verdict)
+    # any-false is strict under our labels; strict and major verdicts are claim labels (or unverifiable: None).
+    return next((name for label, name in REFCHECKER_LABELS.items() if label == report.verdict), None)
 
 
 def _claim(claim: ClaimVerdict) -> str | list[str]:

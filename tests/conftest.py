@@ -26,6 +26,16 @@ def debate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]
     )
 
 
+REFCHECKER_EXAMPLE: list[dict[str, object]] = [
+    {"question": "Capital of France?", "response": "Paris is the capital of France.",
+     "reference": "Paris is the capital and largest city of France."},
+    {"question": "Where is the Eiffel Tower?", "response": "The Eiffel Tower is in Paris. It opened in 1889.",
+     "reference": ["The tower is in Paris.", "It opened to the public in 1889."],
+     "claims": [["Eiffel Tower", "located in", "Paris"], ["Eiffel Tower", "opened in", "1889"]]},
+]  # fmt: skip
+"""Items in RefChecker's input format: a JSON array, no ids, reference as text or passages, optional triplets."""
+
+
 def op(factual: bool, severity: int = 0, text: str = "reasoning") -> str:
     """A well-formed agent reply in the paper's format."""
     return json.dumps({"opinion": text, "factuality": factual, "Error severity": severity})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import debate, op
+from conftest import REFCHECKER_EXAMPLE, debate, op
 from fakes import FakeOpenAI, Reply
 
 from debate import DebateConfig, Verifier, VerifierConfig
@@ -59,13 +59,7 @@ async def test_the_paper_set_has_two_labels() -> None:
 def test_refchecker_example_round_trip(tmp_path: Path) -> None:
     """RefChecker's example input in, RefChecker's output shape out: input fields kept, claims, Y and ys."""
     source, out = tmp_path / "example_in.json", tmp_path / "example_out.json"
-    items = [
-        {"question": "Capital of France?", "response": "Paris is the capital of France.",
-         "reference": "Paris is the capital and largest city of France."},
-        {"question": "Where is the Eiffel Tower?", "response": "The Eiffel Tower is in Paris. It opened in 1889.",
-         "reference": ["The tower is in Paris.", "It opened to the public in 1889."],
-         "claims": [["Eiffel Tower", "located in", "Paris"], ["Eiffel Tower", "opened in", "1889"]]},
-    ]  # fmt: skip
+    items = REFCHECKER_EXAMPLE
     source.write_text(json.dumps(items, indent=2))
 
     def respond(body: dict[str, object]) -> Reply:

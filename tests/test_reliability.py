@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REFCHECKER_EXAMPLE, debate, op
 from conftest import cli_env as _env
-from conftest import debate, op
 from fakes import FakeOpenAI, Reply
 
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
@@ -240,13 +240,7 @@ def test_eval_checks_data_before_making_a_folder_and_names_config_differences(tm
 def test_refchecker_json_array_input(tmp_path: Path) -> None:
     """RefChecker's own input: a JSON array, no ids, a reference as text or a list of passages, optional triplets."""
     source, out = tmp_path / "refchecker.json", tmp_path / "out.jsonl"
-    items = [
-        {"question": "Capital of France?", "response": "Paris is the capital of France.",
-         "reference": "Paris is the capital and largest city of France."},
-        {"question": "Where is the Eiffel Tower?", "response": "The Eiffel Tower is in Paris. It opened in 1889.",
-         "reference": ["The tower is in Paris.", "It opened to the public in 1889."],
-         "claims": [["Eiffel Tower", "located in", "Paris"], ["Eiffel Tower", "opened in", "1889"]]},
-    ]  # fmt: skip
+    items = REFCHECKER_EXAMPLE
     source.write_text(json.dumps(items, indent=2))
     with FakeOpenAI(responder=lambda body: Reply(content=op(True))) as server:
         done = debate("verify", "--input", str(source), "--output", str(out), "--base-url", server.base_url,
