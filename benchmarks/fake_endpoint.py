@@ -8,7 +8,8 @@ Replies are a well-formed agent opinion (factual; with --verdict-rule, factual e
 message, where the claim is, contains the word "even"). With --fault-rate, that share of chat requests gets one of
 nine faults: 429 with Retry-After, 500, 503, a hang past any sane timeout, a dropped connection, prose instead of
 JSON, a truncated JSON body, an opinion with the wrong keys, or empty choices. GET /stats returns {"requests",
-"faults"}.
+"faults", "first", "last", "cpu_s"}: the wall-clock times of the first chat request's arrival and the last reply,
+and this process's own CPU seconds (so a benchmark can show the fake is not its bottleneck).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 import json
 import random
 import sys
+import time
 
 MODELS = json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model", "created": 0}]}).encode()
 FAULTS = ("429", "500", "503", "hang", "drop", "prose", "truncated", "wrong-keys", "empty-choices")
@@ -52,6 +54,8 @@ class Endpoint:
         self.hang_s = hang_s
         self.requests = 0
         self.faults = 0
+        self.first: float | None = None
+        self.last: float | None = None
 
     def _reply(self, body: bytes) -> bytes:
         if not self.verdict_rule:
@@ -71,11 +75,16 @@ class Endpoint:
                 body = await reader.readexactly(length) if length else b""
                 status, headers, payload = 200, b"", b""
                 if head.startswith(b"GET /stats"):
-                    payload = json.dumps({"requests": self.requests, "faults": self.faults}).encode()
+                    payload = json.dumps(
+                        {"requests": self.requests, "faults": self.faults, "first": self.first, "last": self.last,
+                         "cpu_s": time.process_time()}
+                    ).encode()  # fmt: skip
                 elif head.startswith(b"GET"):
                     payload = MODELS
                 else:
                     self.requests += 1
+                    if self.first is None:
+                        self.first = time.time()
                     fault = self.random.choice(FAULTS) if self.random.random() < self.fault_rate else None
                     self.faults += fault is not None
                     if self.latency_s:
@@ -104,6 +113,8 @@ class Endpoint:
                 )
                 writer.write(head_out.encode() + headers + b"\r\n" + payload)
                 await writer.drain()
+                if not head.startswith(b"GET"):
+                    self.last = time.time()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:

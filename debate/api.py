@@ -110,8 +110,12 @@ class Verifier:
         client: ChatClient | None = None,
         team_factory: TeamFactory | None = None,
         prompts_dir: str | None = None,
+        attached_embedded: bool = False,
     ) -> None:
+        """`attached_embedded`: the configured base_url is an embedded server another process started (--workers),
+        so reports and the call cache name the embedded model, not its loopback port."""
         self.config = config or VerifierConfig()
+        self._attached_embedded = attached_embedded
         self._client = client
         self._owns_client = client is None
         self._server: EmbeddedServer | None = None
@@ -155,7 +159,17 @@ class Verifier:
 
     @property
     def embedded(self) -> bool:
-        return self._server is not None
+        return self._server is not None or self._attached_embedded
+
+    def worker_config(self, workers: int) -> VerifierConfig:
+        """This started Verifier's configuration for one of `workers` processes: the resolved endpoint and model
+        (so no worker starts its own embedded model) and an equal share of the model concurrency."""
+        if self._client is None:
+            raise RuntimeError("Verifier is not started; use `async with Verifier(...) as v:`")
+        share = max(1, -(-self._model_config.max_concurrency // workers))
+        return self.config.model_copy(
+            update={"model": self._model_config.model_copy(update={"max_concurrency": share})}
+        )
 
     async def __aenter__(self) -> Self:
         try:

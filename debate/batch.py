@@ -4,10 +4,12 @@ record per input line, in input order."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from debate.api import Verifier
 from debate.claims import triplet_sentence
+from debate.config import VerifierConfig
 from debate.errors import DebateError, InputError, ModelRequestError, ModelUnavailableError
 from debate.jsonl import OutputLock, compact, is_final, run_ordered, scan_results
 from debate.stages import Reference
@@ -218,13 +221,15 @@ async def run_batch(
     max_consecutive_failures: int = 5,
     fail_on: FailOn | None = None,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    workers: int = 1,
 ) -> BatchSummary:
     """Verify every line of `input_path` not yet finished in `output_path`, appending results in input order, then
     compact the output to one record per input line.
 
     `items_in_flight` bounds the responses in progress; model calls are bounded by the client's own limit. After
     `max_consecutive_failures` items in a row fail for a transient reason, EndpointDownError stops the batch
-    (finished records are kept; a re-run resumes)."""
+    (finished records are kept; a re-run resumes). `workers` > 1 runs the items on that many processes sharing the
+    started `verifier`'s endpoint (see debate.workers); the output is the same."""
     summary = BatchSummary()
     with OutputLock(output_path):
         state = scan_results(output_path, retry_failed=retry_failed)
@@ -238,36 +243,6 @@ async def run_batch(
                 if work.key in state.redo or line_key in state.final or line_key in state.redo:
                     summary.redone += 1
                 yield work
-
-        async def process(work: _Work) -> dict[str, Any]:
-            base: dict[str, Any] = dict(work.raw or {})
-
-            def error(kind: str, message: str) -> dict[str, Any]:
-                record = {**base, "line": work.line, "error": {"kind": kind, "message": message}}
-                return record | ({"line_sha256": work.sha} if kind == "input" else {})
-
-            if work.item is None:
-                return error("input", work.error or f"line {work.line}: unreadable")
-            try:
-                report = await verifier.verify(
-                    work.item.response,
-                    question=work.item.question,
-                    reference=work.item.evidence(),
-                    reference_source=f"{input_path.name}:{work.line}:reference",
-                    task=task,
-                    claims=work.item.claim_texts(),
-                )
-            except InputError as exc:
-                return error("input", f"line {work.line}: {exc}")
-            except ModelRequestError as exc:
-                if exc.fatal:
-                    raise BatchError(
-                        f"the endpoint refuses every request ({exc}); finished records are kept", status=exc.status
-                    ) from exc
-                return error(exc.kind, f"line {work.line}: {exc}")
-            except DebateError as exc:
-                return error(exc.kind, f"line {work.line}: {exc}")
-            return {**base, "line": work.line, "result": report.model_dump(mode="json")}
 
         consecutive = 0
 
@@ -296,10 +271,66 @@ async def run_batch(
                     f"{_failure_message(record)}); finished records are kept; re-run to resume"
                 )
 
-        async for _ in run_ordered(pending(), process, output=output_path, limit=items_in_flight, on_record=count):
+        process = functools.partial(_process, verifier, input_path.name, task)
+        job = (
+            _BatchJob(verifier.worker_config(workers), verifier.embedded, input_path.name, task)
+            if workers > 1
+            else None
+        )
+        records = run_ordered(
+            pending(), process, output=output_path, limit=items_in_flight, on_record=count, job=job, workers=workers
+        )
+        async for _ in records:
             pass
         _, summary.dropped = compact(output_path, (work.key for work in _dedupe(_read_input(input_path))))
     return summary
+
+
+async def _process(verifier: Verifier, input_name: str, task: str, work: _Work) -> dict[str, Any]:
+    """One input line's record: its report, or an error record naming the line."""
+    base: dict[str, Any] = dict(work.raw or {})
+
+    def error(kind: str, message: str) -> dict[str, Any]:
+        record = {**base, "line": work.line, "error": {"kind": kind, "message": message}}
+        return record | ({"line_sha256": work.sha} if kind == "input" else {})
+
+    if work.item is None:
+        return error("input", work.error or f"line {work.line}: unreadable")
+    try:
+        report = await verifier.verify(
+            work.item.response,
+            question=work.item.question,
+            reference=work.item.evidence(),
+            reference_source=f"{input_name}:{work.line}:reference",
+            task=task,
+            claims=work.item.claim_texts(),
+        )
+    except InputError as exc:
+        return error("input", f"line {work.line}: {exc}")
+    except ModelRequestError as exc:
+        if exc.fatal:
+            raise BatchError(
+                f"the endpoint refuses every request ({exc}); finished records are kept", status=exc.status
+            ) from exc
+        return error(exc.kind, f"line {work.line}: {exc}")
+    except DebateError as exc:
+        return error(exc.kind, f"line {work.line}: {exc}")
+    return {**base, "line": work.line, "result": report.model_dump(mode="json")}
+
+
+@dataclass(frozen=True)
+class _BatchJob:
+    """What a --workers process needs to verify lines: the parent's resolved configuration (its endpoint)."""
+
+    config: VerifierConfig
+    embedded: bool
+    input_name: str
+    task: str
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Callable[[_Work], Awaitable[dict[str, Any]]]]:
+        async with Verifier(config=self.config, attached_embedded=self.embedded) as verifier:
+            yield functools.partial(_process, verifier, self.input_name, self.task)
 
 
 def count_pending(input_path: Path, output_path: Path, *, retry_failed: bool = True) -> tuple[int, int]:

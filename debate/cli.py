@@ -53,6 +53,7 @@ from debate.prefilter.tools import (
 from debate.refchecker import write_refchecker
 from debate.stages import PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS, TASKS
 from debate.types import Report
+from debate.workers import resolve_workers
 
 __all__ = [
     "COMMAND_ENTRY_POINT_GROUP",
@@ -167,7 +168,18 @@ def add_verifier_arguments(parser: argparse.ArgumentParser) -> None:
         "--items", type=int, default=None,
         help="responses (batch lines, benchmark items) in progress at once (default: 2 x --concurrency)",
     )  # fmt: skip
+    conc.add_argument(
+        "--workers", type=_workers, default=1, metavar="N|auto",
+        help="processes for a batch (--input, debate eval), sharing --concurrency; auto = one per core (default: 1)",
+    )  # fmt: skip
     _opt(parser, ["--prompt-set", "--prompts-dir"], VerifierConfig, "prompt_set", metavar="NAME|DIR")
+
+
+def _workers(value: str) -> int:
+    try:
+        return resolve_workers(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or auto, got {value!r}") from exc
 
 
 def items_in_flight(args: argparse.Namespace) -> int:
@@ -575,6 +587,7 @@ async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
             input_path=args.input,
             output_path=args.results_log,
             items_in_flight=items_in_flight(args),
+            workers=args.workers,
             task=args.task,
             retry_failed=args.retry_failed,
             max_consecutive_failures=args.max_consecutive_failures,

@@ -43,6 +43,18 @@ class DebateError(Exception):
     transient: bool = False
     """True when the same work may succeed later (endpoint down, rate limits): such a failure is never final."""
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Subclasses take keyword-only arguments, which Exception's pickling drops: rebuild from args and state, so
+        # an error raised in a worker process (--workers) reaches the parent as the same typed error.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[DebateError], args: tuple[object, ...], state: dict[str, object]) -> DebateError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class UsageError(DebateError):
     """Bad arguments or configuration: the command exits 2 with one line."""

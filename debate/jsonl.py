@@ -22,6 +22,7 @@ from typing import IO, Any, Self, TypeVar
 
 from debate.concurrency import ordered_map
 from debate.errors import UsageError
+from debate.workers import Job, process_map
 
 __all__ = [
     "OutputLock",
@@ -265,11 +266,21 @@ async def run_ordered(
     output: Path,
     limit: int,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    job: Job[T, dict[str, Any]] | None = None,
+    workers: int = 1,
 ) -> AsyncIterator[dict[str, Any]]:
     """Run `fn` over `items` (at most `limit` at once) and append each record to `output` in input order.
-    `on_record` may raise to stop the run: the records written so far are kept."""
+    With `workers` > 1, `job` (the same work as `fn`, picklable) runs on that many processes instead; this process
+    stays the one writer. `on_record` may raise to stop the run: the records written so far are kept."""
+    if workers > 1 and job is None:
+        raise ValueError("workers > 1 needs a picklable job")
+    source = (
+        process_map(items, job, workers=workers, limit=limit)
+        if job is not None and workers > 1
+        else ordered_map(items, fn, limit=limit)
+    )
     with ResultsLog(output) as results:
-        async for record in ordered_map(items, fn, limit=limit):
+        async for record in source:
             results.write(record)
             if on_record is not None:
                 on_record(record)

@@ -174,7 +174,8 @@ def _run(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None) ->
 
         metrics = asyncio.run(
             run_experiment(spec, run_dir=run_dir, concurrency=items_in_flight(args), provenance=_provenance(spec),
-                           on_record=advance, retry_failed=args.retry_failed, overwrite=args.overwrite)
+                           on_record=advance, retry_failed=args.retry_failed, overwrite=args.overwrite,
+                           workers=args.workers)
         )  # fmt: skip
     return run_dir, metrics
 

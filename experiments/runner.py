@@ -3,10 +3,13 @@ and a markdown table in the run folder."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -18,6 +21,7 @@ from debate.config import DebateConfig, VerifierConfig
 from debate.errors import UsageError
 from debate.jsonl import OutputLock, compact, run_ordered, scan_results
 from debate.llm import ChatClient
+from debate.workers import Job
 from experiments.baselines import Baselines, tuning_pairs
 from experiments.data import Item, factprompts_items, halueval_items
 from experiments.methods import DebateMethod, HaluEvalJudge, Method, MethodName, Prediction
@@ -118,40 +122,61 @@ async def process_items(
     on_record: Callable[[dict[str, Any]], None] | None = None,
     order: Callable[[], Iterable[str]] | None = None,
     retry_failed: bool = True,
+    job: Job[Item, dict[str, Any]] | None = None,
+    workers: int = 1,
 ) -> int:
     """Append a record per item not yet finished in `results_path`, in input order; then, given the ids in input
-    `order`, compact the file to one record per item. Returns how many were written."""
+    `order`, compact the file to one record per item. Returns how many were written. With `workers` > 1, `job`
+    (the same method, rebuilt in each process) runs the items on that many processes."""
     with OutputLock(results_path):
         done = scan_results(results_path, retry_failed=retry_failed).final
 
-        async def run(item: Item) -> dict[str, Any]:
-            started = time.perf_counter()
-            prediction: Prediction = await method.predict(item)
-            return {
-                "id": item.id,
-                "task": item.task,
-                "label_factual": item.label_factual,
-                "pred_factual": prediction.pred_factual,
-                "score": prediction.score,
-                "decided_by": prediction.decided_by,
-                "llm_calls": prediction.usage.llm_calls,
-                "prompt_tokens": prediction.usage.prompt_tokens,
-                "completion_tokens": prediction.usage.completion_tokens,
-                "wall_s": round(time.perf_counter() - started, 3),
-                "length": len(item.response),
-                "source_line": item.source_line,
-                "error": prediction.error,
-                "transient": prediction.transient,
-                "report": prediction.report,
-            }
-
         written = 0
         pending = (i for i in items if i.id not in done)
-        async for _ in run_ordered(pending, run, output=results_path, limit=concurrency, on_record=on_record):
+        records = run_ordered(pending, functools.partial(_record, method), output=results_path, limit=concurrency,
+                              on_record=on_record, job=job, workers=workers)  # fmt: skip
+        async for _ in records:
             written += 1
         if order is not None:
             compact(results_path, order())
     return written
+
+
+async def _record(method: Method, item: Item) -> dict[str, Any]:
+    started = time.perf_counter()
+    prediction: Prediction = await method.predict(item)
+    return {
+        "id": item.id,
+        "task": item.task,
+        "label_factual": item.label_factual,
+        "pred_factual": prediction.pred_factual,
+        "score": prediction.score,
+        "decided_by": prediction.decided_by,
+        "llm_calls": prediction.usage.llm_calls,
+        "prompt_tokens": prediction.usage.prompt_tokens,
+        "completion_tokens": prediction.usage.completion_tokens,
+        "wall_s": round(time.perf_counter() - started, 3),
+        "length": len(item.response),
+        "source_line": item.source_line,
+        "error": prediction.error,
+        "transient": prediction.transient,
+        "report": prediction.report,
+    }
+
+
+@dataclass(frozen=True)
+class _MethodJob:
+    """What a --workers process needs to run a method: the spec and the parent's resolved configuration."""
+
+    spec: RunSpec
+    config: VerifierConfig
+    embedded: bool
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Callable[[Item], Awaitable[dict[str, Any]]]]:
+        async with Verifier(config=self.config, attached_embedded=self.embedded) as verifier:
+            method, _ = make_method(self.spec, verifier)
+            yield functools.partial(_record, method)
 
 
 def source_line_of(item_id: str) -> int:
@@ -284,8 +309,11 @@ async def run_experiment(
     client: ChatClient | None = None,
     retry_failed: bool = True,
     overwrite: bool = False,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """Run (or resume) `spec` into `run_dir` on this machine; returns the metrics."""
+    """Run (or resume) `spec` into `run_dir` on this machine (on `workers` processes); returns the metrics."""
+    if workers > 1 and client is not None:
+        raise ValueError("a given client cannot be shared with worker processes")
     config_path = check_run_dir(run_dir, spec, overwrite=overwrite)
     async with Verifier(config=method_config(spec), client=client) as verifier:
         method, prompts = make_method(spec, verifier)
@@ -307,5 +335,7 @@ async def run_experiment(
             on_record=on_record,
             order=lambda: (item.id for item in items_for(spec)),
             retry_failed=retry_failed,
+            job=_MethodJob(spec, verifier.worker_config(workers), verifier.embedded) if workers > 1 else None,
+            workers=workers,
         )
     return evaluate_run(run_dir, spec)
