@@ -166,3 +166,34 @@ async def test_rag_needs_sources() -> None:
     async with _verifier(_client(None), prefilters=["rules"]) as verifier:
         with pytest.raises(ValueError, match="task rag needs the sources"):
             await verifier.verify(ANSWER, reference="just text", task="rag")
+
+
+async def test_outside_rag_the_logprob_check_makes_only_calls_that_can_decide() -> None:
+    question, evidence = "Capital of France?", SOURCES["1"]
+    # Without trust_grounded it cannot decide, and outside RAG there is no report to fill: no call at all.
+    client = _client({"Paris": (0.9, 0.2)})
+    async with _verifier(client, prefilters=["logprob"]) as verifier:
+        report = await verifier.verify("Paris", question=question, reference=evidence, task="qa")
+    assert _kinds(client) == ["debate"] and "trust_grounded" in report.claims[0].prefilters[0].reason
+    assert report.prefilter is not None and report.prefilter.prefilter_calls == 0
+    # A first P(yes) of 0.3 caps the confidence at 0.45 < 0.8 whatever the second call says: it is not made.
+    client = _client({"Paris": (0.3, 0.0)})
+    async with _verifier(client, prefilters=["logprob"], trust_grounded=True) as verifier:
+        report = await verifier.verify("Paris", question=question, reference=evidence, task="qa")
+    assert _kinds(client) == ["grounding", "debate"]
+    decision = report.claims[0].prefilters[0]
+    assert decision.decision == "skipped" and "no second call" in decision.reason and decision.usage.llm_calls == 1
+    # No evidence: the confidence of an unsupported claim is capped at 0.7, so nothing is asked.
+    client = _client({"Paris": (0.99, 0.99)})
+    async with _verifier(client, prefilters=["logprob"], trust_grounded=True) as verifier:
+        report = await verifier.verify("Paris", question=question, task="qa")
+    assert _kinds(client) == ["debate"] and "cannot reach" in report.claims[0].prefilters[0].reason
+
+
+def test_max_confidence_bounds_every_possible_second_call() -> None:
+    from debate.prefilter.grounding import grounding_score, max_confidence
+
+    for p1 in (0.1, 0.4, 0.53, 0.6, 0.71, 0.9, 1.0):
+        for cited in (True, False):
+            bound = max_confidence(p1, cited)
+            assert all(grounding_score(p1, p0 / 20, cited).confidence <= bound + 1e-12 for p0 in range(21))

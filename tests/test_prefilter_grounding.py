@@ -210,12 +210,13 @@ async def test_at_most_max_claims_are_checked() -> None:
     client = ScriptedChatClient({"grounding": [grounding] * 2, "debate": [op(True)] * 5})
     config = VerifierConfig(
         debate=DebateConfig(min_rounds=0, max_rounds=0),
-        prefilter=PrefilterConfig(prefilters=["logprob"], max_claims=2),
+        prefilter=PrefilterConfig(prefilters=["logprob"], max_claims=2, trust_grounded=True, grounded_confidence=0.5),
     )
     claims = [f"Sentence number {i} is long enough." for i in range(5)]
     async with Verifier(config=config, client=client) as verifier:
         report = await verifier.verify("five sentences", task="general", claims=claims)
     decisions = [c.prefilters[0] for c in report.claims]
-    assert [d.decision for d in decisions] == ["pass", "pass", "skipped", "skipped", "skipped"]
+    assert [d.usage.llm_calls for d in decisions] == [1, 1, 0, 0, 0]
+    assert "confidence cannot reach 0.5" in decisions[0].reason  # P(yes) 0.6 without evidence: at most 0.24
     assert decisions[2].reason == "beyond the first 2 claims of the response"
     assert client.purposes().count("grounding") == 2 and client.remaining == 0

@@ -36,6 +36,7 @@ __all__ = [
     "grounding_score",
     "hallucination_check",
     "kl_bernoulli",
+    "max_confidence",
     "yes_probability",
 ]
 
@@ -201,25 +202,46 @@ class LogprobGroundingCheck:
         self, claim: str, citations: Sequence[str], sources: Mapping[str, str]
     ) -> tuple[GroundingResult | None, Usage]:
         """Signals for one claim; None when the endpoint gives no logprobs."""
-        cited = [c for c in dict.fromkeys(citations) if c in sources]
         p1, usage = await self.probability(claim, _context(sources, []))
         if p1 is None:
             return None, usage
+        result, more = await self.score(claim, p1, citations, sources)
+        return result, usage + more
+
+    async def score(
+        self, claim: str, p1: float, citations: Sequence[str], sources: Mapping[str, str]
+    ) -> tuple[GroundingResult | None, Usage]:
+        """The grounding result given P(yes) with every source (`p1`): one more call, with the cited ones redacted,
+        when the claim cites any."""
+        cited = [c for c in dict.fromkeys(citations) if c in sources]
+        usage = Usage()
+        p0 = p1
         if cited:
-            p0, more = await self.probability(claim, _context(sources, cited))
-            usage = usage + more
-            if p0 is None:
+            p0_or_none, usage = await self.probability(claim, _context(sources, cited))
+            if p0_or_none is None:
                 return None, usage
-        else:
-            p0 = p1
+            p0 = p0_or_none
         return grounding_score(p1, p0, bool(cited), target=self._target, budget=self._budget), usage
 
 
+def max_confidence(p1: float, has_citations: bool) -> float:
+    """The highest grounding confidence any P(yes) without the cited sources could give, once `p1` is known: the
+    confidence rises as p0 falls, so it is the confidence at p0 = 0."""
+    return grounding_score(p1, 0.0, has_citations).confidence
+
+
 _NO_LOGPROBS = "the endpoint returned no logprobs; the logprob check is skipped"
+_CANNOT_DECIDE = (
+    "not run: outside RAG answers the logprob check can only decide a claim, and it decides nothing without "
+    "trust_grounded (--trust-grounded)"
+)
 
 
 class LogprobPrefilter:
-    """Logprob grounding: with `trust_grounded`, a strongly grounded claim is decided factual without a debate."""
+    """Logprob grounding: with `trust_grounded`, a strongly grounded claim is decided factual without a debate.
+
+    On RAG answers every claim is scored (the seed's hallucination_check block reports them all). Elsewhere the check
+    only runs to decide, and skips the calls that cannot: see `check`."""
 
     name = "logprob"
 
@@ -233,6 +255,12 @@ class LogprobPrefilter:
 
     def prompt_hashes(self) -> dict[str, str]:
         return {"grounding": self._check.prompt_hash}
+
+    def _no_logprobs(self, usage: Usage) -> PrefilterDecision:
+        if not self.logprobs_unavailable:
+            log.warning(_NO_LOGPROBS)
+        self.logprobs_unavailable = True
+        return self._skip(_NO_LOGPROBS, usage)
 
     def _skip(self, reason: str, usage: Usage | None = None) -> PrefilterDecision:
         return PrefilterDecision(name=self.name, decision="skipped", reason=reason, usage=usage or Usage())
@@ -255,12 +283,26 @@ class LogprobPrefilter:
             # Outside RAG, the claim's evidence plays the cited sources: does it raise P(YES)?
             context = {f"E{i}": e.text for i, e in enumerate(evidence, start=1)}
             cited_ids = list(context)
-        result, usage = await self._check.check_claim(claim.text, cited_ids, context)
+        if plan.sources is None:
+            # Outside RAG answers the check's only use is deciding (there is no grounding report to fill), so it
+            # makes no call that cannot change a decision: none at all without trust_grounded, none when no P(yes)
+            # could reach the threshold, and no second call when the first already rules it out.
+            if not cfg.trust_grounded:
+                return self._skip(_CANNOT_DECIDE)
+            if max_confidence(1.0, bool(cited_ids)) < cfg.grounded_confidence:
+                return self._skip(f"no evidence: confidence cannot reach {cfg.grounded_confidence}")
+            p1, usage = await self._check.probability(claim.text, _context(context, []))
+            if p1 is None:
+                return self._no_logprobs(usage)
+            if max_confidence(p1, bool(cited_ids)) < cfg.grounded_confidence:
+                reason = f"p1={p1:.3f}: confidence cannot reach {cfg.grounded_confidence}; no second call made"
+                return self._skip(reason, usage)
+            result, more = await self._check.score(claim.text, p1, cited_ids, context)
+            usage = usage + more
+        else:
+            result, usage = await self._check.check_claim(claim.text, cited_ids, context)
         if result is None:
-            if not self.logprobs_unavailable:
-                log.warning(_NO_LOGPROBS)
-            self.logprobs_unavailable = True
-            return self._skip(_NO_LOGPROBS, usage)
+            return self._no_logprobs(usage)
         summary = (
             f"p1={result.p1:.3f} p0={result.p0:.3f} confidence={result.confidence:.2f} "
             f"grounded={result.grounded} budget gap={result.budget_gap_bits:.2f} bits ({result.band})"
