@@ -203,7 +203,12 @@ def _prefilters(value: str) -> list[str]:
     return names
 
 
-def _build_parser() -> argparse.ArgumentParser:
+_BUILTIN_COMMANDS = frozenset({"verify", "check-tools", "chains", "cache"})
+
+
+def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; plugin commands (debate eval, ...) are loaded unless `argv` names a built-in command, whose
+    start-up should not pay for importing them."""
     parser = _Parser(
         prog="debate", description="Detect hallucinations by Markov-chain multi-agent debate.", epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -275,9 +280,11 @@ def _build_parser() -> argparse.ArgumentParser:
         "--granted", action="append", default=None, metavar="PERMISSION",
         help="a permission the caller holds (repeatable; given: destructive database actions need 'db:write', 0.9)",
     )  # fmt: skip
-    for entry in entry_points(group=COMMAND_ENTRY_POINT_GROUP):
-        register: Callable[[Any], None] = entry.load()
-        register(sub)
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    if not (words and words[0] in _BUILTIN_COMMANDS):
+        for entry in entry_points(group=COMMAND_ENTRY_POINT_GROUP):
+            register: Callable[[Any], None] = entry.load()
+            register(sub)
     return parser
 
 
@@ -609,7 +616,7 @@ async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
+    args = _build_parser(argv).parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )

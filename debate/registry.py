@@ -35,6 +35,7 @@ class Registry(Generic[F]):
         self._entries: dict[str, F] = {}
         self._descriptions: dict[str, str] = {}
         self._loaded = False
+        self._builtins_loaded = False
 
     def register(self, name: str, factory: F, *, description: str = "") -> F:
         """Register `factory` under `name` (a later registration of the same name replaces it)."""
@@ -50,19 +51,28 @@ class Registry(Generic[F]):
 
         return decorate
 
+    def _load_builtins(self) -> None:
+        if not self._builtins_loaded:
+            self._builtins_loaded = True
+            for module in self._builtins:
+                importlib.import_module(module)
+
     def _load(self) -> None:
         if self._loaded:
             return
         self._loaded = True
-        for module in self._builtins:
-            importlib.import_module(module)
+        self._load_builtins()
         for entry in entry_points(group=self.group):
             if entry.name not in self._entries:
                 self.register(entry.name, entry.load())
 
     def get(self, name: str) -> F:
-        """The factory registered as `name`; UnknownNameError (with a "did you mean") otherwise."""
-        self._load()
+        """The factory registered as `name`; UnknownNameError (with a "did you mean") otherwise. Only that name's
+        entry point is imported: a plugin's module costs start-up only when it is used."""
+        self._load_builtins()
+        if name not in self._entries and not self._loaded:
+            for entry in entry_points(group=self.group, name=name):
+                self.register(entry.name, entry.load())
         try:
             return self._entries[name]
         except KeyError:
