@@ -6,6 +6,8 @@ on the side opposite its label (a false negative for a positive item, a false po
 
 from __future__ import annotations
 
+import functools
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -68,9 +70,32 @@ def auroc(outcomes: Sequence[Outcome]) -> float | None:
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
+@functools.lru_cache(maxsize=4)
 def _resamples(n: int, resamples: int, seed: int) -> np.ndarray:
-    """Item indices of each bootstrap resample (rows), seeded: the same for every metric of a summary."""
-    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    """Item indices of each bootstrap resample (rows), seeded: exactly the indices `random.Random(seed).randrange(n)`
+    drew one by one before the metrics were vectorised, so intervals did not change. Python's Mersenne Twister
+    state is loaded into numpy's, and randrange's rejection sampling (k-bit draws, those >= n discarded) is replayed
+    on whole arrays. Cached: a run's summaries (the method and its baselines, same n and seed) share one draw."""
+    _, internal, _ = random.Random(seed).getstate()
+    twister = np.random.RandomState()
+    # (name, key, position, has a cached Gaussian, the cached Gaussian): numpy's legacy state tuple.
+    twister.set_state(("MT19937", np.array(internal[:-1], dtype=np.uint32), int(internal[-1]), 0, 0.0))
+    need = n * resamples
+    if need == 0:
+        return np.zeros((resamples, n), dtype=np.intp)
+    bits = n.bit_length()
+    accepted: list[np.ndarray] = []
+    got = 0
+    while got < need:
+        # Enough raw 32-bit words for what is missing, given the share the rejection step keeps (n / 2**bits).
+        raw = twister.randint(0, 2**32, size=int((need - got) * 2**bits / n * 1.05) + 64, dtype=np.uint32)
+        candidates = raw >> np.uint32(32 - bits)
+        kept = candidates[candidates < n]
+        accepted.append(kept)
+        got += len(kept)
+    rows = np.concatenate(accepted)[:need].astype(np.intp).reshape(resamples, n)
+    rows.setflags(write=False)
+    return rows
 
 
 def _interval(values: Sequence[float] | np.ndarray, level: float) -> tuple[float, float] | None:

@@ -89,3 +89,39 @@ def test_summary_intervals_equal_the_generic_bootstrap() -> None:
             expected = bootstrap_ci(outcomes, metric, resamples=300, seed=5)
             assert summary[f"{name}{view}_ci95"] == pytest.approx(expected), name + view
     assert summary["auroc_ci95"] == pytest.approx(bootstrap_ci(outcomes, auroc, resamples=300, seed=5))
+
+
+@pytest.mark.parametrize(("n", "seed"), [(1, 0), (6, 0), (37, 5), (1000, 123456789012), (5, 7)])
+def test_resamples_are_the_indices_the_pure_python_bootstrap_drew(n: int, seed: int) -> None:
+    """Vectorising the bootstrap kept every interval: the same indices as random.Random(seed).randrange(n)."""
+    import random
+
+    import numpy as np
+
+    from experiments.metrics import _resamples
+
+    rng = random.Random(seed)
+    expected = np.array([[rng.randrange(n) for _ in range(n)] for _ in range(40)])
+    assert np.array_equal(_resamples(n, 40, seed), expected)
+
+
+def test_a_summary_equals_the_pure_python_bootstrap_it_replaced() -> None:
+    """The values on a fixture are those of the earlier implementation (a list of resampled outcomes per draw)."""
+    import random
+
+    rng = random.Random(11)
+    outcomes = [Outcome(rng.random() < 0.4, rng.choice([True, False, None]), rng.random()) for _ in range(45)]
+
+    def reference(metric):  # type: ignore[no-untyped-def]
+        draw = random.Random(2)
+        values = sorted(
+            v for v in (metric([outcomes[draw.randrange(45)] for _ in range(45)]) for _ in range(200)) if v is not None
+        )
+        return values[int(0.025 * (len(values) - 1))], values[int(0.975 * (len(values) - 1) + 0.5)]
+
+    summary = summarize(outcomes, seed=2, resamples=200)
+    assert summary["accuracy_ci95"] == pytest.approx(reference(lambda s: classification(s)["accuracy"]))
+    assert summary["f1_hallucination_ci95"] == pytest.approx(
+        reference(lambda s: classification(s, positive=False)["f1"])
+    )
+    assert summary["auroc_ci95"] == pytest.approx(reference(auroc))
