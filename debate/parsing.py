@@ -124,9 +124,9 @@ def load_json_object(text: str) -> dict[str, Any]:
     candidate = _first_json_object(body) or _first_json_object(text)
     if candidate is None:
         raise ReplyUnusableError("the reply contains no JSON object")
-    for attempt in (candidate, _pythonish_to_json(candidate)):
+    for fix in (None, _pythonish_to_json):  # the repair is costly and rarely needed: only when plain JSON fails
         try:
-            value = json.loads(attempt)
+            value = json.loads(candidate if fix is None else fix(candidate))
         except json.JSONDecodeError:
             continue
         if isinstance(value, dict):
