@@ -133,7 +133,7 @@ def is_retryable(exc: BaseException) -> bool:
     """Rate limits, timeouts, connection errors, 5xx and malformed 200s are transient; every other error is final."""
     if isinstance(exc, MalformedReplyError):
         return True
-    if type(exc).__module__.split(".")[0] != "openai":  # only the SDK's classes below; no import needed otherwise
+    if not _is_sdk_error(exc):
         return False
     sdk = _sdk()
     if isinstance(exc, sdk.APIConnectionError):  # includes APITimeoutError
@@ -143,8 +143,12 @@ def is_retryable(exc: BaseException) -> bool:
     return False
 
 
+def _is_sdk_error(exc: BaseException) -> bool:
+    return type(exc).__module__.split(".")[0] == "openai"  # no import needed to tell that it is not
+
+
 def _is_status_error(exc: BaseException) -> bool:
-    return type(exc).__module__.split(".")[0] == "openai" and isinstance(exc, _sdk().APIStatusError)
+    return _is_sdk_error(exc) and isinstance(exc, _sdk().APIStatusError)
 
 
 def _headers(exc: BaseException) -> Mapping[str, str] | None:
@@ -154,7 +158,7 @@ def _headers(exc: BaseException) -> Mapping[str, str] | None:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, MalformedReplyError):
         return f"malformed reply: {exc}"
-    if type(exc).__module__.split(".")[0] == "openai":
+    if _is_sdk_error(exc):
         sdk = _sdk()
         if isinstance(exc, sdk.APIStatusError):
             return f"HTTP {exc.status_code}: {exc.message}"
@@ -252,6 +256,17 @@ class OpenAIChatClient:
         except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body
             raise _sdk().APIConnectionError(request=_sdk_http().Request(method, url)) from exc
 
+    def _status_error_or_raise(self, exc: Exception, unavailable: str) -> openai.APIStatusError:
+        """`exc` when it is an HTTP status error, for the caller to classify. A connection failure or a malformed
+        reply (every attempt spent) becomes ModelUnavailableError with `unavailable` ({why}: what went wrong);
+        anything else is not an endpoint failure and is raised as it is."""
+        if isinstance(exc, MalformedReplyError) or (_is_sdk_error(exc) and isinstance(exc, _sdk().APIConnectionError)):
+            raise ModelUnavailableError(unavailable.format(why=_describe(exc))) from exc
+        if not _is_status_error(exc):
+            raise exc
+        status_error: openai.APIStatusError = exc  # type: ignore[assignment]
+        return status_error
+
     async def resolve_model(self) -> str:
         """Check that the endpoint answers (so a down server stops the run before any work), then use the
         configured model, or the endpoint's only model."""
@@ -260,21 +275,14 @@ class OpenAIChatClient:
             async for attempt in policy:
                 with attempt:
                     page = _parse_json(await self._http("GET", "/models"))
-        except MalformedReplyError as exc:
+        except MalformedReplyError as malformed:
             if self._model is not None:  # a proxy without a model list; the configured model is used as given
                 return self._model
-            raise ModelRequestError(f"listing models at {self._config.base_url} failed ({exc}); pass --model",
-                                    status=None) from exc  # fmt: skip
-        except Exception as exc:
-            if not type(exc).__module__.startswith("openai"):
-                raise
-            sdk = _sdk()
-            if isinstance(exc, sdk.APIConnectionError):
-                raise ModelUnavailableError(
-                    f"{self._config.base_url} is unreachable ({_describe(exc)} after {self._config.max_attempts} "
-                    "attempts); is the server running?"
-                ) from exc
-            assert isinstance(exc, sdk.APIStatusError)
+            raise ModelRequestError(f"listing models at {self._config.base_url} failed ({malformed}); pass --model",
+                                    status=None) from malformed  # fmt: skip
+        except Exception as failure:
+            unreachable = f"{self._config.base_url} is unreachable ({{why}} after {self._config.max_attempts} attempts)"
+            exc = self._status_error_or_raise(failure, unreachable + "; is the server running?")
             if exc.status_code in (401, 403) or (self._model is None and not is_retryable(exc)):
                 raise ModelRequestError(
                     f"listing models at {self._config.base_url} failed ({_describe(exc)})"
@@ -352,19 +360,10 @@ class OpenAIChatClient:
                 )
                 raw, choice, latency = sent
                 break
-            except MalformedReplyError as exc:
-                raise ModelUnavailableError(
-                    f"{self._config.base_url}: {_describe(exc)} after {self._config.max_attempts} attempts"
-                ) from exc
-            except Exception as exc:
-                if not type(exc).__module__.startswith("openai"):
-                    raise
-                sdk = _sdk()
-                if isinstance(exc, sdk.APIConnectionError):
-                    raise ModelUnavailableError(
-                        f"{self._config.base_url}: {_describe(exc)} after {self._config.max_attempts} attempts"
-                    ) from exc
-                assert isinstance(exc, sdk.APIStatusError)
+            except Exception as failure:
+                exc = self._status_error_or_raise(
+                    failure, f"{self._config.base_url}: {{why}} after {self._config.max_attempts} attempts"
+                )
                 fallback = _STRUCTURED_FALLBACK.get("json_schema" if mode == "auto" else mode)
                 if (
                     self._config.structured_output == "auto"
