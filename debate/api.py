@@ -161,15 +161,19 @@ class Verifier:
     def embedded(self) -> bool:
         return self._server is not None or self._attached_embedded
 
-    def worker_config(self, workers: int) -> VerifierConfig:
-        """This started Verifier's configuration for one of `workers` processes: the resolved endpoint and model
-        (so no worker starts its own embedded model) and an equal share of the model concurrency."""
+    def worker_configs(self, workers: int) -> list[VerifierConfig]:
+        """This started Verifier's configuration for each of up to `workers` processes: the resolved endpoint and
+        model (so no worker starts its own embedded model), with the model concurrency split between them so that
+        together they send what one process would (one worker per slot at most)."""
         if self._client is None:
             raise RuntimeError("Verifier is not started; use `async with Verifier(...) as v:`")
-        share = max(1, -(-self._model_config.max_concurrency // workers))
-        return self.config.model_copy(
-            update={"model": self._model_config.model_copy(update={"max_concurrency": share})}
-        )
+        total = self._model_config.max_concurrency
+        count = max(1, min(workers, total))
+        shares = [total // count + (1 if k < total % count else 0) for k in range(count)]
+        return [
+            self.config.model_copy(update={"model": self._model_config.model_copy(update={"max_concurrency": share})})
+            for share in shares
+        ]
 
     async def __aenter__(self) -> Self:
         try:

@@ -272,14 +272,9 @@ async def run_batch(
                 )
 
         process = functools.partial(_process, verifier, input_path.name, task)
-        job = (
-            _BatchJob(verifier.worker_config(workers), verifier.embedded, input_path.name, task)
-            if workers > 1
-            else None
-        )
-        records = run_ordered(
-            pending(), process, output=output_path, limit=items_in_flight, on_record=count, job=job, workers=workers
-        )
+        configs = verifier.worker_configs(workers)
+        job = _BatchJob(configs, verifier.embedded, input_path.name, task) if len(configs) > 1 else None
+        records = run_ordered(pending(), process, output=output_path, limit=items_in_flight, on_record=count, job=job)
         async for _ in records:
             pass
         _, summary.dropped = compact(output_path, (work.key for work in _dedupe(_read_input(input_path))))
@@ -322,14 +317,18 @@ async def _process(verifier: Verifier, input_name: str, task: str, work: _Work) 
 class _BatchJob:
     """What a --workers process needs to verify lines: the parent's resolved configuration (its endpoint)."""
 
-    config: VerifierConfig
+    configs: list[VerifierConfig]
     embedded: bool
     input_name: str
     task: str
 
+    @property
+    def workers(self) -> int:
+        return len(self.configs)
+
     @asynccontextmanager
-    async def open(self) -> AsyncIterator[Callable[[_Work], Awaitable[dict[str, Any]]]]:
-        async with Verifier(config=self.config, attached_embedded=self.embedded) as verifier:
+    async def open(self, worker: int) -> AsyncIterator[Callable[[_Work], Awaitable[dict[str, Any]]]]:
+        async with Verifier(config=self.configs[worker], attached_embedded=self.embedded) as verifier:
             yield functools.partial(_process, verifier, self.input_name, self.task)
 
 

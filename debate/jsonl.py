@@ -267,18 +267,11 @@ async def run_ordered(
     limit: int,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     job: Job[T, dict[str, Any]] | None = None,
-    workers: int = 1,
 ) -> AsyncIterator[dict[str, Any]]:
     """Run `fn` over `items` (at most `limit` at once) and append each record to `output` in input order.
-    With `workers` > 1, `job` (the same work as `fn`, picklable) runs on that many processes instead; this process
+    Given a `job` (the same work as `fn`, picklable), it runs on `job.workers` processes instead; this process
     stays the one writer. `on_record` may raise to stop the run: the records written so far are kept."""
-    if workers > 1 and job is None:
-        raise ValueError("workers > 1 needs a picklable job")
-    source = (
-        process_map(items, job, workers=workers, limit=limit)
-        if job is not None and workers > 1
-        else ordered_map(items, fn, limit=limit)
-    )
+    source = process_map(items, job, limit=limit) if job is not None else ordered_map(items, fn, limit=limit)
     with ResultsLog(output) as results:
         async for record in source:
             results.write(record)

@@ -38,9 +38,13 @@ class WorkerError(DebateError):
 
 
 class Job(Protocol[T_contra, R_co]):
-    """Picklable. `open()` runs once in each worker and yields the per-item handler."""
+    """Picklable. `open(worker)` runs once in each worker process (numbered from 0, fewer than `workers`) and yields
+    the per-item handler; `workers` is how many processes the job is made for."""
 
-    def open(self) -> AbstractAsyncContextManager[Callable[[T_contra], Awaitable[R_co]]]: ...
+    @property
+    def workers(self) -> int: ...
+
+    def open(self, worker: int) -> AbstractAsyncContextManager[Callable[[T_contra], Awaitable[R_co]]]: ...
 
 
 def resolve_workers(value: str | int) -> int:
@@ -63,12 +67,12 @@ def _portable(exc: BaseException) -> BaseException:
     return exc
 
 
-async def _serve(job: Job[Any, Any], tasks: Any, results: Any, slots: int) -> None:
+async def _serve(job: Job[Any, Any], worker: int, tasks: Any, results: Any, slots: int) -> None:
     loop = asyncio.get_running_loop()
     reader = ThreadPoolExecutor(1, thread_name_prefix="worker-inbox")
     running: set[asyncio.Task[None]] = set()
     try:
-        async with job.open() as handle:
+        async with job.open(worker) as handle:
             gate = asyncio.Semaphore(slots)
 
             async def one(seq: int, item: Any) -> None:
@@ -94,13 +98,14 @@ async def _serve(job: Job[Any, Any], tasks: Any, results: Any, slots: int) -> No
         reader.shutdown(wait=False, cancel_futures=True)
 
 
-def _worker_main(job: Job[Any, Any], tasks: Any, results: Any, slots: int) -> None:
-    asyncio.run(_serve(job, tasks, results, slots))
+def _worker_main(job: Job[Any, Any], worker: int, tasks: Any, results: Any, slots: int) -> None:
+    asyncio.run(_serve(job, worker, tasks, results, slots))
 
 
-async def process_map(items: Iterable[T], job: Job[T, R], *, workers: int, limit: int) -> AsyncIterator[R]:
-    """Run `job` over `items` on `workers` processes (spawned: no event loop or thread is forked), at most `limit`
-    items out at once, yielding results in input order."""
+async def process_map(items: Iterable[T], job: Job[T, R], *, limit: int) -> AsyncIterator[R]:
+    """Run `job` over `items` on `job.workers` processes (spawned: no event loop or thread is forked), at most
+    `limit` items out at once, yielding results in input order."""
+    workers = job.workers
     if workers < 1 or limit < 1:
         raise ValueError("workers and limit must be at least 1")
     context = multiprocessing.get_context("spawn")
@@ -108,7 +113,9 @@ async def process_map(items: Iterable[T], job: Job[T, R], *, workers: int, limit
     results = context.Queue()
     slots = max(1, -(-limit // workers))
     processes: list[BaseProcess] = [
-        context.Process(target=_worker_main, args=(job, tasks, results, slots), daemon=True, name=f"debate-worker-{k}")
+        context.Process(
+            target=_worker_main, args=(job, k, tasks, results, slots), daemon=True, name=f"debate-worker-{k}"
+        )
         for k in range(workers)
     ]
     for process in processes:

@@ -123,18 +123,17 @@ async def process_items(
     order: Callable[[], Iterable[str]] | None = None,
     retry_failed: bool = True,
     job: Job[Item, dict[str, Any]] | None = None,
-    workers: int = 1,
 ) -> int:
     """Append a record per item not yet finished in `results_path`, in input order; then, given the ids in input
-    `order`, compact the file to one record per item. Returns how many were written. With `workers` > 1, `job`
-    (the same method, rebuilt in each process) runs the items on that many processes."""
+    `order`, compact the file to one record per item. Returns how many were written. Given a `job` (the same
+    method, rebuilt in each process), the items run on its worker processes."""
     with OutputLock(results_path):
         done = scan_results(results_path, retry_failed=retry_failed).final
 
         written = 0
         pending = (i for i in items if i.id not in done)
         records = run_ordered(pending, functools.partial(_record, method), output=results_path, limit=concurrency,
-                              on_record=on_record, job=job, workers=workers)  # fmt: skip
+                              on_record=on_record, job=job)  # fmt: skip
         async for _ in records:
             written += 1
         if order is not None:
@@ -169,12 +168,16 @@ class _MethodJob:
     """What a --workers process needs to run a method: the spec and the parent's resolved configuration."""
 
     spec: RunSpec
-    config: VerifierConfig
+    configs: list[VerifierConfig]
     embedded: bool
 
+    @property
+    def workers(self) -> int:
+        return len(self.configs)
+
     @asynccontextmanager
-    async def open(self) -> AsyncIterator[Callable[[Item], Awaitable[dict[str, Any]]]]:
-        async with Verifier(config=self.config, attached_embedded=self.embedded) as verifier:
+    async def open(self, worker: int) -> AsyncIterator[Callable[[Item], Awaitable[dict[str, Any]]]]:
+        async with Verifier(config=self.configs[worker], attached_embedded=self.embedded) as verifier:
             method, _ = make_method(self.spec, verifier)
             yield functools.partial(_record, method)
 
@@ -327,6 +330,7 @@ async def run_experiment(
                 )
         else:
             config_path.write_text(json.dumps(provenance(verifier, prompts), indent=2, default=str) + "\n")
+        configs = verifier.worker_configs(workers)
         await process_items(
             items_for(spec),
             method,
@@ -335,7 +339,6 @@ async def run_experiment(
             on_record=on_record,
             order=lambda: (item.id for item in items_for(spec)),
             retry_failed=retry_failed,
-            job=_MethodJob(spec, verifier.worker_config(workers), verifier.embedded) if workers > 1 else None,
-            workers=workers,
+            job=_MethodJob(spec, configs, verifier.embedded) if len(configs) > 1 else None,
         )
     return evaluate_run(run_dir, spec)

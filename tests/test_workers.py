@@ -27,11 +27,12 @@ DATA = Path(__file__).parent / "fixtures" / "data"
 class _Job:
     """Sleeps a random time per item (so completion order differs from input order), then reports its pid."""
 
+    workers: int = 2
     fail_on: int | None = None
     die_on: int | None = None
 
     @asynccontextmanager
-    async def open(self) -> AsyncIterator[Callable[[int], Awaitable[tuple[int, int]]]]:
+    async def open(self, worker: int) -> AsyncIterator[Callable[[int], Awaitable[tuple[int, int]]]]:
         async def handle(item: int) -> tuple[int, int]:
             await asyncio.sleep(random.random() / 50)
             if item == self.fail_on:
@@ -44,7 +45,7 @@ class _Job:
 
 
 async def test_results_come_back_in_input_order_from_several_processes() -> None:
-    results = [r async for r in process_map(range(60), _Job(), workers=2, limit=8)]
+    results = [r async for r in process_map(range(60), _Job(), limit=8)]
     assert [item for item, _ in results] == list(range(60))
     pids = {pid for _, pid in results}
     assert len(pids) == 2 and os.getpid() not in pids
@@ -53,15 +54,29 @@ async def test_results_come_back_in_input_order_from_several_processes() -> None
 async def test_an_items_typed_error_surfaces_as_itself_when_due() -> None:
     seen: list[int] = []
     with pytest.raises(ModelRequestError, match="item 5 refused") as caught:
-        async for item, _ in process_map(range(40), _Job(fail_on=5), workers=2, limit=4):
+        async for item, _ in process_map(range(40), _Job(fail_on=5), limit=4):
             seen.append(item)
     assert seen == [0, 1, 2, 3, 4] and caught.value.fatal
 
 
 async def test_a_dead_worker_stops_the_run_with_a_clear_error() -> None:
     with pytest.raises(WorkerError, match="exited with code 7"):
-        async for _ in process_map(range(40), _Job(die_on=3), workers=2, limit=4):
+        async for _ in process_map(range(40), _Job(die_on=3), limit=4):
             pass
+
+
+async def test_the_model_concurrency_is_split_exactly_between_workers() -> None:
+    from debate import Verifier, VerifierConfig
+    from debate.config import ModelConfig
+    from debate.testing import ScriptedChatClient
+
+    def shares(workers: int) -> list[int]:
+        return [c.model.max_concurrency for c in verifier.worker_configs(workers)]
+
+    config = VerifierConfig(model=ModelConfig(max_concurrency=5))
+    async with Verifier(config=config, client=ScriptedChatClient([])) as verifier:
+        assert shares(2) == [3, 2] and shares(1) == [5]
+        assert shares(8) == [1] * 5  # never a worker without a model slot
 
 
 def test_workers_option_values() -> None:
