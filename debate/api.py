@@ -13,14 +13,10 @@ call would fail the same way).
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import subprocess
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from types import TracebackType
 from typing import Self
 
@@ -32,6 +28,7 @@ from debate.llm import ChatClient
 from debate.llm.cache import CachingChatClient
 from debate.llm.embedded import EMBEDDED_MODEL_NAME, EmbeddedServer
 from debate.llm.openai_client import OpenAIChatClient
+from debate.provenance import git_commit, package_version
 from debate.retrieval import RetrievalCache
 from debate.rollup import claim_ratios, response_score, roll_up
 from debate.spans import ground_claims
@@ -69,28 +66,6 @@ from debate.types import (
 __all__ = ["Verifier", "averify", "verify"]
 
 log = logging.getLogger(__name__)
-
-
-@functools.cache
-def _git_commit() -> str | None:
-    """The commit of the checkout this package runs from, if any."""
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = out.stdout.strip()
-    return commit if out.returncode == 0 and commit else None
-
-
-@functools.cache
-def _package_version() -> str:
-    try:
-        return version("markov-debate")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 _RISK_ORDER: tuple[RiskLevel, ...] = ("none", "low", "moderate", "high")
@@ -261,8 +236,8 @@ class Verifier:
             prompt_set=self._prompts_dir or "paper",
             prompts=prompts,
             seed=self._model_config.seed,
-            package_version=_package_version(),
-            git_commit=_git_commit(),
+            package_version=package_version(),
+            git_commit=git_commit(),
             created_at=datetime.now(UTC),
         )
 

@@ -17,7 +17,6 @@ import os
 import time
 import urllib.request
 from collections.abc import Mapping
-from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -35,6 +34,7 @@ from debate.llm.base import (
     TokenLogprob,
     TopLogprob,
 )
+from debate.provenance import package_version
 from debate.retry import TRANSIENT_STATUS, retrying
 from debate.types import Usage
 
@@ -69,13 +69,6 @@ def _sdk_http() -> ModuleType:
     return module
 
 
-def _user_agent() -> str:
-    try:
-        return f"markov-debate/{version('markov-debate')}"
-    except PackageNotFoundError:
-        return "markov-debate"
-
-
 def _status_error(status: int, headers: Mapping[str, str], body: bytes, method: str, url: str) -> openai.APIStatusError:
     """The exception the SDK raises for this response, worded as the SDK words it."""
     sdk, httpx = _sdk(), _sdk_http()
@@ -102,7 +95,7 @@ def _status_error(status: int, headers: Mapping[str, str], body: bytes, method: 
     return error
 
 
-def _reply_text(raw: object) -> tuple[dict[str, Any], dict[str, Any]]:
+def _first_choice(raw: object) -> tuple[dict[str, Any], dict[str, Any]]:
     """The completion and its first choice, or MalformedReplyError saying what is wrong with the body."""
     if not isinstance(raw, dict):
         raise MalformedReplyError(f"the endpoint answered 200 with JSON that is not an object: {str(raw)[:80]!r}")
@@ -202,16 +195,15 @@ class OpenAIChatClient:
             "Authorization": f"Bearer {api_key}",
             "Content-Type": "application/json",
             "Accept": "application/json",
-            "User-Agent": _user_agent(),
+            "User-Agent": f"markov-debate/{package_version()}",
         }
         for header, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
             if os.environ.get(variable):
                 self._request_headers[header] = os.environ[variable]
         # Environment proxies as httpx reads them, resolved once instead of on every request.
-        host = urlparse(self._base).hostname or ""
-        proxies = urllib.request.getproxies()
-        scheme = urlparse(self._base).scheme
-        self._proxy = proxies.get(scheme) if proxies.get(scheme) and not urllib.request.proxy_bypass(host) else None
+        url = urlparse(self._base)
+        proxy = urllib.request.getproxies().get(url.scheme)
+        self._proxy = proxy if proxy and not urllib.request.proxy_bypass(url.hostname or "") else None
         self._session: aiohttp.ClientSession | None = None
         # Built once; each call runs a copy, since a tenacity policy keeps per-call state on itself.
         self._policy = retrying(
@@ -347,7 +339,7 @@ class OpenAIChatClient:
             started = time.perf_counter()
             body = await self._http("POST", "/chat/completions", payload)
             latency = time.perf_counter() - started
-        raw, choice = _reply_text(_parse_json(body))
+        raw, choice = _first_choice(_parse_json(body))
         return raw, choice, latency
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
