@@ -15,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Self
+from typing import Generic, Self, TypeVar
 
 from debate.chain import MarkovChain, load_chain
 from debate.concurrency import gather_ordered
@@ -63,10 +65,13 @@ from debate.types import (
     Usage,
 )
 
-__all__ = ["Verifier", "averify", "verify"]
+__all__ = ["Verifier", "VerifierJob", "averify", "verify"]
 
 log = logging.getLogger(__name__)
 
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 _RISK_ORDER: tuple[RiskLevel, ...] = ("none", "low", "moderate", "high")
 
@@ -135,6 +140,12 @@ class Verifier:
     @property
     def embedded(self) -> bool:
         return self._server is not None or self._attached_embedded
+
+    def job(self, workers: int, handler: Callable[[Verifier], Callable[[T], Awaitable[R]]]) -> VerifierJob[T, R] | None:
+        """The --workers job (debate.workers) running `handler`'s per-item work on up to `workers` processes over
+        this started Verifier's endpoint; None when one process is all there is (one worker, or one model slot)."""
+        configs = self.worker_configs(workers)
+        return VerifierJob(configs, self.embedded, handler) if len(configs) > 1 else None
 
     def worker_configs(self, workers: int) -> list[VerifierConfig]:
         """This started Verifier's configuration for each of up to `workers` processes: the resolved endpoint and
@@ -446,3 +457,26 @@ def verify(
 ) -> Report:
     """Synchronous `averify`."""
     return asyncio.run(averify(response, question=question, reference=reference, task=task, config=config))
+
+
+@dataclass(frozen=True)
+class VerifierJob(Generic[T, R]):
+    """A picklable --workers job (see debate.workers): each worker process opens its own Verifier on its share of
+    the parent's resolved configuration and makes its per-item handler with `handler(verifier)` (a module-level
+    function, or a functools.partial of one, so that it pickles)."""
+
+    configs: list[VerifierConfig]
+    """One configuration per worker: the parent's endpoint and model, a share of the model concurrency."""
+    embedded: bool
+    """The endpoint is the embedded model the parent started."""
+    handler: Callable[[Verifier], Callable[[T], Awaitable[R]]]
+    """Makes the per-item work from a started Verifier."""
+
+    @property
+    def workers(self) -> int:
+        return len(self.configs)
+
+    @asynccontextmanager
+    async def open(self, worker: int) -> AsyncIterator[Callable[[T], Awaitable[R]]]:
+        async with Verifier(config=self.configs[worker], attached_embedded=self.embedded) as verifier:
+            yield self.handler(verifier)

@@ -8,8 +8,7 @@ import functools
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from debate.api import Verifier
 from debate.claims import triplet_sentence
-from debate.config import VerifierConfig
 from debate.errors import DebateError, InputError, ModelRequestError, ModelUnavailableError
 from debate.jsonl import OutputLock, compact, is_final, run_ordered, scan_results
 from debate.stages import Reference
@@ -271,10 +269,11 @@ async def run_batch(
                     f"{_failure_message(record)}); finished records are kept; re-run to resume"
                 )
 
-        process = functools.partial(_process, verifier, input_path.name, task)
-        configs = verifier.worker_configs(workers)
-        job = _BatchJob(configs, verifier.embedded, input_path.name, task) if len(configs) > 1 else None
-        records = run_ordered(pending(), process, output=output_path, limit=items_in_flight, on_record=count, job=job)
+        handler = functools.partial(_line_handler, input_path.name, task)
+        job = verifier.job(workers, handler)
+        records = run_ordered(
+            pending(), handler(verifier), output=output_path, limit=items_in_flight, on_record=count, job=job
+        )
         async for _ in records:
             pass
         _, summary.dropped = compact(output_path, (work.key for work in _dedupe(_read_input(input_path))))
@@ -313,23 +312,8 @@ async def _process(verifier: Verifier, input_name: str, task: str, work: _Work) 
     return {**base, "line": work.line, "result": report.model_dump(mode="json")}
 
 
-@dataclass(frozen=True)
-class _BatchJob:
-    """What a --workers process needs to verify lines: the parent's resolved configuration (its endpoint)."""
-
-    configs: list[VerifierConfig]
-    embedded: bool
-    input_name: str
-    task: str
-
-    @property
-    def workers(self) -> int:
-        return len(self.configs)
-
-    @asynccontextmanager
-    async def open(self, worker: int) -> AsyncIterator[Callable[[_Work], Awaitable[dict[str, Any]]]]:
-        async with Verifier(config=self.configs[worker], attached_embedded=self.embedded) as verifier:
-            yield functools.partial(_process, verifier, self.input_name, self.task)
+def _line_handler(input_name: str, task: str, verifier: Verifier) -> Callable[[_Work], Awaitable[dict[str, Any]]]:
+    return functools.partial(_process, verifier, input_name, task)
 
 
 def count_pending(input_path: Path, output_path: Path, *, retry_failed: bool = True) -> tuple[int, int]:

@@ -7,9 +7,7 @@ import functools
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -163,23 +161,9 @@ async def _record(method: Method, item: Item) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class _MethodJob:
-    """What a --workers process needs to run a method: the spec and the parent's resolved configuration."""
-
-    spec: RunSpec
-    configs: list[VerifierConfig]
-    embedded: bool
-
-    @property
-    def workers(self) -> int:
-        return len(self.configs)
-
-    @asynccontextmanager
-    async def open(self, worker: int) -> AsyncIterator[Callable[[Item], Awaitable[dict[str, Any]]]]:
-        async with Verifier(config=self.configs[worker], attached_embedded=self.embedded) as verifier:
-            method, _ = make_method(self.spec, verifier)
-            yield functools.partial(_record, method)
+def _method_handler(spec: RunSpec, verifier: Verifier) -> Callable[[Item], Awaitable[dict[str, Any]]]:
+    method, _ = make_method(spec, verifier)
+    return functools.partial(_record, method)
 
 
 def source_line_of(item_id: str) -> int:
@@ -330,7 +314,6 @@ async def run_experiment(
                 )
         else:
             config_path.write_text(json.dumps(provenance(verifier, prompts), indent=2, default=str) + "\n")
-        configs = verifier.worker_configs(workers)
         await process_items(
             items_for(spec),
             method,
@@ -339,6 +322,6 @@ async def run_experiment(
             on_record=on_record,
             order=lambda: (item.id for item in items_for(spec)),
             retry_failed=retry_failed,
-            job=_MethodJob(spec, configs, verifier.embedded) if len(configs) > 1 else None,
+            job=verifier.job(workers, functools.partial(_method_handler, spec)),
         )
     return evaluate_run(run_dir, spec)
