@@ -70,7 +70,7 @@ def auroc(outcomes: Sequence[Outcome]) -> float | None:
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=1)
 def _resamples(n: int, resamples: int, seed: int) -> np.ndarray:
     """Item indices of each bootstrap resample (rows), seeded: exactly the indices `random.Random(seed).randrange(n)`
     drew one by one before the metrics were vectorised, so intervals did not change. Python's Mersenne Twister
@@ -146,6 +146,12 @@ def _bootstrap_all(outcomes: Sequence[Outcome], *, resamples: int, seed: int) ->
     sorted_score = score[order]
     starts = np.flatnonzero(np.r_[True, sorted_score[1:] != sorted_score[:-1]])
     pos_sorted, neg_sorted = label[order], ~label[order]
+    # Per view (factual positive, hallucination positive): the items that are TP, FP and FN when drawn once.
+    masks = {}
+    for view, positive in (("", True), ("_hallucination", False)):
+        actual, predicted = label == positive, pred == positive
+        masks[view] = [(a & b).astype(np.float64) for a, b in ((actual, predicted), (~actual, predicted),
+                                                                (actual, ~predicted))]  # fmt: skip
     out: dict[str, list[np.ndarray]] = {}
     rows = _resamples(n, resamples, seed)
     for begin in range(0, resamples, _CHUNK):
@@ -153,19 +159,18 @@ def _bootstrap_all(outcomes: Sequence[Outcome], *, resamples: int, seed: int) ->
         r = block.shape[0]
         flat = (block + np.arange(r)[:, None] * n).ravel()
         counts = np.bincount(flat, minlength=r * n).reshape(r, n).astype(np.float64)
-        for view, positive in (("", True), ("_hallucination", False)):
-            actual, predicted = label == positive, pred == positive
+        for view, (tp_mask, fp_mask, fn_mask) in masks.items():
             # einsum, not `@`: BLAS would spread these small products over threads that mostly spin, which costs
             # more CPU than it saves.
-            tp = np.einsum("ij,j->i", counts, (actual & predicted).astype(np.float64))
-            fp = np.einsum("ij,j->i", counts, (~actual & predicted).astype(np.float64))
-            fn = np.einsum("ij,j->i", counts, (actual & ~predicted).astype(np.float64))
+            tp = np.einsum("ij,j->i", counts, tp_mask)
+            fp = np.einsum("ij,j->i", counts, fp_mask)
+            fn = np.einsum("ij,j->i", counts, fn_mask)
             tn = n - tp - fp - fn
             precision = np.divide(tp, tp + fp, out=np.zeros(r), where=(tp + fp) > 0)
             recall = np.divide(tp, tp + fn, out=np.zeros(r), where=(tp + fn) > 0)
             f1 = np.divide(2 * precision * recall, precision + recall, out=np.zeros(r), where=(precision + recall) > 0)
             metrics = {"precision": precision, "recall": recall, "f1": f1}
-            if positive:
+            if view == "":
                 metrics["accuracy"] = (tp + tn) / n
             for name, values in metrics.items():
                 out.setdefault(name + view, []).append(values)
