@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import pickle
 import queue
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -58,8 +59,6 @@ def resolve_workers(value: str | int) -> int:
 
 
 def _portable(exc: BaseException) -> BaseException:
-    import pickle
-
     try:
         pickle.loads(pickle.dumps(exc))
     except Exception:  # anything unpicklable is sent as its description instead
