@@ -279,16 +279,16 @@ class LogprobPrefilter:
             cited_ids = [
                 s.id for s in plan.sources if s.id in cited or (s.parent_id is not None and s.parent_id in cited)
             ]
+            result, usage = await self._check.check_claim(claim.text, cited_ids, context)
         else:
-            # Outside RAG, the claim's evidence plays the cited sources: does it raise P(YES)?
-            context = {f"E{i}": e.text for i, e in enumerate(evidence, start=1)}
-            cited_ids = list(context)
-        if plan.sources is None:
             # Outside RAG answers the check's only use is deciding (there is no grounding report to fill), so it
             # makes no call that cannot change a decision: none at all without trust_grounded, none when no P(yes)
             # could reach the threshold, and no second call when the first already rules it out.
             if not cfg.trust_grounded:
                 return self._skip(_CANNOT_DECIDE)
+            # The claim's evidence plays the cited sources: does it raise P(YES)?
+            context = {f"E{i}": e.text for i, e in enumerate(evidence, start=1)}
+            cited_ids = list(context)
             if max_confidence(1.0, bool(cited_ids)) < cfg.grounded_confidence:
                 return self._skip(f"no evidence: confidence cannot reach {cfg.grounded_confidence}")
             p1, usage = await self._check.probability(claim.text, _context(context, []))
@@ -299,8 +299,6 @@ class LogprobPrefilter:
                 return self._skip(reason, usage)
             result, more = await self._check.score(claim.text, p1, cited_ids, context)
             usage = usage + more
-        else:
-            result, usage = await self._check.check_claim(claim.text, cited_ids, context)
         if result is None:
             return self._no_logprobs(usage)
         summary = (
