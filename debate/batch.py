@@ -31,6 +31,7 @@ __all__ = [
     "FailOn",
     "count_pending",
     "fails_on",
+    "read_items",
     "run_batch",
 ]
 
@@ -169,6 +170,13 @@ def _read_input(path: Path) -> Iterator[_Work]:
                 yield _Work(number, sha, None, None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
                 continue
             yield _validate(number, sha, raw, "line")
+
+
+def read_items(path: Path) -> Iterator[tuple[int, BatchItem | None, str | None]]:
+    """The items of a JSONL or RefChecker JSON-array file: (line or item number, item, None), or (number, None, the
+    error naming that line) for one that cannot be read. Raises InputError for a JSON array unreadable as a whole."""
+    for work in _read_input(path):
+        yield work.line, work.item, work.error
 
 
 def _validate(number: int, sha: str, raw: Any, unit: str) -> _Work:

@@ -25,7 +25,10 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize(("package", "forbidden"), [("debate", {"agents", "experiments"}), ("agents", {"experiments"})])
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [("debate", {"agents", "experiments", "desk"}), ("agents", {"experiments", "desk"}), ("experiments", {"desk"})],
+)
 def test_imports_flow_one_way(package: str, forbidden: set[str]) -> None:
     offenders = {
         str(path.relative_to(ROOT)): sorted(_imports(path) & forbidden) for path in (ROOT / package).rglob("*.py")
@@ -36,7 +39,7 @@ def test_imports_flow_one_way(package: str, forbidden: set[str]) -> None:
 def test_only_one_module_imports_the_openai_sdk() -> None:
     users = sorted(
         str(p.relative_to(ROOT))
-        for pkg in ("debate", "agents", "experiments")
+        for pkg in ("debate", "agents", "experiments", "desk")
         for p in (ROOT / pkg).rglob("*.py")
         if "openai" in _imports(p)
     )

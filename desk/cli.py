@@ -1,0 +1,194 @@
+"""`debate serve`, `debate worker` and `debate new-key`, added to the `debate` command by entry point."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from debate.cli import add_verifier_arguments, verifier_config
+from debate.errors import UsageError
+from desk.auth import ROLE_PERMISSIONS, hash_key, load_keys, new_key
+from desk.settings import DeskSettings, default_db_url
+
+__all__ = ["register"]
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+log = logging.getLogger(__name__)
+
+
+def register(sub: Any) -> None:
+    """Add serve, worker and new-key to the `debate` subcommands."""
+    serve = sub.add_parser(
+        "serve",
+        help="the audit desk: HTTP API, audit store and web UI (http://127.0.0.1:8000)",
+        description="Serve the audit desk. Without keys it binds loopback only; any other --host needs API keys "
+        "(--api-keys-file or DEBATE_API_KEYS).",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    serve.add_argument(
+        "--api-keys-file",
+        type=Path,
+        default=None,
+        help="keys, one NAME:ROLE:sha256:HEX (or NAME:ROLE:KEY) per line; roles: "
+        f"{', '.join(ROLE_PERMISSIONS)} (see `debate new-key`)",
+    )
+    _store_arguments(serve)
+    serve.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        help="audits the in-process worker runs at once; 0: none, use `debate worker` (default: 2)",
+    )
+    serve.add_argument("--max-body-mb", type=float, default=10.0, help="largest request body in MiB (default: 10)")
+    serve.add_argument(
+        "--price-prompt",
+        type=float,
+        default=0.0,
+        metavar="USD",
+        help="price per million prompt tokens, for cost figures (default: 0, not tracked)",
+    )
+    serve.add_argument(
+        "--price-completion",
+        type=float,
+        default=0.0,
+        metavar="USD",
+        help="price per million completion tokens (default: 0)",
+    )
+    add_verifier_arguments(serve)
+    serve.set_defaults(handler=_serve)
+
+    worker = sub.add_parser("worker", help="run audit jobs from a shared store (more processes or machines)")
+    _store_arguments(worker)
+    worker.add_argument("--jobs", type=int, default=2, help="audits run at once (default: 2)")
+    add_verifier_arguments(worker)
+    worker.set_defaults(handler=_worker)
+
+    key = sub.add_parser("new-key", help="make an API key for the audit desk (prints the key and its keys-file line)")
+    key.add_argument("name", help="who holds it (recorded with every request made with it)")
+    key.add_argument("role", choices=list(ROLE_PERMISSIONS), help="what it may do")
+    key.set_defaults(handler=_new_key)
+
+
+def _store_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help="audit store: sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (default: DEBATE_DESK_DB,"
+        " else desk.sqlite in the user data directory)",
+    )
+    parser.add_argument(
+        "--lease",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a running audit whose worker is silent this long is run again (default: 60)",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep model calls in DIR/calls.sqlite so an interrupted audit is resumed without "
+        "repeating them (default: beside a SQLite store; off for other stores)",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="do not cache model calls")
+
+
+def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
+    config = verifier_config(args)
+    db_url = args.db or default_db_url()
+    try:
+        url = make_url(db_url)
+    except Exception as exc:  # sqlalchemy raises ArgumentError (and ValueError) for a malformed URL
+        raise UsageError(f"--db: not a database URL: {db_url!r} ({exc})") from exc
+    cache_dir = args.cache
+    if cache_dir is None and url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        cache_dir = Path(url.database).parent
+    if cache_dir is not None and not args.no_cache:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        config = config.model_copy(update={"call_cache": str(cache_dir / "calls.sqlite")})
+    api_keys = load_keys(getattr(args, "api_keys_file", None)) if keys else []
+    return DeskSettings(
+        db_url=db_url,
+        verifier=config,
+        keys=api_keys,
+        jobs=args.jobs,
+        lease_s=args.lease,
+        max_body_bytes=int(getattr(args, "max_body_mb", 10.0) * 1024 * 1024),
+        price_prompt_per_mtok=getattr(args, "price_prompt", 0.0),
+        price_completion_per_mtok=getattr(args, "price_completion", 0.0),
+        session_secret=_env("DEBATE_SESSION_SECRET"),
+    )
+
+
+def _env(name: str) -> str | None:
+    return os.environ.get(name) or None
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from desk.app import create_app
+
+    settings = _settings(args, keys=True)
+    if args.host not in _LOOPBACK and not settings.keys:
+        raise UsageError(
+            f"--host {args.host} exposes the desk beyond this machine: give API keys (--api-keys-file or "
+            "DEBATE_API_KEYS; `debate new-key NAME ROLE` makes one)"
+        )
+    if args.jobs < 0:
+        raise UsageError("--jobs must be 0 or more")
+    app = create_app(settings)
+    where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/"
+    print(
+        f"audit desk on {where} (store {make_url(settings.db_url).render_as_string(hide_password=True)}; "
+        f"auth {'keys' if settings.keys else 'off, loopback only'})",
+        file=sys.stderr,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning")
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from desk.store import Store
+    from desk.worker import Worker
+
+    settings = _settings(args, keys=False)
+    if settings.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    store = Store(settings.db_url)
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        worker = Worker(store, settings)
+        print(
+            f"worker {worker.name} on {make_url(settings.db_url).render_as_string(hide_password=True)}", file=sys.stderr
+        )
+        await worker.run(stop)
+
+    try:
+        asyncio.run(run())
+    finally:
+        store.close()
+    return 0
+
+
+def _new_key(args: argparse.Namespace) -> int:
+    key = new_key()
+    print(f"key (give it to {args.name}; it is not stored anywhere): {key}")
+    print("line for --api-keys-file:")
+    print(f"{args.name}:{args.role}:sha256:{hash_key(key)}")
+    return 0

@@ -1,0 +1,63 @@
+"""The desk's configuration: store, keys, workers, limits, prices. Resolved once by `debate serve` / `debate worker`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from platformdirs import user_data_dir
+from pydantic import BaseModel, ConfigDict, Field
+
+from debate.config import VerifierConfig
+from desk.auth import ApiKey
+
+__all__ = ["DeskSettings", "default_db_url"]
+
+
+def default_db_url() -> str:
+    """SQLite in the user data directory (DEBATE_DESK_DB overrides)."""
+    configured = os.environ.get("DEBATE_DESK_DB")
+    if configured:
+        return configured
+    folder = Path(user_data_dir("markov-debate", appauthor=False))
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'desk.sqlite'}"
+
+
+class DeskSettings(BaseModel):
+    """Everything the audit desk needs besides the Verifier's own configuration."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    db_url: str = Field(default_factory=default_db_url)
+    """SQLAlchemy URL of the audit store (sqlite:///PATH or postgresql+psycopg://...)."""
+    verifier: VerifierConfig = Field(default_factory=VerifierConfig)
+    """How audits are verified (the endpoint's API key is never stored: reports record the config without it)."""
+    keys: list[ApiKey] = Field(default_factory=list)
+    """API keys (hashed). Empty: no authentication, allowed on loopback only."""
+    jobs: int = Field(default=2, ge=0)
+    """Audits the in-process worker runs at once (0: no in-process worker; run `debate worker`)."""
+    lease_s: float = Field(default=60.0, gt=0)
+    """A running audit whose worker has not renewed its lease for this long goes back to the queue."""
+    poll_s: float = Field(default=0.5, gt=0)
+    """How often an idle worker looks for work."""
+    max_attempts: int = Field(default=5, ge=1)
+    """Transient failures (endpoint down) before an audit is marked failed."""
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
+    """Largest request body (a batch upload included); larger gets 413."""
+    max_batch_items: int = Field(default=10_000, ge=1)
+    """Largest batch, in items."""
+    price_prompt_per_mtok: float = Field(default=0.0, ge=0)
+    """Price of a million prompt tokens, for the cost figures (0: cost not tracked)."""
+    price_completion_per_mtok: float = Field(default=0.0, ge=0)
+    """Price of a million completion tokens."""
+    session_secret: str | None = None
+    """Signs UI sessions and CSRF tokens; servers sharing a store behind one address need the same one
+    (DEBATE_SESSION_SECRET). None: a random secret per start (sessions end with the process)."""
+    queue_sample_rate: float = Field(default=0.1, ge=0, le=1)
+    """Share of confident automated decisions the review queue samples for re-checking."""
+    queue_seed: int = 0
+    """Seed of that sample (the same seed gives the same sample)."""
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.price_prompt_per_mtok + completion_tokens * self.price_completion_per_mtok) / 1e6

@@ -1,0 +1,805 @@
+"""The audit store: submissions, jobs with leases, reports kept as produced, reviews and the trail.
+
+One class over SQLAlchemy 2, the same on SQLite (WAL; the default) and PostgreSQL (several servers and workers).
+Jobs are claimed with a guarded UPDATE (`... WHERE status = 'pending'`), preceded on PostgreSQL by
+`SELECT ... FOR UPDATE SKIP LOCKED`, so two workers never take the same audit; a running audit carries a lease that
+its worker renews, and one whose lease ran out goes back to the queue. A result is stored only by the worker that
+still holds the audit, so an audit is finished at most once, whatever crashed in between.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, and_, create_engine, event, exists, func, or_, select, text, update
+from sqlalchemy.engine import Connection, CursorResult, Result
+from sqlalchemy.orm import Session, sessionmaker
+
+from debate.errors import DebateError
+from debate.types import Report
+from desk.auth import Principal
+from desk.models import (
+    AgreementPoint,
+    AuditDetail,
+    AuditPage,
+    AuditRequest,
+    AuditSummary,
+    BatchInfo,
+    EngineLabel,
+    EventInfo,
+    QueueItem,
+    ReviewIn,
+    ReviewInfo,
+    Stats,
+)
+from desk.tables import AuditRow, BatchRow, ClaimRow, EventRow, ReviewRow
+
+__all__ = ["ConflictError", "Job", "NotFoundError", "Store", "StoreError", "engine_label", "utcnow"]
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+_MIGRATION_LOCK = threading.Lock()
+_LABELS: list[EngineLabel] = ["factual", "non_factual", "not_enough_evidence", "unverifiable"]
+
+
+class StoreError(DebateError):
+    """A request the store cannot honour (the API turns it into a 4xx)."""
+
+    kind = "input"
+
+
+class NotFoundError(StoreError):
+    """No such audit, claim or batch."""
+
+
+class ConflictError(StoreError):
+    """The request conflicts with what is stored (an idempotency key reused for another body, a finished job)."""
+
+
+def _count(result: Result[Any]) -> int:
+    """Rows an UPDATE changed (every UPDATE here runs on a cursor, which has the count)."""
+    return int(cast("CursorResult[Any]", result).rowcount)
+
+
+def utcnow() -> datetime:
+    """Naive UTC: stored the same way on SQLite and PostgreSQL."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def engine_label(claim: dict[str, Any]) -> EngineLabel:
+    label = claim.get("label")
+    return label if label in ("factual", "non_factual", "not_enough_evidence") else "unverifiable"
+
+
+@dataclass(frozen=True)
+class Job:
+    """A claimed audit: what the worker runs."""
+
+    audit_id: int
+    request: AuditRequest
+    attempts: int
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Store:
+    """The audit store at `url` (migrated to the current schema on open)."""
+
+    def __init__(self, url: str, *, price_prompt_per_mtok: float = 0.0, price_completion_per_mtok: float = 0.0) -> None:
+        self.url = url
+        self.engine: Engine = create_engine(url, pool_pre_ping=True)
+        self.dialect = self.engine.dialect.name
+        if self.dialect == "sqlite":
+            _sqlite_setup(self.engine)
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
+        self._prices = (price_prompt_per_mtok, price_completion_per_mtok)
+        self.migrate()
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest migration (a no-op when it is current)."""
+        config = Config()
+        config.set_main_option("script_location", str(_MIGRATIONS))
+        # Alembic keeps its context in module globals (one migration per process at a time), and servers that
+        # start together must not both create the schema: PostgreSQL serialises them with an advisory lock,
+        # SQLite with the BEGIN IMMEDIATE every transaction here starts with.
+        with _MIGRATION_LOCK, self.engine.begin() as conn:
+            if self.dialect == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(7405921)"))
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def schema_revision(self) -> str | None:
+        with self.engine.connect() as conn:
+            return _revision(conn)
+
+    # --- submission ------------------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        principal: Principal,
+        request: AuditRequest,
+        *,
+        idempotency_key: str | None = None,
+        batch_id: int | None = None,
+        batch_line: int | None = None,
+        session: Session | None = None,
+    ) -> tuple[int, bool]:
+        """Queue one audit; (id, created). The same idempotency key with the same body returns the first audit."""
+        body = request.model_dump_json()
+        digest = _sha(body)
+        with self._maybe(session) as s:
+            if idempotency_key is not None:
+                found = s.scalars(
+                    select(AuditRow).where(
+                        AuditRow.submitted_by == principal.name, AuditRow.idempotency_key == idempotency_key
+                    )
+                ).first()
+                if found is not None:
+                    if found.request_sha256 != digest:
+                        raise ConflictError(
+                            f"idempotency key {idempotency_key!r} was used for a different request (audit {found.id})"
+                        )
+                    return found.id, False
+            now = utcnow()
+            row = AuditRow(
+                created_at=now,
+                submitted_by=principal.name,
+                idempotency_key=idempotency_key,
+                request_sha256=digest,
+                batch_id=batch_id,
+                batch_line=batch_line,
+                task=request.task,
+                request_json=body,
+                status="pending",
+                attempts=0,
+                llm_calls=0,
+                prompt_tokens=0,
+                completion_tokens=0,
+                search_text=f"{request.question or ''}\n{request.response}".lower(),
+            )
+            s.add(row)
+            s.flush()
+            s.add(
+                EventRow(
+                    audit_id=row.id,
+                    at=now,
+                    kind="submitted",
+                    actor=principal.name,
+                    detail=f"batch {batch_id} line {batch_line}" if batch_id else None,
+                )
+            )
+            return row.id, True
+
+    def submit_batch(
+        self,
+        principal: Principal,
+        *,
+        name: str,
+        task: str,
+        items: Sequence[tuple[int, AuditRequest]],
+        input_errors: list[dict[str, Any]],
+    ) -> int:
+        """Queue a batch in one transaction: all its readable lines, or nothing."""
+        with self._session.begin() as s:
+            batch = BatchRow(
+                created_at=utcnow(),
+                submitted_by=principal.name,
+                name=name,
+                task=task,
+                total=len(items),
+                input_errors=input_errors,
+            )
+            s.add(batch)
+            s.flush()
+            for line, request in items:
+                self.submit(principal, request, batch_id=batch.id, batch_line=line, session=s)
+            return batch.id
+
+    # --- jobs ------------------------------------------------------------------------------------------------
+
+    def claim(self, worker: str, lease_s: float) -> Job | None:
+        """Take the oldest pending audit that is due, or None."""
+        for _ in range(5):
+            with self._session.begin() as s:
+                now = utcnow()
+                candidate = (
+                    select(AuditRow.id)
+                    .where(AuditRow.status == "pending", or_(AuditRow.not_before.is_(None), AuditRow.not_before <= now))
+                    .order_by(AuditRow.id)
+                    .limit(1)
+                )
+                if self.dialect == "postgresql":
+                    candidate = candidate.with_for_update(skip_locked=True)
+                audit_id = s.scalars(candidate).first()
+                if audit_id is None:
+                    return None
+                taken = s.execute(
+                    update(AuditRow)
+                    .where(AuditRow.id == audit_id, AuditRow.status == "pending")
+                    .values(
+                        status="running",
+                        worker=worker,
+                        lease_until=now + timedelta(seconds=lease_s),
+                        started_at=now,
+                        attempts=AuditRow.attempts + 1,
+                    )
+                )
+                if _count(taken) != 1:
+                    continue  # another worker won the race: look again
+                row = s.get_one(AuditRow, audit_id)
+                s.add(
+                    EventRow(audit_id=audit_id, at=now, kind="claimed", actor=worker, detail=f"attempt {row.attempts}")
+                )
+                return Job(audit_id, AuditRequest.model_validate_json(row.request_json), row.attempts)
+        return None
+
+    def renew(self, worker: str, audit_ids: Sequence[int], lease_s: float) -> list[int]:
+        """Extend the leases of a worker's running audits; the ids it no longer holds (cancelled or taken over)."""
+        if not audit_ids:
+            return []
+        with self._session.begin() as s:
+            s.execute(
+                update(AuditRow)
+                .where(AuditRow.id.in_(audit_ids), AuditRow.worker == worker, AuditRow.status == "running")
+                .values(lease_until=utcnow() + timedelta(seconds=lease_s))
+            )
+            held = set(
+                s.scalars(
+                    select(AuditRow.id).where(
+                        AuditRow.id.in_(audit_ids), AuditRow.worker == worker, AuditRow.status == "running"
+                    )
+                )
+            )
+        return [i for i in audit_ids if i not in held]
+
+    def requeue_expired(self) -> list[int]:
+        """Put running audits whose lease ran out (their worker died) back in the queue."""
+        with self._session.begin() as s:
+            now = utcnow()
+            expired = list(
+                s.scalars(select(AuditRow.id).where(AuditRow.status == "running", AuditRow.lease_until < now))
+            )
+            for audit_id in expired:
+                done = s.execute(
+                    update(AuditRow)
+                    .where(AuditRow.id == audit_id, AuditRow.status == "running", AuditRow.lease_until < now)
+                    .values(status="pending", worker=None, lease_until=None)
+                )
+                if _count(done) == 1:
+                    s.add(
+                        EventRow(
+                            audit_id=audit_id, at=now, kind="requeued", actor=None, detail="the worker's lease ran out"
+                        )
+                    )
+            return expired
+
+    def release(self, worker: str, audit_ids: Sequence[int]) -> None:
+        """A stopping worker hands its running audits back to the queue."""
+        with self._session.begin() as s:
+            now = utcnow()
+            for audit_id in audit_ids:
+                done = s.execute(
+                    update(AuditRow)
+                    .where(AuditRow.id == audit_id, AuditRow.status == "running", AuditRow.worker == worker)
+                    .values(status="pending", worker=None, lease_until=None)
+                )
+                if _count(done) == 1:
+                    s.add(EventRow(audit_id=audit_id, at=now, kind="requeued", actor=worker, detail="worker stopped"))
+
+    def finish(self, audit_id: int, worker: str, report: Report) -> bool:
+        """Store the report, as produced, if `worker` still holds the audit; False when it does not (discarded)."""
+        report_json = report.model_dump_json()
+        data = json.loads(report_json)
+        with self._session.begin() as s:
+            now = utcnow()
+            stored = s.execute(
+                update(AuditRow)
+                .where(
+                    AuditRow.id == audit_id,
+                    AuditRow.status == "running",
+                    AuditRow.worker == worker,
+                    AuditRow.report_json.is_(None),
+                )
+                .values(
+                    status="done",
+                    finished_at=now,
+                    lease_until=None,
+                    verdict=report.verdict,
+                    report_json=report_json,
+                    llm_calls=report.usage.llm_calls,
+                    prompt_tokens=report.usage.prompt_tokens,
+                    completion_tokens=report.usage.completion_tokens,
+                )
+            )
+            if _count(stored) != 1:
+                s.add(
+                    EventRow(
+                        audit_id=audit_id,
+                        at=now,
+                        kind="discarded",
+                        actor=worker,
+                        detail="the result came after the audit was cancelled or taken over",
+                    )
+                )
+                return False
+            for position, claim in enumerate(data["claims"]):
+                s.add(
+                    ClaimRow(
+                        audit_id=audit_id,
+                        claim_id=claim["claim_id"],
+                        position=position,
+                        text=claim["text"],
+                        engine_label=engine_label(claim),
+                        decided_by=claim.get("decided_by") or "debate",
+                        error_severity=claim.get("error_severity"),
+                    )
+                )
+            s.add(EventRow(audit_id=audit_id, at=now, kind="finished", actor=worker, detail=report.verdict))
+            return True
+
+    def defer(self, audit_id: int, worker: str, reason: str, *, delay_s: float, max_attempts: int) -> str:
+        """A transient failure: back to the queue after `delay_s`, or failed after `max_attempts`. The new status."""
+        with self._session.begin() as s:
+            now = utcnow()
+            row = s.get(AuditRow, audit_id)
+            if row is None or row.status != "running" or row.worker != worker:
+                return row.status if row is not None else "missing"
+            if row.attempts >= max_attempts:
+                row.status, row.error, row.finished_at = (
+                    "failed",
+                    f"gave up after {row.attempts} attempts: {reason}",
+                    now,
+                )
+                row.worker = row.lease_until = None
+                s.add(EventRow(audit_id=audit_id, at=now, kind="failed", actor=worker, detail=row.error))
+            else:
+                row.status, row.worker, row.lease_until = "pending", None, None
+                row.not_before = now + timedelta(seconds=delay_s)
+                s.add(EventRow(audit_id=audit_id, at=now, kind="deferred", actor=worker, detail=reason))
+            return row.status
+
+    def fail(self, audit_id: int, worker: str, message: str) -> bool:
+        """A permanent failure (the item itself is unusable): recorded as the audit's outcome."""
+        with self._session.begin() as s:
+            now = utcnow()
+            done = s.execute(
+                update(AuditRow)
+                .where(AuditRow.id == audit_id, AuditRow.status == "running", AuditRow.worker == worker)
+                .values(status="failed", error=message, finished_at=now, lease_until=None)
+            )
+            if _count(done) == 1:
+                s.add(EventRow(audit_id=audit_id, at=now, kind="failed", actor=worker, detail=message))
+            return _count(done) == 1
+
+    def cancel(self, audit_id: int, principal: Principal) -> str:
+        """Cancel a pending or running audit; its status afterwards."""
+        with self._session.begin() as s:
+            row = s.get(AuditRow, audit_id)
+            if row is None:
+                raise NotFoundError(f"no audit {audit_id}")
+            if row.status in ("pending", "running"):
+                row.status, row.worker, row.lease_until, row.finished_at = "cancelled", None, None, utcnow()
+                s.add(EventRow(audit_id=audit_id, at=utcnow(), kind="cancelled", actor=principal.name, detail=None))
+            return row.status
+
+    def cancel_batch(self, batch_id: int, principal: Principal) -> int:
+        """Cancel a batch's unfinished audits; how many."""
+        self.batch(batch_id)
+        with self._session.begin() as s:
+            ids = list(
+                s.scalars(
+                    select(AuditRow.id).where(
+                        AuditRow.batch_id == batch_id, AuditRow.status.in_(("pending", "running"))
+                    )
+                )
+            )
+            now = utcnow()
+            for audit_id in ids:
+                s.execute(
+                    update(AuditRow)
+                    .where(AuditRow.id == audit_id, AuditRow.status.in_(("pending", "running")))
+                    .values(status="cancelled", worker=None, lease_until=None, finished_at=now)
+                )
+                s.add(
+                    EventRow(
+                        audit_id=audit_id, at=now, kind="cancelled", actor=principal.name, detail=f"batch {batch_id}"
+                    )
+                )
+            return len(ids)
+
+    # --- reading ---------------------------------------------------------------------------------------------
+
+    def _cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self._prices[0] + completion_tokens * self._prices[1]) / 1e6
+
+    def _summary(self, row: AuditRow, claims: int, reviewed: int) -> dict[str, Any]:
+        request = json.loads(row.request_json)
+        response = request["response"]
+        return {
+            "id": row.id,
+            "status": row.status,
+            "task": row.task,
+            "created_at": row.created_at,
+            "finished_at": row.finished_at,
+            "submitted_by": row.submitted_by,
+            "batch_id": row.batch_id,
+            "verdict": row.verdict,
+            "question": request.get("question"),
+            "response_excerpt": response if len(response) <= 160 else response[:157] + "...",
+            "claims": claims,
+            "reviewed_claims": reviewed,
+            "llm_calls": row.llm_calls,
+            "prompt_tokens": row.prompt_tokens,
+            "completion_tokens": row.completion_tokens,
+            "cost": self._cost(row.prompt_tokens, row.completion_tokens),
+            "error": row.error,
+        }
+
+    def _claim_counts(self, s: Session, ids: Sequence[int]) -> tuple[Counter[int], Counter[int]]:
+        claims: Counter[int] = Counter()
+        reviewed: Counter[int] = Counter()
+        if ids:
+            for audit_id, n in s.execute(
+                select(ClaimRow.audit_id, func.count()).where(ClaimRow.audit_id.in_(ids)).group_by(ClaimRow.audit_id)
+            ):
+                claims[audit_id] = n
+            for audit_id, n in s.execute(
+                select(ReviewRow.audit_id, func.count(func.distinct(ReviewRow.claim_id)))
+                .where(ReviewRow.audit_id.in_(ids))
+                .group_by(ReviewRow.audit_id)
+            ):
+                reviewed[audit_id] = n
+        return claims, reviewed
+
+    def audit(self, audit_id: int) -> AuditDetail:
+        with self._session() as s:
+            row = s.get(AuditRow, audit_id)
+            if row is None:
+                raise NotFoundError(f"no audit {audit_id}")
+            claims, reviewed = self._claim_counts(s, [audit_id])
+            reviews = [
+                _review_info(r)
+                for r in s.scalars(select(ReviewRow).where(ReviewRow.audit_id == audit_id).order_by(ReviewRow.id))
+            ]
+            events = [
+                EventInfo(at=e.at, kind=e.kind, actor=e.actor, detail=e.detail)
+                for e in s.scalars(select(EventRow).where(EventRow.audit_id == audit_id).order_by(EventRow.id))
+            ]
+            return AuditDetail(
+                **self._summary(row, claims[audit_id], reviewed[audit_id]),
+                request=AuditRequest.model_validate_json(row.request_json),
+                report=Report.model_validate_json(row.report_json) if row.report_json else None,
+                attempts=row.attempts,
+                reviews=reviews,
+                events=events,
+            )
+
+    def report_json(self, audit_id: int) -> str | None:
+        """The report exactly as stored."""
+        with self._session() as s:
+            row = s.get(AuditRow, audit_id)
+            if row is None:
+                raise NotFoundError(f"no audit {audit_id}")
+            return row.report_json
+
+    def status(self, audit_id: int) -> str:
+        with self._session() as s:
+            value = s.scalar(select(AuditRow.status).where(AuditRow.id == audit_id))
+            if value is None:
+                raise NotFoundError(f"no audit {audit_id}")
+            return value
+
+    def audits(
+        self,
+        *,
+        verdict: str | None = None,
+        task: str | None = None,
+        status: str | None = None,
+        reviewed: bool | None = None,
+        q: str | None = None,
+        since: datetime | None = None,
+        batch_id: int | None = None,
+        page: int = 1,
+        per_page: int = 50,
+    ) -> AuditPage:
+        """Audits, newest first, filtered."""
+        conditions = []
+        if verdict:
+            conditions.append(AuditRow.verdict == verdict)
+        if task:
+            conditions.append(AuditRow.task == task)
+        if status:
+            conditions.append(AuditRow.status == status)
+        if since is not None:
+            conditions.append(
+                AuditRow.created_at >= since.astimezone(UTC).replace(tzinfo=None)
+                if since.tzinfo
+                else AuditRow.created_at >= since
+            )
+        if q:
+            conditions.append(AuditRow.search_text.contains(q.lower(), autoescape=True))
+        if batch_id is not None:
+            conditions.append(AuditRow.batch_id == batch_id)
+        if reviewed is not None:
+            has_review = exists().where(ReviewRow.audit_id == AuditRow.id)
+            conditions.append(has_review if reviewed else ~has_review)
+        where = and_(*conditions) if conditions else None
+        with self._session() as s:
+            base = select(AuditRow)
+            counted = select(func.count()).select_from(AuditRow)
+            if where is not None:
+                base, counted = base.where(where), counted.where(where)
+            total = s.scalar(counted) or 0
+            rows = list(s.scalars(base.order_by(AuditRow.id.desc()).offset((page - 1) * per_page).limit(per_page)))
+            claims, reviewed_counts = self._claim_counts(s, [r.id for r in rows])
+            items = [AuditSummary(**self._summary(r, claims[r.id], reviewed_counts[r.id])) for r in rows]
+        return AuditPage(items=items, total=total, page=page, per_page=per_page)
+
+    def batch(self, batch_id: int) -> BatchInfo:
+        with self._session() as s:
+            row = s.get(BatchRow, batch_id)
+            if row is None:
+                raise NotFoundError(f"no batch {batch_id}")
+            counts = {
+                status: n
+                for status, n in s.execute(
+                    select(AuditRow.status, func.count()).where(AuditRow.batch_id == batch_id).group_by(AuditRow.status)
+                )
+            }
+            return BatchInfo(
+                id=row.id,
+                created_at=row.created_at,
+                submitted_by=row.submitted_by,
+                name=row.name,
+                task=row.task,
+                total=row.total,
+                counts=counts,
+                input_errors=row.input_errors,
+                done=not counts.get("pending") and not counts.get("running"),
+            )
+
+    def batches(self, limit: int = 50) -> list[BatchInfo]:
+        with self._session() as s:
+            ids = list(s.scalars(select(BatchRow.id).order_by(BatchRow.id.desc()).limit(limit)))
+        return [self.batch(i) for i in ids]
+
+    # --- reviews ---------------------------------------------------------------------------------------------
+
+    def add_review(self, audit_id: int, claim_id: str, principal: Principal, review: ReviewIn) -> ReviewInfo:
+        """Record a review of a finished audit's claim (appended; the report is untouched)."""
+        with self._session.begin() as s:
+            claim = s.get(ClaimRow, (audit_id, claim_id))
+            if claim is None:
+                if s.get(AuditRow, audit_id) is None:
+                    raise NotFoundError(f"no audit {audit_id}")
+                raise NotFoundError(f"audit {audit_id} has no claim {claim_id!r} (or is not finished)")
+            engine = claim.engine_label
+            if review.decision == "confirm":
+                if engine == "unverifiable":
+                    raise StoreError("the engine gave no label (unverifiable): overturn it with the right label")
+                if review.label is not None and review.label != engine:
+                    raise StoreError(f"confirm keeps the engine's label {engine}; to change it, overturn")
+                label = engine
+            else:
+                if review.label is None:
+                    raise StoreError("overturn needs the right label")
+                if review.label == engine:
+                    raise StoreError(f"the engine already said {engine}: confirm instead")
+                label = review.label
+            row = ReviewRow(
+                audit_id=audit_id,
+                claim_id=claim_id,
+                reviewer=principal.name,
+                created_at=utcnow(),
+                decision=review.decision,
+                label=label,
+                engine_label=engine,
+                decided_by=claim.decided_by,
+                note=review.note,
+            )
+            s.add(row)
+            s.flush()
+            s.add(
+                EventRow(
+                    audit_id=audit_id,
+                    at=row.created_at,
+                    kind="reviewed",
+                    actor=principal.name,
+                    detail=f"{claim_id}: {review.decision} ({engine} -> {label})",
+                )
+            )
+            return _review_info(row)
+
+    def review_queue(self, *, limit: int = 50, sample_rate: float = 0.1, seed: int = 0) -> list[QueueItem]:
+        """Unreviewed claims: those the engine did not find factual first (oldest audit first), then a seeded
+        sample of its confident factual decisions (prefilter decisions included) for re-checking."""
+        reviewed = exists().where(ReviewRow.audit_id == ClaimRow.audit_id, ReviewRow.claim_id == ClaimRow.claim_id)
+        with self._session() as s:
+            rows = s.execute(
+                select(ClaimRow, AuditRow.task)
+                .join(AuditRow, AuditRow.id == ClaimRow.audit_id)
+                .where(AuditRow.status == "done", ~reviewed)
+                .order_by(ClaimRow.audit_id, ClaimRow.position)
+            ).all()
+        needs = [(c, t) for c, t in rows if c.engine_label != "factual"]
+        spot = [(c, t) for c, t in rows if c.engine_label == "factual" and _sampled(seed, c, sample_rate)]
+        items = [_queue_item(c, t, "needs-review") for c, t in needs] + [
+            _queue_item(c, t, "spot-check") for c, t in spot
+        ]
+        return items[:limit]
+
+    # --- stats and export ------------------------------------------------------------------------------------
+
+    def stats(self, *, bucket: Literal["day", "week"] = "day") -> Stats:
+        from sklearn.metrics import cohen_kappa_score  # scikit-learn costs ~1 s to import: only the stats need it
+
+        with self._session() as s:
+            by_status = dict(s.execute(select(AuditRow.status, func.count()).group_by(AuditRow.status)).all())
+            by_verdict = dict(
+                s.execute(
+                    select(AuditRow.verdict, func.count()).where(AuditRow.status == "done").group_by(AuditRow.verdict)
+                ).all()
+            )
+            by_task = dict(s.execute(select(AuditRow.task, func.count()).group_by(AuditRow.task)).all())
+            calls, prompt, completion = s.execute(
+                select(
+                    func.coalesce(func.sum(AuditRow.llm_calls), 0),
+                    func.coalesce(func.sum(AuditRow.prompt_tokens), 0),
+                    func.coalesce(func.sum(AuditRow.completion_tokens), 0),
+                )
+            ).one()
+            reviews = list(
+                s.execute(
+                    select(
+                        ReviewRow.created_at,
+                        ReviewRow.engine_label,
+                        ReviewRow.label,
+                        ReviewRow.audit_id,
+                        ReviewRow.claim_id,
+                    ).order_by(ReviewRow.id)
+                )
+            )
+
+        def kappa(pairs: list[tuple[str, str]]) -> float | None:
+            engine, human = [p[0] for p in pairs], [p[1] for p in pairs]
+            if len(set(engine) | set(human)) < 2:
+                return None  # one category only: kappa is undefined
+            value = float(cohen_kappa_score(engine, human, labels=_LABELS))
+            return None if value != value else value
+
+        periods: dict[str, list[tuple[str, str]]] = {}
+        for created, engine, label, _, _ in reviews:
+            day = created.date()
+            key = day.isoformat() if bucket == "day" else f"{day.isocalendar().year}-W{day.isocalendar().week:02d}"
+            periods.setdefault(key, []).append((engine, label))
+        pairs = [(engine, label) for _, engine, label, _, _ in reviews]
+        return Stats(
+            by_status=by_status,
+            by_verdict={str(k): v for k, v in by_verdict.items()},
+            by_task=by_task,
+            reviews=len(reviews),
+            reviewed_claims=len({(a, c) for *_, a, c in reviews}),
+            agreement=sum(e == h for e, h in pairs) / len(pairs) if pairs else None,
+            kappa=kappa(pairs) if pairs else None,
+            over_time=[
+                AgreementPoint(period=k, reviews=len(v), agreement=sum(e == h for e, h in v) / len(v), kappa=kappa(v))
+                for k, v in sorted(periods.items())
+            ],
+            llm_calls=int(calls),
+            prompt_tokens=int(prompt),
+            completion_tokens=int(completion),
+            cost=self._cost(int(prompt), int(completion)),
+        )
+
+    def export_rows(self) -> Iterator[tuple[AuditRow, list[ReviewRow]]]:
+        """Finished audits in id order, with their reviews (streamed in pages)."""
+        last = 0
+        while True:
+            with self._session() as s:
+                rows = list(
+                    s.scalars(
+                        select(AuditRow)
+                        .where(AuditRow.status == "done", AuditRow.id > last)
+                        .order_by(AuditRow.id)
+                        .limit(200)
+                    )
+                )
+                if not rows:
+                    return
+                reviews: dict[int, list[ReviewRow]] = {}
+                for review in s.scalars(
+                    select(ReviewRow).where(ReviewRow.audit_id.in_([r.id for r in rows])).order_by(ReviewRow.id)
+                ):
+                    reviews.setdefault(review.audit_id, []).append(review)
+            for row in rows:
+                yield row, reviews.get(row.id, [])
+            last = rows[-1].id
+
+    # --- helpers ---------------------------------------------------------------------------------------------
+
+    def _maybe(self, session: Session | None) -> Any:
+        if session is not None:
+            return _Borrowed(session)
+        return self._session.begin()
+
+
+class _Borrowed:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def __enter__(self) -> Session:
+        return self.session
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _review_info(row: ReviewRow) -> ReviewInfo:
+    return ReviewInfo(
+        id=row.id,
+        audit_id=row.audit_id,
+        claim_id=row.claim_id,
+        reviewer=row.reviewer,
+        created_at=row.created_at,
+        decision=row.decision,
+        label=row.label,
+        engine_label=row.engine_label,
+        decided_by=row.decided_by,
+        note=row.note,
+    )
+
+
+def _queue_item(claim: ClaimRow, task: str, reason: Literal["needs-review", "spot-check"]) -> QueueItem:
+    return QueueItem(
+        audit_id=claim.audit_id,
+        claim_id=claim.claim_id,
+        reason=reason,
+        text=claim.text,
+        engine_label=claim.engine_label,
+        decided_by=claim.decided_by,
+        error_severity=claim.error_severity,
+        task=task,
+    )
+
+
+def _sampled(seed: int, claim: ClaimRow, rate: float) -> bool:
+    # Each claim's draw depends only on (seed, audit, claim): the sample does not shift as new audits arrive.
+    return random.Random(f"{seed}:{claim.audit_id}:{claim.claim_id}").random() < rate
+
+
+def _revision(conn: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+def _sqlite_setup(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        # pysqlite's own transaction handling is turned off so that every transaction starts with BEGIN IMMEDIATE:
+        # a deferred one that reads and then writes can fail with "database is locked" at once, busy timeout or not.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

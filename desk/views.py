@@ -1,0 +1,172 @@
+"""What the UI draws, computed from a stored Report: highlighted spans, the chain diagram, the agreement plot.
+
+Everything here returns plain data (or an SVG we generate from numbers and our own labels); the templates escape
+every text that came from a user or a model.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from debate.chain import ChainError, MarkovChain, load_chain
+from debate.types import ClaimVerdict, Report, StateRecord
+from desk.models import AgreementPoint
+
+__all__ = ["ChainDiagram", "Segment", "agreement_png", "chain_diagram", "claim_label", "segments"]
+
+_SEVERITY_ORDER = ("factual", "not_enough_evidence", "unverifiable", "non_factual")
+
+
+def claim_label(claim: ClaimVerdict) -> str:
+    return claim.label or "unverifiable"
+
+
+@dataclass
+class Segment:
+    """A run of the response's text and the claims whose spans cover it."""
+
+    text: str
+    label: str | None = None
+    """The most serious label among the covering claims (None: no claim covers it)."""
+    claims: list[str] = field(default_factory=list)
+
+
+def segments(report: Report) -> list[Segment]:
+    """The response cut at every claim-span boundary, each piece labelled by the claims covering it."""
+    text = report.response
+    cover: list[tuple[int, int, ClaimVerdict]] = [
+        (max(0, s.start), min(len(text), s.end), c) for c in report.claims for s in c.spans if s.end > s.start
+    ]
+    cuts = sorted({0, len(text), *(a for a, _, _ in cover), *(b for _, b, _ in cover)})
+    out: list[Segment] = []
+    for start, end in itertools.pairwise(cuts):
+        covering = [c for a, b, c in cover if a <= start and end <= b]
+        label = max((claim_label(c) for c in covering), key=_SEVERITY_ORDER.index, default=None)
+        out.append(Segment(text[start:end], label, list(dict.fromkeys(c.claim_id for c in covering))))
+    return [s for s in out if s.text]
+
+
+@dataclass
+class DiagramTurn:
+    role: str
+    verdict: str
+    severity: int | None
+    opinion: str
+    prompt: str
+
+
+@dataclass
+class DiagramState:
+    name: str
+    round: int
+    consensus: bool | None
+    turns: list[DiagramTurn]
+    x: int = 0
+    why_next: str | None = None
+    """Why the chain moved on from here (the transition rule and the verdict it read)."""
+
+
+@dataclass
+class ChainDiagram:
+    rule: str
+    states: list[DiagramState]
+    stop_reason: str
+    width: int
+    height: int
+    box_width: int
+    gap: int
+
+
+_BOX_W, _GAP, _LINE_H = 190, 70, 18
+
+
+def _verdict(turn: Any) -> str:
+    if turn.error is not None:
+        return "failed"
+    if not turn.enough_evidence:
+        return "not enough evidence"
+    return "true" if turn.factuality else "false"
+
+
+def _chain(name: str) -> MarkovChain | None:
+    try:
+        return load_chain(name)
+    except (ChainError, OSError, ValueError):
+        return None  # a chain file that exists only where the audit ran: the diagram says less, but still draws
+
+
+def chain_diagram(claim: ClaimVerdict, report: Report) -> ChainDiagram | None:
+    """The visited states in order (S0 -> S2 -> S1 ...), with each agent's verdict and why the chain moved."""
+    if claim.debate is None or not claim.debate.states:
+        return None
+    rule = str(report.meta.config.get("debate", {}).get("chain", "true-to-skeptic"))
+    chain = _chain(rule)
+    states: list[StateRecord] = claim.debate.states
+    drawn: list[DiagramState] = []
+    for index, state in enumerate(states):
+        turns = [
+            DiagramTurn(t.role, _verdict(t), t.error_severity, t.opinion or t.error or "", t.call.prompt)
+            for t in state.turns
+        ]
+        drawn.append(DiagramState(state.name, state.round, state.consensus, turns, x=10 + index * (_BOX_W + _GAP)))
+    for here, there in itertools.pairwise(drawn):
+        last = next((t for t in reversed(here.turns) if t.verdict in ("true", "false")), None)
+        if last is None:
+            here.why_next = f"-> {there.name}"
+            continue
+        expected = chain.next_state(here.name, last.verdict == "true") if chain is not None else None
+        mark = "" if expected in (None, there.name) else f" (rule says {expected})"
+        here.why_next = f"{last.role} said {last.verdict} -> {there.name}{mark}"
+    tallest = max(len(s.turns) for s in drawn)
+    return ChainDiagram(
+        rule=rule,
+        states=drawn,
+        stop_reason=claim.debate.stop_reason,
+        width=20 + len(drawn) * (_BOX_W + _GAP) - _GAP,
+        height=60 + tallest * _LINE_H + 20,
+        box_width=_BOX_W,
+        gap=_GAP,
+    )
+
+
+def agreement_png(points: list[AgreementPoint]) -> bytes:
+    """Agreement and kappa per period as a PNG (matplotlib). A PNG, not inline SVG: matplotlib's SVG styles itself
+    with inline style attributes, which the desk's Content-Security-Policy refuses."""
+    from matplotlib.figure import Figure  # the pyplot-free API: safe in a server's worker threads
+
+    figure = Figure(figsize=(7, 2.8), dpi=100)
+    axes = figure.add_subplot()
+    periods = [p.period for p in points]
+    axes.plot(periods, [p.agreement for p in points], marker="o", color="#1f5fbf", label="agreement")
+    kappas = [(p.period, p.kappa) for p in points if p.kappa is not None]
+    if kappas:
+        axes.plot(
+            [k for k, _ in kappas],
+            [v for _, v in kappas],
+            marker="s",
+            linestyle="--",
+            color="#8a3b00",
+            label="Cohen's kappa",
+        )
+    for period, point in zip(periods, points, strict=True):
+        axes.annotate(
+            f"n={point.reviews}",
+            (period, point.agreement),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=7,
+        )
+    if not points:
+        axes.text(0.5, 0.5, "no reviews yet", ha="center", va="center", transform=axes.transAxes)
+    axes.set_ylim(-0.1 if kappas and min(v for _, v in kappas) < 0 else 0, 1.1)
+    axes.set_ylabel("reviewers vs engine")
+    axes.legend(loc="lower left", fontsize=8)
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
