@@ -1,9 +1,9 @@
 """The desk's FastAPI app: the JSON API under /v1, the web UI at /, OpenAPI at /docs.
 
 `create_app(settings)` opens the store and, unless `settings.jobs` is 0, runs one worker in the server process.
+Annotations are evaluated at definition (no `from __future__ import annotations`): the routes' dependency aliases
+are local to `create_app`, where FastAPI could not resolve them from strings.
 """
-
-from __future__ import annotations
 
 import asyncio
 import csv
@@ -98,8 +98,10 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static")
 
-    def need(permission: Permission) -> Any:
+    def need(permission: Permission, *, page: bool = False) -> Any:
         def dependency(request: Request) -> Principal:
+            if page and SESSION_COOKIE not in request.cookies and CSRF_COOKIE not in request.cookies:
+                request.state.csrf_anchor = secrets.token_hex(16)  # a first visit: its forms need a CSRF anchor
             return guard.require(request, permission)
 
         return Depends(dependency)
@@ -348,18 +350,10 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
             response.set_cookie(CSRF_COOKIE, anchor, httponly=True, samesite="strict")
         return response
 
-    def ui(permission: Permission) -> Any:
-        def dependency(request: Request) -> Principal:
-            if SESSION_COOKIE not in request.cookies and CSRF_COOKIE not in request.cookies:
-                request.state.csrf_anchor = secrets.token_hex(16)
-            return guard.require(request, permission)
-
-        return Depends(dependency)
-
-    UiReader = Annotated[Principal, ui("read")]
-    UiSubmitter = Annotated[Principal, ui("submit")]
-    UiReviewer = Annotated[Principal, ui("review")]
-    UiCanceller = Annotated[Principal, ui("cancel")]
+    UiReader = Annotated[Principal, need("read", page=True)]
+    UiSubmitter = Annotated[Principal, need("submit", page=True)]
+    UiReviewer = Annotated[Principal, need("review", page=True)]
+    UiCanceller = Annotated[Principal, need("cancel", page=True)]
 
     @app.get("/login", include_in_schema=False)
     def login_page(request: Request, next: str = "/") -> HTMLResponse:
