@@ -13,7 +13,7 @@ import logging
 import secrets
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast, get_args
@@ -23,6 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
+from starlette.datastructures import UploadFile as StarletteUpload
 
 from debate.batch import read_items
 from debate.errors import InputError
@@ -45,9 +46,9 @@ from desk.models import (
 )
 from desk.security import CSRF_COOKIE, SESSION_COOKIE, BodyLimit, Guard, SecurityHeaders
 from desk.settings import DeskSettings
-from desk.store import ConflictError, NotFoundError, Store, StoreError
-from desk.views import agreement_png, chain_diagram, claim_label, segments
-from desk.worker import Worker, apply_overrides
+from desk.store import ConflictError, NotFoundError, Store, StoreError, engine_label
+from desk.views import agreement_png, chain_diagrams, claim_label, segments
+from desk.worker import Worker
 
 __all__ = ["create_app"]
 
@@ -82,8 +83,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         finally:
             stop.set()
             if task is not None:
-                with suppress(asyncio.CancelledError):
-                    await task
+                await asyncio.wait([task])  # its failure, if any, was logged by _report_worker_exit
 
     app = FastAPI(
         title="markov-debate audit desk",
@@ -134,7 +134,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
 
     def validated(request: AuditRequest) -> AuditRequest:
         try:
-            apply_overrides(settings.verifier, request.overrides)
+            request.overrides.apply(settings.verifier)
         except ValidationError as exc:
             raise HTTPException(422, f"overrides: {exc.errors()[0]['msg']}") from exc
         return request
@@ -153,7 +153,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
             response.headers["Idempotent-Replayed"] = "true"
         return {"id": audit_id, "status": store.status(audit_id), "url": f"/v1/audits/{audit_id}"}
 
-    async def batch_upload(request: Request, task: str, name: str | None, upload: UploadFile | None) -> BatchInfo:
+    async def batch_upload(request: Request, task: str, name: str | None, upload: StarletteUpload | None) -> BatchInfo:
         principal = guard.require(request, "submit")
         if task not in TASKS.names():
             raise HTTPException(422, f"task: unknown task {task!r}; choose one of: {', '.join(TASKS.names())}")
@@ -210,13 +210,13 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         """Queue a JSONL or RefChecker JSON-array upload: a multipart `file` (with form fields `task`, `name`), or
         the raw body (Content-Type application/x-ndjson or application/json) with `?task=`. Unreadable lines are
         listed in `input_errors`; the others are queued."""
-        upload: UploadFile | None = None
+        upload: StarletteUpload | None = None
         if request.headers.get("content-type", "").startswith("multipart/form-data"):
             form = await request.form()
             file = form.get("file")
-            if not isinstance(file, UploadFile) and not hasattr(file, "read"):
+            if not isinstance(file, StarletteUpload):
                 raise HTTPException(422, "file: a multipart upload needs a `file` field")
-            upload = file  # type: ignore[assignment]
+            upload = file
             task = str(form.get("task") or task)
             name = str(form.get("name") or "") or name
         return await batch_upload(request, task, name, upload)
@@ -363,9 +363,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
 
     @app.post("/login", include_in_schema=False)
     async def login(request: Request, key: Annotated[str, Form()], next: Annotated[str, Form()] = "/") -> Response:
-        origin = request.headers.get("origin")
-        if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
-            raise HTTPException(403, "cross-site request refused")
+        guard.check_origin(request)
         found = guard.login(key)
         if found is None:
             return templates.TemplateResponse(
@@ -420,13 +418,14 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         latest: dict[str, ReviewInfo] = {r.claim_id: r for r in detail.reviews}
         claims = []
         if detail.report is not None:
+            diagrams = chain_diagrams(detail.report)
             for claim in detail.report.claims:
                 claims.append(
                     {
                         "verdict": claim,
                         "label": claim_label(claim),
                         "review": latest.get(claim.claim_id),
-                        "diagram": chain_diagram(claim, detail.report),
+                        "diagram": diagrams[claim.claim_id],
                     }
                 )
         return page(
@@ -621,7 +620,7 @@ def _export_csv(store: Store) -> Iterator[str]:
                     "verdict": row.verdict,
                     "claim_id": claim["claim_id"],
                     "claim": claim["text"],
-                    "engine_label": claim.get("label") or "unverifiable",
+                    "engine_label": engine_label(claim),
                     "decided_by": claim.get("decided_by", "debate"),
                     "error_severity": claim.get("error_severity"),
                     "review_decision": review.decision if review else "",

@@ -127,12 +127,8 @@ def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
         max_body_bytes=int(getattr(args, "max_body_mb", 10.0) * 1024 * 1024),
         price_prompt_per_mtok=getattr(args, "price_prompt", 0.0),
         price_completion_per_mtok=getattr(args, "price_completion", 0.0),
-        session_secret=_env("DEBATE_SESSION_SECRET"),
+        session_secret=os.environ.get("DEBATE_SESSION_SECRET") or None,
     )
-
-
-def _env(name: str) -> str | None:
-    return os.environ.get(name) or None
 
 
 def _serve(args: argparse.Namespace) -> int:

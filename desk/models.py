@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from debate.chain import CHAINS
+from debate.config import VerifierConfig
 from debate.prompts import PROMPT_SETS
 from debate.stages import PREFILTERS, ROLLUPS, TASKS
 from debate.types import ClaimLabel, Report
@@ -84,6 +85,25 @@ class AuditOverrides(_In):
 
     def is_empty(self) -> bool:
         return not self.model_dump(exclude_none=True)
+
+    def apply(self, config: VerifierConfig) -> VerifierConfig:
+        """The configuration one audit runs with (raises pydantic's ValidationError for an inconsistent one)."""
+        data = config.model_dump()
+        for section, field, value in (
+            ("debate", "min_rounds", self.min_rounds),
+            ("debate", "max_rounds", self.max_rounds),
+            ("debate", "chain", self.chain),
+            ("prefilter", "prefilters", self.prefilters),
+            ("claims", "max_claims", self.max_claims),
+        ):
+            if value is not None:
+                data[section][field] = value
+        if self.rollup is not None:
+            data["rollup"] = self.rollup
+        if self.prompt_set is not None:
+            data["prompt_set"] = self.prompt_set
+        # Validated again as a whole: e.g. min_rounds above max_rounds is refused here, as the CLI refuses it.
+        return VerifierConfig.model_validate(data)
 
 
 def _choice(value: str | None, names: list[str], what: str) -> str | None:

@@ -58,6 +58,3 @@ class DeskSettings(BaseModel):
     """Share of confident automated decisions the review queue samples for re-checking."""
     queue_seed: int = 0
     """Seed of that sample (the same seed gives the same sample)."""
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.price_prompt_per_mtok + completion_tokens * self.price_completion_per_mtok) / 1e6

@@ -15,6 +15,7 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -142,7 +143,7 @@ class Store:
         """Queue one audit; (id, created). The same idempotency key with the same body returns the first audit."""
         body = request.model_dump_json()
         digest = _sha(body)
-        with self._maybe(session) as s:
+        with nullcontext(session) if session is not None else self._session.begin() as s:
             if idempotency_key is not None:
                 found = s.scalars(
                     select(AuditRow).where(
@@ -731,22 +732,6 @@ class Store:
             last = rows[-1].id
 
     # --- helpers ---------------------------------------------------------------------------------------------
-
-    def _maybe(self, session: Session | None) -> Any:
-        if session is not None:
-            return _Borrowed(session)
-        return self._session.begin()
-
-
-class _Borrowed:
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def __enter__(self) -> Session:
-        return self.session
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _review_info(row: ReviewRow) -> ReviewInfo:

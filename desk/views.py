@@ -15,7 +15,7 @@ from debate.chain import ChainError, MarkovChain, load_chain
 from debate.types import ClaimVerdict, Report, StateRecord
 from desk.models import AgreementPoint
 
-__all__ = ["ChainDiagram", "Segment", "agreement_png", "chain_diagram", "claim_label", "segments"]
+__all__ = ["ChainDiagram", "Segment", "agreement_png", "chain_diagrams", "claim_label", "segments"]
 
 _SEVERITY_ORDER = ("factual", "not_enough_evidence", "unverifiable", "non_factual")
 
@@ -98,12 +98,17 @@ def _chain(name: str) -> MarkovChain | None:
         return None  # a chain file that exists only where the audit ran: the diagram says less, but still draws
 
 
-def chain_diagram(claim: ClaimVerdict, report: Report) -> ChainDiagram | None:
+def chain_diagrams(report: Report) -> dict[str, ChainDiagram | None]:
+    """Each claim's diagram (None without a debate), by claim id; the report's chain is loaded once."""
+    rule = str(report.meta.config.get("debate", {}).get("chain", "true-to-skeptic"))
+    chain = _chain(rule)
+    return {claim.claim_id: _chain_diagram(claim, rule, chain) for claim in report.claims}
+
+
+def _chain_diagram(claim: ClaimVerdict, rule: str, chain: MarkovChain | None) -> ChainDiagram | None:
     """The visited states in order (S0 -> S2 -> S1 ...), with each agent's verdict and why the chain moved."""
     if claim.debate is None or not claim.debate.states:
         return None
-    rule = str(report.meta.config.get("debate", {}).get("chain", "true-to-skeptic"))
-    chain = _chain(rule)
     states: list[StateRecord] = claim.debate.states
     drawn: list[DiagramState] = []
     for index, state in enumerate(states):

@@ -9,45 +9,25 @@ fails with its reason; a lease that could not be renewed (cancelled, or taken ov
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
 from contextlib import AsyncExitStack
 from typing import Any
 
+from pydantic import ValidationError
+
 from debate.api import Verifier
 from debate.batch import BatchItem
-from debate.config import VerifierConfig
 from debate.errors import DebateError, InputError, ModelRequestError
 from debate.jsonl import is_final
 from desk.models import AuditOverrides, AuditRequest
 from desk.settings import DeskSettings
 from desk.store import Job, Store
 
-__all__ = ["Worker", "apply_overrides"]
+__all__ = ["Worker"]
 
 log = logging.getLogger(__name__)
-
-
-def apply_overrides(config: VerifierConfig, overrides: AuditOverrides) -> VerifierConfig:
-    """The configuration one audit runs with."""
-    data = config.model_dump()
-    for section, field, value in (
-        ("debate", "min_rounds", overrides.min_rounds),
-        ("debate", "max_rounds", overrides.max_rounds),
-        ("debate", "chain", overrides.chain),
-        ("prefilter", "prefilters", overrides.prefilters),
-        ("claims", "max_claims", overrides.max_claims),
-    ):
-        if value is not None:
-            data[section][field] = value
-    if overrides.rollup is not None:
-        data["rollup"] = overrides.rollup
-    if overrides.prompt_set is not None:
-        data["prompt_set"] = overrides.prompt_set
-    # Validated again as a whole: e.g. min_rounds above max_rounds is refused here, as the CLI refuses it.
-    return VerifierConfig.model_validate(data)
 
 
 class Worker:
@@ -73,18 +53,19 @@ class Worker:
             self.started.set()
             log.info("worker %s ready (model %s)", self.name, self._base.client.model_name)
             renew_every = self.settings.lease_s / 3
-            last_renew = asyncio.get_running_loop().time()
+            last_renew = float("-inf")  # the first pass already looks for expired leases
             try:
                 while not stop.is_set():
-                    await asyncio.to_thread(self.store.requeue_expired)
                     while len(running) < jobs and not stop.is_set():
                         job = await asyncio.to_thread(self.store.claim, self.name, self.settings.lease_s)
                         if job is None:
                             break
                         running[job.audit_id] = asyncio.create_task(self._run(job), name=f"audit-{job.audit_id}")
                     now = asyncio.get_running_loop().time()
-                    if running and now - last_renew >= renew_every:
+                    if now - last_renew >= renew_every:
+                        # Leases move on this cadence, so expired ones need no closer look than this either.
                         last_renew = now
+                        await asyncio.to_thread(self.store.requeue_expired)
                         lost = await asyncio.to_thread(
                             self.store.renew, self.name, list(running), self.settings.lease_s
                         )
@@ -120,7 +101,7 @@ class Worker:
             return self._base
         key = overrides.model_dump_json(exclude_none=True)
         if key not in self._verifiers:
-            config = apply_overrides(self._base.worker_configs(1)[0], overrides)
+            config = overrides.apply(self._base.worker_configs(1)[0])
             verifier = Verifier(config=config, client=self._base.client, attached_embedded=self._base.embedded)
             self._verifiers[key] = await self._stack.enter_async_context(verifier)
         return self._verifiers[key]
@@ -154,11 +135,11 @@ class Worker:
             else:
                 await asyncio.to_thread(store.fail, job.audit_id, worker, f"{exc.kind}: {exc}")
             return
-        except (ValueError, TypeError) as exc:
+        except ValidationError as exc:
             # A per-audit configuration the Verifier refuses (e.g. min_rounds above max_rounds): the item's fault.
             await asyncio.to_thread(store.fail, job.audit_id, worker, f"configuration: {exc}")
             return
-        if not is_final({"result": json.loads(report.model_dump_json(include={"failure", "claims"}))}):
+        if not is_final({"result": report.model_dump(mode="json", include={"failure", "claims"})}):
             await self._defer(job, "a transient failure left claims unverifiable (endpoint unavailable)", fatal=False)
             return
         stored = await asyncio.to_thread(store.finish, job.audit_id, worker, report)
