@@ -40,7 +40,7 @@ from debate.parsing import (
 )
 from debate.prompts import PromptError, PromptTemplate, load_prompt
 from debate.structured import ask_structured, call_info
-from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, Turn
+from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, SentMessage, Turn
 
 __all__ = [
     "AtStateEnd",
@@ -196,6 +196,9 @@ class _ClaimContext:
         self.raise_after: Exception | None = None
 
 
+_ROLES = {SystemMessage: "system", UserMessage: "user", AssistantMessage: "assistant"}
+
+
 class _AgentConversation:
     """An agent's model context for one turn: its Table-12 input, then only its own re-asks."""
 
@@ -216,6 +219,14 @@ class _AgentConversation:
 
     async def accept(self) -> None:
         await self._model.accept_last()
+
+    def messages(self) -> list[SentMessage]:
+        """The exchange so far, exactly as sent and received."""
+        return [
+            SentMessage.model_validate({"role": _ROLES[type(m)], "content": m.content if isinstance(m.content, str)
+                                        else str(m.content)})  # fmt: skip
+            for m in self._history
+        ]
 
 
 def _agent_name(role: str) -> str:
@@ -271,6 +282,8 @@ class DebateAgent(BaseChatAgent):
         site = f"{self._context.claim.id}:{plan.state}:{plan.round}:{self.role}"
         conversation = _AgentConversation(self._model, system, site=site, source=self.name)
 
+        record = self._context.config.record_prompts
+
         try:
             outcome = await ask_structured(
                 conversation, user, parse_opinion, max_retries=self._context.config.max_parse_retries,
@@ -278,7 +291,7 @@ class DebateAgent(BaseChatAgent):
             )  # fmt: skip
         except Exception as exc:
             calls = self._model.calls[first_call:]
-            info = call_info(self._prompt, calls, max(1, len(calls)), [])
+            info = call_info(self._prompt, calls, max(1, len(calls)), [], conversation.messages() if record else None)
             if isinstance(exc, DebateError) and not (isinstance(exc, ModelRequestError) and exc.fatal):
                 return Turn.failed(self.role, Failure.from_error(exc, "debate"), info)
             # A fatal endpoint error or a bug: end the chain, then re-raise it as it was once the team has stopped
@@ -286,7 +299,8 @@ class DebateAgent(BaseChatAgent):
             self._context.raise_after = exc
             failure = Failure(kind="model_rejected", message=f"{type(exc).__name__}: {exc}", stage="debate")
             return Turn.failed(self.role, failure, info)
-        info = call_info(self._prompt, self._model.calls[first_call:], outcome.attempts, outcome.errors)
+        info = call_info(self._prompt, self._model.calls[first_call:], outcome.attempts, outcome.errors,
+                         conversation.messages() if record else None)  # fmt: skip
         if outcome.value is None:
             failure = Failure(kind="reply_unusable", message=outcome.failure or "no usable reply", stage="debate")
             return Turn.failed(self.role, failure, info)

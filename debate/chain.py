@@ -33,6 +33,7 @@ __all__ = [
     "RoleSpec",
     "TurnPlan",
     "TurnRecord",
+    "explain_moves",
     "load_chain",
     "transcript_result",
 ]
@@ -359,3 +360,20 @@ def transcript_result(records: Sequence[TurnRecord]) -> DebateResult:
         rounds=rounds, consensus=consensus, stop_reason=stop_reason, states=states,
         final=records[-1].turn.as_opinion(), failure=None, usage=usage,
     )  # fmt: skip
+
+
+def explain_moves(result: DebateResult, chain: MarkovChain | None) -> list[str | None]:
+    """Why the chain left each visited state, one entry per state (None for the last): the verdict of the state's
+    last agent that gave one and the state it led to, e.g. "leader said false -> S1". When `chain` is given and
+    its rule would have chosen another state (a chain file changed since), that is said too."""
+    moves: list[str | None] = []
+    for here, there in zip(result.states, result.states[1:], strict=False):
+        last = next((t for t in reversed(here.turns) if t.factuality is not None), None)
+        if last is None:
+            moves.append(f"no verdict in {here.name} -> {there.name}")
+            continue
+        said = "true" if last.factuality else "false"
+        expected = chain.next_state(here.name, bool(last.factuality)) if chain is not None else there.name
+        mark = "" if expected == there.name else f" (the rule says {expected})"
+        moves.append(f"{last.role} said {said} -> {there.name}{mark}")
+    return [*moves, None] if result.states else []

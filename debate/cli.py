@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import json
 import logging
 import os
+import re
 import sys
-from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
+from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
 from typing import Any, NoReturn
 
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import (
@@ -30,7 +33,7 @@ from rich.table import Table
 
 from debate.api import Verifier
 from debate.batch import count_pending, fails_on, run_batch
-from debate.chain import CHAINS, load_chain
+from debate.chain import CHAINS, MarkovChain, explain_moves, load_chain
 from debate.config import (
     ClaimConfig,
     DebateConfig,
@@ -52,13 +55,14 @@ from debate.prefilter.tools import (
 )
 from debate.refchecker import write_refchecker
 from debate.stages import PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS, TASKS
-from debate.types import Report
+from debate.types import ClaimVerdict, Report
 from debate.workers import resolve_workers
 
 __all__ = [
     "COMMAND_ENTRY_POINT_GROUP",
     "UsageError",
     "add_verifier_arguments",
+    "examples",
     "items_in_flight",
     "main",
     "verifier_config",
@@ -90,10 +94,84 @@ def progress_bar(description: ProgressColumn, *extra: ProgressColumn) -> Progres
 _out = Console()
 
 
+def examples(*lines: str, extra: str = "") -> str:
+    """A subcommand's epilog: its examples (each a command line, optionally `# what it does` first), then `extra`."""
+    text = "examples:\n" + "\n".join(f"  {line}" for line in lines)
+    return text + (f"\n\n{extra}" if extra else "")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Every option's help ends with its default (argparse's ArgumentDefaultsHelpFormatter, but "off" for flags,
+    and not repeated where the help already says it); epilogs keep their line breaks for the examples."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            not action.option_strings
+            or "default" in text
+            or action.default is argparse.SUPPRESS
+            or isinstance(action, argparse._HelpAction | argparse._VersionAction)
+        ):
+            return text
+        if action.default is None or action.default is False:
+            shown = "off" if action.nargs == 0 else "none"
+        elif isinstance(action.default, list | tuple):
+            shown = " ".join(str(v) for v in action.default) or "none"
+        else:
+            shown = str(action.default)
+        return f"{text} (default: {shown.replace('%', '%%')})"
+
+
+_CHOICE = re.compile(r"invalid choice: '(?P<value>[^']*)' \(choose from (?P<choices>.*)\)")
+
+
+def _did_you_mean(message: str, options: Sequence[str]) -> str:
+    """argparse's error, with the closest valid choice or option named."""
+    found = _CHOICE.search(message)
+    if found is not None:
+        choices = re.findall(r"'([^']*)'", found["choices"]) or [c.strip() for c in found["choices"].split(",")]
+        close = difflib.get_close_matches(found["value"], choices, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"{message[: found.start()]}invalid choice: {found['value']!r}{hint} (choose from {', '.join(choices)})"
+    if message.startswith("unrecognized arguments:"):
+        guesses = []
+        for word in message.split(":", 1)[1].split():
+            if word.startswith("--"):
+                close = difflib.get_close_matches(word.split("=")[0], options, n=1, cutoff=0.6)
+                if close:
+                    guesses.append(f"{close[0]} for {word}")
+        if guesses:
+            return f"{message}; did you mean {', '.join(guesses)}?"
+    return message
+
+
 class _Parser(argparse.ArgumentParser):
+    """One-line errors (with "did you mean"), defaults shown in every option's help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        options = [o for parser in _walk(self) for o in parser._option_string_actions if o.startswith("--")]
+        self.exit(2, f"{self.prog}: error: {_did_you_mean(message, options)} (see {self.prog} --help)\n")
+
+
+def _walk(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and every subcommand's parser below it."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found += _walk(child)
+    return found
+
+
+def _package_version() -> str:
+    try:
+        return version("markov-debate")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
 
 
 def _field(model: type[BaseModel], name: str) -> tuple[Any, str]:
@@ -109,25 +187,38 @@ def _opt(group: Any, flags: Sequence[str], model: type[BaseModel], name: str, **
     group.add_argument(*flags, default=kwargs.pop("default", default), help=f"{text} (default: {shown})", **kwargs)
 
 
-def add_verifier_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options every command that runs the engine shares (chain, model, claims, evidence, prefilters)."""
+def add_verifier_arguments(
+    parser: argparse.ArgumentParser, *, batch: bool = True, fixed: Mapping[str, Any] | None = None
+) -> None:
+    """The options every command that runs the engine shares (chain, model, claims, evidence, prefilters).
+
+    `batch=False` leaves out --items and --workers (a command that runs no batch); `fixed` maps option names
+    (dests, e.g. "min_rounds") the command sets itself to their values: those options are not offered, since
+    they would do nothing."""
+    fixed = dict(fixed or {})
+
+    def opt(group: Any, flags: Sequence[str], model: type[BaseModel], name: str, **kwargs: Any) -> None:
+        if kwargs.get("dest", flags[0].lstrip("-").replace("-", "_")) not in fixed:
+            _opt(group, flags, model, name, **kwargs)
+
     claims = parser.add_argument_group("claims, evidence and rollup")
-    _opt(claims, ["--claim-format"], ClaimConfig, "format", choices=["sentence", "triplet"])
-    _opt(claims, ["--max-claims"], ClaimConfig, "max_claims", type=int)
-    _opt(claims, ["--retriever"], RetrievalConfig, "retriever", choices=RETRIEVERS.names())
-    _opt(claims, ["--top-k"], RetrievalConfig, "top_k", type=int)
-    _opt(claims, ["--retrieval-cache"], RetrievalConfig, "cache_dir")
+    opt(claims, ["--claim-format"], ClaimConfig, "format", choices=["sentence", "triplet"], dest="claim_format")
+    opt(claims, ["--max-claims"], ClaimConfig, "max_claims", type=int)
+    opt(claims, ["--retriever"], RetrievalConfig, "retriever", choices=RETRIEVERS.names())
+    opt(claims, ["--top-k"], RetrievalConfig, "top_k", type=int)
+    opt(claims, ["--retrieval-cache"], RetrievalConfig, "cache_dir", dest="retrieval_cache", metavar="DIR")
     claims.add_argument("--search-backend", choices=SEARCH_BACKENDS.names(),
                         help="search for claims without a reference (default: none, knowledge-free)")  # fmt: skip
-    _opt(claims, ["--search-url"], SearchConfig, "base_url")
-    claims.add_argument("--search-key", help="Serper key (prefer SERPER_API_KEY)")
-    _opt(claims, ["--collection"], SearchConfig, "collection")
-    _opt(claims, ["--results-per-query"], SearchConfig, "results_per_query", type=int)
-    _opt(claims, ["--rollup"], VerifierConfig, "rollup", choices=ROLLUPS.names())
+    opt(claims, ["--search-url"], SearchConfig, "base_url", dest="search_url", metavar="URL")
+    claims.add_argument("--search-key", help="Serper key (default: SERPER_API_KEY)")
+    opt(claims, ["--collection"], SearchConfig, "collection", metavar="JSONL")
+    opt(claims, ["--results-per-query"], SearchConfig, "results_per_query", type=int)
+    opt(claims, ["--rollup"], VerifierConfig, "rollup", choices=ROLLUPS.names())
     pre = parser.add_argument_group("prefilters (cheap checks before the debate)")
     pre.add_argument(
         "--prefilter",
         default="none",
+        metavar="none|all|NAME[,NAME...]",
         help=f"prefilters to run, in order: none, all, or a comma-separated list of {', '.join(PREFILTERS.names())} "
         "(default: none)",
     )
@@ -136,43 +227,50 @@ def add_verifier_arguments(parser: argparse.ArgumentParser) -> None:
         "--judge-two-step", action="store_true",
         help="rag-judge: a free-form judgment first, then a second call converts it to the rubric",
     )  # fmt: skip
-    _opt(pre, ["--grounded-confidence"], PrefilterConfig, "grounded_confidence", type=float)
+    opt(pre, ["--grounded-confidence"], PrefilterConfig, "grounded_confidence", type=float)
     chain = parser.add_argument_group("chain")
-    chain.add_argument(
-        "--chain",
-        "--transition",
-        dest="chain",
-        metavar="NAME|FILE",
-        default=_field(DebateConfig, "chain")[0],
-        help=f"one of {', '.join(CHAINS.names())} (`debate chains` shows them), or a chain spec file "
-        f"(default: {_field(DebateConfig, 'chain')[0]})",
-    )
-    _opt(chain, ["--min-rounds"], DebateConfig, "min_rounds", type=int)
-    _opt(chain, ["--max-rounds"], DebateConfig, "max_rounds", type=int)
-    _opt(chain, ["--max-parse-retries"], DebateConfig, "max_parse_retries", type=int)
+    if "chain" not in fixed:
+        chain.add_argument(
+            "--chain",
+            "--transition",
+            dest="chain",
+            metavar="NAME|FILE",
+            default=_field(DebateConfig, "chain")[0],
+            help=f"one of {', '.join(CHAINS.names())} (`debate chains` shows them), or a chain spec file "
+            f"(default: {_field(DebateConfig, 'chain')[0]})",
+        )
+    opt(chain, ["--min-rounds"], DebateConfig, "min_rounds", type=int)
+    opt(chain, ["--max-rounds"], DebateConfig, "max_rounds", type=int)
+    opt(chain, ["--max-parse-retries"], DebateConfig, "max_parse_retries", type=int)
     model = parser.add_argument_group(
         "model (default: the embedded SmolLM2-135M; env OPENAI_BASE_URL, OPENAI_API_KEY, DEBATE_MODEL)"
     )
-    model.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1")
-    model.add_argument("--model", help="model name (default: the endpoint's only model)")
-    model.add_argument("--api-key", help="API key (prefer OPENAI_API_KEY)")
-    _opt(model, ["--temperature"], ModelConfig, "temperature", type=float, default=None)
-    _opt(model, ["--seed"], ModelConfig, "seed", type=int, default=None)
-    _opt(model, ["--structured-output"], ModelConfig, "structured_output",
-         choices=["auto", "json_schema", "json_object", "none"], default=None)  # fmt: skip
-    _opt(model, ["--timeout"], ModelConfig, "timeout_s", type=float, default=None)
+    model.add_argument("--base-url", metavar="URL",
+                       help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 "
+                            "(default: OPENAI_BASE_URL, else the embedded model)")  # fmt: skip
+    model.add_argument("--model", help="model name (default: DEBATE_MODEL, else the endpoint's only model)")
+    model.add_argument("--api-key", help="API key (default: OPENAI_API_KEY; needed for a hosted endpoint)")
+    opt(model, ["--temperature"], ModelConfig, "temperature", type=float, default=None)
+    opt(model, ["--seed"], ModelConfig, "seed", type=int, default=None)
+    opt(model, ["--structured-output"], ModelConfig, "structured_output",
+        choices=["auto", "json_schema", "json_object", "none"], default=None)  # fmt: skip
+    opt(model, ["--timeout"], ModelConfig, "timeout_s", type=float, default=None, dest="timeout", metavar="SECONDS")
     conc = parser.add_argument_group("concurrency")
-    _opt(conc, ["--concurrency"], ModelConfig, "max_concurrency", type=int)
-    _opt(conc, ["--claim-concurrency"], VerifierConfig, "claim_concurrency", type=int)
-    conc.add_argument(
-        "--items", type=int, default=None,
-        help="responses (batch lines, benchmark items) in progress at once (default: 2 x --concurrency)",
-    )  # fmt: skip
-    conc.add_argument(
-        "--workers", type=_workers, default=1, metavar="N|auto",
-        help="processes for a batch (--input, debate eval), sharing --concurrency; auto = one per core (default: 1)",
-    )  # fmt: skip
-    _opt(parser, ["--prompt-set", "--prompts-dir"], VerifierConfig, "prompt_set", metavar="NAME|DIR")
+    opt(conc, ["--concurrency"], ModelConfig, "max_concurrency", type=int, dest="concurrency")
+    opt(conc, ["--claim-concurrency"], VerifierConfig, "claim_concurrency", type=int)
+    if batch:
+        conc.add_argument(
+            "--items", type=int, default=None,
+            help="responses (batch lines, benchmark items) in progress at once (default: 2 x --concurrency)",
+        )  # fmt: skip
+        conc.add_argument(
+            "--workers", type=_workers, default=1, metavar="N|auto",
+            help="processes for a batch (--input, debate eval), sharing --concurrency; auto = one per core "
+            "(default: 1)",
+        )  # fmt: skip
+    if "prompt_set" not in fixed:
+        _opt(parser, ["--prompt-set", "--prompts-dir"], VerifierConfig, "prompt_set", metavar="NAME|DIR")
+    parser.set_defaults(**fixed)
 
 
 def _workers(value: str) -> int:
@@ -210,14 +308,32 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; plugin commands (debate eval, ...) are loaded unless `argv` names a built-in command, whose
     start-up should not pay for importing them."""
     parser = _Parser(
-        prog="debate", description="Detect hallucinations by Markov-chain multi-agent debate.", epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="debate", description="Detect hallucinations by Markov-chain multi-agent debate.",
+        epilog=examples(
+            'debate verify --question "Who wrote Hamlet?" --answer "Marlowe" --evidence @knowledge.txt',
+            "debate verify --input answers.jsonl --output verdicts.jsonl --fail-on non-factual",
+            "debate eval halueval --task qa          # the paper's QA protocol, 150 items",
+            "debate COMMAND --help                   # every option of a command, with its default",
+            extra=EXIT_CODES,
+        ),
     )  # fmt: skip
-    parser.add_argument("-v", "--verbose", action="store_true", help="log retries and server start-up")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.add_argument("-V", "--version", action="version", version=f"%(prog)s (markov-debate) {_package_version()}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log retries, endpoint negotiation, server start-up (anywhere on the line)")  # fmt: skip
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
     v = sub.add_parser(
-        "verify", help="verify a response (or a JSONL batch of them)", epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "verify", help="verify a response (or a JSONL batch of them)",
+        description="Verify one response (--answer) or a JSONL batch (--input/--output) and print the report.",
+        epilog=examples(
+            "# one QA answer against its knowledge (text, or @FILE to read a file)",
+            'debate verify --question "Who wrote Hamlet?" --answer "Christopher Marlowe" --evidence @knowledge.txt',
+            "# a summary against its source document, only the claims table",
+            "debate verify --task summarization --response @summary.txt --reference @article.txt --brief",
+            "# a batch on your own endpoint; exit 3 when an answer is judged non-factual (CI gating)",
+            "debate verify --input answers.jsonl --output verdicts.jsonl --base-url http://localhost:8000/v1 "
+            "--fail-on non-factual",
+            extra=EXIT_CODES,
+        ),
     )  # fmt: skip
     v.add_argument(
         "--task",
@@ -226,14 +342,17 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="; ".join(f"{name}: {TASKS.describe(name)}" for name in TASKS.names()) + " (default: qa)",
     )
     single = v.add_argument_group("one response")
-    single.add_argument("--question", help="the question (dialogue: the dialogue history)")
-    single.add_argument("--answer", "--response", dest="answer", help="the response to check")
+    single.add_argument("--question", help="the question, as text or @FILE (dialogue: the dialogue history)")
+    single.add_argument("--answer", "--response", dest="answer", help="the response to check, as text or @FILE")
     single.add_argument("--evidence", "--reference", dest="evidence",
-                        help="knowledge or source document, as text or @FILE")  # fmt: skip
-    single.add_argument("--sources", help="task rag: JSON file of {id: text} or [{id, text, parent_id}]")
+                        help="knowledge or source document, as text or @FILE (default: none)")  # fmt: skip
+    single.add_argument("--sources", metavar="FILE",
+                        help="task rag: JSON file of {id: text} or [{id, text, parent_id}]")  # fmt: skip
     batch = v.add_argument_group("batch")
-    batch.add_argument("--input", type=Path, help="JSONL with id, question, response, reference")
-    batch.add_argument("--output", type=Path, help="JSONL to append results to (re-running resumes)")
+    batch.add_argument("--input", type=Path, metavar="JSONL",
+                       help="JSONL with id, question, response, reference (or RefChecker's JSON array)")  # fmt: skip
+    batch.add_argument("--output", type=Path, metavar="FILE",
+                       help="JSONL to append results to (re-running resumes)")  # fmt: skip
     batch.add_argument(
         "--output-format", choices=["jsonl", "refchecker"], default="jsonl",
         help="jsonl: one report per line; refchecker: --output is RefChecker's JSON array (each input item with "
@@ -254,21 +373,41 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help="exit 3 when a verdict is non-factual, unverifiable, or either (for CI gating; default: off)",
     )  # fmt: skip
     add_verifier_arguments(v)
-    v.add_argument("--json", action="store_true", help="print the Report as JSON")
-    v.add_argument("--cache", type=Path, default=None,
+    shown = v.add_argument_group("output")
+    shown.add_argument("--json", action="store_true", help="print the Report as JSON")
+    shown.add_argument("--brief", action="store_true",
+                       help="only the verdict and the claims summary (no evidence, chain or opinions)")  # fmt: skip
+    shown.add_argument("--show-prompts", action="store_true",
+                       help="print the exact messages each agent was sent, turn by turn")  # fmt: skip
+    v.add_argument("--cache", type=Path, default=None, metavar="DIR",
                    help="keep model calls in DIR/calls.sqlite and replay them on a re-run (default: off)")  # fmt: skip
-    cache = sub.add_parser("cache", help="the model-call cache: stats or clear")
-    cache.add_argument("action", choices=["stats", "clear"])
+    cache = sub.add_parser(
+        "cache", help="the model-call cache: stats or clear",
+        epilog=examples("debate cache stats", "debate cache stats --cache results/embedded/.cache --json",
+                        "debate cache clear --endpoint http://localhost:8000/v1"),
+    )  # fmt: skip
+    cache.add_argument("action", choices=["stats", "clear"], help="stats: entries per endpoint; clear: delete them")
     cache.add_argument(
         "--cache", type=Path, default=DEFAULT_CACHE_DIR,
         help=f"cache directory (default: {DEFAULT_CACHE_DIR}, where `debate eval` keeps its cache)",
     )  # fmt: skip
-    cache.add_argument("--endpoint", help="clear: only the entries of this endpoint (base URL)")
+    cache.add_argument("--endpoint", metavar="URL",
+                       help="clear: only the entries of this endpoint (base URL) (default: all)")  # fmt: skip
     cache.add_argument("--json", action="store_true", help="stats: print JSON")
-    chains = sub.add_parser("chains", help="list the registered chains (or show one chain file) as node/edge lists")
+    chains = sub.add_parser(
+        "chains", help="list the registered chains (or show one chain file) as node/edge lists",
+        epilog=examples("debate chains", "debate chains true-to-skeptic --json", "debate chains my-chain.toml"),
+    )  # fmt: skip
     chains.add_argument("chain", nargs="?", help="a chain name or spec file to show (default: list all)")
     chains.add_argument("--json", action="store_true", help="print the graphs as JSON node/edge lists")
-    tools = sub.add_parser("check-tools", help="audit a tool call against JSON-schema tool definitions")
+    tools = sub.add_parser(
+        "check-tools", help="audit a tool call against JSON-schema tool definitions",
+        epilog=examples(
+            "debate check-tools --registry tools.json --call call.json",
+            "debate check-tools --registry tools.json --call call.json --json --allow-endpoint https://api.example.com",
+            extra="exit status: 0 no findings, 1 findings, 2 unreadable input",
+        ),
+    )  # fmt: skip
     tools.add_argument("--registry", type=Path, required=True, help="JSON list of tool definitions (OpenAI format)")
     tools.add_argument("--call", type=Path, required=True, help='JSON {"name", "arguments"} (or an OpenAI tool_call)')
     tools.add_argument("--json", action="store_true", help="print the findings as JSON")
@@ -285,10 +424,18 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         for entry in entry_points(group=COMMAND_ENTRY_POINT_GROUP):
             register: Callable[[Any], None] = entry.load()
             register(sub)
+    for child in _walk(parser)[1:]:
+        # Global options work after the subcommand too: SUPPRESS keeps a subcommand from resetting what was
+        # given before it.
+        child.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                           help="log retries, endpoint negotiation and server start-up")  # fmt: skip
     return parser
 
 
-def _read_evidence(value: str | None) -> tuple[str | None, str | None]:
+def _read_text_arg(value: str | None, flag: str) -> tuple[str | None, str | None]:
+    """A text option's value and where it came from: `@FILE` reads the file. A bare value that names an existing
+    file is refused: it was almost certainly meant as @FILE, and judging the file *name* as the text would pass
+    silently."""
     if value is None:
         return None, None
     if value.startswith("@"):
@@ -296,8 +443,10 @@ def _read_evidence(value: str | None) -> tuple[str | None, str | None]:
         try:
             return path.read_text(encoding="utf-8"), str(path)
         except OSError as exc:
-            raise UsageError(f"--evidence: cannot read {path}: {exc.strerror}") from exc
-    return value, "--evidence"
+            raise UsageError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
+    if "\n" not in value and len(value) < 4096 and Path(value).is_file():
+        raise UsageError(f"{flag} {value}: that is a file; to read it, pass {flag} @{value}")
+    return value, flag
 
 
 def _read_json(path: Path, flag: str) -> Any:
@@ -415,79 +564,147 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
         raise UsageError(f"invalid configuration{f' ({where})' if where else ''}: {first['msg']}") from exc
 
 
-def _render(report: Report) -> None:
-    colour = {
-        "factual": "green", "non_factual": "red", "not_enough_evidence": "magenta", "unverifiable": "yellow",
-        "no_claims": "blue",
-    }[report.verdict]  # fmt: skip
+_COLOUR = {
+    "factual": "green", "non_factual": "red", "not_enough_evidence": "magenta", "unverifiable": "yellow",
+    "no_claims": "blue",
+}  # fmt: skip
+
+
+def _excerpt(text: str, limit: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _plain(text: str) -> None:
+    _out.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _claim_label(claim: ClaimVerdict) -> str:
+    return claim.status if claim.status == "unverifiable" or claim.label is None else claim.label
+
+
+def _render(report: Report, *, brief: bool = False, show_prompts: bool = False) -> None:
+    """The readable report, in the order an auditor reads it: the verdict, a summary of every claim with where it
+    sits in the response, then (unless `brief`) per claim the evidence the agents saw, the chain with why it
+    moved, and the opinions."""
     score = "n/a" if report.score is None else f"{report.score:.2f}"
-    _out.print(
-        Panel.fit(f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  ({report.rollup})", title="verdict")
-    )
-    _out.print(f"task: {report.task}   claims: {len(report.claims)} ({report.extraction.method})")
-    for dropped in report.extraction.dropped:
-        _out.print(f"dropped (nothing in the response supports it): {dropped!r}", markup=False, highlight=False)
+    colour = _COLOUR[report.verdict]
+    _out.print(Panel.fit(f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  (rollup {report.rollup})",
+                         title="verdict"))  # fmt: skip
+    _plain(f"task: {report.task}   claims: {len(report.claims)} ({report.extraction.method})")
     if report.failure is not None:
-        _out.print(f"[yellow]failed[/] ({report.failure.kind}, {report.failure.stage}): {report.failure.message}")
+        _plain(f"failed ({report.failure.kind}, {report.failure.stage}): {report.failure.message}")
     elif report.note:
-        _out.print(f"note: {report.note}")
+        _plain(f"note: {report.note}")
+    if report.claims:
+        summary = Table(title="claims", title_justify="left", show_edge=False)
+        for column in ("#", "label", "sev", "decided by", "claim", "in the response"):
+            summary.add_column(column, overflow="fold")
+        for index, claim in enumerate(report.claims, 1):
+            label = _claim_label(claim)
+            where = "; ".join(f"[{s.start}:{s.end}] {_excerpt(report.response[s.start : s.end], 50)!r}"
+                              for s in claim.spans) or "-"  # fmt: skip
+            summary.add_row(
+                str(index), f"[{_COLOUR.get(label, 'white')}]{label}[/]",
+                "-" if claim.error_severity is None else str(claim.error_severity),
+                claim.decided_by, escape(_excerpt(claim.text, 70)), escape(where),
+            )  # fmt: skip
+        _out.print(summary)
+    for dropped in report.extraction.dropped:
+        _plain(f"dropped (nothing in the response supports it): {dropped!r}")
+    if brief:
+        _usage_line(report)
+        return
     if report.prefilter is not None:
-        p = report.prefilter
-        _out.print(
-            f"prefilter ({', '.join(p.prefilters)}): {p.decided} claims decided without debate, "
-            f"{p.prefilter_calls} prefilter calls, "
-            f"at least {p.debate_calls_saved} debate calls saved ({p.net_calls_saved:+d} net of the prefilter calls)"
-            + (f"; {p.note}" if p.note else "")
-        )
-        for check in p.checks:
-            _out.print(f"{check.name}: risk {check.risk_level}: {check.reason}", markup=False, highlight=False)
-            if check.judge is not None:
-                j = check.judge
-                _out.print(
-                    f"  judge: {j.decision} (score {j.score}/5, confidence {j.confidence:.2f}, risk "
-                    f"{j.hallucination_risk}); rules risk {j.rules_risk}; combined {j.combined_risk}: "
-                    f"{'; '.join(j.combined_reasons)}",
-                    markup=False, highlight=False,
-                )  # fmt: skip
-            if check.hallucination_check is not None and check.hallucination_check.warning:
-                _out.print(f"  warning: {check.hallucination_check.warning}", markup=False, highlight=False)
-    for claim in report.claims:
-        _out.print(f"[bold]claim[/] {claim.claim_id}: {escape(claim.text)}", highlight=False)
-        for span in claim.spans:
-            excerpt = report.response[span.start : span.end]
-            shown = excerpt if len(excerpt) <= 100 else excerpt[:97] + "..."
-            _out.print(f"  in the response [{span.start}:{span.end}]: {shown!r}", markup=False, highlight=False)
-        for decision in claim.prefilters:
-            _out.print(f"  prefilter {decision.name}: {decision.decision} ({decision.reason})")
-        if claim.status == "unverifiable":
-            kind = f" ({claim.failure.kind})" if claim.failure is not None else ""
-            _out.print(f"  [yellow]unverifiable[/]{kind}: {claim.reason}")
-        else:
-            _out.print(f"  label: {claim.label}   error severity: {claim.error_severity}")
-        if claim.debate is None:
-            continue
-        d = claim.debate
-        consensus = "n/a" if d.consensus is None else str(d.consensus).lower()
-        _out.print(
-            f"  chain: {' -> '.join(s.name for s in d.states)}   rounds: {d.rounds}   consensus: {consensus}"
-            f"   stopped: {d.stop_reason}"
-        )
-        table = Table(show_lines=True)
-        for column in ("state", "round", "agent", "factual", "sev", "opinion"):
-            table.add_column(column, overflow="fold")
+        _render_prefilter(report)
+    chain = _report_chain(report)
+    for index, claim in enumerate(report.claims, 1):
+        _render_claim(index, claim, chain, show_prompts=show_prompts)
+    _usage_line(report)
+
+
+def _report_chain(report: Report) -> MarkovChain | None:
+    """The chain the report ran with, to check each move against its rule; None if it cannot be loaded here."""
+    name = str(report.meta.config.get("debate", {}).get("chain", "true-to-skeptic"))
+    try:
+        return load_chain(name)
+    except (DebateError, OSError, ValueError):
+        return None
+
+
+def _render_prefilter(report: Report) -> None:
+    p = report.prefilter
+    assert p is not None
+    _plain(
+        f"prefilter ({', '.join(p.prefilters)}): {p.decided} claims decided without debate, "
+        f"{p.prefilter_calls} prefilter calls, "
+        f"at least {p.debate_calls_saved} debate calls saved ({p.net_calls_saved:+d} net of the prefilter calls)"
+        + (f"; {p.note}" if p.note else "")
+    )
+    for check in p.checks:
+        _plain(f"{check.name}: risk {check.risk_level}: {check.reason}")
+        if check.judge is not None:
+            j = check.judge
+            _plain(
+                f"  judge: {j.decision} (score {j.score}/5, confidence {j.confidence:.2f}, risk "
+                f"{j.hallucination_risk}); rules risk {j.rules_risk}; combined {j.combined_risk}: "
+                f"{'; '.join(j.combined_reasons)}"
+            )
+        if check.hallucination_check is not None and check.hallucination_check.warning:
+            _plain(f"  warning: {check.hallucination_check.warning}")
+
+
+def _render_claim(index: int, claim: ClaimVerdict, chain: MarkovChain | None, *, show_prompts: bool) -> None:
+    label = _claim_label(claim)
+    _out.print(f"\n[bold]claim {index}[/] ({claim.claim_id}): {escape(claim.text)}", highlight=False)
+    if claim.status == "unverifiable":
+        kind = f" ({claim.failure.kind})" if claim.failure is not None else ""
+        _out.print(f"  [yellow]unverifiable[/]{kind}: {escape(claim.reason or '')}", highlight=False)
+    else:
+        _out.print(f"  [{_COLOUR.get(label, 'white')}]{label}[/]   error severity: {claim.error_severity}"
+                   f"   decided by: {claim.decided_by}")  # fmt: skip
+    if claim.evidence:
+        _plain(f"  evidence ({len(claim.evidence)}):")
+        for number, item in enumerate(claim.evidence, 1):
+            source = f" [{item.kind}: {item.source}]" if item.source else f" [{item.kind}]"
+            _plain(f"    [{number}] {_excerpt(item.text, 200)}{source}")
+    else:
+        _plain("  evidence: none (judged from the model's own knowledge)")
+    for decision in claim.prefilters:
+        _plain(f"  prefilter {decision.name}: {decision.decision} ({decision.reason})")
+    if claim.debate is None:
+        return
+    d = claim.debate
+    consensus = "n/a" if d.consensus is None else str(d.consensus).lower()
+    moves = explain_moves(d, chain)
+    path = "  ".join(f"{s.name}" + (f" ({why})" if why else "") for s, why in zip(d.states, moves, strict=True))
+    _plain(f"  chain: {path}")
+    _plain(f"  rounds: {d.rounds}   consensus: {consensus}   stopped: {d.stop_reason}")
+    table = Table(show_lines=True)
+    for column in ("state", "round", "agent", "factual", "sev", "opinion"):
+        table.add_column(column, overflow="fold")
+    for state in d.states:
+        for turn in state.turns:
+            table.add_row(
+                state.name, str(state.round), turn.role,
+                "-" if turn.factuality is None else str(turn.factuality),
+                "-" if turn.error_severity is None else str(turn.error_severity),
+                escape(turn.opinion or "") if turn.error is None else f"[yellow]{escape(turn.error or '')}[/]",
+            )  # fmt: skip
+    _out.print(table)
+    if show_prompts:
         for state in d.states:
             for turn in state.turns:
-                table.add_row(
-                    state.name,
-                    str(state.round),
-                    turn.role,
-                    "-" if turn.factuality is None else str(turn.factuality),
-                    "-" if turn.error_severity is None else str(turn.error_severity),
-                    turn.opinion if turn.error is None else f"[yellow]{turn.error}[/]",
-                )
-        _out.print(table)
+                _out.print(f"  [bold]{state.name} round {state.round} {turn.role}[/] "
+                           f"(prompt {turn.call.prompt} {turn.call.prompt_hash[:12]})")  # fmt: skip
+                for message in turn.call.messages or []:
+                    _plain(f"    --- {message.role} ---")
+                    _plain("\n".join(f"    {line}" for line in message.content.splitlines()))
+
+
+def _usage_line(report: Report) -> None:
     u = report.usage
-    _out.print(
+    _plain(
         f"model: {report.meta.model}   calls: {u.llm_calls}   tokens: {u.prompt_tokens} prompt + "
         f"{u.completion_tokens} completion   time: {report.elapsed_s:.1f}s"
     )
@@ -497,6 +714,8 @@ async def _verify(args: argparse.Namespace) -> int:
     config = verifier_config(args)
     if args.cache is not None:
         config = config.model_copy(update={"call_cache": str(args.cache / CACHE_FILE)})
+    if args.show_prompts:
+        config = config.model_copy(update={"debate": config.debate.model_copy(update={"record_prompts": True})})
     batch_mode = args.input is not None or args.output is not None
     if batch_mode:
         if args.input is None or args.output is None:
@@ -509,10 +728,11 @@ async def _verify(args: argparse.Namespace) -> int:
         args.results_log = args.output if args.output_format == "jsonl" else Path(f"{args.output}.jsonl")
         if args.max_consecutive_failures < 1:
             raise UsageError("--max-consecutive-failures must be at least 1")
-    answer: str | None = args.answer
+    answer, _ = _read_text_arg(args.answer, "--answer")
+    question, _ = _read_text_arg(args.question, "--question")
     if not batch_mode and (answer is None or not answer.strip()):
         raise UsageError("give a non-empty --answer (with --question and --evidence), or --input and --output")
-    evidence, evidence_source = (None, None) if batch_mode else _read_evidence(args.evidence)
+    evidence, evidence_source = (None, None) if batch_mode else _read_text_arg(args.evidence, "--evidence")
     reference: Any = evidence
     if args.task == "rag" and not batch_mode:
         if args.sources is None:
@@ -526,10 +746,6 @@ async def _verify(args: argparse.Namespace) -> int:
             _write_output_format(args)
             print(f"done: 0 written, {done} already done -> {args.output}", file=sys.stderr)
             return 0
-    if config.model.base_url is None:
-        _err.print(
-            "[dim]no endpoint configured: starting the embedded model SmolLM2-135M-Instruct (Q4_1, llama.cpp)…[/]"
-        )
     async with Verifier(config=config) as verifier:
         where = "embedded llama.cpp" if verifier.embedded else config.model.base_url
         _err.print(f"[dim]model: {verifier.client.model_name} ({where})[/]")
@@ -538,14 +754,14 @@ async def _verify(args: argparse.Namespace) -> int:
         assert answer is not None  # checked above
         try:
             report = await verifier.verify(
-                answer, question=args.question, reference=reference, reference_source=evidence_source, task=args.task
+                answer, question=question, reference=reference, reference_source=evidence_source, task=args.task
             )
         except InputError as exc:
             raise UsageError(str(exc)) from exc
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
-        _render(report)
+        _render(report, brief=args.brief, show_prompts=args.show_prompts)
     transient = [f for f in [report.failure, *(c.failure for c in report.claims)] if f is not None and f.transient]
     if transient:
         raise ModelUnavailableError(f"the endpoint is unavailable ({transient[0].message}); no verdict was reached")
@@ -617,9 +833,15 @@ async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser(argv).parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    # On a terminal, log records go through the console the progress bar draws on, so a retry warning is printed
+    # above the live bar instead of breaking it; elsewhere (CI logs, pipes) there is no bar and lines stay whole.
+    log_handler: logging.Handler = (
+        RichHandler(console=_err, show_time=False, show_path=False, markup=False, rich_tracebacks=False)
+        if _err.is_terminal
+        else logging.StreamHandler(sys.stderr)
     )
+    log_handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[log_handler], force=True)
     try:
         if args.command == "verify":
             return asyncio.run(_verify(args))
@@ -634,10 +856,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return handler(args)
         raise UsageError(f"unknown command {args.command}")  # pragma: no cover - argparse rejects it first
     except (UsageError, InputError) as exc:
-        print(f"debate: error: {exc}", file=sys.stderr)
+        print(f"debate: error: {exc.for_cli()}", file=sys.stderr)
         return 2
     except DebateError as exc:
-        print(f"debate: error: {exc}", file=sys.stderr)
+        print(f"debate: error: {exc.for_cli()}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("debate: interrupted", file=sys.stderr)

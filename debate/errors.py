@@ -7,6 +7,7 @@ problem (`ModelUnavailableError`) is retried by the model client's retry policy,
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "EvidenceUnavailableError",
     "ExtractionError",
     "FailureKind",
+    "Hint",
     "InputError",
     "ModelError",
     "ModelRequestError",
@@ -36,12 +38,42 @@ FailureKind = Literal[
 """What went wrong, as recorded in a `Failure`."""
 
 
+@dataclass(frozen=True)
+class Hint:
+    """What to do about an error, said twice: in the Python API's terms and in the command line's."""
+
+    api: str
+    """E.g. "set ModelConfig.model (or DEBATE_MODEL)"."""
+    cli: str
+    """E.g. "pass --model (or set DEBATE_MODEL)"."""
+
+
 class DebateError(Exception):
-    """Base of every error the engine raises on purpose."""
+    """Base of every error the engine raises on purpose. `str(error)` speaks the Python API's terms;
+    `error.for_cli()` the command line's."""
 
     kind: ClassVar[FailureKind] = "input"
     transient: bool = False
     """True when the same work may succeed later (endpoint down, rate limits): such a failure is never final."""
+    hint: Hint | None = None
+    """What to do about it, when there is something to do."""
+
+    def with_hint(self, api: str, cli: str | None = None) -> DebateError:
+        """This error with a hint (`cli` defaults to `api`: the same words fit both)."""
+        self.hint = Hint(api=api, cli=cli if cli is not None else api)
+        return self
+
+    @property
+    def message(self) -> str:
+        """What went wrong, without the hint."""
+        return str(self.args[0]) if self.args else type(self).__name__
+
+    def __str__(self) -> str:
+        return self.message if self.hint is None else f"{self.message}; {self.hint.api}"
+
+    def for_cli(self) -> str:
+        """The one-line message the command line prints."""
+        return self.message if self.hint is None else f"{self.message}; {self.hint.cli}"
 
     def __reduce__(self) -> tuple[object, ...]:
         # Subclasses take keyword-only arguments, which Exception's pickling drops: rebuild from args and state, so

@@ -13,7 +13,7 @@ from typing import Generic, Protocol, TypeVar
 from debate.errors import ReplyUnusableError
 from debate.llm import ChatClient, ChatMessage, ChatRequest, ChatResponse
 from debate.prompts import PromptTemplate, load_prompt
-from debate.types import CallInfo, Usage
+from debate.types import CallInfo, SentMessage, Usage
 
 __all__ = ["ChatConversation", "Conversation", "Structured", "ask_structured", "call_info", "converse"]
 
@@ -123,9 +123,13 @@ def converse(
     return ChatConversation(client, system, schema=schema, schema_name=schema_name, purpose=purpose, site=site)
 
 
-def call_info(prompt: PromptTemplate, responses: Sequence[ChatResponse], attempts: int, errors: list[str]) -> CallInfo:
-    """The transcript record of one structured exchange."""
+def call_info(
+    prompt: PromptTemplate, responses: Sequence[ChatResponse], attempts: int, errors: list[str],
+    messages: Sequence[SentMessage] | None = None,
+) -> CallInfo:  # fmt: skip
+    """The transcript record of one structured exchange (with its exact messages when given)."""
     return CallInfo(
+        messages=None if messages is None else list(messages),
         prompt=prompt.name,
         prompt_hash=prompt.sha256,
         attempts=attempts,

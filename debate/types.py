@@ -196,6 +196,15 @@ class Opinion(_Model):
         return "factual" if self.factuality else "non_factual"
 
 
+class SentMessage(_Model):
+    """One message of a turn's exchange with the model, as sent (or received)."""
+
+    role: Literal["system", "user", "assistant"]
+    """Who says it."""
+    content: str
+    """The exact text."""
+
+
 class CallInfo(_Model):
     """Metadata of the model call(s) behind one turn."""
 
@@ -213,6 +222,8 @@ class CallInfo(_Model):
     """Wall time of the model calls."""
     finish_reason: str | None = None
     """Finish reason of the last reply."""
+    messages: list[SentMessage] | None = None
+    """The exact exchange (system, user, replies, re-asks) when `DebateConfig.record_prompts` is on."""
 
 
 class Turn(_Model):

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
-from debate.cli import add_verifier_arguments, verifier_config
+from debate.cli import add_verifier_arguments, examples, verifier_config
 from debate.errors import UsageError
 from desk.auth import ROLE_PERMISSIONS, hash_key, load_keys, new_key
 from desk.settings import DeskSettings, default_db_url
@@ -31,6 +31,11 @@ def register(sub: Any) -> None:
         help="the audit desk: HTTP API, audit store and web UI (http://127.0.0.1:8000)",
         description="Serve the audit desk. Without keys it binds loopback only; any other --host needs API keys "
         "(--api-keys-file or DEBATE_API_KEYS).",
+        epilog=examples(
+            "debate serve                                   # http://127.0.0.1:8000, embedded model, SQLite",
+            "debate serve --base-url http://localhost:8000/v1 --port 8080",
+            "debate serve --host 0.0.0.0 --api-keys-file keys.txt --db postgresql+psycopg://desk@db/desk --jobs 0",
+        ),
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
@@ -63,16 +68,22 @@ def register(sub: Any) -> None:
         metavar="USD",
         help="price per million completion tokens (default: 0)",
     )
-    add_verifier_arguments(serve)
+    add_verifier_arguments(serve, batch=False)
     serve.set_defaults(handler=_serve)
 
-    worker = sub.add_parser("worker", help="run audit jobs from a shared store (more processes or machines)")
+    worker = sub.add_parser(
+        "worker", help="run audit jobs from a shared store (more processes or machines)",
+        epilog=examples("debate worker --db postgresql+psycopg://desk@db/desk --base-url http://gpu:8000/v1 --jobs 8"),
+    )  # fmt: skip
     _store_arguments(worker)
     worker.add_argument("--jobs", type=int, default=2, help="audits run at once (default: 2)")
-    add_verifier_arguments(worker)
+    add_verifier_arguments(worker, batch=False)
     worker.set_defaults(handler=_worker)
 
-    key = sub.add_parser("new-key", help="make an API key for the audit desk (prints the key and its keys-file line)")
+    key = sub.add_parser(
+        "new-key", help="make an API key for the audit desk (prints the key and its keys-file line)",
+        epilog=examples("debate new-key alice reviewer >> keys.txt"),
+    )  # fmt: skip
     key.add_argument("name", help="who holds it (recorded with every request made with it)")
     key.add_argument("role", choices=list(ROLE_PERMISSIONS), help="what it may do")
     key.set_defaults(handler=_new_key)

@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from debate.chain import ChainError, MarkovChain, load_chain
+from debate.chain import ChainError, MarkovChain, explain_moves, load_chain
 from debate.types import ClaimVerdict, Report, StateRecord
 from desk.models import AgreementPoint
 
@@ -117,14 +117,9 @@ def _chain_diagram(claim: ClaimVerdict, rule: str, chain: MarkovChain | None) ->
             for t in state.turns
         ]
         drawn.append(DiagramState(state.name, state.round, state.consensus, turns, x=10 + index * (_BOX_W + _GAP)))
-    for here, there in itertools.pairwise(drawn):
-        last = next((t for t in reversed(here.turns) if t.verdict in ("true", "false")), None)
-        if last is None:
-            here.why_next = f"-> {there.name}"
-            continue
-        expected = chain.next_state(here.name, last.verdict == "true") if chain is not None else None
-        mark = "" if expected in (None, there.name) else f" (rule says {expected})"
-        here.why_next = f"{last.role} said {last.verdict} -> {there.name}{mark}"
+    for here, why in zip(drawn, explain_moves(claim.debate, chain), strict=True):
+        if why is not None:
+            here.why_next = why
     tallest = max(len(s.turns) for s in drawn)
     return ChainDiagram(
         rule=rule,

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import csv
 import json
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
+from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import TextColumn
 
 from debate.api import Verifier
 from debate.chain import PAPER_TRANSITION_RULES
-from debate.cli import add_verifier_arguments, items_in_flight, progress_bar, verifier_config
-from debate.config import VerifierConfig
+from debate.cli import add_verifier_arguments, examples, items_in_flight, progress_bar, verifier_config
+from debate.config import ClaimConfig, VerifierConfig
 from debate.errors import UsageError
 from debate.llm.cache import CACHE_FILE
 from debate.prompts import PROMPT_SETS
@@ -29,61 +33,116 @@ __all__ = ["register"]
 _err = Console(stderr=True)
 
 
+PAPER_N = {"qa": 150, "dialogue": 150, "summarization": 50, "general": 150}
+"""Default sample sizes: the paper's Table 1 (FactPrompts: all 50 responses / 233 claims); `general` is not in the
+paper and gets QA's size."""
+
+
 def register(sub: Any) -> None:
     """Add eval, ablate and report to the `debate` subcommands."""
     ev = sub.add_parser("eval", help="run a benchmark (HaluEval, FactPrompts) with a method and its baselines")
-    ev_sub = ev.add_subparsers(dest="benchmark", required=True, parser_class=sub._parser_class)
-    halu = ev_sub.add_parser("halueval", help="HaluEval qa / dialogue / summarization / general")
-    halu.add_argument("--task", choices=["qa", "dialogue", "summarization", "general"], required=True)
-    _common(halu)
+    ev_sub = ev.add_subparsers(dest="benchmark", required=True, parser_class=sub._parser_class, metavar="BENCHMARK")
+    halu = ev_sub.add_parser(
+        "halueval", help="HaluEval qa / dialogue / summarization / general",
+        epilog=examples(
+            "debate eval halueval --task qa                       # 150 items, the paper's QA setting",
+            "debate eval halueval --task summarization --method single",
+            "debate eval halueval --task qa --n all --base-url http://localhost:8000/v1 --concurrency 16",
+            "debate eval halueval --task qa --method halueval-judge --knowledge none",
+        ),
+    )  # fmt: skip
+    halu.add_argument("--task", choices=["qa", "dialogue", "summarization", "general"], required=True,
+                      help="which HaluEval file")  # fmt: skip
+    _common(halu, n_help="items, or all (default: the paper's size: qa 150, dialogue 150, summarization 50; "
+                         "general 150)")  # fmt: skip
     halu.set_defaults(handler=_eval)
-    fact = ev_sub.add_parser("factprompts", help="FactPrompts KB-QA (50 responses, 233 annotated claims)")
-    fact.add_argument("--level", choices=["claim", "response"], default="claim")
-    _common(fact)
+    fact = ev_sub.add_parser(
+        "factprompts", help="FactPrompts KB-QA (50 responses, 233 annotated claims)",
+        epilog=examples("debate eval factprompts --level claim",
+                        "debate eval factprompts --level response --search-backend local --collection wiki.jsonl"),
+    )  # fmt: skip
+    fact.add_argument("--level", choices=["claim", "response"], default="claim",
+                      help="judge each annotated claim, or each response from its annotated claims")  # fmt: skip
+    _common(fact, n_help="items, or all (default: all: 233 claims or 50 responses)", halueval=False)
     fact.set_defaults(handler=_eval, task="kbqa")
 
-    ab = sub.add_parser("ablate", help="the paper's ablations, with a table and a PNG plot")
-    ab_sub = ab.add_subparsers(dest="ablation", required=True, parser_class=sub._parser_class)
-    tr = ab_sub.add_parser("transitions", help="Table 4: the four transition rules on QA (min rounds 2)")
-    _common(tr, n_default=80, with_method=False)
+    ab = sub.add_parser("ablate", help="the paper's ablations, with a table and plots (PNG and SVG)")
+    ab_sub = ab.add_subparsers(dest="ablation", required=True, parser_class=sub._parser_class, metavar="ABLATION")
+    tr = ab_sub.add_parser(
+        "transitions", help="Table 4: the four transition rules on QA (min rounds 2)",
+        epilog=examples("debate ablate transitions --n 80", "debate ablate transitions --n 150 --base-url URL"),
+    )  # fmt: skip
+    _common(tr, n_default=80, with_method=False, fixed={"chain": "true-to-skeptic", "min_rounds": 2})
     tr.set_defaults(handler=_ablate_transitions)
-    mr = ab_sub.add_parser("min-rounds", help="Figure 3: min rounds 0-3 on qa, dialogue and summarization")
-    _common(mr, n_default=50, with_method=False)
+    mr = ab_sub.add_parser(
+        "min-rounds", help="Figure 3: min rounds 0-3 on qa, dialogue and summarization",
+        epilog=examples("debate ablate min-rounds --n 50", "debate ablate min-rounds --n 20 --tasks qa"),
+    )  # fmt: skip
+    _common(mr, n_default=50, with_method=False, fixed={"min_rounds": 0})
     mr.add_argument("--tasks", nargs="+", choices=["qa", "dialogue", "summarization"],
-                    default=["qa", "dialogue", "summarization"])  # fmt: skip
+                    default=["qa", "dialogue", "summarization"], help="tasks to run")  # fmt: skip
     mr.set_defaults(handler=_ablate_min_rounds)
 
-    ps = ab_sub.add_parser("prompt-set", help="the paper's prompt set against the tuned one (and any directory)")
-    _common(ps, n_default=80, with_method=False)
-    ps.add_argument("--task", choices=["qa", "dialogue", "summarization"], default="qa")
+    ps = ab_sub.add_parser(
+        "prompt-set", help="the paper's prompt set against the tuned one (and any directory)",
+        epilog=examples("debate ablate prompt-set --n 80", "debate ablate prompt-set --sets paper my-prompts/"),
+    )  # fmt: skip
+    _common(ps, n_default=80, with_method=False, fixed={"prompt_set": "paper"})
+    ps.add_argument("--task", choices=["qa", "dialogue", "summarization"], default="qa", help="which HaluEval file")
     ps.add_argument("--sets", nargs="+", default=list(PROMPT_SETS), metavar="NAME|DIR",
                     help=f"prompt sets to compare (default: {' '.join(PROMPT_SETS)})")  # fmt: skip
     ps.set_defaults(handler=_ablate_prompt_sets)
 
-    rep = sub.add_parser("report", help="a combined markdown table of runs, with CIs")
-    rep.add_argument("runs", nargs="+", type=Path, help="run folders")
+    rep = sub.add_parser(
+        "report", help="one table of several runs, with CIs (markdown, csv or json)",
+        epilog=examples("debate report runs/*/", "debate report results/embedded-paper/2026*/ --format csv > runs.csv"),
+    )  # fmt: skip
+    rep.add_argument("runs", nargs="+", type=Path, help="run folders (unfinished ones are skipped with a note)")
+    rep.add_argument("--format", choices=["md", "csv", "json"], default="md", help="output format")
     rep.set_defaults(handler=_report)
 
 
-def _common(parser: argparse.ArgumentParser, *, n_default: int | None = None, with_method: bool = True) -> None:
-    parser.add_argument("--n", type=int, default=n_default, help="items (default: all, or the ablation's size)")
+def _n(value: str) -> int | str:
+    if value == "all":
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or all, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or all, got {value!r}")
+    return n
+
+
+def _common(
+    parser: argparse.ArgumentParser, *, n_default: int | None = None, n_help: str | None = None,
+    with_method: bool = True, halueval: bool = True, fixed: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
+    parser.add_argument("--n", type=_n, default=n_default, metavar="N|all",
+                        help=n_help or f"items per run, or all (default: {n_default})")  # fmt: skip
     if with_method:
-        parser.add_argument("--method", choices=list(METHODS), default="mcmad")
+        parser.add_argument("--method", choices=list(METHODS), default="mcmad", help="the method to evaluate")
+    if with_method and halueval:
         parser.add_argument(
             "--judge-knowledge", action="store_true",
             help="halueval-judge: give the judge the knowledge (HaluEval's own judge gets none for QA and "
             "dialogue); the run's name says so",
         )  # fmt: skip
-    parser.add_argument("--balanced", action="store_true", help="exactly half hallucinated (qa/dialogue/summarization)")
+    if halueval:
+        parser.add_argument("--balanced", action="store_true",
+                            help="exactly half hallucinated (qa/dialogue/summarization)")  # fmt: skip
+        parser.add_argument(
+            "--knowledge",
+            choices=["given", "none"],
+            default="given",
+            help="qa/dialogue: give the knowledge as evidence (paper) or not (HaluEval's own script)",
+        )
     parser.add_argument(
-        "--knowledge",
-        choices=["given", "none"],
-        default="given",
-        help="qa/dialogue: give the knowledge as evidence (paper) or not (HaluEval's own script)",
-    )
-    parser.add_argument("--data-dir", type=Path, default=None, help="folder with halueval/ and factool/")
+        "--data-dir", type=Path, default=None,
+        help="folder with halueval/ and factool/ (default: DEBATE_DATA_DIR, else ../shared/data)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<timestamp>-<name>)")
-    parser.add_argument("--runs-root", type=Path, default=Path("runs"))
+    parser.add_argument("--runs-root", type=Path, default=Path("runs"), help="where run folders and the cache go")
     parser.add_argument("--no-cache", action="store_true", help="do not use the model-call cache")
     parser.add_argument(
         "--retry-failed", action=argparse.BooleanOptionalAction, default=True,
@@ -91,9 +150,26 @@ def _common(parser: argparse.ArgumentParser, *, n_default: int | None = None, wi
     )  # fmt: skip
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a run folder that holds another configuration (default: refuse)")  # fmt: skip
-    parser.add_argument("--backend", choices=["local", "ray"], default="local")
+    parser.add_argument("--backend", choices=["local", "ray"], default="local",
+                        help="local processes (--workers) or Ray tasks (--shards)")  # fmt: skip
     parser.add_argument("--shards", type=int, default=2, help="Ray tasks (with --backend ray)")
-    add_verifier_arguments(parser)
+    if not halueval:
+        # FactPrompts comes with annotated claims: nothing is extracted.
+        fixed = {**(fixed or {}), "claim_format": "sentence", "max_claims": _default(ClaimConfig, "max_claims")}
+    add_verifier_arguments(parser, fixed=fixed)
+
+
+def _default(model: type[BaseModel], name: str) -> Any:
+    return model.model_fields[name].get_default(call_default_factory=True)
+
+
+def _sample_size(args: argparse.Namespace) -> int | None:
+    """--n as a RunSpec size: None for all; unset, the paper's size for the task (FactPrompts: all)."""
+    n = args.n
+    if n is None:
+        halueval = getattr(args, "benchmark", "halueval") == "halueval"
+        return PAPER_N.get(getattr(args, "task", "qa")) if halueval else None
+    return None if n == "all" else int(n)
 
 
 def _spec(args: argparse.Namespace, **overrides: Any) -> RunSpec:
@@ -104,10 +180,10 @@ def _spec(args: argparse.Namespace, **overrides: Any) -> RunSpec:
         "benchmark": getattr(args, "benchmark", "halueval"),
         "task": getattr(args, "task", "qa"),
         "level": getattr(args, "level", "response"),
-        "n": args.n,
+        "n": _sample_size(args),
         "seed": args.seed or 0,
-        "balanced": args.balanced,
-        "knowledge": args.knowledge,
+        "balanced": getattr(args, "balanced", False),
+        "knowledge": getattr(args, "knowledge", "given"),
         "method": getattr(args, "method", "mcmad"),
         "judge_knowledge": getattr(args, "judge_knowledge", False),
         "data_dir": str(args.data_dir or default_data_dir()),
@@ -187,33 +263,70 @@ def _eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plot(path: Path, title: str, series: dict[str, list[tuple[Any, float, tuple[float, float] | None]]],
-          *, bars: bool, xlabel: str) -> None:  # fmt: skip
+Point = tuple[Any, dict[str, Any]]
+"""An x value (a rule, a round count, a prompt set) and the run's metrics there."""
+
+_PANELS = (("accuracy", "accuracy"), ("f1", "F1 (factual)"))
+
+
+def _plot(folder: Path, stem: str, title: str, series: dict[str, list[Point]], *, xlabel: str,
+          categorical: bool, model: str) -> list[Path]:  # fmt: skip
+    """Accuracy and F1 side by side with 95% CIs; series are offset sideways so identical ones stay visible; the
+    model-free baselines (length-only, majority-class) of each series' sample are reference lines. Written as
+    PNG and SVG; returns the paths."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for label, points in series.items():
-        xs = [str(p[0]) if bars else p[0] for p in points]
-        ys = [p[1] for p in points]
-        errs = [[y - (p[2][0] if p[2] else y) for y, p in zip(ys, points, strict=True)],
-                [(p[2][1] if p[2] else y) - y for y, p in zip(ys, points, strict=True)]]  # fmt: skip
-        if bars:
-            ax.bar(xs, ys, yerr=errs, capsize=4, color="#4c72b0")
-        else:
-            ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=label)
-    ax.set_ylim(0, 1)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("accuracy (95% CI)")
-    ax.set_title(title)
-    if not bars:
-        ax.legend()
-        ax.set_xticks(sorted({p[0] for points in series.values() for p in points}))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    xs_all = list(dict.fromkeys(p[0] for points in series.values() for p in points))
+    position = {x: i for i, x in enumerate(xs_all)} if categorical else {x: float(x) for x in xs_all}
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    width = 0.5 / max(len(series), 1)
+    ns = sorted({int(m["n"]) for points in series.values() for _, m in points})
+    for ax, (metric, label) in zip(axes, _PANELS, strict=True):
+        for i, (name, points) in enumerate(series.items()):
+            colour = colours[i % len(colours)]
+            offset = (i - (len(series) - 1) / 2) * width
+            xs = [position[x] + offset for x, _ in points]
+            ys = [m[metric] for _, m in points]
+            cis = [m.get(f"{metric}_ci95") or (y, y) for (_, m), y in zip(points, ys, strict=True)]
+            errs = [
+                [y - lo for y, (lo, _) in zip(ys, cis, strict=True)],
+                [hi - y for y, (_, hi) in zip(ys, cis, strict=True)],
+            ]
+            ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, linestyle="-" if not categorical else "none",
+                        color=colour, label=name)  # fmt: skip
+            baselines = points[0][1].get("baselines", {})
+            for baseline, style in (("length-only", "--"), ("majority-class", ":")):
+                value = baselines.get(baseline, {}).get(metric)
+                if value is not None:
+                    tag = f"{baseline} ({name})" if len(series) > 1 else baseline
+                    ax.axhline(value, color=colour if len(series) > 1 else "grey", linestyle=style, linewidth=1,
+                               label=tag)  # fmt: skip
+        ax.set_xticks(list(position.values()), [str(x) for x in position])
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel(xlabel)
+        ax.set_title(f"{label} (95% CI)")
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("score")
+    axes[1].legend(fontsize=7, loc="lower right")
+    n_text = f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]}-{ns[-1]}"
+    fig.suptitle(f"{title}\n{n_text} per point · model {model}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    written = []
+    for suffix in ("png", "svg"):
+        path = folder / f"{stem}.{suffix}"
+        fig.savefig(path, dpi=120)
+        written.append(path)
     plt.close(fig)
+    return written
+
+
+def _model_of(run_dir: Path) -> str:
+    config = json.loads((run_dir / "config.json").read_text())
+    return str(config.get("model", "?"))
 
 
 def _ablation_dir(args: argparse.Namespace, kind: str) -> Path:
@@ -225,77 +338,134 @@ def _ablate_transitions(args: argparse.Namespace) -> int:
     base = verifier_config(args).debate
     folder = _ablation_dir(args, "transitions")
     rows: list[tuple[str, dict[str, Any]]] = []
-    points = []
+    points: list[Point] = []
     for rule in PAPER_TRANSITION_RULES:
         debate = base.model_copy(update={"chain": rule, "min_rounds": 2, "max_rounds": max(base.max_rounds, 2)})
         spec = _spec(args, task="qa", debate=debate)
-        _, metrics = _run(spec, args, out=folder / rule)
+        run_dir, metrics = _run(spec, args, out=folder / rule)
         rows.append((rule, metrics))
-        points.append((rule, metrics["accuracy"], metrics.get("accuracy_ci95")))
+        points.append((rule, metrics))
     table = "# Transition rules on HaluEval QA (paper Table 4 layout)\n\n" + markdown_table(rows)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.md").write_text(table)
-    _plot(folder / "transitions.png", "Transition rules (QA, min rounds 2)", {"accuracy": points}, bars=True,
-          xlabel="transition rule")  # fmt: skip
-    sys.stdout.write(table + f"\nplot: {folder / 'transitions.png'}\n")
+    plots = _plot(folder, "transitions", "Transition rules (HaluEval QA, min rounds 2)", {"mcmad": points},
+                  xlabel="transition rule", categorical=True, model=_model_of(run_dir))  # fmt: skip
+    sys.stdout.write(table + f"\nplots: {', '.join(map(str, plots))}\n")
     return 0
 
 
 def _ablate_prompt_sets(args: argparse.Namespace) -> int:
     folder = _ablation_dir(args, f"prompt-set-{args.task}")
     rows: list[tuple[str, dict[str, Any]]] = []
-    points = []
+    points: list[Point] = []
     for prompt_set in args.sets:
         spec = _spec(args, task=args.task)
         spec = spec.model_copy(update={"verifier": spec.verifier.model_copy(update={"prompt_set": prompt_set})})
-        _, metrics = _run(spec, args, out=folder / Path(prompt_set).name)
+        run_dir, metrics = _run(spec, args, out=folder / Path(prompt_set).name)
         rows.append((f"prompt set {prompt_set}", metrics))
-        points.append((Path(prompt_set).name, metrics["accuracy"], metrics.get("accuracy_ci95")))
+        points.append((Path(prompt_set).name, metrics))
     table = f"# Prompt sets on HaluEval {args.task}\n\n" + markdown_table(rows)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.md").write_text(table)
-    _plot(folder / "prompt_sets.png", f"Prompt sets ({args.task})", {"accuracy": points}, bars=True,
-          xlabel="prompt set")  # fmt: skip
-    sys.stdout.write(table + f"\nplot: {folder / 'prompt_sets.png'}\n")
+    plots = _plot(folder, "prompt_sets", f"Prompt sets (HaluEval {args.task})", {"mcmad": points},
+                  xlabel="prompt set", categorical=True, model=_model_of(run_dir))  # fmt: skip
+    sys.stdout.write(table + f"\nplots: {', '.join(map(str, plots))}\n")
     return 0
 
 
 def _ablate_min_rounds(args: argparse.Namespace) -> int:
     base = verifier_config(args).debate
     folder = _ablation_dir(args, "min-rounds")
-    rows, series = [], {}
+    rows: list[tuple[str, dict[str, Any]]] = []
+    series: dict[str, list[Point]] = {}
     for task in args.tasks:
-        points = []
+        points: list[Point] = []
         for rounds in range(4):
             debate = base.model_copy(update={"min_rounds": rounds, "max_rounds": max(base.max_rounds, rounds)})
             spec = _spec(args, task=task, debate=debate)
-            _, metrics = _run(spec, args, out=folder / f"{task}-min{rounds}")
+            run_dir, metrics = _run(spec, args, out=folder / f"{task}-min{rounds}")
             rows.append((f"{task} min_rounds={rounds}", metrics))
-            points.append((rounds, metrics["accuracy"], metrics.get("accuracy_ci95")))
+            points.append((rounds, metrics))
         series[task] = points
     table = "# Minimum debate rounds (paper Figure 3 layout)\n\n" + markdown_table(rows)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.md").write_text(table)
-    _plot(folder / "min_rounds.png", "Accuracy by minimum rounds", series, bars=False, xlabel="minimum rounds")
-    sys.stdout.write(table + f"\nplot: {folder / 'min_rounds.png'}\n")
+    plots = _plot(folder, "min_rounds", "Minimum debate rounds (true -> skeptic)", series,
+                  xlabel="minimum rounds", categorical=False, model=_model_of(run_dir))  # fmt: skip
+    sys.stdout.write(table + f"\nplots: {', '.join(map(str, plots))}\n")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for run in args.runs:
+    rows = report_rows(args.runs, skipped=lambda run, why: _err.print(f"[yellow]skipped[/] {run}: {why}"))
+    if not rows:
+        raise UsageError("no finished run among the folders given (each needs config.json and metrics.json)")
+    flat = [{k: v for k, v in row.items() if k != "metrics"} for row in rows]
+    if args.format == "json":
+        sys.stdout.write(json.dumps(flat, indent=2) + "\n")
+    elif args.format == "csv":
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(flat[0]), lineterminator="\n")
+        writer.writeheader()
+        for row in flat:
+            writer.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in row.items()})
+    else:
+        sys.stdout.write(markdown_table([(_label(row), row["metrics"]) for row in rows]))
+    return 0
+
+
+def _label(row: dict[str, Any]) -> str:
+    parts = [row["setting"], row["method"]]
+    if row["model"]:
+        parts.append(f"{row['model']} @ {row['endpoint']}")
+    return " · ".join(parts)
+
+
+def report_rows(runs: list[Path], *, skipped: Callable[[Path, str], None]) -> list[dict[str, Any]]:
+    """One row per run, grouped by setting (benchmark, task, knowledge, sample), each setting followed by its
+    model-free baselines once: runs of the same setting share one sample and so the same baseline figures."""
+    by_setting: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    baselines: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for run in runs:
         metrics_path, config_path = run / "metrics.json", run / "config.json"
-        if not metrics_path.is_file() or not config_path.is_file():
-            raise UsageError(f"{run}: not a finished run folder (needs config.json and metrics.json)")
+        if not config_path.is_file():
+            skipped(run, "not a run folder (no config.json)")
+            continue
+        if not metrics_path.is_file():
+            skipped(run, "not finished (no metrics.json); re-run its command to finish it")
+            continue
         metrics = json.loads(metrics_path.read_text())
         config = json.loads(config_path.read_text())
         spec = config["spec"]
         what = spec["task"] if spec["benchmark"] == "halueval" else f"{spec['level']}-level"
         if spec["task"] in ("qa", "dialogue"):
             what += f" (knowledge {spec['knowledge']})"
-        rows.append((f"{spec['benchmark']} {what} · {spec['method']} · {config['model']}", metrics))
+        setting = f"{spec['benchmark']} {what}"
+        key = (setting, metrics["n"], spec.get("seed"), spec.get("balanced"), spec.get("data_dir"))
+        endpoint = "embedded" if config.get("embedded") else (urlparse(config.get("base_url") or "").netloc or "?")
+        row = {"setting": setting, "method": spec["method"], "model": config.get("model", "?"), "endpoint": endpoint,
+               "run": str(run), **_flat(metrics), "metrics": metrics}  # fmt: skip
+        by_setting.setdefault(key, []).append(row)
         for name, baseline in metrics.get("baselines", {}).items():
             if name != "tuning":
-                rows.append((f"{spec['benchmark']} {what} · {name}", baseline))
-    sys.stdout.write(markdown_table(rows))
-    return 0
+                baselines.setdefault(key, {}).setdefault(name, baseline)
+    rows: list[dict[str, Any]] = []
+    for key, runs_of_setting in by_setting.items():
+        rows += runs_of_setting
+        for name, baseline in baselines.get(key, {}).items():
+            rows.append({"setting": key[0], "method": name, "model": "", "endpoint": "", "run": "",
+                         **_flat(baseline), "metrics": baseline})  # fmt: skip
+    return rows
+
+
+_COLUMNS = ("n", "accuracy", "precision", "recall", "f1", "f1_hallucination", "auroc", "unverifiable",
+            "llm_calls_per_item")  # fmt: skip
+
+
+def _flat(metrics: dict[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name in _COLUMNS:
+        flat[name] = metrics.get(name)
+        ci = metrics.get(f"{name}_ci95")
+        if name not in ("n", "unverifiable", "llm_calls_per_item"):
+            flat[f"{name}_ci95"] = list(ci) if ci else None
+    return flat

@@ -63,6 +63,8 @@ class FakeOpenAI:
         self.script = list(script or [])
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        """The headers of every chat request (lower-case names)."""
         self.request_times: list[float] = []
         self.models = models
         self._lock = threading.Lock()
@@ -80,6 +82,7 @@ class FakeOpenAI:
             body = json.loads(await request.body())
             with self._lock:
                 self.requests.append(body)
+                self.headers.append(dict(request.headers))
                 self.request_times.append(time.monotonic())
                 if self.responder is not None:
                     reply = self.responder(body)

@@ -60,27 +60,43 @@ def test_json_report_structure(tmp_path: Path) -> None:
 
 
 def test_readable_report(tmp_path: Path) -> None:
+    """Summary first, then the evidence the agents saw (numbered, with its source), the chain with why it moved,
+    the opinions; --brief stops after the summary; --show-prompts prints each turn's exact messages."""
+    (tmp_path / "knowledge.txt").write_text("The capital city lies on the Seine.")
+    common = [
+        "verify", "--question", "Capital of France?", "--response", "Lyon",
+        "--evidence", f"@{tmp_path / 'knowledge.txt'}", "--min-rounds", "1", "--max-rounds", "1",
+        "--transition", "always-trust",
+    ]  # fmt: skip
     with FakeOpenAI(responder=_agreeing) as server:
-        done = debate(
-            "verify",
-            "--question",
-            "Capital of France?",
-            "--response",
-            "Lyon",
-            "--evidence",
-            "The capital city lies on the Seine.",
-            "--base-url",
-            server.base_url,
-            "--min-rounds",
-            "1",
-            "--max-rounds",
-            "1",
-            "--transition",
-            "always-trust",
-        )
+        done = debate(*common, "--base-url", server.base_url)
+        brief = debate(*common, "--base-url", server.base_url, "--brief")
+        prompts = debate(*common, "--base-url", server.base_url, "--show-prompts")
     assert done.returncode == 0, done.stderr
-    assert "NON_FACTUAL" in done.stdout and "S0 -> S1" in done.stdout and "trust" in done.stdout
-    assert "in the response [0:" in done.stdout  # the claim's span
+    out = done.stdout
+    assert "NON_FACTUAL" in out and "non_factual" in out
+    assert out.index("claims") < out.index("evidence (1):") < out.index("chain:")
+    assert f"[1] The capital city lies on the Seine. [given: {tmp_path / 'knowledge.txt'}]" in out
+    assert "chain: S0 (initial said false -> S1)  S1" in out
+    assert "[0:4] 'Lyon'" in out  # where the claim sits in the response
+    assert brief.returncode == 0 and "NON_FACTUAL" in brief.stdout and "[0:4]" in brief.stdout
+    assert "evidence (1)" not in brief.stdout and "chain:" not in brief.stdout
+    assert "--- system ---" not in out
+    assert prompts.stdout.count("--- system ---") == 4  # S0 + the three agents of S1
+    assert "--- assistant ---" in prompts.stdout and "The capital city lies on the Seine." in prompts.stdout
+
+
+def test_a_file_name_given_as_text_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "knowledge.txt").write_text("Paris is the capital of France.")
+    done = subprocess.run(
+        [sys.executable, "-m", "debate.cli", "verify", "--answer", "Paris", "--evidence", "knowledge.txt",
+         "--base-url", "http://127.0.0.1:9/v1"],
+        capture_output=True, text=True, cwd=tmp_path, env=_env(), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "debate: error: --evidence knowledge.txt: that is a file; to read it, pass --evidence @knowledge.txt"
+    ]
 
 
 @pytest.mark.parametrize(

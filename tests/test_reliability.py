@@ -155,11 +155,11 @@ def test_base_url_is_validated_and_an_unreachable_endpoint_exits_1(tmp_path: Pat
     down = debate(
         "verify", "--answer", "Paris", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "1"
     )
-    assert down.returncode == 1 and "unreachable" in down.stderr
+    assert down.returncode == 1 and "nothing answers at http://127.0.0.1:9/v1" in down.stderr
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     _items(source, 2)
     batch = _batch(source, out, "http://127.0.0.1:9/v1")
-    assert batch.returncode == 1 and "unreachable" in batch.stderr
+    assert batch.returncode == 1 and "nothing answers at" in batch.stderr
 
 
 def test_fail_on_gates_ci_with_exit_3(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ are kept: its base-URL and auth headers (OPENAI_ORG_ID, OPENAI_PROJECT_ID), its 
 from __future__ import annotations
 
 import asyncio
+import difflib
 import importlib
+import ipaddress
 import logging
 import os
 import time
@@ -25,6 +27,7 @@ import aiohttp
 import orjson
 
 from debate.config import ModelConfig, StructuredOutputMode
+from debate.errors import DebateError, UsageError
 from debate.llm.base import (
     ChatRequest,
     ChatResponse,
@@ -41,7 +44,7 @@ from debate.types import Usage
 if TYPE_CHECKING:
     import openai  # noqa: TID251 - the one module allowed to
 
-__all__ = ["MalformedReplyError", "OpenAIChatClient", "is_retryable"]
+__all__ = ["MalformedReplyError", "OpenAIChatClient", "is_hosted", "is_retryable"]
 
 log = logging.getLogger(__name__)
 
@@ -178,21 +181,47 @@ def _looks_like_context_overflow(exc: openai.APIStatusError) -> bool:
     )
 
 
+def is_hosted(base_url: str) -> bool:
+    """True for an endpoint on the public internet: a dotted host name that is not local (localhost, *.local,
+    *.internal, *.lan), or a public IP address. Single-label names (a compose service such as `vllm`) and loopback
+    or private addresses are local servers, which commonly need no key."""
+    host = (urlparse(base_url).hostname or "").lower()
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return "." in host and not host.endswith((".local", ".localhost", ".internal", ".lan", ".home.arpa"))
+    return address.is_global
+
+
+def _hint(error: DebateError, api: str, cli: str) -> DebateError:
+    return error.with_hint(api, cli)
+
+
+_KEY_HINT = ("set ModelConfig.api_key (or OPENAI_API_KEY)", "pass --api-key (or set OPENAI_API_KEY)")
+_URL_HINT = ("check ModelConfig.base_url (or OPENAI_BASE_URL)", "check --base-url (or OPENAI_BASE_URL)")
+_MODEL_HINT = ("set ModelConfig.model (or DEBATE_MODEL)", "pass --model (or set DEBATE_MODEL)")
+
+
 class OpenAIChatClient:
     """ChatClient over any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp)."""
 
     def __init__(self, *, config: ModelConfig, model: str | None = None) -> None:
         if config.base_url is None:
             raise ValueError("OpenAIChatClient needs a base_url; the embedded model provides one")
+        if config.api_key is None and is_hosted(config.base_url):
+            # Refused before the first call: a hosted API would answer 401 after the run has started.
+            raise _hint(UsageError(f"{config.base_url} is a hosted endpoint and no API key is set"), *_KEY_HINT)
         self._config = config
         self._model = model or config.model
+        self._served: list[str] = []
+        """The endpoint's model list, when it gave one (to name the closest match when a model is refused)."""
         self._mode: StructuredOutputMode = config.structured_output
         self._limit = asyncio.Semaphore(config.max_concurrency)
         self._base = config.base_url.rstrip("/")
-        api_key = config.api_key.get_secret_value() if config.api_key else "no-key"
-        # The headers the SDK sends, computed once.
+        # The headers the SDK sends, computed once; no Authorization header at all without a key (a local server
+        # needs none, and a made-up one only confuses a proxy's logs).
         self._request_headers = {
-            "Authorization": f"Bearer {api_key}",
+            **({"Authorization": f"Bearer {config.api_key.get_secret_value()}"} if config.api_key else {}),
             "Content-Type": "application/json",
             "Accept": "application/json",
             "User-Agent": f"markov-debate/{package_version()}",
@@ -233,11 +262,14 @@ class OpenAIChatClient:
             )
         return self._session
 
-    async def _http(self, method: str, path: str, payload: bytes | None = None) -> bytes:
-        """One HTTP attempt: the body of a 2xx, else the SDK's exception for what went wrong."""
+    async def _http(self, method: str, path: str, payload: bytes | None = None, purpose: str | None = None) -> bytes:
+        """One HTTP attempt: the body of a 2xx, else the SDK's exception for what went wrong. `purpose` (the
+        request's declared purpose, e.g. "debate:skeptic") is sent as X-Debate-Purpose, for proxies' logs and
+        scripted test endpoints; the model never sees it."""
         url = self._base + path
+        headers = {"X-Debate-Purpose": purpose} if purpose else None
         try:
-            async with self._pool().request(method, url, data=payload, proxy=self._proxy) as response:
+            async with self._pool().request(method, url, data=payload, proxy=self._proxy, headers=headers) as response:
                 body = await response.read()
                 status = response.status
                 if status >= 400:
@@ -261,49 +293,90 @@ class OpenAIChatClient:
 
     async def resolve_model(self) -> str:
         """Check that the endpoint answers (so a down server stops the run before any work), then use the
-        configured model, or the endpoint's only model."""
+        configured model, or the endpoint's only model. Each failure says what it most likely means: nothing
+        listening, a URL that is not an OpenAI API root, a refused key, or a model choice to make."""
+        base = self._config.base_url
         policy = self._policy.copy()
         try:
             async for attempt in policy:
                 with attempt:
-                    page = _parse_json(await self._http("GET", "/models"))
+                    page = _parse_json(await self._http("GET", "/models", purpose="models"))
         except MalformedReplyError as malformed:
             if self._model is not None:  # a proxy without a model list; the configured model is used as given
                 return self._model
-            raise ModelRequestError(f"listing models at {self._config.base_url} failed ({malformed}); pass --model",
-                                    status=None) from malformed  # fmt: skip
+            raise _hint(ModelRequestError(f"listing models at {base} failed ({malformed})", status=None),
+                        *_MODEL_HINT) from malformed  # fmt: skip
         except Exception as failure:
-            unreachable = f"{self._config.base_url} is unreachable ({{why}} after {self._config.max_attempts} attempts)"
-            exc = self._status_error_or_raise(failure, unreachable + "; is the server running?")
-            if exc.status_code in (401, 403) or (self._model is None and not is_retryable(exc)):
-                raise ModelRequestError(
-                    f"listing models at {self._config.base_url} failed ({_describe(exc)})"
-                    + ("; pass --model" if self._model is None and exc.status_code not in (401, 403) else ""),
-                    status=exc.status_code,
-                ) from exc
+            if _is_sdk_error(failure) and isinstance(failure, _sdk().APIConnectionError):
+                raise _hint(
+                    ModelUnavailableError(f"nothing answers at {base} ({_describe(failure)} after "
+                                          f"{self._config.max_attempts} attempts)"),
+                    "is the server running? " + _URL_HINT[0], "is the server running? " + _URL_HINT[1],
+                ) from failure  # fmt: skip
+            exc = self._status_error_or_raise(failure, f"{base} is unreachable ({{why}})")
+            status = exc.status_code
+            if status in (401, 403):
+                raise self._refused_key(exc) from exc
+            if status == 404 and self._model is None:
+                raise self._wrong_path(exc) from exc
             if is_retryable(exc):
-                raise ModelUnavailableError(
-                    f"{self._config.base_url}: {_describe(exc)} after {self._config.max_attempts} attempts"
-                ) from exc
+                attempts = self._config.max_attempts
+                raise ModelUnavailableError(f"{base}: {_describe(exc)} after {attempts} attempts") from exc
+            if self._model is None:
+                raise _hint(ModelRequestError(f"listing models at {base} failed ({_describe(exc)})", status=status),
+                            *_MODEL_HINT) from exc  # fmt: skip
             # The endpoint has no model list (some proxies); the configured model is used as given.
-            assert self._model is not None
-            return self._model
-        if self._model is not None:
             return self._model
         data = page.get("data") if isinstance(page, dict) else None
-        ids = (
+        self._served = (
             [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
             if isinstance(data, list)
             else []
         )
-        if len(ids) != 1:
-            raise ModelRequestError(
-                f"no model given and {self._config.base_url} serves {len(ids)} models ({', '.join(ids[:5])}); "
-                "pass --model or DEBATE_MODEL",
-                status=None,
+        if self._model is not None:
+            return self._model
+        if len(self._served) != 1:
+            more = ", ..." if len(self._served) > 8 else ""
+            listed = f" ({', '.join(self._served[:8])}{more})" if self._served else ""
+            raise _hint(
+                ModelRequestError(f"no model given and {base} serves {len(self._served)} models{listed}", status=None),
+                *_MODEL_HINT,
             )
-        self._model = ids[0]
+        self._model = self._served[0]
         return self._model
+
+    def _refused_key(self, exc: openai.APIStatusError) -> DebateError:
+        said = "refused the API key" if self._config.api_key else "wants an API key and none was set"
+        error = ModelRequestError(f"{self._config.base_url} {said} ({_describe(exc)})", status=exc.status_code)
+        return _hint(error, *_KEY_HINT)
+
+    def _wrong_path(self, exc: openai.APIStatusError) -> DebateError:
+        """A 404 on GET /models: the base URL is not an OpenAI API root (most servers put it under /v1)."""
+        base = self._base
+        guess = f"; most servers serve it under /v1: try {base}/v1" if not base.endswith("/v1") else ""
+        return _hint(
+            ModelRequestError(f"{base}/models answered 404: {base} is not an OpenAI-compatible API root{guess}",
+                              status=404),
+            *_URL_HINT,
+        )  # fmt: skip
+
+    def _model_refused(self, exc: openai.APIStatusError) -> DebateError | None:
+        """A 404 (or a 400 naming the model) on a chat call when the endpoint's list lacks our model: the model
+        name is wrong; name what it serves and the closest match."""
+        text = (str(exc.message) + str(getattr(exc, "body", "") or "")).lower()
+        model = self.model_name
+        if not self._served or model in self._served or f"{model}:latest" in self._served:
+            return None
+        if not (exc.status_code == 404 or (exc.status_code == 400 and model.lower() in text)):
+            return None
+        listed = ", ".join(self._served[:12])
+        close = difflib.get_close_matches(model, self._served, n=1, cutoff=0.4)
+        return _hint(
+            ModelRequestError(f"{self._base} does not serve model {model!r} ({_describe(exc)}); it serves: {listed}",
+                              status=exc.status_code),
+            (f"did you mean {close[0]!r}? " if close else "") + _MODEL_HINT[0],
+            (f"did you mean --model {close[0]}? " if close else "") + _MODEL_HINT[1],
+        )  # fmt: skip
 
     def _response_format(self, request: ChatRequest, mode: StructuredOutputMode) -> dict[str, Any] | None:
         schema = request.response_schema
@@ -332,12 +405,14 @@ class OpenAIChatClient:
                 body["top_logprobs"] = request.top_logprobs
         return orjson.dumps(body)
 
-    async def _send(self, payload: bytes, attempts: list[int]) -> tuple[dict[str, Any], dict[str, Any], float]:
+    async def _send(
+        self, payload: bytes, attempts: list[int], purpose: str
+    ) -> tuple[dict[str, Any], dict[str, Any], float]:
         attempts[0] += 1
         # The model semaphore covers one HTTP attempt only: no slot is held while backing off between attempts.
         async with self._limit:
             started = time.perf_counter()
-            body = await self._http("POST", "/chat/completions", payload)
+            body = await self._http("POST", "/chat/completions", payload, purpose)
             latency = time.perf_counter() - started
         raw, choice = _first_choice(_parse_json(body))
         return raw, choice, latency
@@ -348,7 +423,7 @@ class OpenAIChatClient:
             attempts = [0]
             try:
                 sent: tuple[dict[str, Any], dict[str, Any], float] = await self._policy.copy()(
-                    self._send, self._payload(request, mode), attempts
+                    self._send, self._payload(request, mode), attempts, request.purpose
                 )
                 raw, choice, latency = sent
                 break
@@ -370,6 +445,11 @@ class OpenAIChatClient:
                     raise ModelUnavailableError(
                         f"{self._config.base_url}: {_describe(exc)} after {self._config.max_attempts} attempts"
                     ) from exc
+                refused = self._model_refused(exc)
+                if refused is not None:
+                    raise refused from exc
+                if exc.status_code in (401, 403):
+                    raise self._refused_key(exc) from exc
                 error = ContextTooLongError if _looks_like_context_overflow(exc) else ModelRequestError
                 raise error(f"{self._config.base_url}: {_describe(exc)}", status=exc.status_code) from exc
         if mode == "auto" and request.response_schema is not None:
