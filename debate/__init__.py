@@ -7,6 +7,7 @@ from debate.errors import (
     DebateError,
     EvidenceUnavailableError,
     ExtractionError,
+    Hint,
     InputError,
     ModelError,
     ModelRequestError,
@@ -14,6 +15,8 @@ from debate.errors import (
     ReplyUnusableError,
     UsageError,
 )
+from debate.frames import load_run
+from debate.llm.embedded import EmbeddedModelError
 from debate.types import (
     Claim,
     ClaimVerdict,
@@ -34,10 +37,12 @@ __all__ = [
     "DebateConfig",
     "DebateError",
     "DebateResult",
+    "EmbeddedModelError",
     "Evidence",
     "EvidenceUnavailableError",
     "ExtractionError",
     "Failure",
+    "Hint",
     "InputError",
     "ModelConfig",
     "ModelError",
@@ -53,5 +58,6 @@ __all__ = [
     "Verifier",
     "VerifierConfig",
     "averify",
+    "load_run",
     "verify",
 ]

@@ -13,6 +13,7 @@ call would fail the same way).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -455,8 +456,17 @@ def verify(
     task: str = "qa",
     config: VerifierConfig | None = None,
 ) -> Report:
-    """Synchronous `averify`."""
-    return asyncio.run(averify(response, question=question, reference=reference, task=task, config=config))
+    """Synchronous `averify`. Inside a running event loop (Jupyter, IPython), where `asyncio.run` cannot be called,
+    it runs in a worker thread with its own loop and blocks until done; in your own async code, `await averify(...)`
+    instead. Without an endpoint (`config.model.base_url`), the embedded model is started first (logged)."""
+    work = averify(response, question=question, reference=reference, task=task, config=config)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work)
+    log.info("verify() called inside a running event loop: running in a worker thread (await averify() to avoid)")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="debate-verify") as pool:
+        return pool.submit(asyncio.run, work).result()
 
 
 @dataclass(frozen=True)

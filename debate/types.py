@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from debate.errors import DebateError, FailureKind
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "CallInfo",
@@ -683,3 +686,9 @@ class Report(_Model):
     """Wall time."""
     meta: RunMeta
     """Reproducibility record."""
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """One row per claim (pandas): label, severity, decided by, spans, evidence count, the debate's path."""
+        from debate.frames import report_frame
+
+        return report_frame(self)

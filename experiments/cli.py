@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.progress import TextColumn
 
@@ -99,6 +99,9 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     rep.add_argument("runs", nargs="+", type=Path, help="run folders (unfinished ones are skipped with a note)")
     rep.add_argument("--format", choices=["md", "csv", "json"], default="md", help="output format")
+    rep.add_argument("--recompute", action="store_true",
+                     help="first recompute each finished run's metrics.json and results.md from its results.jsonl "
+                     "(no model calls; after a metrics change)")  # fmt: skip
     rep.set_defaults(handler=_report)
 
 
@@ -397,6 +400,10 @@ def _ablate_min_rounds(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    if args.recompute:
+        for run in args.runs:
+            if (run / "metrics.json").is_file() and (run / "config.json").is_file():
+                evaluate_run(run, _recorded_spec(json.loads((run / "config.json").read_text())["spec"]))
     rows = report_rows(args.runs, skipped=lambda run, why: _err.print(f"[yellow]skipped[/] {run}: {why}"))
     if not rows:
         raise UsageError("no finished run among the folders given (each needs config.json and metrics.json)")
@@ -411,6 +418,40 @@ def _report(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(markdown_table([(_label(row), row["metrics"]) for row in rows]))
     return 0
+
+
+def _variant(spec: dict[str, Any]) -> str:
+    """What sets a run apart from the paper's defaults (prompt set, chain, minimum rounds), for its label."""
+    verifier, defaults = spec.get("verifier", {}), VerifierConfig()
+    debate = verifier.get("debate", {})
+    prompt_set = verifier.get("prompt_set", defaults.prompt_set)
+    parts = [
+        f"prompts {prompt_set}" if prompt_set != defaults.prompt_set else "",
+        f"chain {debate['chain']}" if debate.get("chain", defaults.debate.chain) != defaults.debate.chain else "",
+        f"min rounds {debate['min_rounds']}"
+        if debate.get("min_rounds", defaults.debate.min_rounds) != defaults.debate.min_rounds else "",
+    ]  # fmt: skip
+    shown = ", ".join(p for p in parts if p)
+    return f" ({shown})" if shown else ""
+
+
+def _recorded_spec(recorded: dict[str, Any]) -> RunSpec:
+    """A run's recorded spec, for re-scoring it. Settings an older version recorded and this one no longer has are
+    dropped (they cannot change the metrics, which need only the results and the sample); anything else invalid
+    is an error."""
+    for _ in range(50):
+        try:
+            return RunSpec.model_validate(recorded)
+        except ValidationError as exc:
+            extra = [e["loc"] for e in exc.errors() if e["type"] == "extra_forbidden"]
+            if not extra or len(extra) != len(exc.errors()):
+                raise UsageError(f"run spec cannot be read: {exc.errors()[0]['msg']}") from exc
+            for loc in extra:
+                parent: Any = recorded
+                for key in loc[:-1]:
+                    parent = parent[key]
+                parent.pop(loc[-1], None)
+    raise UsageError("run spec cannot be read")
 
 
 def _label(row: dict[str, Any]) -> str:
@@ -442,7 +483,8 @@ def report_rows(runs: list[Path], *, skipped: Callable[[Path, str], None]) -> li
         setting = f"{spec['benchmark']} {what}"
         key = (setting, metrics["n"], spec.get("seed"), spec.get("balanced"), spec.get("data_dir"))
         endpoint = "embedded" if config.get("embedded") else (urlparse(config.get("base_url") or "").netloc or "?")
-        row = {"setting": setting, "method": spec["method"], "model": config.get("model", "?"), "endpoint": endpoint,
+        row = {"setting": setting, "method": spec["method"] + _variant(spec), "model": config.get("model", "?"),
+               "endpoint": endpoint,
                "run": str(run), **_flat(metrics), "metrics": metrics}  # fmt: skip
         by_setting.setdefault(key, []).append(row)
         for name, baseline in metrics.get("baselines", {}).items():

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+from tabulate import tabulate
 
 from debate.api import Verifier
 from debate.config import DebateConfig, VerifierConfig
@@ -188,16 +189,17 @@ def _fmt(metrics: dict[str, Any], key: str) -> str:
     return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{value:.3f}"
 
 
+_HEADERS = ["method", "n", "accuracy", "F1 (factual)", "F1 (hallucination)", "AUROC", "unverifiable", "calls/item"]
+
+
 def markdown_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
-    header = "| method | n | accuracy | F1 (factual) | F1 (hallucination) | AUROC | unverifiable | calls/item |"
-    lines = [header, "|" + " --- |" * 8]
-    for name, m in rows:
-        calls = m.get("llm_calls_per_item")
-        lines.append(
-            f"| {name} | {m['n']} | {_fmt(m, 'accuracy')} | {_fmt(m, 'f1')} | {_fmt(m, 'f1_hallucination')} | "
-            f"{_fmt(m, 'auroc')} | {m['unverifiable']} | {'-' if calls is None else f'{calls:.1f}'} |"
-        )
-    return "\n".join(lines) + "\n"
+    """The results table (GitHub Markdown, via tabulate), each metric with its 95% interval."""
+    body = [
+        [name, m["n"], _fmt(m, "accuracy"), _fmt(m, "f1"), _fmt(m, "f1_hallucination"), _fmt(m, "auroc"),
+         m["unverifiable"], "-" if m.get("llm_calls_per_item") is None else f"{m['llm_calls_per_item']:.1f}"]
+        for name, m in rows
+    ]  # fmt: skip
+    return tabulate(body, headers=_HEADERS, tablefmt="github", disable_numparse=True) + "\n"
 
 
 def evaluate_run(run_dir: Path, spec: RunSpec) -> dict[str, Any]:

@@ -48,6 +48,28 @@ def embedded_model_path() -> Path:
     return path
 
 
+def _timing_file() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "markov-debate" / "embedded-start-seconds"
+
+
+def _last_start_s() -> float | None:
+    """How long the embedded model took to start last time on this machine (for the start-up message)."""
+    try:
+        return float(_timing_file().read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _record_start_s(seconds: float) -> None:
+    try:
+        path = _timing_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{seconds:.1f}\n")
+    except OSError as exc:  # a read-only home: the next message says "up to a minute" instead
+        log.debug("cannot record the embedded start time: %s", exc)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -63,6 +85,7 @@ class EmbeddedServer:
         self._startup_timeout_s = startup_timeout_s
         self._n_threads = n_threads or os.cpu_count() or 1
         self._proc: subprocess.Popen[bytes] | None = None
+        self._started_at = 0.0
         self._log_file: IO[bytes] | None = None
         self.port: int | None = None
 
@@ -94,8 +117,22 @@ class EmbeddedServer:
             "--cache", "true",
             "--cache_size", str(256 * 1024 * 1024),
         ]  # fmt: skip
-        log.info("starting embedded model %s on %s", EMBEDDED_MODEL_NAME, self.base_url)
+        last = _last_start_s()
+        takes = f"takes ~{last:.0f} s (the last start here)" if last else "takes up to a minute the first time"
+        # A warning, not info: it is visible without any logging set up (a notebook), and verdicts from a 135M
+        # model are not what a user who forgot to configure an endpoint wants.
+        log.warning(
+            "no endpoint configured: starting the embedded model %s (llama.cpp, for trying the pipeline; its "
+            "verdicts are not meaningful) on %s; %s. Set ModelConfig.base_url (CLI: --base-url) for your own model",
+            EMBEDDED_MODEL_NAME, self.base_url, takes,
+        )  # fmt: skip
+        self._started_at = time.monotonic()
         self._proc = subprocess.Popen(cmd, stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def _up(self) -> None:
+        seconds = time.monotonic() - self._started_at
+        log.info("embedded model ready in %.1f s", seconds)
+        _record_start_s(seconds)
 
     def start(self) -> None:
         """Start and wait until the server answers (blocking)."""
@@ -106,6 +143,7 @@ class EmbeddedServer:
                 if time.monotonic() > deadline:
                     raise self._timeout()
                 time.sleep(0.2)
+            self._up()
         except BaseException:
             self.stop()
             raise
@@ -120,6 +158,7 @@ class EmbeddedServer:
                 if time.monotonic() > deadline:
                     raise self._timeout()
                 await asyncio.sleep(0.2)
+            self._up()
         except BaseException:
             self.stop()
             raise

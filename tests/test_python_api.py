@@ -1,0 +1,85 @@
+"""The Python API as a notebook uses it: verify() inside a running event loop, frames, exported errors."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, op
+from fakes import FakeOpenAI, Reply
+
+import debate
+from debate import ModelConfig, VerifierConfig, load_run, verify
+
+
+def _config(base_url: str) -> VerifierConfig:
+    return VerifierConfig(model=ModelConfig(base_url=base_url), debate=debate.DebateConfig(min_rounds=0))
+
+
+def test_verify_works_inside_a_running_event_loop() -> None:
+    """Jupyter runs cells inside an event loop, where asyncio.run() fails: verify() must still work."""
+    with FakeOpenAI(responder=lambda body: Reply(content=op(True, 0, "supported"))) as server:
+
+        async def cell() -> debate.Report:
+            return verify("Paris", question="Capital of France?", reference="Paris is the capital.",
+                          config=_config(server.base_url))  # fmt: skip
+
+        report = asyncio.run(cell())
+    assert report.verdict == "factual" and report.usage.llm_calls == 1
+
+
+def test_report_to_dataframe_has_one_row_per_claim() -> None:
+    with FakeOpenAI(responder=lambda body: Reply(content=op(False, 4, "the reference says Paris"))) as server:
+        report = verify("Lyon", question="Capital of France?", reference="Paris is the capital.",
+                        config=_config(server.base_url))  # fmt: skip
+    frame = report.to_dataframe()
+    assert list(frame["label"]) == ["non_factual"] and list(frame["error_severity"]) == [4]
+    assert frame.loc[0, "states"] == "S0" and frame.loc[0, "spans"] == [(0, 4)]
+    assert frame.attrs["model"] == "fake-model"
+
+
+def test_load_run_reads_run_folders_and_batch_outputs(tmp_path: Path) -> None:
+    run = ROOT / "results" / "embedded-paper" / "ablate-transitions" / "true-to-skeptic"
+    frame = load_run(run)
+    assert len(frame) == frame.attrs["metrics"]["n"] == 12
+    assert {"id", "label_factual", "pred_factual", "score", "verdict", "llm_calls"} <= set(frame.columns)
+    assert "report" not in frame.columns
+    batch = tmp_path / "out.jsonl"
+    batch.write_text(
+        '{"id": "a", "response": "x", "result": {"verdict": "factual", "score": 1.0, "claims": [],'
+        ' "usage": {"llm_calls": 7}}}\n{"line": 2, "error": {"kind": "input", "message": "line 2: bad"}}\n'
+    )
+    rows = load_run(batch)
+    assert list(rows["verdict"].fillna("-")) == ["factual", "-"] and rows.loc[1, "error"] == "line 2: bad"
+    with pytest.raises(debate.InputError, match="not a run folder"):
+        load_run(tmp_path)
+
+
+def test_errors_are_exported_and_embedded_start_is_announced(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("DebateError", "ModelRequestError", "ModelUnavailableError", "UsageError", "InputError",
+                 "ReplyUnusableError", "EmbeddedModelError"):  # fmt: skip
+        assert issubclass(getattr(debate, name), debate.DebateError)
+    from debate.llm import embedded
+
+    started: list[list[str]] = []
+
+    class Spawned(Exception):
+        pass
+
+    def popen(cmd: list[str], **kwargs: object) -> None:
+        started.append(cmd)
+        raise Spawned  # the message must be out before the process is
+
+    monkeypatch.setattr(embedded, "embedded_model_path", lambda: Path("model.gguf"))
+    monkeypatch.setattr(embedded.subprocess, "Popen", popen)
+    server = embedded.EmbeddedServer()
+    with caplog.at_level(logging.WARNING, logger="debate.llm.embedded"), pytest.raises(Spawned):
+        server.start()
+    assert started and "llama_cpp.server" in started[0]
+    (message,) = [r.getMessage() for r in caplog.records if r.name == "debate.llm.embedded"]
+    assert message.startswith("no endpoint configured: starting the embedded model SmolLM2-135M-Instruct-Q4_1")
+    assert "takes " in message and "ModelConfig.base_url" in message
