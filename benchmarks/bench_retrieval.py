@@ -1,6 +1,7 @@
 """Retrieval speed on real HaluEval summarization documents. Prints numbers; asserts nothing.
 
-python benchmarks/bench_retrieval.py --docs 50 [--data ../shared/data/halueval/summarization_data.jsonl]
+python benchmarks/bench_retrieval.py --docs 50 [--data FILE]
+(default data: $DEBATE_DATA_DIR/halueval/summarization_data.jsonl, else ../shared/data)
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from pathlib import Path
 
 from debate.retrieval import BM25Retriever, DenseRetriever, RetrievalCache, document_evidence, split_sentences
 from debate.types import Claim
-
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "halueval" / "summarization_data.jsonl"
+from experiments.data import default_data_dir
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--docs", type=int, default=50)
-    parser.add_argument("--data", type=Path, default=DEFAULT)
+    parser.add_argument("--docs", type=int, default=50, help="documents to use (default: 50)")
+    parser.add_argument("--data", type=Path, default=None,
+                        help="HaluEval summarization JSONL (default: from DEBATE_DATA_DIR)")  # fmt: skip
     args = parser.parse_args()
-    with args.data.open() as fh:
+    data: Path = args.data or default_data_dir() / "halueval" / "summarization_data.jsonl"
+    if not data.is_file():  # noqa: ASYNC240 - before any work starts
+        raise SystemExit(f"bench_retrieval: no data at {data}; set DEBATE_DATA_DIR or pass --data FILE")
+    with data.open() as fh:
         records = [json.loads(line) for line in islice(fh, args.docs)]
     pairs = [(r["document"], s) for r in records for s in split_sentences(r["right_summary"].strip())]
     sentences = sum(len(split_sentences(r["document"])) for r in records)
@@ -31,7 +35,7 @@ async def main() -> None:
 
     t0 = time.perf_counter()
     DenseRetriever.model()
-    print(f"dense model load: {time.perf_counter() - t0:.2f}s")
+    print(f"dense model load: {time.perf_counter() - t0:.2f}s (once per process, not in the per-claim figures)")
     for retriever in (BM25Retriever(), DenseRetriever()):
         cache = RetrievalCache()
         wall = await _run_all(retriever, pairs, cache)

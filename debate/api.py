@@ -443,7 +443,10 @@ async def averify(
     task: str = "qa",
     config: VerifierConfig | None = None,
 ) -> Report:
-    """Verify one response with a short-lived Verifier (starts the embedded model when no endpoint is set)."""
+    """Verify one response with a short-lived Verifier. Without `config`, the endpoint comes from the environment
+    (OPENAI_BASE_URL, OPENAI_API_KEY, DEBATE_MODEL), as for the command line; with none set, the embedded model is
+    started (and said so in the log)."""
+    config = config or VerifierConfig(model=ModelConfig.from_env())
     async with Verifier(config=config) as verifier:
         return await verifier.verify(response, question=question, reference=reference, task=task)
 

@@ -795,29 +795,58 @@ def _write_output_format(args: argparse.Namespace) -> None:
         write_refchecker(records, args.output)
 
 
+class BatchProgress(logging.Handler):
+    """Verdict counts and retries for the progress bar: a logging handler on the retry logger counts retries
+    (their warnings are printed above the bar by the console's handler, not through it)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.verdicts: dict[str, int] = {}
+        self.retries = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.retries += 1
+
+    def add(self, record: dict[str, Any]) -> None:
+        result = record.get("result")
+        verdict = result.get("verdict") if isinstance(result, dict) else "error"
+        self.verdicts[str(verdict)] = self.verdicts.get(str(verdict), 0) + 1
+
+    def text(self) -> str:
+        counts = " ".join(f"{name} {n}" for name, n in sorted(self.verdicts.items()))
+        return counts + (f"  retries {self.retries}" if self.retries else "")
+
+
 async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
     with args.input.open("rb") as fh:
         total = sum(1 for line in fh if line.strip())
-    progress = progress_bar(TextColumn("[progress.description]{task.description}"))
-    with progress:
-        task = progress.add_task("verifying", total=total)
+    progress = progress_bar(TextColumn("[progress.description]{task.description}"), TextColumn("{task.fields[counts]}"))
+    counter = BatchProgress()
+    retry_log = logging.getLogger("debate.retry")
+    retry_log.addHandler(counter)
+    try:
+        with progress:
+            task = progress.add_task("verifying", total=total, counts="")
 
-        def advance(record: dict[str, Any]) -> None:
-            progress.advance(task)
+            def advance(record: dict[str, Any]) -> None:
+                counter.add(record)
+                progress.update(task, advance=1, counts=counter.text())
 
-        summary = await run_batch(
-            verifier=verifier,
-            input_path=args.input,
-            output_path=args.results_log,
-            items_in_flight=items_in_flight(args),
-            workers=args.workers,
-            task=args.task,
-            retry_failed=args.retry_failed,
-            max_consecutive_failures=args.max_consecutive_failures,
-            fail_on=args.fail_on,
-            on_record=advance,
-        )
-        progress.update(task, completed=summary.processed + summary.skipped_done)
+            summary = await run_batch(
+                verifier=verifier,
+                input_path=args.input,
+                output_path=args.results_log,
+                items_in_flight=items_in_flight(args),
+                workers=args.workers,
+                task=args.task,
+                retry_failed=args.retry_failed,
+                max_consecutive_failures=args.max_consecutive_failures,
+                fail_on=args.fail_on,
+                on_record=advance,
+            )
+            progress.update(task, completed=summary.processed + summary.skipped_done)
+    finally:
+        retry_log.removeHandler(counter)
     _write_output_format(args)
     print(
         f"done: {summary.processed} written ({summary.factual} factual, {summary.non_factual} non-factual, "

@@ -1,0 +1,255 @@
+"""Every code block of README.md runs, so the README cannot drift from the code.
+
+Blocks run in README order in one working directory (so a file the tour writes is there for later blocks), with
+`debate` against a scripted OpenAI-compatible endpoint on 127.0.0.1: OPENAI_BASE_URL points at it and every
+`http(s)://.../v1` in a block is replaced by its URL (the README's examples name OpenAI, vLLM and Ollama). The
+endpoint routes by the X-Debate-Purpose header each request declares; its agents judge a claim false when it
+carries one of the README's wrong answers ("1925", "Marlowe"). What each kind of block gets:
+
+- `bash`: run with `bash -e -o pipefail`; it must exit 0 (blocks that gate on exit 3 say so themselves).
+- `python`: run as a script; a block defining `test_*` functions is run by pytest with the plugin, which must pass.
+- `<!-- readme: setup -->`: command 2 must be the line CI runs (tests/test_quality.py); command 1's `debate`
+  part is run like any shell block.
+- `<!-- readme: file NAME -->`: written to NAME for later blocks.
+- `<!-- readme: serve -->`: `debate serve` is started on a free port; the next bash block (the curl tour) runs
+  against it, `localhost:8000` rewritten.
+- `<!-- readme: report-schema -->`: every key it shows is a field of the Report models.
+- `<!-- readme: layout -->`: every path it lists exists.
+- other `text` blocks are output excerpts of the block before them (not code).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REFCHECKER_EXAMPLE, ROOT, cli_env, op
+from fakes import FakeOpenAI, Reply
+
+WRONG = ("1925", "Marlowe")
+_BLOCK = re.compile(r"(?:<!-- readme: (?P<marker>[^>]*?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
+
+
+@dataclass
+class Block:
+    line: int
+    lang: str
+    marker: str
+    body: str
+
+
+def readme_blocks() -> list[Block]:
+    text = (ROOT / "README.md").read_text()
+    return [
+        Block(text.count("\n", 0, m.start()) + 1, m["lang"], (m["marker"] or "").strip(), m["body"])
+        for m in _BLOCK.finditer(text)
+    ]
+
+
+def _respond(unknown: list[str]) -> Any:
+    def respond(body: dict[str, Any], purpose: str) -> Reply:
+        user = " ".join(str(m.get("content", "")) for m in body["messages"] if m.get("role") == "user")
+        kind = purpose.split(":", 1)[0]
+        if kind == "debate":
+            wrong = any(w in user for w in WRONG)
+            why = "the evidence says otherwise" if wrong else "supported"
+            return Reply(content=op(not wrong, 4 if wrong else 0, why))
+        if kind == "extract":
+            return Reply(content=json.dumps({"claims": ["The Eiffel Tower is in Paris."]}))
+        if kind == "subjective_filter":
+            return Reply(content="It was finished in 1889.")
+        if kind == "queries":
+            return Reply(content=json.dumps({"queries": ["Eiffel Tower location", "Eiffel Tower city"]}))
+        if kind == "judge":
+            return Reply(content="No")
+        unknown.append(purpose)
+        return Reply(status=599, error_message=f"the README's endpoint has no reply for purpose {purpose!r}")
+
+    return respond
+
+
+class PurposeServer(FakeOpenAI):
+    """FakeOpenAI answering by the request's declared purpose (its X-Debate-Purpose header, recorded in `headers`
+    under the same lock, just before the responder is called)."""
+
+    def __init__(self) -> None:
+        self.unknown: list[str] = []
+        respond = _respond(self.unknown)
+        super().__init__(responder=lambda body: respond(body, self.headers[-1].get("x-debate-purpose", "")))
+
+
+def _fixtures(work: Path) -> None:
+    (work / "hamlet.txt").write_text("Hamlet is a tragedy written by William Shakespeare between 1599 and 1601.\n")
+    (work / "summary.txt").write_text("The Eiffel Tower is in Paris. It was completed in 1889.\n")
+    (work / "article.txt").write_text(
+        "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named after "
+        "the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889. It was the "
+        "centrepiece of the 1889 World's Fair.\n"
+    )
+    (work / "sources.json").write_text(json.dumps({"1": "Paris is the capital and largest city of France."}))
+    (work / "wiki.jsonl").write_text(
+        json.dumps({"title": "Eiffel Tower", "text": "The Eiffel Tower is a lattice tower in Paris, France."}) + "\n"
+    )
+    (work / "example_in.json").write_text(json.dumps(REFCHECKER_EXAMPLE))
+    (work / "items.jsonl").write_text(
+        json.dumps(
+            {
+                "id": "b1",
+                "question": "Capital of France?",
+                "response": "Paris.",
+                "reference": "Paris is the capital of France.",
+            }
+        )
+        + "\n"
+    )
+    (work / "tools.json").write_text(json.dumps([{"type": "function", "function": {
+        "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                              "required": ["city"]}}}]))  # fmt: skip
+    (work / "checker.toml").write_text(
+        'description = "a fourth role: checks dates and numbers"\nvariables = ["claim", "evidence", "previous"]\n'
+        "system = 'You are the Checker agent. You check every date and number.'\n"
+        "user = '''Evidence:\n$evidence\n\nClaim:\n$claim\n\nThe previous agent said:\n$previous'''\n"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _run(cmd: list[str], work: Path, env: dict[str, str], block: Block, timeout: float = 600) -> str:
+    done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"README line {block.line} ({block.lang}) failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def _rewrite(body: str, base_url: str) -> str:
+    return re.sub(r"https?://[A-Za-z0-9.\-]+(?::\d+)?/v1\b", base_url, body)
+
+
+def test_every_readme_block_runs(tmp_path: Path) -> None:
+    assert shutil.which("debate"), "the debate command is not installed (pip install -e .)"
+    blocks = readme_blocks()
+    assert len(blocks) >= 20
+    work = tmp_path / "work"
+    work.mkdir()
+    _fixtures(work)
+    server = PurposeServer()
+    with server:
+        env = cli_env() | {"OPENAI_BASE_URL": server.base_url, "COLUMNS": "160"}
+        desk: subprocess.Popen[bytes] | None = None
+        desk_url = ""
+        try:
+            for block in blocks:
+                body = _rewrite(block.body, server.base_url)
+                if block.marker == "setup":
+                    if "debate verify" in body:
+                        command = body.strip().rsplit("&& ", 1)[1]
+                        _run(["bash", "-e", "-c", command], work, env, block)
+                    continue
+                if block.marker.startswith("file "):
+                    (work / block.marker.split(" ", 1)[1]).write_text(block.body)
+                    continue
+                if block.marker == "serve":
+                    port = _free_port()
+                    command = body.strip().rsplit("&& ", 1)[1].split()
+                    argv = [*command, "--port", str(port), "--db", f"sqlite:///{tmp_path}/desk.db"]
+                    desk = subprocess.Popen(
+                        argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                    )
+                    desk_url = f"127.0.0.1:{port}"
+                    _wait_for(f"http://{desk_url}/v1/health")
+                    continue
+                if block.marker == "report-schema":
+                    _check_report_keys(block.body)
+                    continue
+                if block.marker == "layout":
+                    _check_layout(block.body)
+                    continue
+                if block.lang == "bash":
+                    if "curl " in body:
+                        assert desk_url, f"README line {block.line}: a curl block before `debate serve`"
+                        body = body.replace("localhost:8000", desk_url)
+                    out = _run(["bash", "-e", "-o", "pipefail", "-c", body], work, env, block)
+                    assert "Traceback" not in out and "Internal Server Error" not in out, out
+                elif block.lang == "python":
+                    script = work / f"readme_block_{block.line}.py"
+                    if "def test_" in body:
+                        script = work / f"test_readme_block_{block.line}.py"
+                        script.write_text(body)
+                        _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", script.name,
+                              f"--debate-base-url={server.base_url}"], work, env, block)  # fmt: skip
+                    else:
+                        script.write_text(body)
+                        _run([sys.executable, script.name], work, env, block)
+                elif block.lang in ("toml", "json"):
+                    pytest.fail(f"README line {block.line}: a {block.lang} block with no readme marker")
+                # any other block (text) is an output excerpt
+        finally:
+            if desk is not None:
+                desk.terminate()
+                desk.wait(timeout=30)
+    assert server.unknown == [], f"requests the README endpoint could not answer: {sorted(set(server.unknown))}"
+    assert len(server.requests) > 100  # the blocks really ran the engine
+
+
+def _wait_for(url: str) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+def _check_report_keys(body: str) -> None:
+    from debate import types
+
+    fields = {name for model in vars(types).values() if isinstance(model, type) and hasattr(model, "model_fields")
+              for name in model.model_fields}  # fmt: skip
+    # Keys of mappings (the prompt hashes by role) are values, not fields.
+    shown = set(re.findall(r'"([a-z_]+)":', body)) - {"initial", "trust", "skeptic", "leader"}
+    assert shown and shown <= fields, f"keys the README shows that no model has: {sorted(shown - fields)}"
+
+
+def _check_layout(body: str) -> None:
+    missing = []
+    parent = ""
+    for line in body.splitlines():
+        # Entries sit at column 0 (top level) or 2 (inside it); deeper lines continue a description.
+        match = re.match(r"^( {0,2})([A-Za-z_.]+/?)\s", line + " ")
+        if not match:
+            continue
+        name = match[2]
+        if not match[1]:
+            parent = name if name.endswith("/") else ""
+            path = ROOT / name
+        else:
+            path = ROOT / parent / name
+        if name.endswith((".py", "/")) and not path.exists():
+            missing.append(str(path.relative_to(ROOT)))
+    assert not missing, f"README layout names paths that do not exist: {missing}"
+
+
+def test_block_parser_sees_markers() -> None:
+    kinds = {b.marker for b in readme_blocks()}
+    assert {"setup", "serve", "report-schema", "layout"} <= kinds
+    assert any(k.startswith("file ") for k in kinds)
+    assert os.path.basename(__file__) == "test_readme.py"
