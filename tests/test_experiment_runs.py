@@ -200,12 +200,23 @@ def test_ray_backend_shards_into_one_run_folder(tmp_path: Path) -> None:
     assert (tmp_path / "ray" / "metrics.json").is_file() and (tmp_path / "ray" / "config.json").is_file()
 
 
+def _rows(markdown: str) -> list[list[str]]:
+    """The cells of a Markdown table's rows."""
+    return [[c.strip() for c in line.strip().strip("|").split("|")] for line in markdown.splitlines()
+            if line.startswith("|") and not line.startswith("|--")]  # fmt: skip
+
+
+def _has_row(markdown: str, *cells: str) -> bool:
+    return any(row[: len(cells)] == list(cells) for row in _rows(markdown))
+
+
 def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
     with FakeOpenAI(responder=lambda body: Reply(content=op(True))) as server:
         common = ["--data-dir", str(DATA), "--runs-root", str(tmp_path), "--base-url", server.base_url]
+        host = server.base_url.split("/")[2]
         first = _debate("eval", "halueval", "--task", "qa", "--n", "4", "--method", "single", *common)
         assert first.returncode == 0, first.stderr[-2000:]
-        assert "| single | 4 |" in first.stdout and "| length-only | 4 |" in first.stdout
+        assert _has_row(first.stdout, "single", "4") and _has_row(first.stdout, "length-only", "4")
         calls = len(server.requests)
         rerun = _debate("eval", "halueval", "--task", "qa", "--n", "4", "--method", "single", *common)
         assert rerun.returncode == 0 and len(server.requests) == calls  # resumed: nothing left to do
@@ -215,15 +226,20 @@ def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
         assert ablation.returncode == 0, ablation.stderr[-2000:]
         rounds = _debate("ablate", "min-rounds", "--tasks", "qa", "--n", "2", *common)
         assert rounds.returncode == 0, rounds.stderr[-2000:]
-        assert [f"| qa min_rounds={k} | 2 |" in rounds.stdout for k in range(4)] == [True] * 4
+        assert [_has_row(rounds.stdout, f"qa min_rounds={k}", "2") for k in range(4)] == [True] * 4
         assert (tmp_path / "ablate-min-rounds" / "min_rounds.png").read_bytes().startswith(b"\x89PNG")
+        svg = (tmp_path / "ablate-min-rounds" / "min_rounds.svg").read_text()
+        # accuracy and F1 side by side, n and the model in the title, the baselines as reference lines
+        for text in ("accuracy (95% CI)", "F1 (factual) (95% CI)", "n = 2 per point", "model fake-model",
+                     "length-only", "majority-class"):  # fmt: skip
+            assert text in svg, text
         single_round = json.loads(
             (tmp_path / "ablate-min-rounds" / "qa-min0" / "results.jsonl").read_text().splitlines()[0]
         )
         assert single_round["llm_calls"] == 1  # min rounds 0: S0 decides
         sets = _debate("ablate", "prompt-set", "--n", "2", "--min-rounds", "0", *common)
         assert sets.returncode == 0, sets.stderr[-2000:]
-        assert "| prompt set paper | 2 |" in sets.stdout and "| prompt set tuned | 2 |" in sets.stdout
+        assert _has_row(sets.stdout, "prompt set paper", "2") and _has_row(sets.stdout, "prompt set tuned", "2")
         paper_run = json.loads((tmp_path / "ablate-prompt-set-qa" / "paper" / "config.json").read_text())
         tuned_run = json.loads((tmp_path / "ablate-prompt-set-qa" / "tuned" / "config.json").read_text())
         assert (
@@ -236,18 +252,47 @@ def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
         assert any(m.startswith("You are a careful fact-checker.") for m in asked)  # the tuned set's S0
     table = (tmp_path / "ablate-transitions" / "table.md").read_text()
     assert all(
-        f"| {rule} | 2 |" in table for rule in ("true-to-skeptic", "true-to-trust", "always-skeptic", "always-trust")
+        _has_row(table, rule, "2") for rule in ("true-to-skeptic", "true-to-trust", "always-skeptic", "always-trust")
     )
     png = (tmp_path / "ablate-transitions" / "transitions.png").read_bytes()
     assert png.startswith(b"\x89PNG")
     runs = [
         p for p in tmp_path.iterdir() if p.name.endswith(tuple("0123456789abcdef")) and (p / "metrics.json").exists()
     ]
-    report = _debate("report", *map(str, runs))
-    assert report.returncode == 0 and report.stdout.count("| halueval qa (knowledge given) · single") == 1
-    assert "factprompts claim-level · single" in report.stdout
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "config.json").write_text("{}")
+    report = _debate("report", *map(str, runs), str(tmp_path / "ablate-transitions" / "always-trust"), str(unfinished))
+    assert report.returncode == 0, report.stderr
+    labels = [row[0] for row in _rows(report.stdout)[1:]]
+    assert labels.count(f"halueval qa (knowledge given) · single · fake-model @ {host}") == 1
+    assert f"halueval qa (knowledge given) · mcmad (chain always-trust) · fake-model @ {host}" in labels
+    assert f"factprompts claim-level · single · fake-model @ {host}" in labels
+    # the two n=4 and n=2 QA samples are two settings; each shows its baselines once
+    assert labels.count("halueval qa (knowledge given) · length-only") == 2
+    assert f"skipped {unfinished}: not finished" in " ".join(report.stderr.split())
+    as_json = json.loads(_debate("report", *map(str, runs), "--format", "json").stdout)
+    assert {r["method"] for r in as_json} >= {"single", "length-only", "majority-class"}
+    assert all(set(r) >= {"setting", "model", "endpoint", "n", "accuracy", "accuracy_ci95", "f1"} for r in as_json)
+    as_csv = _debate("report", *map(str, runs), "--format", "csv").stdout.splitlines()
+    assert as_csv[0].startswith("setting,method,model,endpoint,run,n,accuracy,accuracy_ci95") and len(
+        as_csv
+    ) == 1 + len(as_json)
     bad = _debate("report", str(tmp_path / "nope"))
-    assert bad.returncode == 2 and "not a finished run folder" in bad.stderr
+    assert bad.returncode == 2 and "no finished run" in bad.stderr
+
+
+def test_eval_defaults_to_the_papers_sample_sizes() -> None:
+    from debate.cli import _build_parser
+    from experiments.cli import _sample_size
+
+    parser = _build_parser(["eval"])
+    sizes = {task: _sample_size(parser.parse_args(["eval", "halueval", "--task", task]))
+             for task in ("qa", "dialogue", "summarization")}  # fmt: skip
+    assert sizes == {"qa": 150, "dialogue": 150, "summarization": 50}
+    assert _sample_size(parser.parse_args(["eval", "factprompts"])) is None  # all 50 responses / 233 claims
+    assert _sample_size(parser.parse_args(["eval", "halueval", "--task", "qa", "--n", "all"])) is None
+    assert _sample_size(parser.parse_args(["eval", "halueval", "--task", "qa", "--n", "12"])) == 12
 
 
 @pytest.mark.embedded
