@@ -223,8 +223,9 @@ class _AgentConversation:
     def messages(self) -> list[SentMessage]:
         """The exchange so far, exactly as sent and received."""
         return [
-            SentMessage.model_validate({"role": _ROLES[type(m)], "content": m.content if isinstance(m.content, str)
-                                        else str(m.content)})  # fmt: skip
+            SentMessage.model_validate(
+                {"role": _ROLES[type(m)], "content": m.content if isinstance(m.content, str) else str(m.content)}
+            )
             for m in self._history
         ]
 

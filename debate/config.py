@@ -50,8 +50,9 @@ class DebateConfig(_Config):
     chain: str = Field(default="true-to-skeptic", validation_alias=AliasChoices("chain", "transition"))
     """A registered chain (`debate chains`; the paper's default true-to-skeptic: true -> S2, false -> S1) or a chain
     spec file (TOML)."""
-    record_prompts: bool = False
-    """Keep each turn's exact messages in the report (`CallInfo.messages`, for `--show-prompts`); larger reports."""
+    record_prompts: bool = Field(default=False, exclude=True)
+    """Keep each turn's exact messages in the report (`CallInfo.messages`, for `--show-prompts`); larger reports.
+    Not serialised: it changes what a report shows, not a verdict, so run digests and resumed runs ignore it."""
     max_parse_retries: int = Field(default=2, ge=0, le=5)
     """Re-asks after an unparseable agent reply before the claim is unverifiable."""
 

@@ -7,7 +7,7 @@ import pytest
 from conftest import op
 from fakes import FakeOpenAI, Reply
 
-USER_TESTS = '''
+USER_TESTS = """
 import pytest
 from markov_debate.pytest import assert_factual
 
@@ -26,7 +26,7 @@ def test_wrong_answer_fails(debate_verifier):
 
 def test_endpoint(debate_verifier):
     assert_factual("Paris", question="Capital of France?", reference=KNOWLEDGE, verifier=debate_verifier)
-'''
+"""
 
 
 def _write(pytester: pytest.Pytester) -> None:
