@@ -16,12 +16,12 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from debate.chain import MarkovChain, load_chain
 from debate.concurrency import gather_ordered
@@ -462,13 +462,18 @@ def verify(
     """Synchronous `averify`. Inside a running event loop (Jupyter, IPython), where `asyncio.run` cannot be called,
     it runs in a worker thread with its own loop and blocks until done; in your own async code, `await averify(...)`
     instead. Without an endpoint (`config.model.base_url`), the embedded model is started first (logged)."""
-    work = averify(response, question=question, reference=reference, task=task, config=config)
+    return run_blocking(averify(response, question=question, reference=reference, task=task, config=config))
+
+
+def run_blocking(work: Coroutine[Any, Any, R]) -> R:
+    """Run a coroutine to completion from synchronous code: `asyncio.run` normally; inside a running event loop
+    (Jupyter, an async test), on a worker thread with its own loop, blocking until it is done."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(work)
-    log.info("verify() called inside a running event loop: running in a worker thread (await averify() to avoid)")
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="debate-verify") as pool:
+    log.info("called inside a running event loop: running in a worker thread (await the async form to avoid)")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="debate-sync") as pool:
         return pool.submit(asyncio.run, work).result()
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from debate.api import Verifier
+from debate.api import Verifier, run_blocking
 from debate.config import DebateConfig, ModelConfig, VerifierConfig
 from debate.llm.base import ChatClient
 from debate.testing import ScriptedChatClient, Step
@@ -45,7 +45,7 @@ class DebateVerifier:
             async with Verifier(config=self.config, client=self.client) as verifier:
                 return await verifier.verify(response, question=question, reference=reference, task=task)
 
-        report: Report = _run(run())
+        report = run_blocking(run())
         self.reports.append(report)
         return report
 

@@ -135,3 +135,22 @@ def test_python_api_errors_speak_in_api_terms() -> None:
         with pytest.raises(ModelRequestError, match=r"set ModelConfig.model \(or DEBATE_MODEL\)") as caught:
             asyncio.run(averify("x", config=VerifierConfig(model=ModelConfig(base_url=server.base_url))))
     assert "--model" not in str(caught.value)
+
+
+def test_batch_progress_counts_verdicts_and_retries() -> None:
+    import logging
+
+    from debate.cli import BatchProgress
+
+    progress = BatchProgress()
+    retry_log = logging.getLogger("debate.retry")
+    retry_log.addHandler(progress)
+    try:
+        retry_log.warning("remote call failed (HTTP 503); retry 1 of 4")
+    finally:
+        retry_log.removeHandler(progress)
+    progress.add({"result": {"verdict": "factual"}})
+    progress.add({"result": {"verdict": "non_factual"}})
+    progress.add({"result": {"verdict": "factual"}})
+    progress.add({"line": 4, "error": {"kind": "input", "message": "line 4: bad"}})
+    assert progress.text() == "error 1 factual 2 non_factual 1  retries 1"
