@@ -32,7 +32,7 @@ def main() -> None:
     run_cpu = time.process_time() - started
     print(
         f"n={args.n}, {args.resamples} resamples: one summary {cpu:.2f} s CPU; a run's three summaries (method and "
-        f"two baselines, one shared draw of resamples) {run_cpu:.2f} s CPU"
+        f"two baselines; scipy draws the same seeded resamples for each) {run_cpu:.2f} s CPU"
     )
 
 
