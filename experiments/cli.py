@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import TextColumn
 
@@ -158,12 +158,8 @@ def _common(
     parser.add_argument("--shards", type=int, default=2, help="Ray tasks (with --backend ray)")
     if not halueval:
         # FactPrompts comes with annotated claims: nothing is extracted.
-        fixed = {**(fixed or {}), "claim_format": "sentence", "max_claims": _default(ClaimConfig, "max_claims")}
+        fixed = {**(fixed or {}), "claim_format": "sentence", "max_claims": ClaimConfig().max_claims}
     add_verifier_arguments(parser, fixed=fixed)
-
-
-def _default(model: type[BaseModel], name: str) -> Any:
-    return model.model_fields[name].get_default(call_default_factory=True)
 
 
 def _sample_size(args: argparse.Namespace) -> int | None:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from debate.api import Verifier, run_blocking
-from debate.config import DebateConfig, ModelConfig, VerifierConfig
+from debate.config import ModelConfig, VerifierConfig
 from debate.llm.base import ChatClient
 from debate.testing import ScriptedChatClient, Step
 from debate.types import ClaimVerdict, Report, ReportVerdict
@@ -142,9 +142,8 @@ def debate_verifier(request: pytest.FixtureRequest) -> DebateVerifier:
                 or os.environ.get("OPENAI_BASE_URL") or None)  # fmt: skip
     model = options.getoption("--debate-model") or options.getini("debate_model") or None
     marker = request.node.get_closest_marker("debate_script")
-    debate = DebateConfig()
     if base_url is not None:
-        return DebateVerifier(VerifierConfig(model=ModelConfig.from_env(base_url=base_url, model=model), debate=debate))
+        return DebateVerifier(VerifierConfig(model=ModelConfig.from_env(base_url=base_url, model=model)))
     if marker is None:
         raise pytest.UsageError(
             "debate_verifier: no endpoint configured; pass --debate-base-url URL (or set debate_base_url in the "
@@ -152,4 +151,4 @@ def debate_verifier(request: pytest.FixtureRequest) -> DebateVerifier:
         )
     routes: Mapping[str, Sequence[Step]] | Sequence[Step] = marker.args[0] if marker.args else marker.kwargs["routes"]
     client = ScriptedChatClient(routes)
-    return DebateVerifier(VerifierConfig(model=ModelConfig(model="scripted"), debate=debate), client=client)
+    return DebateVerifier(VerifierConfig(model=ModelConfig(model="scripted")), client=client)

@@ -193,10 +193,6 @@ def is_hosted(base_url: str) -> bool:
     return address.is_global
 
 
-def _hint(error: DebateError, api: str, cli: str) -> DebateError:
-    return error.with_hint(api, cli)
-
-
 _KEY_HINT = ("set ModelConfig.api_key (or OPENAI_API_KEY)", "pass --api-key (or set OPENAI_API_KEY)")
 _URL_HINT = ("check ModelConfig.base_url (or OPENAI_BASE_URL)", "check --base-url (or OPENAI_BASE_URL)")
 _MODEL_HINT = ("set ModelConfig.model (or DEBATE_MODEL)", "pass --model (or set DEBATE_MODEL)")
@@ -210,7 +206,7 @@ class OpenAIChatClient:
             raise ValueError("OpenAIChatClient needs a base_url; the embedded model provides one")
         if config.api_key is None and is_hosted(config.base_url):
             # Refused before the first call: a hosted API would answer 401 after the run has started.
-            raise _hint(UsageError(f"{config.base_url} is a hosted endpoint and no API key is set"), *_KEY_HINT)
+            raise UsageError(f"{config.base_url} is a hosted endpoint and no API key is set").with_hint(*_KEY_HINT)
         self._config = config
         self._model = model or config.model
         self._served: list[str] = []
@@ -304,15 +300,15 @@ class OpenAIChatClient:
         except MalformedReplyError as malformed:
             if self._model is not None:  # a proxy without a model list; the configured model is used as given
                 return self._model
-            raise _hint(ModelRequestError(f"listing models at {base} failed ({malformed})", status=None),
-                        *_MODEL_HINT) from malformed  # fmt: skip
+            error = ModelRequestError(f"listing models at {base} failed ({malformed})", status=None)
+            raise error.with_hint(*_MODEL_HINT) from malformed
         except Exception as failure:
             if _is_sdk_error(failure) and isinstance(failure, _sdk().APIConnectionError):
-                raise _hint(
-                    ModelUnavailableError(f"nothing answers at {base} ({_describe(failure)} after "
-                                          f"{self._config.max_attempts} attempts)"),
-                    "is the server running? " + _URL_HINT[0], "is the server running? " + _URL_HINT[1],
-                ) from failure  # fmt: skip
+                down = ModelUnavailableError(
+                    f"nothing answers at {base} ({_describe(failure)} after {self._config.max_attempts} attempts)"
+                )
+                api, cli = _URL_HINT
+                raise down.with_hint(f"is the server running? {api}", f"is the server running? {cli}") from failure
             exc = self._status_error_or_raise(failure, f"{base} is unreachable ({{why}})")
             status = exc.status_code
             if status in (401, 403):
@@ -323,8 +319,8 @@ class OpenAIChatClient:
                 attempts = self._config.max_attempts
                 raise ModelUnavailableError(f"{base}: {_describe(exc)} after {attempts} attempts") from exc
             if self._model is None:
-                raise _hint(ModelRequestError(f"listing models at {base} failed ({_describe(exc)})", status=status),
-                            *_MODEL_HINT) from exc  # fmt: skip
+                error = ModelRequestError(f"listing models at {base} failed ({_describe(exc)})", status=status)
+                raise error.with_hint(*_MODEL_HINT) from exc
             # The endpoint has no model list (some proxies); the configured model is used as given.
             return self._model
         data = page.get("data") if isinstance(page, dict) else None
@@ -338,27 +334,24 @@ class OpenAIChatClient:
         if len(self._served) != 1:
             more = ", ..." if len(self._served) > 8 else ""
             listed = f" ({', '.join(self._served[:8])}{more})" if self._served else ""
-            raise _hint(
-                ModelRequestError(f"no model given and {base} serves {len(self._served)} models{listed}", status=None),
-                *_MODEL_HINT,
-            )
+            many = f"no model given and {base} serves {len(self._served)} models{listed}"
+            error = ModelRequestError(many, status=None)
+            raise error.with_hint(*_MODEL_HINT)
         self._model = self._served[0]
         return self._model
 
     def _refused_key(self, exc: openai.APIStatusError) -> DebateError:
         said = "refused the API key" if self._config.api_key else "wants an API key and none was set"
         error = ModelRequestError(f"{self._config.base_url} {said} ({_describe(exc)})", status=exc.status_code)
-        return _hint(error, *_KEY_HINT)
+        return error.with_hint(*_KEY_HINT)
 
     def _wrong_path(self, exc: openai.APIStatusError) -> DebateError:
         """A 404 on GET /models: the base URL is not an OpenAI API root (most servers put it under /v1)."""
         base = self._base
         guess = f"; most servers serve it under /v1: try {base}/v1" if not base.endswith("/v1") else ""
-        return _hint(
-            ModelRequestError(f"{base}/models answered 404: {base} is not an OpenAI-compatible API root{guess}",
-                              status=404),
-            *_URL_HINT,
-        )  # fmt: skip
+        error = ModelRequestError(f"{base}/models answered 404: {base} is not an OpenAI-compatible API root{guess}",
+                                  status=404)  # fmt: skip
+        return error.with_hint(*_URL_HINT)
 
     def _model_refused(self, exc: openai.APIStatusError) -> DebateError | None:
         """A 404 (or a 400 naming the model) on a chat call when the endpoint's list lacks our model: the model
@@ -371,12 +364,14 @@ class OpenAIChatClient:
             return None
         listed = ", ".join(self._served[:12])
         close = difflib.get_close_matches(model, self._served, n=1, cutoff=0.4)
-        return _hint(
-            ModelRequestError(f"{self._base} does not serve model {model!r} ({_describe(exc)}); it serves: {listed}",
-                              status=exc.status_code),
+        error = ModelRequestError(
+            f"{self._base} does not serve model {model!r} ({_describe(exc)}); it serves: {listed}",
+            status=exc.status_code,
+        )
+        return error.with_hint(
             (f"did you mean {close[0]!r}? " if close else "") + _MODEL_HINT[0],
             (f"did you mean --model {close[0]}? " if close else "") + _MODEL_HINT[1],
-        )  # fmt: skip
+        )
 
     def _response_format(self, request: ChatRequest, mode: StructuredOutputMode) -> dict[str, Any] | None:
         schema = request.response_schema
