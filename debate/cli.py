@@ -860,7 +860,29 @@ async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
     return 0
 
 
+INTERRUPTED = "debate: interrupted; finished records are kept"
+
+
+class _QuietCancellation(logging.Filter):
+    """Drops log records about a cancelled task: on Ctrl-C every running agent is cancelled and autogen's runtime
+    logs each one as an error with its traceback; a cancellation is never an error to report."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = record.exc_info[0] if record.exc_info else None
+        return not (kind is not None and issubclass(kind, asyncio.CancelledError | KeyboardInterrupt))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one `debate` command; Ctrl-C at any moment is one line and exit 130."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        logging.disable(logging.CRITICAL)  # nothing the shutdown logs after this is news to the user
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = _build_parser(argv).parse_args(argv)
     # On a terminal, log records go through the console the progress bar draws on, so a retry warning is printed
     # above the live bar instead of breaking it; elsewhere (CI logs, pipes) there is no bar and lines stay whole.
@@ -869,7 +891,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _err.is_terminal
         else logging.StreamHandler(sys.stderr)
     )
-    log_handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    # RichHandler draws the level in a column of its own; a plain stream needs it in the text.
+    plain = not isinstance(log_handler, RichHandler)
+    log_handler.setFormatter(logging.Formatter(f"{'%(levelname)s ' if plain else ''}%(name)s: %(message)s"))
+    log_handler.addFilter(_QuietCancellation())
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[log_handler], force=True)
     try:
         if args.command == "verify":
@@ -890,9 +915,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DebateError as exc:
         print(f"debate: error: {exc.for_cli()}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("debate: interrupted", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":

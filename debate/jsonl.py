@@ -205,8 +205,9 @@ class ResultsLog:
 class OutputLock:
     """One writer per output: an exclusive advisory lock on `<output>.lock`, which holds the writer's PID.
 
-    The OS drops the lock when its process dies (kill -9 included), so a stale lock is taken over safely. The lock
-    file stays (removing it would let two processes lock two different files)."""
+    The OS drops the lock when its process dies (kill -9 included), so a stale lock is taken over safely. The file
+    is removed on a clean exit, while still locked; a process that locked a file which was removed meanwhile sees
+    that its path now names another file (or none) and locks again, so two writers never hold two different files."""
 
     def __init__(self, output: Path) -> None:
         self.path = output.with_name(output.name + ".lock")
@@ -214,17 +215,21 @@ class OutputLock:
 
     def __enter__(self) -> Self:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            _lock(fd)
-        except OSError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            output = self.path.name.removesuffix(".lock")
-            raise UsageError(
-                f"{output} is being written by another process (PID {holder}); wait for it to finish or choose "
-                "another --output"
-            ) from None
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                _lock(fd)
+            except OSError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                output = self.path.name.removesuffix(".lock")
+                raise UsageError(
+                    f"{output} is being written by another process (PID {holder}); wait for it to finish or choose "
+                    "another --output"
+                ) from None
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)  # its holder removed it on exit after we opened it: lock the current file
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
@@ -234,10 +239,17 @@ class OutputLock:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._fd is not None:
-            os.ftruncate(self._fd, 0)
+            self.path.unlink(missing_ok=True)
             _unlock(self._fd)
             os.close(self._fd)
             self._fd = None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
 
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only

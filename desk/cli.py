@@ -11,10 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.engine import make_url
-
 from debate.cli import add_verifier_arguments, examples, verifier_config
 from debate.errors import UsageError
+from debate.extras import require_extra
 from desk.auth import ROLE_PERMISSIONS, hash_key, load_keys, new_key
 from desk.settings import DeskSettings, default_db_url
 
@@ -116,6 +115,8 @@ def _store_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
+    from sqlalchemy.engine import make_url
+
     config = verifier_config(args)
     db_url = args.db or default_db_url()
     try:
@@ -143,7 +144,9 @@ def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    require_extra("desk", "debate serve")
     import uvicorn
+    from sqlalchemy.engine import make_url
 
     from desk.app import create_app
 
@@ -167,6 +170,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    require_extra("desk", "debate worker")
+    from sqlalchemy.engine import make_url
+
     from desk.store import Store
     from desk.worker import Worker
 

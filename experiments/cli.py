@@ -7,6 +7,7 @@ import asyncio
 import csv
 import json
 import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,11 +23,22 @@ from debate.chain import PAPER_TRANSITION_RULES
 from debate.cli import add_verifier_arguments, examples, items_in_flight, progress_bar, verifier_config
 from debate.config import ClaimConfig, VerifierConfig
 from debate.errors import UsageError
+from debate.extras import require_extra
 from debate.llm.cache import CACHE_FILE
+from debate.llm.embedded import EMBEDDED_MODEL_NAME, last_call_rate, record_call_rate
 from debate.prompts import PROMPT_SETS
 from experiments.data import default_data_dir
 from experiments.methods import METHODS
-from experiments.runner import RunSpec, check_run_dir, evaluate_run, markdown_table, open_run_dir, run_experiment
+from experiments.runner import (
+    RunSpec,
+    check_run_dir,
+    evaluate_run,
+    items_for,
+    markdown_table,
+    open_run_dir,
+    run_experiment,
+    write_config,
+)
 
 __all__ = ["register"]
 
@@ -142,7 +154,8 @@ def _common(
         )
     parser.add_argument(
         "--data-dir", type=Path, default=None,
-        help="folder with halueval/ and factool/ (default: DEBATE_DATA_DIR, else ../shared/data)",
+        help="folder with halueval/ and factool/ (default: DEBATE_DATA_DIR, else where `debate data fetch` installed "
+        "it, else ../shared/data)",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<timestamp>-<name>)")
     parser.add_argument("--runs-root", type=Path, default=Path("runs"), help="where run folders and the cache go")
@@ -185,7 +198,10 @@ def _spec(args: argparse.Namespace, **overrides: Any) -> RunSpec:
         "knowledge": getattr(args, "knowledge", "given"),
         "method": getattr(args, "method", "mcmad"),
         "judge_knowledge": getattr(args, "judge_knowledge", False),
-        "data_dir": str(args.data_dir or default_data_dir()),
+        "data_dir": str(
+            args.data_dir
+            or default_data_dir("factprompts" if getattr(args, "benchmark", "") == "factprompts" else "halueval")
+        ),
         "verifier": config,
     }
     values.update(overrides)
@@ -215,43 +231,84 @@ def _provenance(spec: RunSpec) -> Any:
     return build
 
 
+def _announce(spec: RunSpec, run_dir: Path, embedded: bool) -> None:
+    """What a run says once its folder exists: where, and on the embedded model how long it may take."""
+    _err.print(f"[dim]run folder: {run_dir}[/]")
+    if embedded:
+        _announce_embedded(spec)
+
+
+def _announce_embedded(spec: RunSpec) -> None:
+    items = spec.n if spec.n is not None else sum(1 for _ in items_for(spec))
+    debate = spec.verifier.debate
+    calls = (1 + 3 * debate.min_rounds, 1 + 3 * max(debate.max_rounds, 1))
+    rate = last_call_rate()
+    if rate is None:
+        when = "no call rate measured on this machine yet (2 cores: a few seconds a call)"
+    else:
+        low, high = (items * c / rate for c in calls)
+        when = f"at the last measured {rate:.2f} calls/s, about {_duration(low)} to {_duration(high)}"
+    _err.print(
+        f"{items} items on the embedded {EMBEDDED_MODEL_NAME} ({calls[0]}-{calls[1]} model calls a claim): {when}; "
+        "its verdicts are not the method's accuracy. --n 10 for a quick look, --base-url for a real model.",
+        highlight=False,
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def _run(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None) -> tuple[Path, dict[str, Any]]:
     run_dir = open_run_dir(spec, out=out if out is not None else args.out, runs_root=args.runs_root)
-    _err.print(f"[dim]run folder: {run_dir}[/]")
     if args.backend == "ray":
+        require_extra("ray", "--backend ray")
         from experiments.ray_backend import run_with_ray
 
         config_path = check_run_dir(run_dir, spec, overwrite=args.overwrite)
 
         async def record_config() -> None:
-            if config_path.exists():
-                return
             async with Verifier(config=spec.verifier) as verifier:
-                config_path.write_text(
-                    json.dumps(_provenance(spec)(verifier, verifier.meta().prompts), indent=2) + "\n"
-                )
+                if not config_path.exists():
+                    write_config(config_path, _provenance(spec)(verifier, verifier.meta().prompts))
+                _announce(spec, run_dir, verifier.embedded)
 
         asyncio.run(record_config())
         run_with_ray(spec, run_dir, shards=args.shards, concurrency=items_in_flight(args))
         return run_dir, evaluate_run(run_dir, spec)
 
     progress = progress_bar(TextColumn("{task.description}"), TextColumn("{task.fields[acc]}"))
-    seen = {"n": 0, "correct": 0}
+    seen = {"n": 0, "correct": 0, "calls": 0, "embedded": 0}
+    started = time.monotonic()
+
+    def opened(run_dir: Path, embedded: bool) -> None:
+        seen["embedded"] = int(embedded)
+        _announce(spec, run_dir, embedded)
+
     with progress:
         bar = progress.add_task(spec.name(), total=spec.n, acc="")
 
         def advance(record: dict[str, Any]) -> None:
             seen["n"] += 1
+            seen["calls"] += int(record.get("llm_calls") or 0)
             seen["correct"] += int(
                 record["pred_factual"] is not None and record["pred_factual"] == record["label_factual"]
             )
             progress.update(bar, advance=1, acc=f"acc {seen['correct'] / seen['n']:.3f}")
 
-        metrics = asyncio.run(
-            run_experiment(spec, run_dir=run_dir, concurrency=items_in_flight(args), provenance=_provenance(spec),
-                           on_record=advance, retry_failed=args.retry_failed, overwrite=args.overwrite,
-                           workers=args.workers)
-        )  # fmt: skip
+        try:
+            metrics = asyncio.run(
+                run_experiment(spec, run_dir=run_dir, concurrency=items_in_flight(args), provenance=_provenance(spec),
+                               on_record=advance, retry_failed=args.retry_failed, overwrite=args.overwrite,
+                               workers=args.workers, on_open=opened)
+            )  # fmt: skip
+        finally:
+            if seen["embedded"]:
+                record_call_rate(seen["calls"], time.monotonic() - started)
     return run_dir, metrics
 
 

@@ -1,4 +1,4 @@
-"""Benchmark items from ../shared/data (HaluEval, FactPrompts): streamed, seeded, whitespace-stripped.
+"""Benchmark items (HaluEval, FactPrompts; fetched by `debate data fetch`): streamed, seeded, whitespace-stripped.
 
 For qa, dialogue and summarization each sampled record yields one item: its hallucinated output with probability
 0.5, else its right output (paper section 4.1.1), from a seeded RNG. Every text is stripped before anything sees it:
@@ -9,7 +9,6 @@ away (see the data README).
 from __future__ import annotations
 
 import json
-import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from debate.errors import UsageError
+from experiments.datasets import DatasetName, data_dir_for
 
 __all__ = [
     "HALUEVAL_FILES",
@@ -75,17 +75,10 @@ class Item(BaseModel):
     """Line of the record in its file."""
 
 
-def default_data_dir() -> Path:
-    """$DEBATE_DATA_DIR, else the first `shared/data` found above the working directory or this checkout."""
-    env = os.environ.get("DEBATE_DATA_DIR")
-    if env:
-        return Path(env)
-    for start in (Path.cwd(), Path(__file__).resolve().parent):
-        for parent in (start, *start.parents):
-            for candidate in (parent / "shared" / "data", parent.parent / "shared" / "data"):
-                if (candidate / "halueval").is_dir():
-                    return candidate
-    return Path("../shared/data")
+def default_data_dir(dataset: DatasetName | None = None) -> Path:
+    """Where `dataset` is read from: DEBATE_DATA_DIR, else the user data directory if it is installed there, else
+    `shared/data` beside the checkout (see `experiments.datasets`)."""
+    return data_dir_for(dataset)
 
 
 def _count_lines(path: Path) -> int:
@@ -141,10 +134,13 @@ def _field(record: dict[str, Any], name: str, path: Path, line: int) -> str:
     return value.strip()
 
 
-def _file(data_dir: Path, *parts: str) -> Path:
+def _file(data_dir: Path, dataset: DatasetName, *parts: str) -> Path:
     path = data_dir.joinpath(*parts)
     if not path.is_file():
-        raise DataError(f"data file not found: {path} (set --data-dir or DEBATE_DATA_DIR)")
+        raise DataError(
+            f"data file not found: {path}; fetch it with `debate data fetch {dataset}` (or point --data-dir / "
+            "DEBATE_DATA_DIR at a folder that has it)"
+        )
     return path
 
 
@@ -152,7 +148,7 @@ def halueval_items(
     task: HaluTask, *, data_dir: Path, n: int | None, seed: int, balanced: bool = False, knowledge: bool = True
 ) -> Iterator[Item]:
     """HaluEval items, in file order. `knowledge=False` runs qa/dialogue knowledge-free (HaluEval's own setting)."""
-    path = _file(data_dir, "halueval", HALUEVAL_FILES[task])
+    path = _file(data_dir, "halueval", "halueval", HALUEVAL_FILES[task])
     wanted = sample_indices(_count_lines(path), n, seed)
     shown = labels_for(len(wanted), seed, balanced=balanced)
     for k, (line, record) in enumerate(_records(path, wanted)):
@@ -183,7 +179,7 @@ def factprompts_items(
     *, data_dir: Path, level: Literal["claim", "response"], n: int | None, seed: int
 ) -> Iterator[Item]:
     """FactPrompts KB-QA: one item per annotated claim (claim level) or per response with its annotated claims."""
-    path = _file(data_dir, "factool", "knowledge_qa.jsonl")
+    path = _file(data_dir, "factprompts", "factool", "knowledge_qa.jsonl")
     wanted = sample_indices(_count_lines(path), n, seed) if level == "response" else None
     records = _records(path, wanted if wanted is not None else list(range(_count_lines(path))))
     produced = 0

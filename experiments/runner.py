@@ -26,7 +26,17 @@ from experiments.data import Item, factprompts_items, halueval_items
 from experiments.methods import DebateMethod, HaluEvalJudge, Method, MethodName, Prediction
 from experiments.metrics import Outcome, summarize
 
-__all__ = ["RunSpec", "evaluate_run", "items_for", "make_method", "open_run_dir", "process_items", "run_experiment"]
+__all__ = [
+    "RunSpec",
+    "check_run_dir",
+    "evaluate_run",
+    "items_for",
+    "make_method",
+    "open_run_dir",
+    "process_items",
+    "run_experiment",
+    "write_config",
+]
 
 
 class RunSpec(BaseModel):
@@ -263,13 +273,14 @@ def _differences(old: Any, new: Any, where: str = "") -> list[str]:
     return [] if old == new else [f"{where}: {json.dumps(old)} -> {json.dumps(new)}"]
 
 
-_RUN_FILES = ("config.json", "results.jsonl", "results.jsonl.lock", "metrics.json", "results.md")
+_RUN_FILES = ("config.json", "results.jsonl", "metrics.json", "results.md")
 
 
 def check_run_dir(run_dir: Path, spec: RunSpec, *, overwrite: bool = False) -> Path:
     """Check the data and the folder before anything is created: a missing data file leaves no folder behind, and a
     folder holding another configuration is refused (naming the differences) unless `overwrite`. Returns the
-    config.json path."""
+    config.json path; the folder itself is made only once the model is up (`write_config`), so a run that cannot
+    start leaves nothing behind."""
     next(iter(items_for(spec)), None)  # DataError (a missing or broken data file) before any folder exists
     config_path = run_dir / "config.json"
     if config_path.exists():
@@ -284,8 +295,13 @@ def check_run_dir(run_dir: Path, spec: RunSpec, *, overwrite: bool = False) -> P
                 )
             for name in _RUN_FILES:
                 (run_dir / name).unlink(missing_ok=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
     return config_path
+
+
+def write_config(config_path: Path, provenance: dict[str, Any]) -> None:
+    """Create the run folder with its config.json (the run's provenance)."""
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(json.dumps(provenance, indent=2, default=str) + "\n")
 
 
 async def run_experiment(
@@ -299,8 +315,11 @@ async def run_experiment(
     retry_failed: bool = True,
     overwrite: bool = False,
     workers: int = 1,
+    on_open: Callable[[Path, bool], None] | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) `spec` into `run_dir` on this machine (on `workers` processes); returns the metrics."""
+    """Run (or resume) `spec` into `run_dir` on this machine (on `workers` processes); returns the metrics.
+    `on_open` is told the run folder once it exists (the model is up and the config recorded) and whether the
+    endpoint is the embedded model."""
     if workers > 1 and client is not None:
         raise ValueError("a given client cannot be shared with worker processes")
     config_path = check_run_dir(run_dir, spec, overwrite=overwrite)
@@ -315,7 +334,9 @@ async def run_experiment(
                     "resuming would mix two prompt versions; choose another --out, or --overwrite to start over"
                 )
         else:
-            config_path.write_text(json.dumps(provenance(verifier, prompts), indent=2, default=str) + "\n")
+            write_config(config_path, provenance(verifier, prompts))
+        if on_open is not None:
+            on_open(run_dir, verifier.embedded)
         await process_items(
             items_for(spec),
             method,

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +18,12 @@ def cli_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "DEBATE_MODEL")}
     env["NO_COLOR"] = "1"
     return env
+
+
+def sigint_default() -> None:
+    """Popen's preexec_fn for a child that a test interrupts: a background shell (`cmd &`, nohup) starts pytest
+    with SIGINT ignored, which its children inherit, so Python would install no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def debate(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

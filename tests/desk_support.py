@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import uvicorn
-from conftest import cli_env, op
+from conftest import cli_env, op, sigint_default
 from fakes import FakeOpenAI, Reply
 
 from debate.config import ModelConfig, VerifierConfig
@@ -163,7 +163,12 @@ class DeskProcess:
 
     def start(self, timeout: float = 60) -> DeskProcess:
         self.process = subprocess.Popen(
-            self.args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            self.args,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=sigint_default,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

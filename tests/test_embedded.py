@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import sigint_default
 
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
 
@@ -171,7 +172,7 @@ def test_ctrl_c_during_startup_leaves_no_llama_process() -> None:
     before = _llama_servers()
     proc = subprocess.Popen(
         [sys.executable, "-m", "debate.cli", "verify", "--question", QUESTION, "--answer", "First for Women"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=sigint_default,
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while not (_llama_servers() - before) and time.monotonic() < deadline:
@@ -181,4 +182,6 @@ def test_ctrl_c_during_startup_leaves_no_llama_process() -> None:
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
+    assert err.decode().strip().splitlines()[-1] == "debate: interrupted; finished records are kept", err
+    assert b"Traceback" not in err
     assert _wait_gone(started) == set()

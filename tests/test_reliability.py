@@ -126,6 +126,7 @@ def test_a_second_writer_on_the_same_output_is_refused(tmp_path: Path) -> None:
         assert f"being written by another process (PID {first.pid})" in second.stderr
         first.communicate(timeout=60)
         assert first.returncode == 0
+    assert not lock.exists()  # removed on a clean exit, so run folders do not collect lock files
     ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
     assert ids == [f"q{i}" for i in range(6)]  # every id exactly once
 

