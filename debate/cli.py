@@ -9,7 +9,9 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from pathlib import Path
@@ -74,7 +76,8 @@ EXIT_CODES = """exit status:
      row; finished batch records are kept, re-run the same command to resume
   2  usage, configuration or input error (one line on stderr)
   3  --fail-on matched a verdict (non-factual / unverifiable)
-  130 interrupted (Ctrl-C); finished batch records are kept"""
+  130 interrupted (Ctrl-C); finished batch records are kept
+  143 terminated (SIGTERM); finished batch records are kept"""
 
 COMMAND_ENTRY_POINT_GROUP = "markov_debate.commands"
 """Entry points adding subcommands (a function taking the subparsers); each sets `handler` on its parser."""
@@ -863,6 +866,15 @@ async def _run_batch(verifier: Verifier, args: argparse.Namespace) -> int:
 INTERRUPTED = "debate: interrupted; finished records are kept"
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be, so that a `kill` stops the same orderly way: tasks are cancelled,
+    the embedded model server is stopped, finished records are kept."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 class _QuietCancellation(logging.Filter):
     """Drops log records about a cancelled task: on Ctrl-C every running agent is cancelled and autogen's runtime
     logs each one as an error with its traceback; a cancellation is never an error to report."""
@@ -875,11 +887,14 @@ class _QuietCancellation(logging.Filter):
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one `debate` command; Ctrl-C at any moment is one line and exit 130."""
     try:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _on_sigterm)
         return _main(argv)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         logging.disable(logging.CRITICAL)  # nothing the shutdown logs after this is news to the user
-        print(INTERRUPTED, file=sys.stderr)
-        return 130
+        terminated = isinstance(exc, _Terminated)
+        print(INTERRUPTED.replace("interrupted", "terminated") if terminated else INTERRUPTED, file=sys.stderr)
+        return 143 if terminated else 130
 
 
 def _main(argv: Sequence[str] | None) -> int:

