@@ -39,8 +39,11 @@ def _commands() -> list[list[str]]:
 
 
 def main() -> int:
-    extras = [name for name in ("llama_cpp", "sentence_transformers", "fastapi", "sqlalchemy", "ray")
-              if importlib.util.find_spec(name) is not None]  # fmt: skip
+    extras = [
+        name
+        for name in ("llama_cpp", "sentence_transformers", "fastapi", "sqlalchemy", "ray")
+        if importlib.util.find_spec(name) is not None
+    ]
     if extras:
         print(f"core_install: this venv has extras installed ({', '.join(extras)}); run it in a core-only venv")
         return 2
@@ -57,12 +60,13 @@ def main() -> int:
         done = subprocess.run([DEBATE, *words], capture_output=True, text=True, env=ENV, timeout=120)
         lines = done.stderr.strip().splitlines()
         if done.returncode not in (1, 2) or len(lines) != 1 or expected not in lines[0] or "Traceback" in done.stderr:
-            failures.append(f"debate {' '.join(words)}: exit {done.returncode}, expected one line with {expected!r}:\n"
-                            f"{done.stderr[-2000:]}")  # fmt: skip
+            failures.append(
+                f"debate {' '.join(words)}: exit {done.returncode}, expected one line with {expected!r}:\n"
+                f"{done.stderr[-2000:]}"
+            )
     for failure in failures:
         print(f"FAILED {failure}")
-    print(f"core install: {len(commands) + 2} help/version checks, {len(REFUSALS)} refusals; "
-          f"{len(failures)} failed")  # fmt: skip
+    print(f"core install: {len(commands) + 2} help/version checks, {len(REFUSALS)} refusals; {len(failures)} failed")
     return 1 if failures else 0
 
 
