@@ -116,13 +116,16 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
             or isinstance(action, argparse._HelpAction | argparse._VersionAction)
         ):
             return text
-        if action.default is None or action.default is False:
-            shown = "off" if action.nargs == 0 else "none"
-        elif isinstance(action.default, list | tuple):
-            shown = " ".join(str(v) for v in action.default) or "none"
-        else:
-            shown = str(action.default)
-        return f"{text} (default: {shown.replace('%', '%%')})"
+        return f"{text} (default: {_shown(action.default, flag=action.nargs == 0).replace('%', '%%')})"
+
+
+def _shown(default: Any, *, flag: bool = False) -> str:
+    """A default as help text shows it: "off" for an unset flag, "none" for no value, lists space-separated."""
+    if default is None or default is False:
+        return "off" if flag else "none"
+    if isinstance(default, list | tuple):
+        return " ".join(str(v) for v in default) or "none"
+    return str(default)
 
 
 _CHOICE = re.compile(r"invalid choice: '(?P<value>[^']*)' \(choose from (?P<choices>.*)\)")
@@ -186,7 +189,7 @@ def _field(model: type[BaseModel], name: str) -> tuple[Any, str]:
 
 def _opt(group: Any, flags: Sequence[str], model: type[BaseModel], name: str, **kwargs: Any) -> None:
     default, text = _field(model, name)
-    shown = kwargs.pop("shown", default)
+    shown = _shown(kwargs.pop("shown", default), flag=kwargs.get("action") == "store_true")
     group.add_argument(*flags, default=kwargs.pop("default", default), help=f"{text} (default: {shown})", **kwargs)
 
 
@@ -342,7 +345,7 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--task",
         choices=TASKS.names(),
         default="qa",
-        help="; ".join(f"{name}: {TASKS.describe(name)}" for name in TASKS.names()) + " (default: qa)",
+        help="; ".join(f"{name}: {TASKS.describe(name).rstrip('.')}" for name in TASKS.names()) + " (default: qa)",
     )
     single = v.add_argument_group("one response")
     single.add_argument("--question", help="the question, as text or @FILE (dialogue: the dialogue history)")
@@ -884,6 +887,21 @@ class _QuietCancellation(logging.Filter):
         return not (kind is not None and issubclass(kind, asyncio.CancelledError | KeyboardInterrupt))
 
 
+def _log_handler(console: Console) -> logging.Handler:
+    """On a terminal, log records go through the console the progress bar draws on, so a retry warning is printed
+    above the live bar instead of breaking it; elsewhere (CI logs, pipes) there is no bar and lines stay whole."""
+    if console.is_terminal:
+        # RichHandler draws the level in a column of its own: the text must not repeat it
+        handler: logging.Handler = RichHandler(console=console, show_time=False, show_path=False, markup=False,
+                                               rich_tracebacks=False)  # fmt: skip
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    else:
+        handler = logging.StreamHandler(console.file)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_QuietCancellation())
+    return handler
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one `debate` command; Ctrl-C at any moment is one line and exit 130."""
     try:
@@ -899,18 +917,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = _build_parser(argv).parse_args(argv)
-    # On a terminal, log records go through the console the progress bar draws on, so a retry warning is printed
-    # above the live bar instead of breaking it; elsewhere (CI logs, pipes) there is no bar and lines stay whole.
-    log_handler: logging.Handler = (
-        RichHandler(console=_err, show_time=False, show_path=False, markup=False, rich_tracebacks=False)
-        if _err.is_terminal
-        else logging.StreamHandler(sys.stderr)
-    )
-    # RichHandler draws the level in a column of its own; a plain stream needs it in the text.
-    plain = not isinstance(log_handler, RichHandler)
-    log_handler.setFormatter(logging.Formatter(f"{'%(levelname)s ' if plain else ''}%(name)s: %(message)s"))
-    log_handler.addFilter(_QuietCancellation())
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[log_handler], force=True)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[_log_handler(_err)],
+                        force=True)  # fmt: skip
     try:
         if args.command == "verify":
             return asyncio.run(_verify(args))

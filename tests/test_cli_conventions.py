@@ -22,10 +22,13 @@ def test_every_option_of_every_command_has_help_with_its_default() -> None:
     leaves = _leaves()
     names = {p.prog for p in leaves}
     assert {"debate verify", "debate eval halueval", "debate eval factprompts", "debate ablate transitions",
-            "debate report", "debate serve", "debate worker", "debate new-key", "debate cache"} <= names  # fmt: skip
+            "debate report", "debate serve", "debate worker", "debate new-key", "debate cache",
+            "debate data fetch", "debate data list", "debate data path"} <= names  # fmt: skip
     for parser in leaves:
         text = parser.format_help()
         assert "examples:" in text, parser.prog
+        # one spelling for "no default", and no doubled punctuation from joined descriptions
+        assert "(default: None)" not in text and ".;" not in text, parser.prog
         for action in parser._actions:
             if isinstance(action, argparse._HelpAction):
                 continue
