@@ -162,7 +162,9 @@ def agreement_png(points: list[AgreementPoint]) -> bytes:
         )
     if not points:
         axes.text(0.5, 0.5, "no reviews yet", ha="center", va="center", transform=axes.transAxes)
-    axes.set_ylim(-0.1 if kappas and min(v for _, v in kappas) < 0 else 0, 1.1)
+    # Padded below the lowest value (kappa can be negative), so a point at 0 is drawn whole, not cut by the axis.
+    axes.set_ylim(min([0.0, *(v for _, v in kappas)]) - 0.08, 1.1)
+    axes.margins(x=0.15)
     axes.set_ylabel("reviewers vs engine")
     axes.legend(loc="lower left", fontsize=8)
     axes.grid(alpha=0.3)

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import csv
 import json
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -104,6 +105,13 @@ def register(sub: Any) -> None:
     ps.add_argument("--sets", nargs="+", default=list(PROMPT_SETS), metavar="NAME|DIR",
                     help=f"prompt sets to compare (default: {' '.join(PROMPT_SETS)})")  # fmt: skip
     ps.set_defaults(handler=_ablate_prompt_sets)
+    rp = ab_sub.add_parser(
+        "replot", help="redraw an ablation's table.md and plots from its finished runs (no model calls)",
+        epilog=examples("debate ablate replot runs/ablate-transitions",
+                        "debate ablate replot results/embedded-paper/ablate-transitions"),
+    )  # fmt: skip
+    rp.add_argument("folder", type=Path, help="a folder made by `debate ablate transitions|min-rounds|prompt-set`")
+    rp.set_defaults(handler=_ablate_replot)
 
     rep = sub.add_parser(
         "report", help="one table of several runs, with CIs (markdown, csv or json)",
@@ -327,21 +335,32 @@ _PANELS = (("accuracy", "accuracy"), ("f1", "F1 (factual)"))
 
 def _plot(folder: Path, stem: str, title: str, series: dict[str, list[Point]], *, xlabel: str,
           categorical: bool, model: str) -> list[Path]:  # fmt: skip
+    """The ablation figure written as PNG and SVG; returns the paths."""
+    fig = ablation_figure(title, series, xlabel=xlabel, categorical=categorical, model=model)
+    written = []
+    for suffix in ("png", "svg"):
+        path = folder / f"{stem}.{suffix}"
+        fig.savefig(path, dpi=120)
+        written.append(path)
+    return written
+
+
+def ablation_figure(title: str, series: dict[str, list[Point]], *, xlabel: str, categorical: bool,
+                    model: str) -> Any:  # fmt: skip
     """Accuracy and F1 side by side with 95% CIs; series are offset sideways so identical ones stay visible; the
-    model-free baselines (length-only, majority-class) of each series' sample are reference lines. Written as
-    PNG and SVG; returns the paths."""
-    import matplotlib
+    model-free baselines (length-only, majority-class) of each series' sample are reference lines, one line per
+    height. A matplotlib Figure (the pyplot-free API: nothing global is left open)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    fig = Figure(figsize=(11, 4.2))
+    axes = fig.subplots(1, 2, sharey=True)
+    colours = [f"C{k}" for k in range(10)]
     xs_all = list(dict.fromkeys(p[0] for points in series.values() for p in points))
     position = {x: i for i, x in enumerate(xs_all)} if categorical else {x: float(x) for x in xs_all}
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     width = 0.5 / max(len(series), 1)
     ns = sorted({int(m["n"]) for points in series.values() for _, m in points})
     for ax, (metric, label) in zip(axes, _PANELS, strict=True):
+        lines: dict[float, list[tuple[str, str, str]]] = {}
         for i, (name, points) in enumerate(series.items()):
             colour = colours[i % len(colours)]
             offset = (i - (len(series) - 1) / 2) * width
@@ -359,25 +378,48 @@ def _plot(folder: Path, stem: str, title: str, series: dict[str, list[Point]], *
                 value = baselines.get(baseline, {}).get(metric)
                 if value is not None:
                     tag = f"{baseline} ({name})" if len(series) > 1 else baseline
-                    ax.axhline(value, color=colour if len(series) > 1 else "grey", linestyle=style, linewidth=1,
-                               label=tag)  # fmt: skip
+                    lines.setdefault(round(value, 9), []).append((tag, style, colour if len(series) > 1 else "grey"))
+        for value, drawn in lines.items():
+            # Baselines at the same height are one line with one label naming them all, not a line hiding another.
+            _tag, style, colour = drawn[0]
+            ax.axhline(value, color=colour if len(drawn) == 1 else "dimgrey", linestyle=style if len(drawn) == 1
+                       else "-.", linewidth=1, label=" = ".join(t for t, _, _ in drawn))  # fmt: skip
         ax.set_xticks(list(position.values()), [str(x) for x in position])
-        ax.set_ylim(0, 1.05)
+        # Padded on every side, so a point at 0 or 1 (or at the first or last x) is drawn whole, not cut in half.
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xlim(min(position.values()) - 0.5, max(position.values()) + 0.5)
         ax.set_xlabel(xlabel)
         ax.set_title(f"{label} (95% CI)")
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("score")
-    axes[1].legend(fontsize=7, loc="lower right")
+    axes[1].legend(fontsize=7, loc="best")
     n_text = f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]}-{ns[-1]}"
     fig.suptitle(f"{title}\n{n_text} per point · model {model}", fontsize=10)
     fig.tight_layout()
-    written = []
-    for suffix in ("png", "svg"):
-        path = folder / f"{stem}.{suffix}"
-        fig.savefig(path, dpi=120)
-        written.append(path)
-    plt.close(fig)
-    return written
+    return fig
+
+
+def _baseline_rows(series: dict[str, list[Point]]) -> list[tuple[str, dict[str, Any]]]:
+    """Each series' model-free baselines as table rows, once per series (its runs share one sample)."""
+    rows = []
+    for name, points in series.items():
+        for baseline, figures in points[0][1].get("baselines", {}).items():
+            if baseline != "tuning":
+                rows.append((f"{name} {baseline}" if len(series) > 1 else baseline, figures))
+    return rows
+
+
+def _finish_ablation(folder: Path, kind: str, rows: list[tuple[str, dict[str, Any]]],
+                     series: dict[str, list[Point]], last_run: Path, *, task: str = "") -> int:  # fmt: skip
+    """An ablation's table.md (its runs, then the baselines its plots draw) and plots; prints the table."""
+    layout = _LAYOUTS[kind]
+    table = f"{layout['heading'].format(task=task)}\n\n" + markdown_table(rows + _baseline_rows(series))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "table.md").write_text(table)
+    plots = _plot(folder, layout["stem"], layout["title"].format(task=task), series, xlabel=layout["xlabel"],
+                  categorical=layout["categorical"], model=_model_of(last_run))  # fmt: skip
+    sys.stdout.write(table + f"\nplots: {', '.join(map(str, plots))}\n")
+    return 0
 
 
 def _model_of(run_dir: Path) -> str:
@@ -388,6 +430,51 @@ def _model_of(run_dir: Path) -> str:
 def _ablation_dir(args: argparse.Namespace, kind: str) -> Path:
     folder: Path = args.out or args.runs_root / f"ablate-{kind}"
     return folder
+
+
+_LAYOUTS: dict[str, dict[str, Any]] = {
+    "transitions": {"heading": "# Transition rules on HaluEval QA (paper Table 4 layout)", "stem": "transitions",
+                    "title": "Transition rules (HaluEval QA, min rounds 2)", "xlabel": "transition rule",
+                    "categorical": True},
+    "min-rounds": {"heading": "# Minimum debate rounds (paper Figure 3 layout)", "stem": "min_rounds",
+                   "title": "Minimum debate rounds (true -> skeptic)", "xlabel": "minimum rounds",
+                   "categorical": False},
+    "prompt-set": {"heading": "# Prompt sets on HaluEval {task}", "stem": "prompt_sets",
+                   "title": "Prompt sets (HaluEval {task})", "xlabel": "prompt set", "categorical": True},
+}  # fmt: skip
+"""Each ablation's table heading and plot: one place for the run and for `debate ablate replot`."""
+
+_MIN_ROUNDS_RUN = re.compile(r"^(?P<task>qa|dialogue|summarization)-min(?P<rounds>\d+)$")
+
+
+def _ablate_replot(args: argparse.Namespace) -> int:
+    folder: Path = args.folder
+    runs = sorted(d for d in folder.iterdir() if (d / "metrics.json").is_file()) if folder.is_dir() else []
+    if not runs:
+        raise UsageError(f"{folder}: no finished runs (sub-folders with metrics.json); is it an ablation folder?")
+    metrics = {d.name: json.loads((d / "metrics.json").read_text()) for d in runs}
+    rows: list[tuple[str, dict[str, Any]]] = []
+    series: dict[str, list[Point]] = {}
+    if set(metrics) <= set(PAPER_TRANSITION_RULES):
+        kind, task = "transitions", "qa"
+        for rule in (r for r in PAPER_TRANSITION_RULES if r in metrics):
+            rows.append((rule, metrics[rule]))
+            series.setdefault("mcmad", []).append((rule, metrics[rule]))
+    elif all(_MIN_ROUNDS_RUN.match(name) for name in metrics):
+        kind, task = "min-rounds", ""
+        ordered = sorted(metrics, key=lambda n: (n.split("-")[0], int(n.rsplit("min", 1)[1])))
+        for name in ordered:
+            found = _MIN_ROUNDS_RUN.match(name)
+            assert found is not None
+            rows.append((f"{found['task']} min_rounds={found['rounds']}", metrics[name]))
+            series.setdefault(found["task"], []).append((int(found["rounds"]), metrics[name]))
+    else:
+        kind = "prompt-set"
+        task = json.loads((runs[0] / "config.json").read_text())["spec"]["task"]
+        for name, figures in metrics.items():
+            rows.append((f"prompt set {name}", figures))
+            series.setdefault("mcmad", []).append((name, figures))
+    return _finish_ablation(folder, kind, rows, series, runs[-1], task=task)
 
 
 def _ablate_transitions(args: argparse.Namespace) -> int:
@@ -401,13 +488,7 @@ def _ablate_transitions(args: argparse.Namespace) -> int:
         run_dir, metrics = _run(spec, args, out=folder / rule)
         rows.append((rule, metrics))
         points.append((rule, metrics))
-    table = "# Transition rules on HaluEval QA (paper Table 4 layout)\n\n" + markdown_table(rows)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "table.md").write_text(table)
-    plots = _plot(folder, "transitions", "Transition rules (HaluEval QA, min rounds 2)", {"mcmad": points},
-                  xlabel="transition rule", categorical=True, model=_model_of(run_dir))  # fmt: skip
-    sys.stdout.write(table + f"\nplots: {', '.join(map(str, plots))}\n")
-    return 0
+    return _finish_ablation(folder, "transitions", rows, {"mcmad": points}, run_dir)
 
 
 def _ablate_prompt_sets(args: argparse.Namespace) -> int:
@@ -420,13 +501,7 @@ def _ablate_prompt_sets(args: argparse.Namespace) -> int:
         run_dir, metrics = _run(spec, args, out=folder / Path(prompt_set).name)
         rows.append((f"prompt set {prompt_set}", metrics))
         points.append((Path(prompt_set).name, metrics))
-    table = f"# Prompt sets on HaluEval {args.task}\n\n" + markdown_table(rows)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "table.md").write_text(table)
-    plots = _plot(folder, "prompt_sets", f"Prompt sets (HaluEval {args.task})", {"mcmad": points},
-                  xlabel="prompt set", categorical=True, model=_model_of(run_dir))  # fmt: skip
-    sys.stdout.write(table + f"\nplots: {', '.join(map(str, plots))}\n")
-    return 0
+    return _finish_ablation(folder, "prompt-set", rows, {"mcmad": points}, run_dir, task=args.task)
 
 
 def _ablate_min_rounds(args: argparse.Namespace) -> int:
@@ -443,13 +518,7 @@ def _ablate_min_rounds(args: argparse.Namespace) -> int:
             rows.append((f"{task} min_rounds={rounds}", metrics))
             points.append((rounds, metrics))
         series[task] = points
-    table = "# Minimum debate rounds (paper Figure 3 layout)\n\n" + markdown_table(rows)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "table.md").write_text(table)
-    plots = _plot(folder, "min_rounds", "Minimum debate rounds (true -> skeptic)", series,
-                  xlabel="minimum rounds", categorical=False, model=_model_of(run_dir))  # fmt: skip
-    sys.stdout.write(table + f"\nplots: {', '.join(map(str, plots))}\n")
-    return 0
+    return _finish_ablation(folder, "min-rounds", rows, series, run_dir)
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -227,6 +227,18 @@ def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
         rounds = _debate("ablate", "min-rounds", "--tasks", "qa", "--n", "2", *common)
         assert rounds.returncode == 0, rounds.stderr[-2000:]
         assert [_has_row(rounds.stdout, f"qa min_rounds={k}", "2") for k in range(4)] == [True] * 4
+        # every ablation table carries the baselines its plots draw
+        for folder in ("ablate-transitions", "ablate-min-rounds"):
+            table = (tmp_path / folder / "table.md").read_text()
+            assert _has_row(table, "length-only", "2") and _has_row(table, "majority-class", "2"), folder
+            # redrawn from the finished runs alone: the same table, the plots back, no model call
+            for made in (tmp_path / folder).glob("*.*"):
+                made.unlink()
+            before = len(server.requests)
+            replot = _debate("ablate", "replot", str(tmp_path / folder))
+            assert replot.returncode == 0, replot.stderr[-2000:]
+            assert (tmp_path / folder / "table.md").read_text() == table and len(server.requests) == before
+            assert len(list((tmp_path / folder).glob("*.svg"))) == 1
         assert (tmp_path / "ablate-min-rounds" / "min_rounds.png").read_bytes().startswith(b"\x89PNG")
         svg = (tmp_path / "ablate-min-rounds" / "min_rounds.svg").read_text()
         # accuracy and F1 side by side, n and the model in the title, the baselines as reference lines
@@ -327,3 +339,27 @@ async def test_a_rerun_redoes_items_that_failed_for_a_transient_reason(tmp_path:
     kept = ScriptedChatClient([])
     await run(spec("single"), tmp_path, kept)
     assert kept.calls == []
+
+
+def _metrics(accuracy: float, f1: float, baselines: dict[str, float]) -> dict[str, Any]:
+    return {"n": 10, "accuracy": accuracy, "f1": f1, "accuracy_ci95": [0.0, accuracy], "f1_ci95": [0.0, f1],
+            "baselines": {name: {"accuracy": v, "f1": v} for name, v in baselines.items()}}  # fmt: skip
+
+
+def test_ablation_figure_pads_its_axes_and_labels_coincident_baselines_together() -> None:
+    from experiments.cli import ablation_figure
+
+    same = {"length-only": 0.5, "majority-class": 0.5}
+    points = [(0, _metrics(0.0, 0.0, same)), (3, _metrics(1.0, 1.0, same))]
+    fig = ablation_figure("t", {"qa": points}, xlabel="minimum rounds", categorical=False, model="m")
+    for ax in fig.axes:
+        low, high = ax.get_ylim()
+        assert low < 0.0 and high > 1.0  # a point at 0 or 1 is drawn whole
+        left, right = ax.get_xlim()
+        assert left < 0 and right > 3  # so are the first and last x
+        legend = ax.get_legend_handles_labels()[1]
+        # two baselines at one height: one line naming both, not one line hiding the other
+        assert "length-only = majority-class" in legend and "length-only" not in legend
+    apart = {"length-only": 0.4, "majority-class": 0.6}
+    fig = ablation_figure("t", {"qa": [(0, _metrics(0.5, 0.5, apart))]}, xlabel="x", categorical=True, model="m")
+    assert {"length-only", "majority-class"} <= set(fig.axes[0].get_legend_handles_labels()[1])
