@@ -49,7 +49,15 @@ from desk.models import (
 from desk.security import CSRF_COOKIE, SESSION_COOKIE, BodyLimit, Guard, SecurityHeaders
 from desk.settings import DeskSettings
 from desk.store import ConflictError, NotFoundError, Store, StoreError, engine_label
-from desk.views import agreement_png, chain_diagrams, claim_label, segments
+from desk.views import (
+    Segment,
+    agreement_png,
+    chain_diagrams,
+    claim_label,
+    reviewed_claims,
+    reviewed_verdict,
+    segments,
+)
 from desk.worker import Worker
 
 __all__ = ["create_app"]
@@ -370,11 +378,12 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
 
     # --- UI -----------------------------------------------------------------------------------------------
 
-    def page(request: Request, name: str, principal: Principal, **context: Any) -> HTMLResponse:
+    def page(request: Request, name: str, principal: Principal, status_code: int = 200, **context: Any) -> HTMLResponse:
         response = templates.TemplateResponse(
             request,
             name,
             {"principal": principal, "csrf": guard.csrf_token(request), "auth_on": not guard.open, **context},
+            status_code=status_code,
         )
         anchor = getattr(request.state, "csrf_anchor", None)
         if anchor and CSRF_COOKIE not in request.cookies:
@@ -448,25 +457,36 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         detail = store.audit(audit_id)
         latest: dict[str, ReviewInfo] = {r.claim_id: r for r in detail.reviews}
         claims = []
+        shown: list[Segment] = []
+        verdict_after_review = None
         if detail.report is not None:
             diagrams = chain_diagrams(detail.report)
-            for claim in detail.report.claims:
+            reviewed = reviewed_claims(detail.report, latest)
+            for claim, final in zip(detail.report.claims, reviewed, strict=True):
+                review = latest.get(claim.claim_id)
                 claims.append(
                     {
                         "verdict": claim,
-                        "label": claim_label(claim),
-                        "review": latest.get(claim.claim_id),
+                        "label": claim_label(final),
+                        "engine_label": claim_label(claim),
+                        "review": review,
+                        "overturned": review is not None and review.decision == "overturn",
                         "diagram": diagrams[claim.claim_id],
                     }
                 )
+            shown = segments(detail.report, reviewed)
+            verdict_after_review = reviewed_verdict(detail.report, latest)
         return page(
             request,
             "audit.html",
             principal,
             audit=detail,
             claims=claims,
-            segments=segments(detail.report) if detail.report is not None else [],
+            segments=shown,
+            present=sorted({seg.label for seg in shown if seg.label}),
+            verdict_after_review=verdict_after_review,
             cost=detail.cost,
+            priced=settings.priced,
             labels=["factual", "non_factual", "not_enough_evidence"],
         )
 
@@ -507,7 +527,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
             principal,
             stats=figures,
             plot=bool(figures.over_time),
-            priced=settings.price_prompt_per_mtok > 0 or settings.price_completion_per_mtok > 0,
+            priced=settings.priced,
         )
 
     @app.get("/dashboard/agreement.png", include_in_schema=False)
@@ -552,9 +572,13 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         request: Request,
         principal: UiSubmitter,
         file: UploadFile,
-        task: Annotated[str, Form()] = "qa",
+        task: Annotated[str, Form()] = "",
         name: Annotated[str, Form()] = "",
     ) -> Response:
+        if not task:
+            # A batch runs every line under one task: guessing one (the first in a list) ran QA files as dialogue.
+            return page(request, "submit.html", principal, error="task: choose the task of the batch's lines",
+                        form={"batch_name": name}, status_code=422)  # fmt: skip
         info = await batch_upload(request, task, name or None, file)
         return RedirectResponse(f"/batches/{info.id}", status_code=303)
 

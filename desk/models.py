@@ -11,7 +11,7 @@ from debate.chain import CHAINS
 from debate.config import VerifierConfig
 from debate.prompts import PROMPT_SETS
 from debate.stages import PREFILTERS, ROLLUPS, TASKS
-from debate.types import ClaimLabel, Report
+from debate.types import ClaimLabel, Evidence, Report
 
 __all__ = [
     "AuditDetail",
@@ -231,6 +231,10 @@ class QueueItem(BaseModel):
     decided_by: str
     error_severity: int | None
     task: str
+    evidence: list[Evidence] = Field(default_factory=list)
+    """What the agents judged the claim against, as numbered in the audit page."""
+    final_opinion: str | None = None
+    """The deciding opinion: the last agent's, or the prefilter's reason when a prefilter decided."""
 
 
 class BatchInfo(BaseModel):

@@ -58,3 +58,8 @@ class DeskSettings(BaseModel):
     """Share of confident automated decisions the review queue samples for re-checking."""
     queue_seed: int = 0
     """Seed of that sample (the same seed gives the same sample)."""
+
+    @property
+    def priced(self) -> bool:
+        """Whether cost is tracked: a price was given (otherwise every page says "not tracked", never "$0")."""
+        return self.price_prompt_per_mtok > 0 or self.price_completion_per_mtok > 0

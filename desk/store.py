@@ -642,7 +642,25 @@ class Store:
         items = [_queue_item(c, t, "needs-review") for c, t in needs] + [
             _queue_item(c, t, "spot-check") for c, t in spot
         ]
-        return items[:limit]
+        return self._with_context(items[:limit])
+
+    def _with_context(self, items: list[QueueItem]) -> list[QueueItem]:
+        """Each item with its claim's evidence and deciding opinion, read from the stored reports, so a review
+        needs no second page."""
+        ids = {item.audit_id for item in items}
+        with self._session() as s:
+            stored = dict(s.execute(select(AuditRow.id, AuditRow.report_json).where(AuditRow.id.in_(ids))).all())
+        reports = {audit_id: Report.model_validate_json(text) for audit_id, text in stored.items() if text}
+        out = []
+        for item in items:
+            report = reports.get(item.audit_id)
+            claim = next((c for c in report.claims if c.claim_id == item.claim_id), None) if report else None
+            if claim is None:
+                out.append(item)
+                continue
+            opinion = claim.debate.final.opinion if claim.debate is not None and claim.debate.final else claim.reason
+            out.append(item.model_copy(update={"evidence": claim.evidence, "final_opinion": opinion}))
+        return out
 
     # --- stats and export ------------------------------------------------------------------------------------
 

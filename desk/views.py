@@ -8,14 +8,25 @@ from __future__ import annotations
 
 import io
 import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from debate.chain import ChainError, MarkovChain, explain_moves, load_chain
-from debate.types import ClaimVerdict, Report, StateRecord
-from desk.models import AgreementPoint
+from debate.rollup import roll_up
+from debate.types import ClaimVerdict, Report, ReportVerdict, StateRecord
+from desk.models import AgreementPoint, ReviewInfo
 
-__all__ = ["ChainDiagram", "Segment", "agreement_png", "chain_diagrams", "claim_label", "segments"]
+__all__ = [
+    "ChainDiagram",
+    "Segment",
+    "agreement_png",
+    "chain_diagrams",
+    "claim_label",
+    "reviewed_claims",
+    "reviewed_verdict",
+    "segments",
+]
 
 _SEVERITY_ORDER = ("factual", "not_enough_evidence", "unverifiable", "non_factual")
 
@@ -34,11 +45,39 @@ class Segment:
     claims: list[str] = field(default_factory=list)
 
 
-def segments(report: Report) -> list[Segment]:
-    """The response cut at every claim-span boundary, each piece labelled by the claims covering it."""
+def reviewed_claims(report: Report, reviews: Mapping[str, ReviewInfo]) -> list[ClaimVerdict]:
+    """The report's claims with each reviewer's label in place of the engine's where a review overturned it (the
+    latest review of a claim counts). The stored report itself is never changed."""
+    out = []
+    for claim in report.claims:
+        review = reviews.get(claim.claim_id)
+        if review is None or review.decision == "confirm":
+            out.append(claim)
+            continue
+        factual = {"factual": True, "non_factual": False}.get(review.label)
+        out.append(claim.model_copy(update={"label": review.label, "status": "verified", "factual": factual}))
+    return out
+
+
+def reviewed_verdict(report: Report, reviews: Mapping[str, ReviewInfo]) -> ReportVerdict | None:
+    """The response's verdict under the report's own rollup rule with the reviewers' labels; None when no review
+    overturned a claim (the engine's verdict stands)."""
+    ids = {c.claim_id for c in report.claims}
+    if not any(r.decision == "overturn" and r.claim_id in ids for r in reviews.values()):
+        return None
+    threshold = float(report.meta.config.get("soft_threshold", 0.5))
+    return roll_up(reviewed_claims(report, reviews), rule=report.rollup, soft_threshold=threshold).verdict
+
+
+def segments(report: Report, claims: Sequence[ClaimVerdict] | None = None) -> list[Segment]:
+    """The response cut at every claim-span boundary, each piece labelled by the claims covering it (`claims`:
+    the report's claims as reviewed, so a highlight shows the human label where there is one)."""
     text = report.response
     cover: list[tuple[int, int, ClaimVerdict]] = [
-        (max(0, s.start), min(len(text), s.end), c) for c in report.claims for s in c.spans if s.end > s.start
+        (max(0, s.start), min(len(text), s.end), c)
+        for c in (report.claims if claims is None else claims)
+        for s in c.spans
+        if s.end > s.start
     ]
     cuts = sorted({0, len(text), *(a for a, _, _ in cover), *(b for _, b, _ in cover)})
     out: list[Segment] = []

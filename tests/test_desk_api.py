@@ -395,3 +395,39 @@ def test_store_migrates_and_reopens(tmp_path: Path) -> None:
     again = Store(url)  # an up-to-date store is left as it is
     assert again.schema_revision() == "0001"
     again.close()
+
+
+def test_pages_show_the_reference_pending_or_not_one_cost_wording_and_a_batch_task(
+    tmp_path: Path, model: FakeOpenAI
+) -> None:
+    # no worker (jobs 0): the audits stay pending, as behind a busy queue
+    settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", model.base_url, jobs=0)
+    with ThreadedDesk(settings) as desk, httpx.Client(base_url=desk.url) as browser:
+        pending = submit(desk.client(), WRONG_ANSWER)
+        page = browser.get(f"/audits/{pending}").text
+        assert "<h2>Reference</h2>" in page and "Paris is the capital of France." in page
+        sources = submit(desk.client(), {"task": "rag", "response": "Paris [1].", "reference": {"1": "Paris, France."}})
+        assert '<span class="source">[1]</span> Paris, France.' in browser.get(f"/audits/{sources}").text
+        bare = submit(desk.client(), {"response": "Paris."})
+        assert "None given: claims are judged without a reference" in browser.get(f"/audits/{bare}").text
+        # the batch form names no task unless the user picks one, and the server refuses a form without one
+        form_page = browser.get("/submit").text
+        assert re.search(
+            r'<select id="batch-task" name="task" required><option value="" disabled\s+selected>', form_page
+        )
+        token = re.search(r'name="csrf_token" value="([^"]+)"', form_page).group(1)  # type: ignore[union-attr]
+        upload = {"file": ("b.jsonl", jsonl([{"id": "1", **RIGHT}]))}
+        refused = browser.post("/batches", files=upload, data={"csrf_token": token, "name": "nightly"})
+        assert refused.status_code == 422 and "task: choose the task of the batch&#39;s lines" in refused.text
+        made = browser.post("/batches", files=upload, data={"csrf_token": token, "task": "dialogue"})
+        assert made.status_code == 303
+        batch_page = browser.get(made.headers["location"]).text
+        assert '<strong id="batch-task">dialogue</strong>' in batch_page
+        assert "cost not tracked" in browser.get("/dashboard").text
+        assert browser.get("/favicon.ico").headers["content-type"] == "image/x-icon"
+    priced = settings_for(f"sqlite:///{tmp_path}/p.sqlite", model.base_url, price_prompt_per_mtok=2.0)
+    with ThreadedDesk(priced) as desk, httpx.Client(base_url=desk.url) as browser:
+        done = wait_done(desk.client(), submit(desk.client(), RIGHT))
+        assert done["status"] == "done"
+        assert re.search(r"cost \$0\.\d{4}", browser.get(f"/audits/{done['id']}").text)
+        assert re.search(r"cost \$0\.\d{4}", browser.get("/dashboard").text)

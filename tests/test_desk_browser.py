@@ -82,6 +82,9 @@ def test_audit_review_and_export_in_a_real_browser(browser: object, tmp_path: Pa
 
         page.goto(desk.url + "/dashboard")
         assert page.locator("#agreement").inner_text() == "—"
+        # an empty dashboard says what will appear there
+        assert "No audits yet" in page.locator("#empty-dashboard").inner_text()
+        page.screenshot(path=str(shots / "dashboard-empty.png"), full_page=True)
 
         def submit(question: str, response: str, reference: str) -> str:
             page.goto(desk.url + "/submit")
@@ -103,11 +106,17 @@ def test_audit_review_and_export_in_a_real_browser(browser: object, tmp_path: Pa
         states = page.locator("#claim-c0 svg.chain g.state")
         assert states.count() >= 2 and states.first.get_attribute("data-state") == "S0"
         assert "said false" in (page.locator("#claim-c0 svg.chain text.why").first.text_content() or "")
+        # the key names only the labels highlighted here, as a key; the reference and the cost wording are there
+        assert page.locator("p.legend .key").all_inner_texts() == ["non factual claim"]
+        assert page.locator("#reference").inner_text().strip().endswith("Paris is the capital of France.")
+        assert "cost not tracked" in page.locator("main").inner_text()
         page.locator("#claim-c0 details.opinions summary").click()
         assert page.locator("#claim-c0 details.opinions dd").first.is_visible()
         page.screenshot(path=str(shots / "audit.png"), full_page=True)
 
-        submit("Where is the Eiffel Tower?", "The Eiffel Tower is in Paris.", "The Eiffel Tower is in Paris.")
+        eiffel_url = submit(
+            "Where is the Eiffel Tower?", "The Eiffel Tower is in Paris.", "The Eiffel Tower is in Paris."
+        )
         assert page.locator("h1 .badge").inner_text() == "factual"
 
         # The queue: the non-factual claim first (needs review), then the sampled factual one (spot check).
@@ -115,6 +124,10 @@ def test_audit_review_and_export_in_a_real_browser(browser: object, tmp_path: Pa
         items = page.locator(".queue-item")
         assert items.count() == 2
         assert [items.nth(k).locator(".reason").text_content() for k in range(2)] == ["needs-review", "spot-check"]
+        # each card carries the claim's evidence and the deciding opinion: a review needs no second page
+        for k in range(2):
+            assert "Paris" in items.nth(k).locator("ol.evidence li").first.inner_text()
+            assert items.nth(k).locator(".final-opinion").inner_text().startswith("Deciding opinion (debate):")
         page.screenshot(path=str(shots / "queue.png"), full_page=True)
         with page.expect_navigation():
             page.keyboard.press("c")  # confirm the first item
@@ -140,6 +153,16 @@ def test_audit_review_and_export_in_a_real_browser(browser: object, tmp_path: Pa
 
         page.goto(wrong_url)
         assert "confirmed by root" in page.locator("table.claims-summary").inner_text()
+        # an overturned claim leads with the reviewer's label: the badges, the highlight, the claims table
+        page.goto(eiffel_url)
+        assert page.locator("h1 .badge").inner_text() == "non factual"
+        assert page.locator("h1 .engine-said").inner_text() == "after review; engine said factual"
+        assert page.locator("#claim-c0-title .badge").inner_text() == "overturned: non factual"
+        assert page.locator("#claim-c0-title .engine-said").inner_text() == "engine said factual"
+        assert "overturned: non factual engine said factual" in page.locator("table.claims-summary").inner_text()
+        assert page.locator("#response mark.hl-non_factual").count() == 1
+        assert page.locator("#response mark.hl-factual").count() == 0
+        page.screenshot(path=str(shots / "audit-reviewed.png"), full_page=True)
 
         # A batch upload and its progress bar.
         upload = tmp_path / "batch.jsonl"
@@ -159,8 +182,14 @@ def test_audit_review_and_export_in_a_real_browser(browser: object, tmp_path: Pa
         page.goto(desk.url + "/submit")
         page.locator("#file").set_input_files(str(upload))
         page.locator("#batch-name").fill("nightly")
+        # the task is a required choice: the browser will not send the form without it
+        page.get_by_role("button", name="Upload").click()
+        assert page.locator("#batch-task").evaluate("select => select.validity.valueMissing") is True
+        assert page.url.endswith("/submit")
+        page.locator("#batch-task").select_option("qa")
         page.get_by_role("button", name="Upload").click()
         page.wait_for_url("**/batches/*")
+        assert page.locator("#batch-task").inner_text() == "qa"
         playwright.expect(page.locator("#batch-count")).to_have_text(re.compile(r"^3 / 3"), timeout=30_000)
         assert page.locator("#batch-bar").get_attribute("value") == "3"
         page.screenshot(path=str(shots / "batch.png"), full_page=True)
