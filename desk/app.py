@@ -24,6 +24,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from pydantic import ValidationError
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.datastructures import UploadFile as StarletteUpload
 
 from debate.batch import read_items
@@ -45,6 +46,7 @@ from desk.models import (
     ReviewIn,
     ReviewInfo,
     Stats,
+    checked_request,
 )
 from desk.security import CSRF_COOKIE, SESSION_COOKIE, BodyLimit, Guard, SecurityHeaders
 from desk.settings import DeskSettings
@@ -171,11 +173,16 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
 
     # --- API: submitting ----------------------------------------------------------------------------------
 
+    max_claims = settings.verifier.claims.max_claims
+
     def validated(request: AuditRequest) -> AuditRequest:
         try:
             request.overrides.apply(settings.verifier)
+            checked_request(request, max_claims=max_claims)
         except ValidationError as exc:
             raise HTTPException(422, f"overrides: {exc.errors()[0]['msg']}") from exc
+        except InputError as exc:
+            raise HTTPException(422, str(exc)) from exc
         return request
 
     @app.post("/v1/audits", status_code=202, tags=["audits"], dependencies=[Depends(csrf)])
@@ -216,18 +223,17 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
                 errors.append({"line": line, "message": error})
                 continue
             try:
-                items.append(
-                    (
-                        line,
-                        AuditRequest(
-                            task=task,
-                            question=item.question,
-                            response=item.response,
-                            reference=item.reference,
-                            claims=item.claims,
-                        ),
-                    )
+                request_ = AuditRequest(
+                    task=task,
+                    question=item.question,
+                    response=item.response,
+                    reference=item.reference,
+                    claims=item.claims,
                 )
+                checked_request(request_, max_claims=max_claims)
+                items.append((line, request_))
+            except InputError as exc:
+                errors.append({"line": line, "message": f"line {line}: {exc}"})
             except ValidationError as exc:
                 first = exc.errors()[0]
                 errors.append(
@@ -366,15 +372,36 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         return store.stats(bucket=bucket)
 
     @app.get("/v1/health", tags=["stats"])
-    def health() -> dict[str, Any]:
-        """Liveness, the store's schema revision and whether the in-process worker's model is ready."""
+    def health(response: Response) -> dict[str, Any]:
+        """Whether audits are being processed: the store, the in-process worker's state and last error, the queue
+        (pending audits that are due, the oldest one's wait, the last worker activity). 503 when the store does not
+        answer, or when audits are due and no worker has made progress for `stall_s` seconds."""
         worker: Worker | None = getattr(app.state, "worker", None)
-        return {
-            "ok": True,
-            "schema": store.schema_revision(),
-            "worker_ready": bool(worker and worker.started.is_set()),
-            "auth": "off" if guard.open else "keys",
-        }
+        body: dict[str, Any] = {"auth": "off" if guard.open else "keys"}
+        if worker is not None:
+            body["worker"] = worker.health().model_dump()
+        body["worker_ready"] = bool(worker and worker.started.is_set() and worker.state == "running")
+        try:
+            body["schema"] = store.schema_revision()
+            due, oldest_s, last_activity_s = store.queue_health()
+        except (SQLAlchemyError, OSError) as exc:
+            response.status_code = 503
+            return body | {"ok": False, "problem": f"the audit store does not answer: {settings.redact(str(exc))}"}
+        body["queue"] = {"due": due, "oldest_due_s": oldest_s, "last_activity_s": last_activity_s}
+        stalled = (
+            due > 0
+            and oldest_s is not None
+            and oldest_s > settings.stall_s
+            and (last_activity_s is None or last_activity_s > settings.stall_s)
+        )
+        if stalled:
+            response.status_code = 503
+            why = worker.last_error if worker is not None and worker.last_error else "no worker is running"
+            return body | {
+                "ok": False,
+                "problem": f"{due} audit(s) due and no progress for {settings.stall_s:.0f} s ({why})",
+            }
+        return body | {"ok": True}
 
     # --- UI -----------------------------------------------------------------------------------------------
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticSerializationError
 
 from debate.chain import CHAINS
 from debate.config import VerifierConfig
+from debate.errors import InputError
 from debate.prompts import PROMPT_SETS
 from debate.stages import PREFILTERS, ROLLUPS, TASKS
 from debate.types import ClaimLabel, Evidence, Report
@@ -27,6 +29,8 @@ __all__ = [
     "ReviewIn",
     "ReviewInfo",
     "Stats",
+    "checked_request",
+    "load_request",
 ]
 
 AuditStatus = Literal["pending", "running", "done", "failed", "cancelled"]
@@ -37,10 +41,57 @@ EventKind = Literal[
 ]
 
 _TEXT_LIMIT = 200_000
+_MAX_DEPTH = 64
+"""Nesting a request may have (a reference of passages is 2 deep; pydantic's JSON reader stops at 200)."""
 
 
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+def load_request(text: str | bytes) -> AuditRequest:
+    """The one reader of a stored request: the worker loads with this what `checked_request` accepted at submit."""
+    return AuditRequest.model_validate_json(text)
+
+
+def checked_request(request: AuditRequest, *, max_claims: int) -> str:
+    """The request as the store keeps it, proven loadable by `load_request` with its own limits (nesting depth,
+    text that a database column or JSON cannot hold), so nothing is accepted that a worker cannot read back.
+    Raises InputError naming the field."""
+    if request.claims is not None and len(request.claims) > max_claims:
+        raise InputError(f"claims: {len(request.claims)} given; the limit is {max_claims} (the desk's max_claims)")
+    where = _unstorable_text(request.model_dump(), "")
+    if where is not None:
+        raise InputError(where)
+    try:
+        text = request.model_dump_json()
+        load_request(text)
+    except (ValueError, PydanticSerializationError) as exc:
+        first = exc.errors()[0] if isinstance(exc, ValidationError) else None
+        field = ".".join(map(str, first["loc"])) if first else "request"
+        reason = first["msg"] if first else str(exc)
+        raise InputError(f"{field or 'request'}: cannot be stored and read back ({reason})") from exc
+    return text
+
+
+def _unstorable_text(value: Any, path: str, depth: int = 0) -> str | None:
+    """Where a request holds what no store keeps (a NUL, a lone surrogate) or nests too deep to read back."""
+    if depth > _MAX_DEPTH:
+        return f"{path or 'request'}: nested more than {_MAX_DEPTH} levels deep"
+    if isinstance(value, str):
+        if "\x00" in value:
+            return f"{path}: NUL characters are not allowed"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{path}: a lone surrogate (not valid Unicode text)"
+        return None
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        found = _unstorable_text(child, f"{path}.{key}" if path else str(key), depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 class AuditOverrides(_In):

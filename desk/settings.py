@@ -43,6 +43,13 @@ class DeskSettings(BaseModel):
     """How often an idle worker looks for work."""
     max_attempts: int = Field(default=5, ge=1)
     """Transient failures (endpoint down) before an audit is marked failed."""
+    stall_s: float = Field(default=120.0, gt=0)
+    """`/v1/health` answers 503 when audits have been due this long and no worker has claimed or finished one."""
+    breaker_failures: int = Field(default=3, ge=1)
+    """Transient endpoint failures in a row that mark the endpoint down: claiming stops (audits keep their
+    attempts) until a probe audit gets through."""
+    breaker_max_s: float = Field(default=60.0, gt=0)
+    """Longest pause between probes while the endpoint is down."""
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     """Largest request body (a batch upload included); larger gets 413."""
     max_batch_items: int = Field(default=10_000, ge=1)
@@ -63,3 +70,23 @@ class DeskSettings(BaseModel):
     def priced(self) -> bool:
         """Whether cost is tracked: a price was given (otherwise every page says "not tracked", never "$0")."""
         return self.price_prompt_per_mtok > 0 or self.price_completion_per_mtok > 0
+
+    def secrets(self) -> list[str]:
+        """Every configured secret, longest first: the endpoint's key, the session secret, the store's password."""
+        found = [self.session_secret or ""]
+        key = self.verifier.model.api_key
+        if key is not None:
+            found.append(key.get_secret_value())
+        from sqlalchemy.engine import make_url
+
+        try:
+            found.append(make_url(self.db_url).password or "")
+        except Exception:
+            found.append("")
+        return sorted({s for s in found if len(s) >= 4}, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        """`text` with every configured secret replaced: for error text that is stored, returned or logged."""
+        for secret in self.secrets():
+            text = text.replace(secret, "[redacted]")
+        return text

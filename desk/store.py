@@ -23,6 +23,7 @@ from typing import Any, Literal, cast
 
 from alembic import command
 from alembic.config import Config
+from pydantic import ValidationError
 from sqlalchemy import Engine, and_, create_engine, event, exists, func, or_, select, text, update
 from sqlalchemy.engine import Connection, CursorResult, Result
 from sqlalchemy.orm import Session, sessionmaker
@@ -43,6 +44,7 @@ from desk.models import (
     ReviewIn,
     ReviewInfo,
     Stats,
+    load_request,
 )
 from desk.tables import AuditRow, BatchRow, ClaimRow, EventRow, ReviewRow
 
@@ -123,6 +125,25 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def queue_health(self) -> tuple[int, float | None, float | None]:
+        """(pending audits that are due, seconds the oldest of them has waited, seconds since any worker last
+        claimed, finished, deferred or failed an audit): what `/v1/health` judges progress by."""
+        with self._session() as s:
+            now = utcnow()
+            due = (AuditRow.status == "pending", or_(AuditRow.not_before.is_(None), AuditRow.not_before <= now))
+            count, oldest = s.execute(select(func.count(), func.min(AuditRow.created_at)).where(*due)).one()
+            last = s.scalars(
+                select(EventRow.at)
+                .where(EventRow.kind.in_(("claimed", "finished", "deferred", "failed")))
+                .order_by(EventRow.id.desc())
+                .limit(1)
+            ).first()
+        return (
+            int(count),
+            None if oldest is None else (now - oldest).total_seconds(),
+            None if last is None else (now - last).total_seconds(),
+        )
 
     def schema_revision(self) -> str | None:
         with self.engine.connect() as conn:
@@ -213,9 +234,12 @@ class Store:
 
     # --- jobs ------------------------------------------------------------------------------------------------
 
-    def claim(self, worker: str, lease_s: float) -> Job | None:
-        """Take the oldest pending audit that is due, or None."""
-        for _ in range(5):
+    def claim(self, worker: str, lease_s: float, *, max_attempts: int = 5) -> Job | None:
+        """Take the oldest pending audit that is due, or None. An audit already tried `max_attempts` times (whatever
+        brought it back: a deferral, a lost lease, a stopped worker, a result the store refused) and one whose
+        stored request cannot be read are marked failed with the reason instead, and the next one is taken: no
+        audit is retried forever and none can stop the queue."""
+        for _ in range(50):
             with self._session.begin() as s:
                 now = utcnow()
                 candidate = (
@@ -243,11 +267,27 @@ class Store:
                 if _count(taken) != 1:
                     continue  # another worker won the race: look again
                 row = s.get_one(AuditRow, audit_id)
+                if row.attempts > max_attempts:
+                    self._quarantine(
+                        s, row, worker, f"gave up after {row.attempts - 1} attempts: {row.error or 'no result'}"
+                    )
+                    continue
+                try:
+                    request = load_request(row.request_json)
+                except ValidationError as exc:
+                    self._quarantine(s, row, worker, f"the stored request cannot be read: {exc.errors()[0]['msg']}")
+                    continue
                 s.add(
                     EventRow(audit_id=audit_id, at=now, kind="claimed", actor=worker, detail=f"attempt {row.attempts}")
                 )
-                return Job(audit_id, AuditRequest.model_validate_json(row.request_json), row.attempts)
+                return Job(audit_id, request, row.attempts)
         return None
+
+    @staticmethod
+    def _quarantine(s: Session, row: AuditRow, worker: str, reason: str) -> None:
+        now = utcnow()
+        row.status, row.error, row.finished_at, row.worker, row.lease_until = "failed", reason, now, None, None
+        s.add(EventRow(audit_id=row.id, at=now, kind="failed", actor=worker, detail=reason))
 
     def renew(self, worker: str, audit_ids: Sequence[int], lease_s: float) -> list[int]:
         """Extend the leases of a worker's running audits; the ids it no longer holds (cancelled or taken over)."""
@@ -320,6 +360,7 @@ class Store:
                     status="done",
                     finished_at=now,
                     lease_until=None,
+                    error=None,
                     verdict=report.verdict,
                     report_json=report_json,
                     llm_calls=report.usage.llm_calls,
@@ -353,14 +394,20 @@ class Store:
             s.add(EventRow(audit_id=audit_id, at=now, kind="finished", actor=worker, detail=report.verdict))
             return True
 
-    def defer(self, audit_id: int, worker: str, reason: str, *, delay_s: float, max_attempts: int) -> str:
-        """A transient failure: back to the queue after `delay_s`, or failed after `max_attempts`. The new status."""
+    def defer(
+        self, audit_id: int, worker: str, reason: str, *, delay_s: float, max_attempts: int, keep_attempt: bool = False
+    ) -> str:
+        """A transient failure: back to the queue after `delay_s`, or failed after `max_attempts`. The new status.
+        `keep_attempt`: the failure was not the audit's (the endpoint is known to be down), so this attempt is not
+        counted."""
         with self._session.begin() as s:
             now = utcnow()
             row = s.get(AuditRow, audit_id)
             if row is None or row.status != "running" or row.worker != worker:
                 return row.status if row is not None else "missing"
-            if row.attempts >= max_attempts:
+            if keep_attempt:
+                row.attempts -= 1
+            elif row.attempts >= max_attempts:
                 row.status, row.error, row.finished_at = (
                     "failed",
                     f"gave up after {row.attempts} attempts: {reason}",
@@ -369,7 +416,7 @@ class Store:
                 row.worker = row.lease_until = None
                 s.add(EventRow(audit_id=audit_id, at=now, kind="failed", actor=worker, detail=row.error))
             else:
-                row.status, row.worker, row.lease_until = "pending", None, None
+                row.status, row.worker, row.lease_until, row.error = "pending", None, None, reason
                 row.not_before = now + timedelta(seconds=delay_s)
                 s.add(EventRow(audit_id=audit_id, at=now, kind="deferred", actor=worker, detail=reason))
             return row.status

@@ -208,6 +208,7 @@ class OpenAIChatClient:
             # Refused before the first call: a hosted API would answer 401 after the run has started.
             raise UsageError(f"{config.base_url} is a hosted endpoint and no API key is set").with_hint(*_KEY_HINT)
         self._config = config
+        self._secret = config.api_key.get_secret_value().encode() if config.api_key else b""
         self._model = model or config.model
         self._served: list[str] = []
         """The endpoint's model list, when it gave one (to name the closest match when a model is refused)."""
@@ -269,6 +270,10 @@ class OpenAIChatClient:
                 body = await response.read()
                 status = response.status
                 if status >= 400:
+                    # Some servers echo the credentials they refused: the key must not reach an error message,
+                    # and so a log, a stored failure or an API reader.
+                    if self._secret:
+                        body = body.replace(self._secret, b"[redacted]")
                     raise _status_error(status, response.headers, body, method, url)
                 return body
         except TimeoutError as exc:  # aiohttp's own timeout errors are TimeoutErrors too
