@@ -169,6 +169,9 @@ def _read_input(path: Path) -> Iterator[_Work]:
             except json.JSONDecodeError as exc:
                 yield _Work(number, sha, None, None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
                 continue
+            except RecursionError:
+                yield _Work(number, sha, None, None, f"line {number}: nested too deeply to read")
+                continue
             yield _validate(number, sha, raw, "line")
 
 
@@ -186,6 +189,8 @@ def _validate(number: int, sha: str, raw: Any, unit: str) -> _Work:
         return _Work(number, sha, raw, BatchItem.model_validate(raw), None)
     except ValidationError as exc:
         return _Work(number, sha, raw, None, _describe_validation(number, exc).replace("line", unit, 1))
+    except RecursionError:
+        return _Work(number, sha, raw, None, f"{unit} {number}: nested too deeply to read")
 
 
 def _read_array(path: Path) -> Iterator[_Work]:
@@ -195,6 +200,8 @@ def _read_array(path: Path) -> Iterator[_Work]:
         raise InputError(f"{path}: not valid UTF-8 (byte {exc.start + 1})") from exc
     except json.JSONDecodeError as exc:
         raise InputError(f"{path} line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg})") from exc
+    except RecursionError as exc:
+        raise InputError(f"{path}: nested too deeply to read") from exc
     if not isinstance(data, list):
         raise InputError(f"{path}: a JSON input must be an array of items (RefChecker's format)")
     for index, raw in enumerate(data, start=1):

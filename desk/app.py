@@ -27,7 +27,6 @@ from pydantic import ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.datastructures import UploadFile as StarletteUpload
 
-from debate.batch import read_items
 from debate.errors import InputError, UsageError
 from debate.extras import install_command
 from debate.provenance import package_version
@@ -35,6 +34,7 @@ from debate.refchecker import refchecker_item
 from debate.stages import TASKS
 from debate.types import ClaimLabel, ReportVerdict
 from desk.auth import Permission, Principal
+from desk.ingest import IngestError, ingest
 from desk.models import (
     AuditDetail,
     AuditOverrides,
@@ -48,7 +48,7 @@ from desk.models import (
     Stats,
     checked_request,
 )
-from desk.security import CSRF_COOKIE, SESSION_COOKIE, BodyLimit, Guard, SecurityHeaders
+from desk.security import CSRF_COOKIE, SESSION_COOKIE, AllowedHosts, BodyLimit, Guard, SecurityHeaders
 from desk.settings import DeskSettings
 from desk.store import ConflictError, NotFoundError, Store, StoreError, engine_label
 from desk.views import (
@@ -63,6 +63,17 @@ from desk.views import (
 from desk.worker import Worker
 
 __all__ = ["create_app"]
+
+
+_NAME_LIMIT = 200
+"""Longest batch name (the column holds 500; a longer one is a mistake, not a name)."""
+
+
+def _trouble(worker: Worker | None) -> str | None:
+    """What a page's banner says while the in-process worker waits for the endpoint or the store."""
+    if worker is None or worker.state not in ("endpoint-down", "store-unavailable"):
+        return None
+    return f"{worker.last_error}. Audits wait in the queue, keep their attempts, and resume when it is back."
 
 
 def _swagger_assets() -> Path:
@@ -127,6 +138,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     app.state.guard = guard
     app.add_middleware(SecurityHeaders)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(AllowedHosts, allowed=settings.allowed_hosts)  # added last: it runs first
     # before /static: a mount matches by prefix, in order
     app.mount("/static/swagger", StaticFiles(directory=_swagger_assets()), name="swagger")
     app.mount("/static", StaticFiles(directory=str(_HERE / "static")), name="static")
@@ -203,50 +215,26 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         principal = guard.require(request, "submit")
         if task not in TASKS.names():
             raise HTTPException(422, f"task: unknown task {task!r}; choose one of: {', '.join(TASKS.names())}")
+        if name is not None and len(name) > _NAME_LIMIT:
+            raise HTTPException(422, f"name: at most {_NAME_LIMIT} characters")
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "upload"
             if upload is not None:
-                path.write_bytes(await upload.read())
+                with path.open("wb") as out:
+                    while chunk := await upload.read(1 << 20):
+                        out.write(chunk)
                 name = name or upload.filename or "upload"
             else:
-                path.write_bytes(await request.body())
+                with path.open("wb") as out:
+                    async for chunk in request.stream():
+                        out.write(chunk)
             try:
-                lines = list(read_items(path))
-            except InputError as exc:
-                raise HTTPException(422, str(exc).replace(str(path), "the upload")) from exc
-        if len(lines) > settings.max_batch_items:
-            raise HTTPException(413, f"the batch has {len(lines)} items; the limit is {settings.max_batch_items}")
-        items: list[tuple[int, AuditRequest]] = []
-        errors: list[dict[str, Any]] = []
-        for line, item, error in lines:
-            if item is None:
-                errors.append({"line": line, "message": error})
-                continue
-            try:
-                request_ = AuditRequest(
-                    task=task,
-                    question=item.question,
-                    response=item.response,
-                    reference=item.reference,
-                    claims=item.claims,
-                )
-                checked_request(request_, max_claims=max_claims)
-                items.append((line, request_))
-            except InputError as exc:
-                errors.append({"line": line, "message": f"line {line}: {exc}"})
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                errors.append(
-                    {
-                        "line": line,
-                        "message": f"line {line}: field {'.'.join(map(str, first['loc']))!r}: {first['msg']}",
-                    }
-                )
-        if not items:
-            detail = errors[0]["message"] if errors else "the upload has no items"
-            raise HTTPException(422, f"no readable item in the upload ({detail})")
-        batch_id = store.submit_batch(principal, name=name or "upload", task=task, items=items, input_errors=errors)
-        return store.batch(batch_id)
+                return await asyncio.to_thread(
+                    ingest, path, store=store, principal=principal, task=task, name=(name or "upload")[:_NAME_LIMIT],
+                    max_items=settings.max_batch_items, max_claims=max_claims,
+                )  # fmt: skip
+            except IngestError as exc:
+                raise HTTPException(exc.status, str(exc)) from exc
 
     @app.post("/v1/batches", status_code=202, tags=["batches"], dependencies=[Depends(csrf)])
     async def submit_batch(
@@ -281,10 +269,30 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         """Cancel a batch's pending and running audits."""
         return {"cancelled": store.cancel_batch(batch_id, principal), "batch": store.batch(batch_id)}
 
+    def stop_running(*audit_ids: int) -> None:
+        """When this process's worker runs them, stop them now rather than at its next look at the store."""
+        worker: Worker | None = getattr(app.state, "worker", None)
+        if worker is None:
+            return  # another process runs them: its next look at the store (every poll) stops them
+        for audit_id in audit_ids:
+            worker.stop_audit(audit_id)
+
+    @app.post("/v1/audits/{audit_id}/retry", tags=["audits"], dependencies=[Depends(csrf)])
+    def retry_audit(audit_id: int, principal: Submitter) -> dict[str, Any]:
+        """Bring a failed audit back to the queue with its attempts reset (409 unless it failed)."""
+        return {"id": audit_id, "status": store.retry(audit_id, principal)}
+
+    @app.post("/v1/batches/{batch_id}/retry-failed", tags=["batches"], dependencies=[Depends(csrf)])
+    def retry_failed_batch(batch_id: int, principal: Submitter) -> dict[str, Any]:
+        """Bring a batch's failed audits back to the queue."""
+        return {"requeued": store.retry_failed(principal, batch_id=batch_id), "batch": store.batch(batch_id)}
+
     @app.post("/v1/audits/{audit_id}/cancel", tags=["audits"], dependencies=[Depends(csrf)])
     def cancel_audit(audit_id: int, principal: Canceller) -> dict[str, Any]:
         """Cancel a pending or running audit (a finished one stays as it is)."""
-        return {"id": audit_id, "status": store.cancel(audit_id, principal)}
+        status = store.cancel(audit_id, principal)
+        stop_running(audit_id)
+        return {"id": audit_id, "status": status}
 
     # --- API: reading -------------------------------------------------------------------------------------
 
@@ -409,7 +417,13 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         response = templates.TemplateResponse(
             request,
             name,
-            {"principal": principal, "csrf": guard.csrf_token(request), "auth_on": not guard.open, **context},
+            {
+                "principal": principal,
+                "csrf": guard.csrf_token(request),
+                "auth_on": not guard.open,
+                "worker_trouble": _trouble(getattr(app.state, "worker", None)),
+                **context,
+            },
             status_code=status_code,
         )
         anchor = getattr(request.state, "csrf_anchor", None)
@@ -536,6 +550,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     @app.post("/audits/{audit_id}/cancel", include_in_schema=False, dependencies=[Depends(csrf)])
     def cancel_form(audit_id: int, principal: UiCanceller) -> Response:
         store.cancel(audit_id, principal)
+        stop_running(audit_id)
         return RedirectResponse(f"/audits/{audit_id}", status_code=303)
 
     @app.get("/queue", include_in_schema=False)

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from debate.cli import add_verifier_arguments, examples, verifier_config
 from debate.errors import UsageError
 from debate.extras import require_extra
-from desk.auth import ROLE_PERMISSIONS, hash_key, load_keys, new_key
+from desk.auth import ROLE_PERMISSIONS, Principal, hash_key, load_keys, new_key
 from desk.settings import DeskSettings, default_db_url
 
 __all__ = ["register"]
@@ -33,11 +34,16 @@ def register(sub: Any) -> None:
         epilog=examples(
             "debate serve                                   # http://127.0.0.1:8000, embedded model, SQLite",
             "debate serve --base-url http://localhost:8000/v1 --port 8080",
-            "debate serve --host 0.0.0.0 --api-keys-file keys.txt --db postgresql+psycopg://desk@db/desk --jobs 0",
+            "debate serve --host 0.0.0.0 --allowed-host desk.example.com --api-keys-file keys.txt --jobs 0",
         ),
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    serve.add_argument(
+        "--allowed-host", action="append", default=[], metavar="NAME",
+        help="a host name clients use to reach the desk (repeatable); any other Host header gets 400, which stops "
+        "DNS-rebinding pages (default: loopback names, and --host when it is one address)",
+    )  # fmt: skip
     serve.add_argument(
         "--api-keys-file",
         type=Path,
@@ -76,6 +82,11 @@ def register(sub: Any) -> None:
     )  # fmt: skip
     _store_arguments(worker)
     worker.add_argument("--jobs", type=int, default=2, help="audits run at once (default: 2)")
+    worker.add_argument(
+        "--requeue-failed",
+        action="store_true",
+        help="first bring every failed audit back to the queue (after an outage), then work",
+    )
     add_verifier_arguments(worker, batch=False)
     worker.set_defaults(handler=_worker)
 
@@ -158,6 +169,14 @@ def _serve(args: argparse.Namespace) -> int:
         )
     if args.jobs < 0:
         raise UsageError("--jobs must be 0 or more")
+    wildcard = args.host in ("0.0.0.0", "::", "")
+    if wildcard and not args.allowed_host:
+        raise UsageError(
+            f"--host {args.host or '(all)'} answers on every address: name the ones clients use with --allowed-host "
+            "(e.g. --allowed-host desk.example.com --allowed-host 10.0.0.5)"
+        )
+    extra = () if wildcard or args.host in _LOOPBACK else (args.host,)
+    settings = settings.model_copy(update={"allowed_hosts": (*settings.allowed_hosts, *extra, *args.allowed_host)})
     app = create_app(settings)
     where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/"
     print(
@@ -180,6 +199,9 @@ def _worker(args: argparse.Namespace) -> int:
     if settings.jobs < 1:
         raise UsageError("--jobs must be at least 1")
     store = Store(settings.db_url)
+    if args.requeue_failed:
+        requeued = store.retry_failed(Principal(name=f"worker@{socket.gethostname()}", role="admin"))
+        print(f"requeued {requeued} failed audit(s)", file=sys.stderr)
 
     async def run() -> None:
         stop = asyncio.Event()

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from desk.auth import ApiKey, Permission, Principal, find_key
 
-__all__ = ["BodyLimit", "Guard", "SecurityHeaders"]
+__all__ = ["LOOPBACK_HOSTS", "AllowedHosts", "BodyLimit", "Guard", "SecurityHeaders", "host_of"]
 
 SESSION_COOKIE = "desk_session"
 CSRF_COOKIE = "desk_csrf"
@@ -133,6 +133,39 @@ class Guard:
         anchor = self._csrf_anchor(request)
         if not token or not anchor or not hmac.compare_digest(token, self._sign("csrf:" + anchor)):
             raise HTTPException(403, "missing or invalid CSRF token: reload the page and try again")
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def host_of(header: str) -> str:
+    """The host name of a Host header, without its port ("[::1]:8000" -> "::1", "desk.example:80" -> "desk.example")."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class AllowedHosts:
+    """400 for a request whose Host is not one of the desk's names. A web page can point a name it controls at
+    127.0.0.1 (DNS rebinding) and then talk to a desk on loopback as if it were its own origin; it cannot make the
+    browser send one of the desk's names as Host."""
+
+    def __init__(self, app: ASGIApp, allowed: tuple[str, ...]) -> None:
+        self.app = app
+        self.allowed = frozenset(host_of(h) for h in allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            header = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            if host_of(header) not in self.allowed:
+                body = b'{"detail":"host: this desk does not answer to that name (see --allowed-host)"}'
+                await send({"type": "http.response.start", "status": 400,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})  # fmt: skip
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
 
 
 class BodyLimit:

@@ -50,6 +50,8 @@ class DeskSettings(BaseModel):
     attempts) until a probe audit gets through."""
     breaker_max_s: float = Field(default=60.0, gt=0)
     """Longest pause between probes while the endpoint is down."""
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")
+    """Host names the desk answers to (any other Host gets 400: DNS rebinding); `--allowed-host` adds to them."""
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     """Largest request body (a batch upload included); larger gets 413."""
     max_batch_items: int = Field(default=10_000, ge=1)

@@ -26,6 +26,7 @@ from alembic.config import Config
 from pydantic import ValidationError
 from sqlalchemy import Engine, and_, create_engine, event, exists, func, or_, select, text, update
 from sqlalchemy.engine import Connection, CursorResult, Result
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from debate.errors import DebateError
@@ -161,7 +162,26 @@ class Store:
         batch_line: int | None = None,
         session: Session | None = None,
     ) -> tuple[int, bool]:
-        """Queue one audit; (id, created). The same idempotency key with the same body returns the first audit."""
+        """Queue one audit; (id, created). The same idempotency key with the same body returns the first audit,
+        also when two such requests race (the database's unique index decides; the loser reads the winner's)."""
+        if idempotency_key is not None and session is None:
+            try:
+                return self._submit(principal, request, idempotency_key=idempotency_key)
+            except IntegrityError:
+                pass  # another request with this key committed first: the next look finds its audit
+        return self._submit(principal, request, idempotency_key=idempotency_key, batch_id=batch_id,
+                            batch_line=batch_line, session=session)  # fmt: skip
+
+    def _submit(
+        self,
+        principal: Principal,
+        request: AuditRequest,
+        *,
+        idempotency_key: str | None = None,
+        batch_id: int | None = None,
+        batch_line: int | None = None,
+        session: Session | None = None,
+    ) -> tuple[int, bool]:
         body = request.model_dump_json()
         digest = _sha(body)
         with nullcontext(session) if session is not None else self._session.begin() as s:
@@ -176,6 +196,9 @@ class Store:
                         raise ConflictError(
                             f"idempotency key {idempotency_key!r} was used for a different request (audit {found.id})"
                         )
+                    if found.status == "failed":
+                        # Sending it again is asking for it to be done: the same audit goes back to the queue.
+                        self._requeue_failed(s, found, principal.name)
                     return found.id, False
             now = utcnow()
             row = AuditRow(
@@ -299,6 +322,21 @@ class Store:
                 .where(AuditRow.id.in_(audit_ids), AuditRow.worker == worker, AuditRow.status == "running")
                 .values(lease_until=utcnow() + timedelta(seconds=lease_s))
             )
+            held = set(
+                s.scalars(
+                    select(AuditRow.id).where(
+                        AuditRow.id.in_(audit_ids), AuditRow.worker == worker, AuditRow.status == "running"
+                    )
+                )
+            )
+        return [i for i in audit_ids if i not in held]
+
+    def lost(self, worker: str, audit_ids: Sequence[int]) -> list[int]:
+        """The ids among `audit_ids` that `worker` no longer holds (cancelled, or taken over): a read, cheap enough
+        for every pass of the worker's loop, so a cancel stops the work within one poll."""
+        if not audit_ids:
+            return []
+        with self._session() as s:
             held = set(
                 s.scalars(
                     select(AuditRow.id).where(
@@ -444,6 +482,38 @@ class Store:
                 row.status, row.worker, row.lease_until, row.finished_at = "cancelled", None, None, utcnow()
                 s.add(EventRow(audit_id=audit_id, at=utcnow(), kind="cancelled", actor=principal.name, detail=None))
             return row.status
+
+    def retry(self, audit_id: int, principal: Principal) -> str:
+        """Bring a failed audit back to the queue with its attempts reset (after an outage, or a fixed endpoint);
+        its status afterwards. Only a failed audit can be retried (ConflictError otherwise)."""
+        with self._session.begin() as s:
+            row = s.get(AuditRow, audit_id)
+            if row is None:
+                raise NotFoundError(f"no audit {audit_id}")
+            if row.status != "failed":
+                raise ConflictError(f"audit {audit_id} is {row.status}; only a failed audit can be retried")
+            self._requeue_failed(s, row, principal.name)
+            return row.status
+
+    def retry_failed(self, principal: Principal, *, batch_id: int | None = None) -> int:
+        """Bring every failed audit (of one batch, or all) back to the queue; how many."""
+        if batch_id is not None:
+            self.batch(batch_id)
+        with self._session.begin() as s:
+            query = select(AuditRow).where(AuditRow.status == "failed")
+            if batch_id is not None:
+                query = query.where(AuditRow.batch_id == batch_id)
+            rows = list(s.scalars(query))
+            for row in rows:
+                self._requeue_failed(s, row, principal.name)
+            return len(rows)
+
+    @staticmethod
+    def _requeue_failed(s: Session, row: AuditRow, actor: str) -> None:
+        now = utcnow()
+        detail = f"retried after: {row.error}" if row.error else "retried"
+        row.status, row.attempts, row.not_before, row.finished_at, row.error = "pending", 0, None, None, None
+        s.add(EventRow(audit_id=row.id, at=now, kind="requeued", actor=actor, detail=detail))
 
     def cancel_batch(self, batch_id: int, principal: Principal) -> int:
         """Cancel a batch's unfinished audits; how many."""

@@ -74,6 +74,7 @@ class Worker:
         self._failures_in_a_row = 0
         """Consecutive transient endpoint failures; the breaker opens at `settings.breaker_failures`."""
         self._breaker_until = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def health(self) -> WorkerHealth:
         since = None if self._last_progress is None else time.monotonic() - self._last_progress
@@ -84,6 +85,7 @@ class Worker:
         return self.state == "endpoint-down"
 
     async def run(self, stop: asyncio.Event) -> None:
+        self._loop = asyncio.get_running_loop()
         async with self._stack:
             if not await self._start_model(stop):
                 self.state = "stopped"
@@ -142,9 +144,10 @@ class Worker:
             last_renew = now
             await asyncio.to_thread(self.store.requeue_expired)
             lost = await asyncio.to_thread(self.store.renew, self.name, list(running), self.settings.lease_s)
-            for audit_id in lost:
-                log.info("audit %s: no longer ours (cancelled or taken over); stopping it", audit_id)
-                running[audit_id].cancel()
+        else:
+            lost = await asyncio.to_thread(self.store.lost, self.name, list(running))
+        for audit_id in lost:
+            self._stop_now(audit_id)
         self._last_progress = time.monotonic()
         if self.state == "store-unavailable":
             self._recovered()
@@ -162,6 +165,18 @@ class Worker:
                 if not task.cancelled() and task.exception() is not None:
                     # The audit's lease runs out and another pass takes it (its attempt counted at the claim).
                     log.error("audit %s: worker error", audit_id, exc_info=task.exception())
+
+    def stop_audit(self, audit_id: int) -> None:
+        """Stop running `audit_id` now (it was cancelled or taken over); no further model call is made for it.
+        Safe from any thread (the API's routes run in a thread pool)."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._stop_now, audit_id)
+
+    def _stop_now(self, audit_id: int) -> None:
+        task = self.running.get(audit_id)
+        if task is not None and not task.done():
+            log.info("audit %s: no longer ours (cancelled or taken over); stopping it", audit_id)
+            task.cancel()
 
     def _trouble(self, state: WorkerState, message: str) -> None:
         message = self.settings.redact(message)
