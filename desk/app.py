@@ -15,11 +15,13 @@ import secrets
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast, get_args
 
 from fastapi import Depends, FastAPI, Form, Header, HTTPException, Query, Request, UploadFile
+from fastapi import Path as FastPath
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -63,6 +65,22 @@ from desk.views import (
 from desk.worker import Worker
 
 __all__ = ["create_app"]
+
+
+_ID_MAX = 2**31 - 1
+"""Largest audit or batch id any store holds (PostgreSQL's integer); a larger one is a 422, not a database error."""
+_PAGE_MAX = 1_000_000
+RowId = Annotated[int, FastPath(ge=1, le=_ID_MAX)]
+
+
+def _utc(since: datetime | None) -> datetime | None:
+    """`since` as naive UTC, the store's clock; an offset that moves it out of the calendar is the caller's error."""
+    if since is None or since.tzinfo is None:
+        return since
+    try:
+        return since.astimezone(UTC).replace(tzinfo=None)
+    except (OverflowError, ValueError) as exc:
+        raise HTTPException(422, f"since: {since.isoformat()} is out of range in UTC") from exc
 
 
 _NAME_LIMIT = 200
@@ -175,6 +193,29 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
             return _html_error(templates, request, status, str(exc))
         return JSONResponse({"detail": str(exc)}, status_code=status)
 
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        # FastAPI's own handler echoes each bad input back, and an input that JSON cannot hold (a lone surrogate)
+        # then turns a 422 into a 500. The field and what is wrong with it are enough.
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+        field = ".".join(str(p) for p in first["loc"] if p not in ("body", "query", "path", "header")) or "request"
+        detail = f"{field}: {first['msg']}"
+        if _wants_html(request):
+            return _html_error(templates, request, 422, detail)
+        return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
+
+    @app.exception_handler(SQLAlchemyError)
+    async def _store_unavailable(request: Request, exc: SQLAlchemyError) -> Response:
+        # A read-only or full disk, a database restarting: the request may succeed later, so 503, and the cause
+        # (never a secret) instead of a bare 500.
+        cause = settings.redact(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:300])
+        log.warning("audit store error on %s %s: %s", request.method, request.url.path, cause)
+        message = f"the audit store cannot serve this request now ({cause}); try again shortly"
+        if _wants_html(request):
+            return _html_error(templates, request, 503, message)
+        return JSONResponse({"detail": message}, status_code=503, headers={"Retry-After": "5"})
+
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException) -> Response:
         if _wants_html(request):
@@ -260,12 +301,12 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         return store.batches()
 
     @app.get("/v1/batches/{batch_id}", tags=["batches"])
-    def get_batch(batch_id: int, _: Reader) -> BatchInfo:
+    def get_batch(batch_id: RowId, _: Reader) -> BatchInfo:
         """A batch's progress (audits by status) and unreadable lines."""
         return store.batch(batch_id)
 
     @app.post("/v1/batches/{batch_id}/cancel", tags=["batches"], dependencies=[Depends(csrf)])
-    def cancel_batch(batch_id: int, principal: Canceller) -> dict[str, Any]:
+    def cancel_batch(batch_id: RowId, principal: Canceller) -> dict[str, Any]:
         """Cancel a batch's pending and running audits."""
         return {"cancelled": store.cancel_batch(batch_id, principal), "batch": store.batch(batch_id)}
 
@@ -278,17 +319,17 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
             worker.stop_audit(audit_id)
 
     @app.post("/v1/audits/{audit_id}/retry", tags=["audits"], dependencies=[Depends(csrf)])
-    def retry_audit(audit_id: int, principal: Submitter) -> dict[str, Any]:
+    def retry_audit(audit_id: RowId, principal: Submitter) -> dict[str, Any]:
         """Bring a failed audit back to the queue with its attempts reset (409 unless it failed)."""
         return {"id": audit_id, "status": store.retry(audit_id, principal)}
 
     @app.post("/v1/batches/{batch_id}/retry-failed", tags=["batches"], dependencies=[Depends(csrf)])
-    def retry_failed_batch(batch_id: int, principal: Submitter) -> dict[str, Any]:
+    def retry_failed_batch(batch_id: RowId, principal: Submitter) -> dict[str, Any]:
         """Bring a batch's failed audits back to the queue."""
         return {"requeued": store.retry_failed(principal, batch_id=batch_id), "batch": store.batch(batch_id)}
 
     @app.post("/v1/audits/{audit_id}/cancel", tags=["audits"], dependencies=[Depends(csrf)])
-    def cancel_audit(audit_id: int, principal: Canceller) -> dict[str, Any]:
+    def cancel_audit(audit_id: RowId, principal: Canceller) -> dict[str, Any]:
         """Cancel a pending or running audit (a finished one stays as it is)."""
         status = store.cancel(audit_id, principal)
         stop_running(audit_id)
@@ -305,8 +346,8 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         reviewed: Annotated[bool | None, Query()] = None,
         q: Annotated[str | None, Query(max_length=500)] = None,
         since: Annotated[datetime | None, Query()] = None,
-        batch: Annotated[int | None, Query()] = None,
-        page: Annotated[int, Query(ge=1)] = 1,
+        batch: Annotated[int | None, Query(ge=1, le=_ID_MAX)] = None,
+        page: Annotated[int, Query(ge=1, le=_PAGE_MAX)] = 1,
         per_page: Annotated[int, Query(ge=1, le=200)] = 50,
     ) -> AuditPage:
         """Audits, newest first, by verdict, task, status, reviewed or not, text (`q`), creation time (`since`)."""
@@ -316,7 +357,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
             status=status,
             reviewed=reviewed,
             q=q,
-            since=since,
+            since=_utc(since),
             batch_id=batch,
             page=page,
             per_page=per_page,
@@ -336,12 +377,12 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         )
 
     @app.get("/v1/audits/{audit_id}", tags=["audits"])
-    def get_audit(audit_id: int, _: Reader) -> AuditDetail:
+    def get_audit(audit_id: RowId, _: Reader) -> AuditDetail:
         """Status, request, the Report as the engine produced it, reviews and the trail."""
         return store.audit(audit_id)
 
     @app.get("/v1/audits/{audit_id}/report", tags=["audits"])
-    def get_report(audit_id: int, _: Reader) -> Response:
+    def get_report(audit_id: RowId, _: Reader) -> Response:
         """The stored report, byte for byte (404 until the audit is done)."""
         stored = store.report_json(audit_id)
         if stored is None:
@@ -354,7 +395,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         tags=["reviews"],
         dependencies=[Depends(csrf)],
     )
-    def review_claim(audit_id: int, claim_id: str, body: ReviewIn, principal: Reviewer) -> ReviewInfo:
+    def review_claim(audit_id: RowId, claim_id: str, body: ReviewIn, principal: Reviewer) -> ReviewInfo:
         """Confirm or overturn the engine's outcome on one claim (appended; the report is never changed)."""
         return store.add_review(audit_id, claim_id, principal, body)
 
@@ -479,7 +520,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         status: str = "",
         reviewed: str = "",
         q: str = "",
-        page_number: Annotated[int, Query(alias="page", ge=1)] = 1,
+        page_number: Annotated[int, Query(alias="page", ge=1, le=_PAGE_MAX)] = 1,
     ) -> HTMLResponse:
         listing = store.audits(
             verdict=verdict or None,
@@ -494,7 +535,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         return page(request, "audits.html", principal, listing=listing, filters=filters)
 
     @app.get("/audits/{audit_id}", include_in_schema=False)
-    def audit_page(request: Request, audit_id: int, principal: UiReader) -> HTMLResponse:
+    def audit_page(request: Request, audit_id: RowId, principal: UiReader) -> HTMLResponse:
         detail = store.audit(audit_id)
         latest: dict[str, ReviewInfo] = {r.claim_id: r for r in detail.reviews}
         claims = []
@@ -535,7 +576,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     def review_form(
         request: Request,
         principal: UiReviewer,
-        audit_id: int,
+        audit_id: RowId,
         claim_id: str,
         decision: Annotated[Literal["confirm", "overturn"], Form()],
         label: Annotated[str, Form()] = "",
@@ -548,7 +589,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         return RedirectResponse(target, status_code=303)
 
     @app.post("/audits/{audit_id}/cancel", include_in_schema=False, dependencies=[Depends(csrf)])
-    def cancel_form(audit_id: int, principal: UiCanceller) -> Response:
+    def cancel_form(audit_id: RowId, principal: UiCanceller) -> Response:
         store.cancel(audit_id, principal)
         stop_running(audit_id)
         return RedirectResponse(f"/audits/{audit_id}", status_code=303)
@@ -625,7 +666,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         return RedirectResponse(f"/batches/{info.id}", status_code=303)
 
     @app.get("/batches/{batch_id}", include_in_schema=False)
-    def batch_page(request: Request, batch_id: int, principal: UiReader) -> HTMLResponse:
+    def batch_page(request: Request, batch_id: RowId, principal: UiReader) -> HTMLResponse:
         info = store.batch(batch_id)
         listing = store.audits(batch_id=batch_id, per_page=200)
         return page(request, "batch.html", principal, batch=info, listing=listing)

@@ -77,7 +77,8 @@ def checked_request(request: AuditRequest, *, max_claims: int) -> str:
 def _unstorable_text(value: Any, path: str, depth: int = 0) -> str | None:
     """Where a request holds what no store keeps (a NUL, a lone surrogate) or nests too deep to read back."""
     if depth > _MAX_DEPTH:
-        return f"{path or 'request'}: nested more than {_MAX_DEPTH} levels deep"
+        top = ".".join(path.split(".")[:3])
+        return f"{top or 'request'}: nested more than {_MAX_DEPTH} levels deep"
     if isinstance(value, str):
         if "\x00" in value:
             return f"{path}: NUL characters are not allowed"

@@ -445,7 +445,7 @@ class Store:
                 return row.status if row is not None else "missing"
             if keep_attempt:
                 row.attempts -= 1
-            elif row.attempts >= max_attempts:
+            if not keep_attempt and row.attempts >= max_attempts:
                 row.status, row.error, row.finished_at = (
                     "failed",
                     f"gave up after {row.attempts} attempts: {reason}",
@@ -600,7 +600,7 @@ class Store:
             ]
             return AuditDetail(
                 **self._summary(row, claims[audit_id], reviewed[audit_id]),
-                request=AuditRequest.model_validate_json(row.request_json),
+                request=_shown_request(row.request_json),
                 report=Report.model_validate_json(row.report_json) if row.report_json else None,
                 attempts=row.attempts,
                 reviews=reviews,
@@ -895,6 +895,15 @@ def _queue_item(claim: ClaimRow, task: str, reason: Literal["needs-review", "spo
         error_severity=claim.error_severity,
         task=task,
     )
+
+
+def _shown_request(text: str) -> AuditRequest:
+    """A stored request for reading: as the worker loads it, or, for one it refused (an older server stored what
+    the worker cannot load), from Python's own JSON reader, so the audit and its failure can still be shown."""
+    try:
+        return load_request(text)
+    except ValidationError:
+        return AuditRequest.model_validate(json.loads(text))
 
 
 def _sampled(seed: int, claim: ClaimRow, rate: float) -> bool:

@@ -244,7 +244,9 @@ class Worker:
             await self._store(self.store.fail, job.audit_id, self.name, f"configuration: {exc}")
             return
         if not is_final({"result": report.model_dump(mode="json", include={"failure", "claims"})}):
-            await self._endpoint_failed(job, "a transient failure left claims unverifiable (endpoint unavailable)")
+            failures = [report.failure, *(c.failure for c in report.claims)]
+            cause = next((f.message for f in failures if f is not None and f.transient), "endpoint unavailable")
+            await self._endpoint_failed(job, f"a transient failure left claims unverifiable ({cause})")
             return
         self._failures_in_a_row, self._breaker_until = 0, 0.0
         if self.state == "endpoint-down":
@@ -267,7 +269,7 @@ class Worker:
             loop = asyncio.get_running_loop()
             pause = min(self.settings.breaker_max_s, 5.0 * 2 ** max(0, self._failures_in_a_row - 3))
             self._breaker_until = loop.time() + pause
-            self._trouble("endpoint-down", f"the model endpoint is failing ({reason}); next try in {pause:.0f} s")
+            self._trouble("endpoint-down", f"the model endpoint is failing ({reason}); next try in {pause:.1f} s")
         await self._defer(job, reason, keep_attempt=was_open, fatal=fatal)
 
     async def _defer(self, job: Job, reason: str, *, keep_attempt: bool, fatal: bool = False) -> None:

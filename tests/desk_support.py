@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -221,8 +222,28 @@ def _pg_bin() -> Path | None:
     return Path(found).parent if found else None
 
 
+@dataclass
+class PgCluster:
+    """A running throwaway cluster: its URL, and a restart as an operator would do one."""
+
+    url: str
+    _ctl: list[str]
+
+    def restart(self, down_s: float) -> None:
+        """Stop the server (fast shutdown: connections are cut), wait `down_s`, start it again."""
+        subprocess.run([*self._ctl, "-m", "fast", "-w", "stop"], check=True, capture_output=True)
+        time.sleep(down_s)
+        subprocess.run([*self._ctl, "-w", "start"], check=True, capture_output=True)
+
+
 @contextmanager
 def postgres_server() -> Iterator[str]:
+    with postgres_cluster() as cluster:
+        yield cluster.url
+
+
+@contextmanager
+def postgres_cluster() -> Iterator[PgCluster]:
     """A throwaway PostgreSQL cluster on a free loopback port; yields its SQLAlchemy URL. As root (CI), the server
     runs as the `postgres` user, because PostgreSQL refuses to run as root (so its folder is not under pytest's
     root-only temporary directory)."""
@@ -251,7 +272,8 @@ def postgres_server() -> Iterator[str]:
         subprocess.run(
             [*prefix, str(bin_dir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "desk"], **run
         )  # type: ignore[call-overload]
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/desk"
+        ctl = [*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(base / "pg.log")]
+        yield PgCluster(f"postgresql+psycopg://postgres@127.0.0.1:{port}/desk", ctl)
     finally:
         subprocess.run(
             [*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True
