@@ -81,11 +81,12 @@ def test_edge_inputs_are_4xx_naming_the_field(tmp_path: Path, model: FakeOpenAI)
         assert nul.status_code == 422 and nul.json()["detail"] == "question: NUL characters are not allowed"
         too_many = client.post("/v1/audits", json={**RIGHT, "claims": [f"claim {i}" for i in range(26)]})
         assert too_many.status_code == 422 and "claims: 26 given; the limit is 25" in too_many.json()["detail"]
-        long_name = client.post("/v1/batches", params={"task": "qa", "name": "n" * 600}, content=jsonl([{"id": "a", **RIGHT}]),
+        one = jsonl([{"id": "a", **RIGHT}])
+        long_name = client.post("/v1/batches", params={"task": "qa", "name": "n" * 600}, content=one,
                                 headers={"Content-Type": "application/x-ndjson"})  # fmt: skip
         assert long_name.status_code == 422 and long_name.json()["detail"].startswith("name:")
         deep_line = ("[" * 5000 + "]" * 5000).encode() + b"\n"
-        mixed = client.post("/v1/batches", params={"task": "qa"}, content=jsonl([{"id": "a", **RIGHT}]) + deep_line,
+        mixed = client.post("/v1/batches", params={"task": "qa"}, content=one + deep_line,
                             headers={"Content-Type": "application/x-ndjson"})  # fmt: skip
         assert mixed.status_code == 202, mixed.text
         assert [e["line"] for e in mixed.json()["input_errors"]] == [2]
