@@ -67,6 +67,7 @@ __all__ = [
     "examples",
     "items_in_flight",
     "main",
+    "secret_from_file",
     "verifier_config",
 ]
 
@@ -83,6 +84,7 @@ COMMAND_ENTRY_POINT_GROUP = "markov_debate.commands"
 """Entry points adding subcommands (a function taking the subparsers); each sets `handler` on its parser."""
 
 _err = Console(stderr=True)
+log = logging.getLogger(__name__)
 
 
 def progress_bar(description: ProgressColumn, *extra: ProgressColumn) -> Progress:
@@ -255,7 +257,14 @@ def add_verifier_arguments(
                        help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 "
                             "(default: OPENAI_BASE_URL, else the embedded model)")  # fmt: skip
     model.add_argument("--model", help="model name (default: DEBATE_MODEL, else the endpoint's only model)")
-    model.add_argument("--api-key", help="API key (default: OPENAI_API_KEY; needed for a hosted endpoint)")
+    model.add_argument("--api-key", help="API key; visible to other users in `ps`, prefer --api-key-file or "
+                       "OPENAI_API_KEY (default: OPENAI_API_KEY; needed for a hosted endpoint)")  # fmt: skip
+    model.add_argument(
+        "--api-key-file",
+        type=Path,
+        metavar="FILE",
+        help="read the API key from FILE (its first line): it stays out of `ps` (default: none)",
+    )
     opt(model, ["--temperature"], ModelConfig, "temperature", type=float, default=None)
     opt(model, ["--seed"], ModelConfig, "seed", type=int, default=None)
     opt(model, ["--structured-output"], ModelConfig, "structured_output",
@@ -438,6 +447,29 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def secret_from_file(path: Path, flag: str) -> str:
+    """The first line of a secret file (a key, a database URL), for options that keep secrets out of `ps`."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
+    if not lines or not lines[0].strip():
+        raise UsageError(f"{flag}: {path} is empty")
+    return lines[0].strip()
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    if getattr(args, "api_key_file", None) is not None:
+        if args.api_key:
+            raise UsageError("give --api-key or --api-key-file, not both")
+        return secret_from_file(args.api_key_file, "--api-key-file")
+    if args.api_key:
+        log.warning("--api-key on the command line is visible to other users (ps); use --api-key-file or "
+                    "OPENAI_API_KEY")  # fmt: skip
+    key: str | None = args.api_key
+    return key
+
+
 def _read_text_arg(value: str | None, flag: str) -> tuple[str | None, str | None]:
     """A text option's value and where it came from: `@FILE` reads the file. A bare value that names an existing
     file is refused: it was almost certainly meant as @FILE, and judging the file *name* as the text would pass
@@ -532,7 +564,7 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
             model=ModelConfig.from_env(
                 base_url=args.base_url,
                 model=args.model,
-                api_key=args.api_key,
+                api_key=_api_key(args),
                 temperature=args.temperature,
                 seed=args.seed,
                 structured_output=args.structured_output,

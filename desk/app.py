@@ -122,7 +122,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         price_prompt_per_mtok=settings.price_prompt_per_mtok,
         price_completion_per_mtok=settings.price_completion_per_mtok,
     )
-    guard = Guard(settings.keys, settings.session_secret)
+    guard = Guard(settings.keys, settings.session_secret, revoked=store.session_revoked)
     templates = Jinja2Templates(directory=str(_HERE / "templates"))
     templates.env.autoescape = True  # every template, whatever its name: nothing a user or model wrote is markup
     templates.env.globals.update(version=package_version(), verdicts=_VERDICTS, tasks=TASKS.names())
@@ -486,7 +486,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     @app.post("/login", include_in_schema=False)
     async def login(request: Request, key: Annotated[str, Form()], next: Annotated[str, Form()] = "/") -> Response:
         guard.check_origin(request)
-        found = guard.login(key)
+        found = guard.login(key, request.client.host if request.client else "?")
         if found is None:
             return templates.TemplateResponse(
                 request,
@@ -506,7 +506,11 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         return response
 
     @app.post("/logout", include_in_schema=False, dependencies=[Depends(csrf)])
-    def logout() -> Response:
+    def logout(request: Request) -> Response:
+        # Ended here, not only in this browser: a copied cookie stops working too.
+        session = guard.session_of(request.cookies.get(SESSION_COOKIE, ""))
+        if session is not None:
+            store.revoke_session(session[0], datetime.fromtimestamp(session[1], UTC).replace(tzinfo=None))
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(SESSION_COOKIE)
         return response

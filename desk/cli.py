@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from debate.cli import add_verifier_arguments, examples, verifier_config
+from debate.cli import add_verifier_arguments, examples, secret_from_file, verifier_config
 from debate.errors import UsageError
 from debate.extras import require_extra
 from desk.auth import ROLE_PERMISSIONS, Principal, hash_key, load_keys, new_key
@@ -108,6 +108,10 @@ def _store_arguments(parser: argparse.ArgumentParser) -> None:
         " else desk.sqlite in the user data directory)",
     )
     parser.add_argument(
+        "--db-url-file", type=Path, default=None, metavar="FILE",
+        help="read the store URL from FILE (its first line), so a password in it stays out of `ps` (default: none)",
+    )  # fmt: skip
+    parser.add_argument(
         "--lease",
         type=float,
         default=60.0,
@@ -129,7 +133,7 @@ def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
     from sqlalchemy.engine import make_url
 
     config = verifier_config(args)
-    db_url = args.db or default_db_url()
+    db_url = _db_url(args)
     try:
         url = make_url(db_url)
     except Exception as exc:  # sqlalchemy raises ArgumentError (and ValueError) for a malformed URL
@@ -152,6 +156,26 @@ def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
         price_completion_per_mtok=getattr(args, "price_completion", 0.0),
         session_secret=os.environ.get("DEBATE_SESSION_SECRET") or None,
     )
+
+
+def _db_url(args: argparse.Namespace) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    if args.db_url_file is not None:
+        if args.db:
+            raise UsageError("give --db or --db-url-file, not both")
+        return secret_from_file(args.db_url_file, "--db-url-file")
+    if args.db:
+        try:
+            password = make_url(args.db).password
+        except (ArgumentError, ValueError):
+            password = None  # malformed: _settings reports it with its reason
+        if password:
+            log.warning("--db: a password on the command line is visible to other users (ps); use --db-url-file "
+                        "or DEBATE_DESK_DB")  # fmt: skip
+        return str(args.db)
+    return default_db_url()
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -16,6 +16,8 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections import deque
+from collections.abc import Callable
 
 from fastapi import HTTPException, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,14 +32,22 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 _SIMPLE_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
 _SESSION_S = 12 * 3600
+_LOGIN_FAILURES = 5
+"""Failed sign-ins a client may make within `_LOGIN_WINDOW_S` before it has to wait."""
+_LOGIN_WINDOW_S = 300.0
 
 
 class Guard:
     """Authentication and CSRF for one app."""
 
-    def __init__(self, keys: list[ApiKey], secret: str | None) -> None:
+    def __init__(
+        self, keys: list[ApiKey], secret: str | None, *, revoked: Callable[[str], bool] = lambda _sid: False
+    ) -> None:
         self.keys = keys
         self._secret = (secret or secrets.token_hex(32)).encode()
+        self._revoked = revoked
+        """Whether a session id was ended by logout (the store answers, for every server sharing it)."""
+        self._failed_logins: dict[str, deque[float]] = {}
 
     @property
     def open(self) -> bool:
@@ -50,10 +60,12 @@ class Guard:
         return hmac.new(self._secret, payload.encode(), hashlib.sha256).hexdigest()
 
     def session_cookie(self, key: ApiKey) -> str:
-        payload = f"{key.name}|{key.role}|{int(time.time()) + _SESSION_S}|{key.sha256[:16]}"
+        session_id = secrets.token_hex(16)
+        payload = f"{key.name}|{key.role}|{int(time.time()) + _SESSION_S}|{key.sha256[:16]}|{session_id}"
         return base64.urlsafe_b64encode(payload.encode()).decode() + "." + self._sign(payload)
 
-    def _from_session(self, cookie: str) -> Principal | None:
+    def session_of(self, cookie: str) -> tuple[str, int] | None:
+        """(session id, expiry as a Unix time) of a genuine session cookie; None for anything else."""
         encoded, _, signature = cookie.partition(".")
         try:
             payload = base64.urlsafe_b64decode(encoded.encode()).decode()
@@ -61,15 +73,36 @@ class Guard:
             return None
         if not hmac.compare_digest(self._sign(payload), signature):
             return None
-        name, role, expires, key_prefix = ([*payload.split("|"), "", "", "0", ""])[:4]
-        if not expires.isdigit() or int(expires) < time.time():
+        fields = payload.split("|")
+        if len(fields) != 5 or not fields[2].isdigit() or not fields[4]:
             return None
+        return fields[4], int(fields[2])
+
+    def _from_session(self, cookie: str) -> Principal | None:
+        session = self.session_of(cookie)
+        if session is None or session[1] < time.time() or self._revoked(session[0]):
+            return None
+        payload = base64.urlsafe_b64decode(cookie.partition(".")[0].encode()).decode()
+        name, role, _expires, key_prefix, _sid = payload.split("|")
         # A key removed from the configuration ends its sessions too.
         key = next((k for k in self.keys if k.name == name and k.sha256.startswith(key_prefix) and key_prefix), None)
         return Principal(name=key.name, role=key.role) if key is not None and key.role == role else None
 
-    def login(self, presented: str) -> ApiKey | None:
-        return find_key(self.keys, presented.strip())
+    def login(self, presented: str, client: str) -> ApiKey | None:
+        """The key presented at the login form, or None; a client with too many recent failures gets 429 first,
+        so a key cannot be guessed at the rate the server can answer."""
+        now = time.monotonic()
+        failures = self._failed_logins.setdefault(client, deque())
+        while failures and failures[0] < now - _LOGIN_WINDOW_S:
+            failures.popleft()
+        if len(failures) >= _LOGIN_FAILURES:
+            wait = int(failures[0] + _LOGIN_WINDOW_S - now) + 1
+            raise HTTPException(429, f"too many failed sign-ins; try again in {wait} s",
+                                headers={"Retry-After": str(wait)})  # fmt: skip
+        key = find_key(self.keys, presented.strip())
+        if key is None:
+            failures.append(now)
+        return key
 
     # --- identification --------------------------------------------------------------------------------------
 

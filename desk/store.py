@@ -24,12 +24,13 @@ from typing import Any, Literal, cast
 from alembic import command
 from alembic.config import Config
 from pydantic import ValidationError
-from sqlalchemy import Engine, and_, create_engine, event, exists, func, or_, select, text, update
-from sqlalchemy.engine import Connection, CursorResult, Result
+from sqlalchemy import Engine, and_, create_engine, delete, event, exists, func, or_, select, text, update
+from sqlalchemy.engine import Connection, CursorResult, Result, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from debate.errors import DebateError
+from debate.files import private_file
 from debate.types import Report
 from desk.auth import Principal
 from desk.models import (
@@ -47,7 +48,7 @@ from desk.models import (
     Stats,
     load_request,
 )
-from desk.tables import AuditRow, BatchRow, ClaimRow, EventRow, ReviewRow
+from desk.tables import AuditRow, BatchRow, ClaimRow, EventRow, ReviewRow, RevokedSessionRow
 
 __all__ = ["ConflictError", "Job", "NotFoundError", "Store", "StoreError", "engine_label", "utcnow"]
 
@@ -103,6 +104,9 @@ class Store:
 
     def __init__(self, url: str, *, price_prompt_per_mtok: float = 0.0, price_completion_per_mtok: float = 0.0) -> None:
         self.url = url
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            private_file(Path(parsed.database))  # audits and reviews are nobody else's to read
         self.engine: Engine = create_engine(url, pool_pre_ping=True)
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
@@ -149,6 +153,19 @@ class Store:
     def schema_revision(self) -> str | None:
         with self.engine.connect() as conn:
             return _revision(conn)
+
+    # --- sessions --------------------------------------------------------------------------------------------
+
+    def revoke_session(self, session_id: str, expires_at: datetime) -> None:
+        """End a UI session now (logout), on every server that shares this store."""
+        with self._session.begin() as s:
+            s.execute(delete(RevokedSessionRow).where(RevokedSessionRow.expires_at < utcnow()))
+            if s.get(RevokedSessionRow, session_id) is None:
+                s.add(RevokedSessionRow(session_id=session_id, expires_at=expires_at))
+
+    def session_revoked(self, session_id: str) -> bool:
+        with self._session() as s:
+            return s.get(RevokedSessionRow, session_id) is not None
 
     # --- submission ------------------------------------------------------------------------------------------
 

@@ -105,3 +105,12 @@ class EventRow(Base):
     kind: Mapped[str] = mapped_column(String(20))
     actor: Mapped[str | None] = mapped_column(String(200))
     detail: Mapped[str | None] = mapped_column(Text)
+
+
+class RevokedSessionRow(Base):
+    """A UI session ended by logout before its expiry; kept until it would have expired anyway."""
+
+    __tablename__ = "revoked_sessions"
+
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(DateTime)

@@ -6,6 +6,7 @@ parallel submits with one idempotency key."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -290,3 +291,44 @@ def test_settings_redact_every_secret() -> None:
     settings = settings.model_copy(update={"verifier": VerifierConfig(model=ModelConfig(api_key="sk-abc-123456"))})
     text = "sk-abc-123456 failed; test-secret; db-pass-123"
     assert settings.redact(text) == "[redacted] failed; [redacted]; [redacted]"
+
+
+def test_logout_ends_the_session_on_the_server_and_logins_are_throttled(tmp_path: Path, model: FakeOpenAI) -> None:
+    from desk_support import api_keys
+
+    settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", model.base_url, keys=api_keys(), jobs=0)
+    with ThreadedDesk(settings) as desk, httpx.Client(base_url=desk.url) as browser:
+        assert browser.post("/login", data={"key": "root-secret-key", "next": "/"}).status_code == 303
+        cookie = browser.cookies.get("desk_session")
+        assert cookie and browser.get("/").status_code == 200
+        token = re.search(r'name="csrf_token" value="([^"]+)"', browser.get("/submit").text).group(1)  # type: ignore[union-attr]
+        assert browser.post("/logout", data={"csrf_token": token}).status_code == 303
+        # a copy of the cookie taken before the logout no longer works
+        with httpx.Client(base_url=desk.url, cookies={"desk_session": cookie}) as thief:
+            assert thief.get("/v1/audits").status_code == 401
+        for _ in range(5):
+            assert browser.post("/login", data={"key": "guess", "next": "/"}).status_code == 401
+        throttled = browser.post("/login", data={"key": "root-secret-key", "next": "/"})
+        assert throttled.status_code == 429 and int(throttled.headers["Retry-After"]) > 0
+
+
+def test_store_and_cache_files_are_private_and_secrets_come_from_files(tmp_path: Path, model: FakeOpenAI) -> None:
+    with ThreadedDesk(settings_for(f"sqlite:///{tmp_path}/d.sqlite", model.base_url)) as desk:
+        client = desk.client()
+        wait_done(client, client.post("/v1/audits", json=RIGHT).json()["id"])
+        for name in ("d.sqlite", "d.sqlite-wal", "d.sqlite-shm"):
+            assert (tmp_path / name).stat().st_mode & 0o777 == 0o600, name
+    from conftest import debate as run_debate
+
+    cached = run_debate("verify", "--question", "Capital of France?", "--answer", "Paris", "--evidence", "Paris.",
+                        "--base-url", model.base_url, "--model", "fake-model", "--min-rounds", "0", "--cache",
+                        str(tmp_path / "cache"))  # fmt: skip
+    assert cached.returncode == 0, cached.stderr
+    assert (tmp_path / "cache" / "calls.sqlite").stat().st_mode & 0o777 == 0o600
+
+    shown = run_debate("verify", "--question", "Q?", "--answer", "A", "--evidence", "E", "--base-url",
+                       "http://127.0.0.1:9/v1", "--model", "m", "--api-key-file", str(tmp_path / "nope"))  # fmt: skip
+    assert shown.returncode == 2 and "--api-key-file: cannot read" in shown.stderr
+    warned = run_debate("verify", "--question", "Q?", "--answer", "A", "--evidence", "E", "--base-url",
+                        "http://127.0.0.1:9/v1", "--model", "m", "--api-key", "sk-on-the-line-0001")  # fmt: skip
+    assert "--api-key on the command line is visible to other users" in warned.stderr

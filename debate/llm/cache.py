@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from debate.files import private_file
 from debate.llm.base import ChatClient, ChatRequest, ChatResponse
 
 __all__ = ["CACHE_FILE", "DEFAULT_CACHE_DIR", "CacheStats", "CachingChatClient", "cache_stats", "clear_cache"]
@@ -38,8 +39,7 @@ _PENDING_MAX = 4096
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+    db = sqlite3.connect(private_file(path), check_same_thread=False, isolation_level=None, timeout=30)
     db.execute("PRAGMA journal_mode=WAL")
     columns = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
     if columns and "endpoint" not in columns:
