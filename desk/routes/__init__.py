@@ -1,0 +1,1 @@
+"""The desk's JSON API, one router per resource: audits, batches, reviews, stats (health included)."""
