@@ -7,6 +7,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from desk.deps import GuardDep, Reader, SettingsDep, StoreDep, worker_of
 from desk.models import Stats
+from desk.stats import stats as compute_stats
 
 __all__ = ["router"]
 
@@ -17,7 +18,7 @@ router = APIRouter(prefix="/v1", tags=["stats"])
 def stats(_: Reader, store: StoreDep, bucket: Annotated[Literal["day", "week"], Query()] = "day") -> Stats:
     """Counts by status, verdict and task; agreement and Cohen's kappa between reviewers and the engine, in
     total and per period; model calls, tokens and cost."""
-    return store.stats(bucket=bucket)
+    return compute_stats(store, bucket=bucket)
 
 
 @router.get("/health")
