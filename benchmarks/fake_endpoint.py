@@ -7,7 +7,8 @@ process so its CPU is not counted:
 Replies are a well-formed agent opinion (factual; with --verdict-rule, factual exactly when the first user
 message, where the claim is, contains the word "even"). With --fault-rate, that share of chat requests gets one of
 nine faults: 429 with Retry-After, 500, 503, a hang past any sane timeout, a dropped connection, prose instead of
-JSON, a truncated JSON body, an opinion with the wrong keys, or empty choices. GET /stats returns {"requests",
+JSON, a truncated JSON body, an opinion with the wrong keys, or empty choices. GET /outage/on makes every chat
+request a 503 until GET /outage/off (an endpoint outage). GET /stats returns {"requests",
 "faults", "first", "last", "cpu_s"}: the wall-clock times of the first chat request's arrival and the last reply,
 and this process's own CPU seconds (so a benchmark can show the fake is not its bottleneck).
 """
@@ -56,6 +57,8 @@ class Endpoint:
         self.faults = 0
         self.first: float | None = None
         self.last: float | None = None
+        self.outage = False
+        """While on (GET /outage/on, until GET /outage/off), every chat request gets 503."""
 
     def _reply(self, body: bytes) -> bytes:
         if not self.verdict_rule:
@@ -79,6 +82,9 @@ class Endpoint:
                         {"requests": self.requests, "faults": self.faults, "first": self.first, "last": self.last,
                          "cpu_s": time.process_time()}
                     ).encode()  # fmt: skip
+                elif head.startswith((b"GET /outage/on", b"GET /outage/off")):
+                    self.outage = head.startswith(b"GET /outage/on")
+                    payload = json.dumps({"outage": self.outage}).encode()
                 elif head.startswith(b"GET"):
                     payload = MODELS
                 else:
@@ -86,6 +92,7 @@ class Endpoint:
                     if self.first is None:
                         self.first = time.time()
                     fault = self.random.choice(FAULTS) if self.random.random() < self.fault_rate else None
+                    fault = "503" if self.outage else fault
                     self.faults += fault is not None
                     if self.latency_s:
                         await asyncio.sleep(self.latency_s)
