@@ -332,3 +332,35 @@ def test_store_and_cache_files_are_private_and_secrets_come_from_files(tmp_path:
     warned = run_debate("verify", "--question", "Q?", "--answer", "A", "--evidence", "E", "--base-url",
                         "http://127.0.0.1:9/v1", "--model", "m", "--api-key", "sk-on-the-line-0001")  # fmt: skip
     assert "--api-key on the command line is visible to other users" in warned.stderr
+
+
+def test_health_says_503_when_audits_are_due_and_nothing_moves(tmp_path: Path, model: FakeOpenAI) -> None:
+    settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", model.base_url, jobs=0, stall_s=0.5)
+    with ThreadedDesk(settings) as desk:
+        client = desk.client()
+        assert client.get("/v1/health").json()["ok"] is True  # nothing due: nothing stuck
+        client.post("/v1/audits", json=RIGHT)
+        time.sleep(1.0)
+        stuck = client.get("/v1/health")
+        assert stuck.status_code == 503 and stuck.json()["queue"]["due"] == 1
+        assert "no progress for 0 s (no worker is running)" in stuck.json()["problem"]
+
+
+def test_a_cancel_stops_the_running_audit_before_its_next_model_call(tmp_path: Path) -> None:
+    def slow(body: dict[str, Any]) -> Reply:
+        reply = verdicts(body)
+        reply.delay_s = 0.3
+        return reply
+
+    with (
+        FakeOpenAI(responder=slow) as model,
+        ThreadedDesk(settings_for(f"sqlite:///{tmp_path}/d.sqlite", model.base_url, jobs=1)) as desk,
+    ):
+        client = desk.client()
+        audit_id = client.post("/v1/audits", json=RIGHT).json()["id"]
+        wait_for(lambda: len(model.requests) >= 1, what="the first model call")
+        assert client.post(f"/v1/audits/{audit_id}/cancel").json()["status"] == "cancelled"
+        at_cancel = len(model.requests)
+        time.sleep(1.5)  # five more calls' worth of time
+        assert len(model.requests) <= at_cancel + 1  # at most the call already in flight
+        assert client.get(f"/v1/audits/{audit_id}").json()["status"] == "cancelled"

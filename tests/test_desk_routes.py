@@ -22,7 +22,7 @@ RIGHT = {"question": "Capital of France?", "response": "Paris.", "reference": "P
 
 @pytest.fixture
 def bare(tmp_path: Path) -> Iterator[FastAPI]:
-    app = FastAPI()
+    app = FastAPI(docs_url=None, redoc_url=None)  # no routes of its own
     settings = DeskSettings(db_url=f"sqlite:///{tmp_path}/d.sqlite", jobs=0)
     app.state.store = Store(settings.db_url)
     app.state.settings = settings
@@ -69,3 +69,20 @@ def test_the_reviews_and_stats_routers_alone(bare: FastAPI) -> None:
     health = client.get("/v1/health")
     assert health.status_code == 200 and health.json()["queue"]["due"] == 1 and "worker" not in health.json()
     assert client.get("/v1/stats").json()["by_status"] == {"pending": 1}
+
+
+def test_the_ui_router_alone(bare: FastAPI) -> None:
+    from fastapi.templating import Jinja2Templates
+
+    from desk.ui import STATIC
+    from desk.ui import router as ui_router
+
+    templates = Jinja2Templates(directory=str(STATIC.parent / "templates"))
+    templates.env.globals.update(version="test", verdicts=(), tasks=["qa"])
+    bare.state.templates = templates
+    bare.include_router(ui_router)
+    client = TestClient(bare)
+    page = client.get("/submit")
+    assert page.status_code == 200 and 'id="batch-task"' in page.text
+    assert client.get("/docs").text.startswith("<!doctype html>")
+    assert client.get("/dashboard").status_code == 200
