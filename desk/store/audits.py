@@ -82,24 +82,16 @@ class AuditStore(Database):
     ) -> tuple[int, bool]:
         """Queue one audit; (id, created). The same idempotency key with the same body returns the first audit,
         also when two such requests race (the database's unique index decides; the loser reads the winner's)."""
-        if idempotency_key is not None and session is None:
-            try:
-                return self._submit(principal, request, idempotency_key=idempotency_key)
-            except IntegrityError:
-                pass  # another request with this key committed first: the next look finds its audit
-        return self._submit(principal, request, idempotency_key=idempotency_key, batch_id=batch_id,
-                            batch_line=batch_line, session=session)  # fmt: skip
+        try:
+            return self._insert(principal, request, idempotency_key, batch_id, batch_line, session)
+        except IntegrityError:
+            if idempotency_key is None or session is not None:
+                raise
+            # another request with this key committed first: this look finds its audit
+            return self._insert(principal, request, idempotency_key, batch_id, batch_line, session)
 
-    def _submit(
-        self,
-        principal: Principal,
-        request: AuditRequest,
-        *,
-        idempotency_key: str | None = None,
-        batch_id: int | None = None,
-        batch_line: int | None = None,
-        session: Session | None = None,
-    ) -> tuple[int, bool]:
+    def _insert(self, principal: Principal, request: AuditRequest, idempotency_key: str | None, batch_id: int | None,
+                batch_line: int | None, session: Session | None) -> tuple[int, bool]:  # fmt: skip
         body = request.model_dump_json()
         digest = sha(body)
         with nullcontext(session) if session is not None else self._session.begin() as s:
