@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -364,3 +365,25 @@ def test_a_cancel_stops_the_running_audit_before_its_next_model_call(tmp_path: P
         time.sleep(1.5)  # five more calls' worth of time
         assert len(model.requests) <= at_cancel + 1  # at most the call already in flight
         assert client.get(f"/v1/audits/{audit_id}").json()["status"] == "cancelled"
+
+
+def test_debate_worker_requeue_failed_brings_failed_audits_back(tmp_path: Path, model: FakeOpenAI) -> None:
+    from conftest import cli_env, sigint_default
+
+    url = f"sqlite:///{tmp_path}/d.sqlite"
+    store = Store(url)
+    audit_id, _ = store.submit(ADMIN, AuditRequest(**RIGHT))
+    job = store.claim("old-worker", lease_s=60)
+    assert job is not None and store.fail(audit_id, "old-worker", "model_unavailable: the endpoint was down")
+    proc = subprocess.Popen(["debate", "worker", "--requeue-failed", "--db", url, "--base-url", model.base_url,
+                             "--model", "fake-model", "--jobs", "1"], stderr=subprocess.PIPE, text=True,
+                            env=cli_env(), preexec_fn=sigint_default)  # fmt: skip
+    try:
+        wait_for(lambda: store.audit(audit_id).status == "done", timeout=60, what="the requeued audit done")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert "requeued 1 failed audit(s)" in err
+    events = [e.kind for e in store.audit(audit_id).events]
+    assert events[-3:] == ["requeued", "claimed", "finished"]
+    store.close()
