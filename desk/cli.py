@@ -131,12 +131,13 @@ def _store_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
     from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
 
     config = verifier_config(args)
     db_url = _db_url(args)
     try:
         url = make_url(db_url)
-    except Exception as exc:  # sqlalchemy raises ArgumentError (and ValueError) for a malformed URL
+    except (ArgumentError, ValueError) as exc:  # what sqlalchemy raises for a malformed URL
         raise UsageError(f"--db: not a database URL: {db_url!r} ({exc})") from exc
     cache_dir = args.cache
     if cache_dir is None and url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):

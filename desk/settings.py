@@ -80,11 +80,12 @@ class DeskSettings(BaseModel):
         if key is not None:
             found.append(key.get_secret_value())
         from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
 
         try:
             found.append(make_url(self.db_url).password or "")
-        except Exception:
-            found.append("")
+        except (ArgumentError, ValueError):
+            found.append("")  # an unparsable URL holds no password we could find; opening it fails loudly
         return sorted({s for s in found if len(s) >= 4}, key=len, reverse=True)
 
     def redact(self, text: str) -> str:
