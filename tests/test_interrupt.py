@@ -68,9 +68,10 @@ def _items(path: Path, n: int) -> None:
     )
 
 
-@pytest.mark.parametrize("after_s", [0.05, 0.3])
+@pytest.mark.parametrize("after_s", [0.3, 0.6])
 def test_ctrl_c_during_start_up(after_s: float) -> None:
-    """While Python imports the engine, or while argparse and plugins load: still one line."""
+    """While the engine's modules import, or while argparse, the plugins and the endpoint check run: still one
+    line. (A Ctrl-C in CPython's own first milliseconds, before any of our code runs, is CPython's to report.)"""
     proc = subprocess.Popen(
         [
             "debate",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import os
 import random
 import subprocess
@@ -12,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import op
@@ -30,9 +32,15 @@ class _Job:
     workers: int = 2
     fail_on: int | None = None
     die_on: int | None = None
+    started: Any = None
+    """A barrier every worker waits at before its first item, so all of them take part however slowly each one
+    starts (on a loaded machine one spawned process can otherwise finish every item before the next is up)."""
 
     @asynccontextmanager
     async def open(self, worker: int) -> AsyncIterator[Callable[[int], Awaitable[tuple[int, int]]]]:
+        if self.started is not None:
+            await asyncio.to_thread(self.started.wait, 60)
+
         async def handle(item: int) -> tuple[int, int]:
             await asyncio.sleep(random.random() / 50)
             if item == self.fail_on:
@@ -45,7 +53,8 @@ class _Job:
 
 
 async def test_results_come_back_in_input_order_from_several_processes() -> None:
-    results = [r async for r in process_map(range(60), _Job(), limit=8)]
+    started = multiprocessing.get_context("spawn").Barrier(2)
+    results = [r async for r in process_map(range(60), _Job(started=started), limit=8)]
     assert [item for item, _ in results] == list(range(60))
     pids = {pid for _, pid in results}
     assert len(pids) == 2 and os.getpid() not in pids
