@@ -4,14 +4,14 @@ figures (`Store.figures`), so the store itself needs no statistics library."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from desk.models import AgreementPoint, EngineLabel, Stats
 from desk.store import Store
 
 __all__ = ["stats"]
 
-_LABELS: list[EngineLabel] = ["factual", "non_factual", "not_enough_evidence", "unverifiable"]
+_LABELS: list[str] = list(get_args(EngineLabel))
 
 
 def stats(store: Store, *, bucket: Literal["day", "week"] = "day") -> Stats:

@@ -4,7 +4,7 @@ forms, a batch's progress; and the API reference at /docs (served from packaged 
 import importlib.util
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal, cast
+from typing import Annotated, Literal, cast, get_args
 
 from fastapi import APIRouter, Depends, Form, Query, Request, UploadFile
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
@@ -40,7 +40,7 @@ __all__ = ["STATIC", "router", "swagger_assets"]
 
 router = APIRouter(include_in_schema=False)
 STATIC = Path(__file__).parent / "static"
-_LABELS = ["factual", "non_factual", "not_enough_evidence"]
+_LABELS: list[str] = list(get_args(ClaimLabel))
 
 _DOCS_PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>markov-debate audit desk: API</title>

@@ -24,7 +24,6 @@ from desk.models import (
     AuditRequest,
     AuditSummary,
     BatchInfo,
-    EngineLabel,
     EventInfo,
     ReviewInfo,
     load_request,
@@ -47,9 +46,6 @@ class StoreFigures:
     completion_tokens: int
     cost: float
     reviews: list[tuple[datetime, str, str, int, str]]
-
-
-_LABELS: list[EngineLabel] = ["factual", "non_factual", "not_enough_evidence", "unverifiable"]
 
 
 class AuditStore(Database):
