@@ -15,7 +15,7 @@ from typing import Literal
 from debate.errors import ExtractionError, ReplyUnusableError
 from debate.llm import ChatClient
 from debate.parsing import load_json_object
-from debate.prefilter.citations import extract_citations
+from debate.prefilter.citations import CitationVariant, cited_ids
 from debate.prompts import load_prompt
 from debate.spans import sentence_spans
 from debate.structured import ask_structured, converse
@@ -27,9 +27,10 @@ __all__ = ["Extraction", "LLMClaimExtractor", "SubjectiveFilter", "qa_claim", "r
 _MARKER = re.compile(r"\s*\[[^\[\]\n]{1,200}\]")
 
 
-def rag_claims(answer: str) -> list[Claim]:
-    """RAG answers: each sentence longer than 20 characters is a claim, with the ids it cites and its span; the
-    [id] markers are removed from the text the agents see."""
+def rag_claims(answer: str, variant: CitationVariant = "seed") -> list[Claim]:
+    """RAG answers: each sentence longer than 20 characters is a claim, with the ids it cites (read as the citation
+    rules' variant reads them, so the claim and the answer checks agree) and its span; the [id] markers are removed
+    from the text the agents see."""
     claims: list[Claim] = []
     for span in sentence_spans(answer):
         sentence = answer[span.start : span.end]
@@ -38,7 +39,7 @@ def rag_claims(answer: str) -> list[Claim]:
         text = _MARKER.sub("", sentence).strip()
         if text:
             claims.append(
-                Claim(id=f"c{len(claims)}", text=text, kind="atomic", citations=extract_citations(sentence),
+                Claim(id=f"c{len(claims)}", text=text, kind="atomic", citations=cited_ids(sentence, variant),
                       spans=[span])
             )  # fmt: skip
     return claims

@@ -51,6 +51,7 @@ from debate.prefilter.tools import (
     APIEndpointChecker,
     DestructiveActionChecker,
     FactChecker,
+    PermissionChecker,
     ToolCallChecker,
     ToolRegistry,
     correction_message,
@@ -233,8 +234,9 @@ def add_verifier_arguments(
     pre.add_argument("--trust-grounded", action="store_true", help="let strongly grounded claims skip the debate")
     pre.add_argument(
         "--judge-two-step", action="store_true",
-        help="rag-judge: a free-form judgment first, then a second call converts it to the rubric",
+        help="rag-judge: a free-form, self-critical judgment first, then a second call converts it to JSON",
     )  # fmt: skip
+    opt(pre, ["--judge-model"], PrefilterConfig, "judge_model", metavar="NAME")
     opt(pre, ["--grounded-confidence"], PrefilterConfig, "grounded_confidence", type=float)
     chain = parser.add_argument_group("chain")
     if "chain" not in fixed:
@@ -428,11 +430,20 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     tools.add_argument("--json", action="store_true", help="print the findings as JSON")
     tools.add_argument(
         "--allow-endpoint", action="append", default=[], metavar="URL",
-        help="an API endpoint prefix the call may use (repeatable; given: URL-like arguments are checked, 0.85)",
+        help="a known API endpoint (repeatable; given: an api_call's endpoint must be one of them exactly, 0.85)",
+    )  # fmt: skip
+    tools.add_argument(
+        "--endpoint-match", choices=["exact", "prefix"], default="exact",
+        help="exact (seed 003) or prefix: any tool's URL-like argument must start with an allowed endpoint",
     )  # fmt: skip
     tools.add_argument(
         "--granted", action="append", default=None, metavar="PERMISSION",
-        help="a permission the caller holds (repeatable; given: destructive database actions need 'db:write', 0.9)",
+        help="a permission the caller holds (repeatable; given: delete_database needs 'delete:database', 0.9)",
+    )  # fmt: skip
+    tools.add_argument(
+        "--permission-check", choices=["seed", "destructive"], default="seed",
+        help="seed (seed 003: the delete_database tool) or destructive: DROP/DELETE/TRUNCATE/ALTER in any tool "
+        "need 'db:write'",
     )  # fmt: skip
     words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
     if not (words and words[0] in _BUILTIN_COMMANDS):
@@ -541,9 +552,10 @@ def _check_tools(args: argparse.Namespace) -> int:
         raise UsageError(f'--call {args.call}: expected {{"name": ..., "arguments": ...}}')
     fact_checkers: list[FactChecker] = []
     if args.allow_endpoint:
-        fact_checkers.append(APIEndpointChecker(args.allow_endpoint))
+        fact_checkers.append(APIEndpointChecker(args.allow_endpoint, match=args.endpoint_match))
     if args.granted is not None:
-        fact_checkers.append(DestructiveActionChecker(args.granted))
+        permissions = PermissionChecker if args.permission_check == "seed" else DestructiveActionChecker
+        fact_checkers.append(permissions(args.granted))
     findings = ToolCallChecker(registry, fact_checkers=fact_checkers).check(body["name"], body.get("arguments", {}))
     if args.json:
         sys.stdout.write(json.dumps([f.model_dump() for f in findings], indent=2) + "\n")
@@ -594,7 +606,7 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
             rollup=args.rollup,
             prefilter=PrefilterConfig(prefilters=_prefilters(args.prefilter), trust_grounded=args.trust_grounded,
                                       grounded_confidence=args.grounded_confidence,
-                                      judge_two_step=args.judge_two_step),
+                                      judge_two_step=args.judge_two_step, judge_model=args.judge_model),
         )  # fmt: skip
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -681,13 +693,14 @@ def _render_prefilter(report: Report) -> None:
     )
     for check in p.checks:
         _plain(f"{check.name}: risk {check.risk_level}: {check.reason}")
-        if check.judge is not None:
-            j = check.judge
+        if check.judge is not None and check.judge.rubric is not None:
+            r = check.judge.rubric
             _plain(
-                f"  judge: {j.decision} (score {j.score}/5, confidence {j.confidence:.2f}, risk "
-                f"{j.hallucination_risk}); rules risk {j.rules_risk}; combined {j.combined_risk}: "
-                f"{'; '.join(j.combined_reasons)}"
+                f"  judge: {r.decision} (score {r.score:.2f}, confidence {r.confidence:.2f}, hallucination_risk "
+                f"{r.hallucination_risk:.2f}); notes: {r.hallucination_notes.strip() or '(none)'}"
             )
+        if check.judge is not None and check.judge.action is not None:
+            _plain(f"  action: {check.judge.action} (combined risk {check.judge.combined_risk})")
         if check.hallucination_check is not None and check.hallucination_check.warning:
             _plain(f"  warning: {check.hallucination_check.warning}")
 

@@ -191,8 +191,9 @@ class PrefilterConfig(_Config):
     citation_variant: Literal["seed", "occurrences"] = "seed"
     """Citation rules: seed (the specified rules exactly: distinct valid ids, the bracket's content as one id, split
     at . ! ?) or occurrences (every valid occurrence counts, `[a, b]` cites two ids, an abbreviation-aware split)."""
-    invalid_citation_decides: bool = True
-    """A claim citing an unknown source is decided not factual (severity 4) without a debate."""
+    invalid_citation_decides: bool = False
+    """A named departure from seed 000 (where an invalid citation only raises the answer's risk): a claim citing an
+    unknown source is also decided not factual (severity 4) without a debate."""
     trust_grounded: bool = False
     """Let a strongly grounded claim skip the debate (decided factual)."""
     grounded_confidence: float = Field(default=0.8, ge=0, le=1)
@@ -202,13 +203,19 @@ class PrefilterConfig(_Config):
     min_chars: int = Field(default=15, ge=0)
     """Logprob check: shorter claims are skipped."""
     target: float = Field(default=0.95, gt=0, lt=1)
-    """Logprob check: the confidence the information budget is computed for (strawberry budget)."""
+    """Logprob check: the confidence the information budget is computed for (strawberry budget only)."""
     budget: Literal["seed", "strawberry"] = "seed"
-    """Logprob check: the information-budget definition (see debate.prefilter.grounding_score)."""
+    """Logprob check: seed (seed 002: gap = KL(p1||0.5) - KL(p1||p0), no bands) or strawberry (a named departure:
+    the Strawberry paper's gap = KL(target||p0) - KL(p1||p0) with its bands); see debate.prefilter.grounding_score."""
     top_logprobs: int = Field(default=10, ge=1, le=20)
     """Alternatives read at the answer token."""
     judge_two_step: bool = False
-    """rag-judge: first a free-form judgment, then a second call converts it into the structured rubric."""
+    """rag-judge: first a free-form, self-critical judgment, then a second call converts it into the seed's JSON."""
+    judge_model: str | None = None
+    """rag-judge two-step: the (smaller) model on the same endpoint that converts the judgment; None: the judge's."""
+    judge_always: bool = False
+    """rag-judge, a named departure from seed 000 (which calls the judge only on moderate rules risk): call the
+    judge on every answer that has claims to check."""
 
     @field_validator("prefilters")
     @classmethod

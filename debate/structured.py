@@ -88,8 +88,9 @@ class ChatConversation:
     """A Conversation over a plain ChatClient: each re-ask continues the same conversation."""
 
     def __init__(self, client: ChatClient, system: str, *, schema: dict[str, object] | None, schema_name: str,
-                 purpose: str, site: str | None = None) -> None:  # fmt: skip
+                 purpose: str, site: str | None = None, model: str | None = None) -> None:  # fmt: skip
         self._client = client
+        self._model = model
         self._schema = schema
         self._schema_name = schema_name
         self._purpose = purpose
@@ -103,7 +104,7 @@ class ChatConversation:
         response = await self._client.complete(
             ChatRequest(
                 messages=list(self._messages), response_schema=self._schema, schema_name=self._schema_name,
-                purpose=self._purpose, site=f"{self._site}#{len(self.responses) + 1}",
+                purpose=self._purpose, site=f"{self._site}#{len(self.responses) + 1}", model=self._model,
             )
         )  # fmt: skip
         self.responses.append(response)
@@ -117,10 +118,11 @@ class ChatConversation:
 
 def converse(
     client: ChatClient, system: str, *, schema: dict[str, object] | None, schema_name: str, purpose: str,
-    site: str | None = None,
+    site: str | None = None, model: str | None = None,
 ) -> ChatConversation:  # fmt: skip
-    """A conversation for ask_structured over a plain ChatClient."""
-    return ChatConversation(client, system, schema=schema, schema_name=schema_name, purpose=purpose, site=site)
+    """A conversation for ask_structured over a plain ChatClient (`model`: another model on the same endpoint)."""
+    return ChatConversation(client, system, schema=schema, schema_name=schema_name, purpose=purpose, site=site,
+                            model=model)  # fmt: skip
 
 
 def call_info(

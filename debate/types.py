@@ -32,6 +32,7 @@ __all__ = [
     "GroundedClaim",
     "GroundingResult",
     "HallucinationCheck",
+    "JudgeRubric",
     "Opinion",
     "PrefilterDecision",
     "PrefilterSummary",
@@ -320,7 +321,7 @@ class GroundingResult(_Model):
     p1: float = Field(ge=0, le=1)
     """P(YES | full context)."""
     p0: float = Field(ge=0, le=1)
-    """P(YES | cited sources redacted); equals p1 for an uncited claim."""
+    """P(YES | cited sources redacted); for an uncited claim, nothing is redacted (a second call all the same)."""
     has_citations: bool
     """Whether the claim cites sources."""
     evidence_use: float = Field(ge=0, le=1)
@@ -336,15 +337,16 @@ class GroundingResult(_Model):
     required_bits: float
     """seed: KL(Ber(p1) || Ber(p0)); strawberry: KL(Ber(target) || Ber(p0)); in bits."""
     budget_gap: float
-    """required - observed, in `unit`."""
+    """seed: observed - required; strawberry: required - observed; in `unit`."""
     unit: Literal["bits", "nats"] = "bits"
     """Unit of budget_gap."""
     budget_gap_bits: float
-    """required - observed, in bits."""
+    """budget_gap in bits."""
     flagged: bool
     """Not grounded (the seed's meaning; a supported claim is never flagged)."""
-    band: GroundingBand
-    """< 0 supported, 0-2 minor extrapolation, 2-10 suspicious, > 10 likely hallucination (bits)."""
+    band: GroundingBand | None = None
+    """strawberry budget only: < 0 supported, 0-2 minor extrapolation, 2-10 suspicious, > 10 likely hallucination
+    (bits); None under the seed's budget, which has no bands."""
 
 
 class GroundedClaim(_Model):
@@ -380,7 +382,7 @@ class HallucinationCheck(_Model):
     claims: list[GroundedClaim]
     """Per claim, in claim order."""
     warning: str | None = None
-    """Set when the answer is not overall grounded."""
+    """Set whenever any claim is ungrounded, even when the answer is overall grounded (seed 002)."""
 
 
 class PrefilterDecision(_Model):
@@ -553,11 +555,13 @@ class CitationReport(_Model):
     risk_level: RiskLevel
     """none (nothing to check), low, moderate or high."""
     valid_citations: list[str]
-    """Every citation occurrence whose id is a known source or parent id, in order."""
+    """Cited ids that are a known source or parent id (seed: distinct, first-seen order; occurrences: every one)."""
     invalid_citations: list[str]
-    """Every other citation occurrence, in order."""
+    """The other cited ids, the same way."""
     uncited_sentences: list[str]
-    """Sentences longer than 50 characters with no citation."""
+    """The first 3 sentences longer than 50 characters with no citation, each cut to 100 characters (seed 000)."""
+    uncited_count: int = Field(default=0, ge=0)
+    """How many such sentences there are in all (the high-risk rule counts them)."""
     citation_ratio: float = Field(ge=0)
     """len(valid_citations) / max(total_claims, 1)."""
     total_claims: int = Field(ge=0)
@@ -566,29 +570,49 @@ class CitationReport(_Model):
     """Set when there is nothing to check."""
 
 
-class RagJudgment(_Model):
-    """The LLM judge's rubric for a RAG answer (the `rag-judge` prefilter), and the combined rules+judge decision."""
+JudgeDecision = Literal["continue", "refine_search", "synthesize"]
+RiskAction = Literal["accept", "refine_search", "reject"]
 
-    score: int = Field(ge=1, le=5)
-    """How well the sources support the answer: 5 fully, 1 not at all."""
+
+class JudgeRubric(_Model):
+    """The LLM judge's reply, in the seed's shape (seed 000 "LLM 評估輸出格式")."""
+
+    score: float = Field(ge=0, le=1)
+    """Overall quality of the answer."""
     reasoning: str
-    """The judge's reasoning."""
+    """The judge's reasons."""
     confidence: float = Field(ge=0, le=1)
-    """The judge's confidence in its decision."""
-    decision: Literal["pass", "fail"]
-    """pass: the answer is faithful to its sources."""
-    hallucination_risk: RiskLevel
-    """The judge's own risk level."""
-    hallucination_notes: list[str] = Field(default_factory=list)
-    """Statements the judge found unsupported."""
+    """How sure the judge is."""
+    decision: JudgeDecision
+    """continue (search on), refine_search (search for support), synthesize (the answer can be given)."""
+    hallucination_risk: float = Field(ge=0, le=1)
+    """The judge's hallucination risk: > 0.6 high, > 0.3 moderate."""
+    hallucination_notes: str
+    """What the judge found; each unsupported claim on a line starting "Unsupported claim:"."""
+
+
+class RagJudgment(_Model):
+    """The combined rules + judge decision for a RAG answer (the `rag-judge` prefilter, seed 000)."""
+
+    rubric: JudgeRubric | None = None
+    """The judge's reply; None when the decision flow did not call the judge (rules risk not moderate)."""
+    judge_risk: RiskLevel | None = None
+    """The judge's level from its hallucination_risk and notes; None when not called."""
+    unsupported_claims: list[str] = Field(default_factory=list)
+    """The unsupported claims the judge's notes name (any raises the risk to high)."""
     two_step: bool = False
-    """Whether a free-form judgment was converted into this rubric by a second call."""
+    """Whether a free-form judgment was converted into the rubric by a second call."""
+    convert_model: str | None = None
+    """The model that converted it (two-step with a judge model); None: the judge's own model."""
     rules_risk: RiskLevel
     """The citation rules' risk level for the same answer."""
     combined_risk: RiskLevel
-    """High if any high condition holds, moderate if any moderate one does, else low (debate.prefilter.judge)."""
+    """The seed's combined decision (debate.prefilter.judge.combine_risk)."""
     combined_reasons: list[str]
     """The conditions that set combined_risk."""
+    action: RiskAction | None = None
+    """What the seed's risk table does with the answer: low accept, moderate refine_search, high reject; None when
+    there was nothing to check."""
 
 
 class ResponseCheck(_Model):

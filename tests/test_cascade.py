@@ -10,6 +10,7 @@ from conftest import op
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.config import PrefilterConfig
 from debate.llm import ChatRequest, ChatResponse, TokenLogprob, TopLogprob
+from debate.prefilter.grounding import CLAIM_WARNING, response_warning
 from debate.testing import ScriptedChatClient
 from debate.types import Usage
 
@@ -56,9 +57,21 @@ def _kinds(client: ScriptedChatClient) -> list[str]:
     return ["grounding" if c.request.purpose == "grounding" else "debate" for c in client.calls]
 
 
-async def test_rules_decide_an_invalid_citation_without_a_debate() -> None:
+async def test_an_invalid_citation_raises_the_answer_risk_and_the_claim_is_debated() -> None:
+    """Seed 000: an invalid citation is a high-risk indicator for the answer; it decides no claim."""
     client = _client(None)
     async with _verifier(client, prefilters=["rules"]) as verifier:
+        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+    assert [c.decided_by for c in report.claims] == ["debate"] * 3
+    cats = report.claims[2].prefilters[0]
+    assert cats.decision == "pass" and "9" in cats.reason and "risk is high" in cats.reason
+    assert report.prefilter is not None and report.prefilter.risk_level == "high"
+    assert report.prefilter.citation is not None and report.prefilter.citation.invalid_citations == ["9"]
+
+
+async def test_invalid_citation_decides_is_the_named_departure() -> None:
+    client = _client(None)
+    async with _verifier(client, prefilters=["rules"], invalid_citation_decides=True) as verifier:
         report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
     assert [c.text for c in report.claims] == [
         "Paris is the capital of France.",
@@ -91,21 +104,21 @@ async def test_grounded_claims_skip_the_debate_only_when_trusted() -> None:
     assert capital.usage.llm_calls == 2
     seine = report.claims[1]
     assert seine.prefilters[0].decision == "pass" and seine.debate is not None and seine.debate.rounds == 2
-    # The cats claim cites an unknown source: nothing to redact, so it is scored as uncited (one call).
+    # The cats claim cites an unknown source: nothing to redact, so it is scored as uncited.
     cats = report.claims[2]
     assert cats.prefilters[0].grounding is not None and cats.prefilters[0].grounding.has_citations is False
     summary = report.prefilter
     assert summary is not None and summary.decided == 1 and summary.debate_calls_saved == 7
-    assert summary.prefilter_calls == 2 + 2 + 1
-    assert summary.net_calls_saved == 7 - 5  # the saved debate minus the grounding calls
+    assert summary.prefilter_calls == 2 + 2 + 2  # seed 002: two calls per claim
+    assert summary.net_calls_saved == 7 - 6  # the saved debate minus the grounding calls
     assert _kinds(client).count("debate") == 14
     # The seed's hallucination_check block: only the capital claim is grounded, 1 of 3 < 70%.
     block = summary.hallucination_check
     assert block is not None and (block.grounded_claims, block.total_claims) == (1, 3)
-    assert block.overall_grounded is False and block.warning is not None and "1 of 3" in block.warning
+    assert block.overall_grounded is False and block.warning == response_warning(2)
     assert [c.citing for c in block.claims] == [["1"], ["2"], ["9"]]
     assert [c.grounded for c in block.claims] == [True, False, False]
-    assert block.claims[0].warning is None and "cited sources" in (block.claims[1].warning or "")
+    assert [c.warning for c in block.claims] == [None, CLAIM_WARNING, CLAIM_WARNING]
 
 
 async def test_a_high_risk_answer_is_never_cleared_by_a_prefilter() -> None:
@@ -119,7 +132,7 @@ async def test_a_high_risk_answer_is_never_cleared_by_a_prefilter() -> None:
     capital = report.claims[0]
     assert capital.decided_by == "debate" and capital.prefilters[1].decision == "pass"
     assert "risk is high" in capital.prefilters[1].reason
-    assert [c.decided_by for c in report.claims] == ["debate", "debate", "prefilter:rules"]
+    assert [c.decided_by for c in report.claims] == ["debate", "debate", "debate"]
 
 
 async def test_without_trust_grounded_every_claim_is_debated() -> None:

@@ -12,7 +12,7 @@ from debate.config import ModelConfig
 from debate.llm import ChatRequest, ChatResponse, TokenLogprob, TopLogprob
 from debate.llm.openai_client import OpenAIChatClient
 from debate.prefilter import LogprobGroundingCheck, grounding_score, kl_bernoulli, yes_probability
-from debate.prefilter.grounding import hallucination_check
+from debate.prefilter.grounding import CLAIM_WARNING, hallucination_check, response_warning
 from debate.types import Usage
 
 LN2 = math.log(2)
@@ -39,59 +39,85 @@ def test_cited_claim_that_uses_its_evidence_is_grounded() -> None:
     assert r.flagged is False and r.band == "minor extrapolation"  # flagged means not grounded
 
 
-def test_seed_budget_and_a_supported_claim_is_not_flagged() -> None:
-    r = grounding_score(0.92, 0.25, True)  # the seed's budget by default
-    assert r.grounded is True and r.flagged is False and r.budget == "seed"
+def test_seed_budget_gap_is_observed_minus_required() -> None:
+    """Seed 002 "KL Divergence Calculation": budget gap = observed_bits - required_bits, observed = KL(Ber(p1) ||
+    Ber(0.5)), required = KL(Ber(p1) || Ber(p0)); the seed has no bands."""
+    r = grounding_score(0.92, 0.25, True)  # the seed's example claim
+    assert r.budget == "seed" and r.band is None
     assert r.observed_bits == pytest.approx(kl_bernoulli(0.92, 0.5) / LN2)
     assert r.required_bits == pytest.approx(kl_bernoulli(0.92, 0.25) / LN2)
-    assert r.budget_gap_bits == pytest.approx((kl_bernoulli(0.92, 0.25) - kl_bernoulli(0.92, 0.5)) / LN2)
-    ignored = grounding_score(0.95, 0.95, True)
-    assert ignored.grounded is False and ignored.flagged is True
+    assert r.budget_gap_bits == pytest.approx((kl_bernoulli(0.92, 0.5) - kl_bernoulli(0.92, 0.25)) / LN2)
+    # An uncited claim (p0 = p1) needs no bits from its sources: the gap is all it observed.
+    uncited = grounding_score(0.9, 0.9, False)
+    assert uncited.required_bits == pytest.approx(0.0) and uncited.budget_gap_bits == pytest.approx(
+        kl_bernoulli(0.9, 0.5) / LN2
+    )
 
 
-# The seed's four cases, as (claim, cited ids, p1, p0) -> the hallucination_check block.
+def test_the_seed_example_confidences_do_not_follow_its_formula() -> None:
+    """Seed 002 "Response Format" prints confidence 0.88 for p1 0.92 / p0 0.25 (cited) and 0.15 for 0.45 / 0.42
+    (uncited); its own computeGroundingScore gives min(1, 1.5 * 0.67 + 0.3) = 1.0 and 0.4 * 0.45 = 0.18. We follow
+    the formula; the grounded flags agree with the example."""
+    cited, uncited = grounding_score(0.92, 0.25, True), grounding_score(0.45, 0.42, False)
+    assert (cited.confidence, cited.grounded) == (1.0, True)
+    assert (uncited.confidence, uncited.grounded) == (pytest.approx(0.18), False)
+
+
+# Seed 002 "Testing", as (claim, cited ids, p1, p0) -> the hallucination_check block.
 SUPPORTED = ("Paris is the capital of France.", ["1"], 0.92, 0.25)
+CONTRADICTED = ("Lyon is the capital of France.", ["1"], 0.05, 0.05)
+CONFABULATED = ("Paris has exactly ten million cats.", ["1"], 0.30, 0.28)
 IGNORES_SOURCE = ("The Seine is 777 km long.", ["2"], 0.90, 0.88)
 UNCITED_CONFIDENT = ("Water boils at 100 degrees Celsius at sea level.", [], 0.90, 0.90)
-UNCITED_UNSURE = ("Paris has ten million cats.", [], 0.40, 0.40)
 
 
 def _block(*claims: tuple[str, list[str], float, float]) -> Any:
     return hallucination_check([(t, c, grounding_score(p1, p0, bool(c))) for t, c, p1, p0 in claims])
 
 
-def test_seed_case_1_a_supported_claim_is_grounded_and_not_flagged() -> None:
+def test_seed_test_1_a_fully_supported_claim_is_not_flagged() -> None:
     block = _block(SUPPORTED)
     claim = block.claims[0]
     assert (claim.grounded, claim.citing, claim.warning) == (True, ["1"], None)
-    assert claim.confidence == 1.0  # min(1, 1.5 * 0.67 + 0.3)
     assert (block.overall_grounded, block.grounded_claims, block.total_claims, block.warning) == (True, 1, 1, None)
-    assert grounding_score(0.92, 0.25, True).flagged is False
+    result = grounding_score(0.92, 0.25, True)
+    assert result.flagged is False and result.band is None  # never "minor extrapolation"
 
 
-def test_seed_case_2_a_claim_that_does_not_use_its_source_is_not_grounded() -> None:
-    block = _block(IGNORES_SOURCE)
+@pytest.mark.parametrize("case", [CONTRADICTED, CONFABULATED], ids=["test-2-contradicts", "test-3-confabulated"])
+def test_seed_tests_2_and_3_a_contradicted_or_confabulated_claim_is_flagged(
+    case: tuple[str, list[str], float, float],
+) -> None:
+    block = _block(case)
     claim = block.claims[0]
-    assert claim.grounded is False and claim.confidence == pytest.approx(1.5 * 0.02 + 0.3)
-    assert claim.warning is not None and "cited sources" in claim.warning
-    assert block.overall_grounded is False and block.warning is not None
+    assert claim.grounded is False and claim.warning == CLAIM_WARNING
+    assert block.overall_grounded is False and block.warning == response_warning(1)
+    result = grounding_score(case[2], case[3], True)
+    assert result.flagged is True and result.band is None  # never "supported"
 
 
-def test_seed_case_3_uncited_claims_rest_on_the_model_alone() -> None:
-    block = _block(UNCITED_CONFIDENT, UNCITED_UNSURE)
-    assert [c.grounded for c in block.claims] == [True, False]  # 0.7 * 0.9 = 0.63 > 0.45; 0.4 * 0.4 = 0.16
-    assert block.claims[1].warning is not None and "uncited" in block.claims[1].warning
-    assert block.grounding_ratio == 0.5
+def test_seed_test_4_mixed_support_gets_the_right_flags_and_warnings() -> None:
+    block = _block(SUPPORTED, CONTRADICTED, SUPPORTED, UNCITED_CONFIDENT, CONFABULATED)
+    assert [c.grounded for c in block.claims] == [True, False, True, True, False]
+    assert [c.warning is not None for c in block.claims] == [False, True, False, False, True]
+    assert (block.grounded_claims, block.total_claims, block.grounding_ratio) == (3, 5, pytest.approx(0.6))
+    assert block.overall_grounded is False and block.warning == response_warning(2)
 
 
-def test_seed_case_4_the_70_percent_rule() -> None:
+def test_the_response_warning_appears_even_when_overall_grounded() -> None:
+    """Seed 002's example block: overall_grounded true with 3 of 4 claims grounded, and the top-level warning."""
+    block = _block(SUPPORTED, SUPPORTED, SUPPORTED, IGNORES_SOURCE)
+    assert block.overall_grounded is True and block.grounding_ratio == 0.75
+    assert block.warning == response_warning(1) and block.claims[3].warning == CLAIM_WARNING
+
+
+def test_the_70_percent_rule() -> None:
     seven = _block(*[SUPPORTED] * 7, *[IGNORES_SOURCE] * 3)
-    assert seven.grounding_ratio == pytest.approx(0.7) and seven.overall_grounded is True and seven.warning is None
+    assert seven.grounding_ratio == pytest.approx(0.7) and seven.overall_grounded is True
     two_of_three = _block(SUPPORTED, SUPPORTED, IGNORES_SOURCE)
     assert two_of_three.overall_grounded is False
-    assert two_of_three.warning is not None and "2 of 3" in two_of_three.warning
     empty = hallucination_check([])
-    assert (empty.overall_grounded, empty.total_claims, empty.grounding_ratio) == (False, 0, 0.0)
+    assert (empty.overall_grounded, empty.total_claims, empty.grounding_ratio, empty.warning) == (False, 0, 0.0, None)
 
 
 def test_confidence_bonus_and_cap() -> None:
@@ -176,9 +202,9 @@ async def test_check_over_http_reads_p1_and_p0_from_logprobs() -> None:
     assert cited is not None and uncited is not None
     assert (cited.p1, cited.p0) == (pytest.approx(0.9), pytest.approx(0.3))
     assert cited.grounded is True and cited.confidence == 1.0
-    assert uncited.p0 == uncited.p1 == pytest.approx(0.9)
+    assert uncited.p0 == uncited.p1 == pytest.approx(0.9)  # nothing to redact: the same context twice
     assert uncited.confidence == pytest.approx(0.63) and uncited.grounded is True
-    assert (cited_usage.llm_calls, uncited_usage.llm_calls) == (2, 1)  # two for the cited claim, one for the other
+    assert (cited_usage.llm_calls, uncited_usage.llm_calls) == (2, 2)  # seed 002: "2 API calls per claim"
     sent = [r for r in server.requests]
     assert all(r["logprobs"] is True and r["top_logprobs"] == 10 and r["max_tokens"] == 1 for r in sent)
     assert all("purpose" not in r for r in sent)  # our routing label is never sent to the endpoint

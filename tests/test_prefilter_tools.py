@@ -72,7 +72,7 @@ def test_misspelled_tool_gets_the_closest_name(checker: ToolCallChecker) -> None
 def test_unknown_tool_lists_the_available_ones(checker: ToolCallChecker) -> None:
     [finding] = checker.check("launch_rockets", {})
     assert (finding.kind, finding.confidence) == ("tool_name", 0.95)
-    assert "delete_user, get_weather, http_get" in finding.correction
+    assert finding.correction == "available tools: get_weather, http_get, delete_user"  # registry order
 
 
 def test_parameter_findings(checker: ToolCallChecker) -> None:
@@ -82,7 +82,7 @@ def test_parameter_findings(checker: ToolCallChecker) -> None:
     )
     by_text = {f.evidence: (f.kind, f.confidence) for f in findings}
     assert by_text == {
-        "unknown parameter 'colour'": ("parameter", 0.8),
+        "parameter 'colour' is not in the tool definition": ("parameter", 0.8),
         "missing required parameter 'city'": ("parameter", 0.95),
         "'days'=0 is below the minimum 1": ("parameter", 0.9),
         '\'unit\'="kelvin" is not one of ["celsius", "fahrenheit"]': ("parameter", 0.95),
@@ -90,7 +90,7 @@ def test_parameter_findings(checker: ToolCallChecker) -> None:
         "'tags[1]' is an integer, the schema wants string": ("parameter", 0.9),
     }
     colour = next(f for f in findings if "colour" in f.evidence)
-    assert colour.correction == "use only the allowed parameters: city, days, options, tags, unit"
+    assert colour.correction == "allowed parameters: city, days, unit, options, tags"
 
 
 def test_above_maximum_and_wrong_types(checker: ToolCallChecker) -> None:
@@ -108,8 +108,7 @@ def test_unparseable_arguments(checker: ToolCallChecker) -> None:
     assert finding.kind == "parameter" and "not valid JSON" in finding.evidence
 
 
-def test_the_seed_fact_checkers() -> None:
-    """An API-endpoint allow-list at 0.85 and a permission rule for destructive database actions at 0.9."""
+def test_the_named_departures_prefix_endpoints_and_destructive_actions() -> None:
     tools = [
         *TOOLS,
         {
@@ -119,11 +118,12 @@ def test_the_seed_fact_checkers() -> None:
     ]
     checker = ToolCallChecker(
         ToolRegistry.from_openai(tools),
-        fact_checkers=[APIEndpointChecker(["https://api.example.com/"]), DestructiveActionChecker(granted={"read"})],
+        fact_checkers=[APIEndpointChecker(["https://api.example.com/"], match="prefix"),
+                       DestructiveActionChecker(granted={"read"})],
     )  # fmt: skip
     assert checker.check("http_get", {"url": "https://api.example.com/v1/items"}) == []
     [fact] = checker.check("http_get", {"url": "https://evil.example.net/"})
-    assert (fact.kind, fact.confidence) == ("fact", 0.85) and "not an allowed API endpoint" in fact.evidence
+    assert (fact.kind, fact.confidence) == ("fact", 0.85) and "not in the knowledge base" in fact.evidence
     assert checker.check("run_sql", {"query": "SELECT * FROM users"}) == []
     [drop] = checker.check("run_sql", {"query": "drop table users"})
     assert (drop.kind, drop.confidence) == ("fact", 0.9) and "DROP" in drop.evidence and "'db:write'" in drop.evidence
@@ -168,10 +168,10 @@ async def test_self_correction_sends_the_findings_and_rechecks() -> None:
                              _call("get_weather", city="Paris", days=4)]}
     )  # fmt: skip
     original = ToolCall(name="get_wether", arguments={"city": "Paris", "days": 4})
-    result = await self_correct(checker, original, client, max_attempts=3)
+    result = await self_correct(checker, original, client, max_attempts=3)  # the named departure: 3 attempts
     assert result.corrected == ToolCall(name="get_weather", arguments={"city": "Paris", "days": 4})
     assert (result.original, result.attempts, result.findings) == (original, 3, [])
-    assert "maximum 14" in result.suggestion
+    assert "maximum 14" in result.feedback and result.suggestion == _call("get_weather", city="Paris", days=4)
     first, second = client.calls[0].request, client.calls[1].request
     assert "call 'get_weather'" in first.messages[-1].content and first.messages[-2].role == "assistant"
     assert "not a tool call" in second.messages[-1].content  # the unusable reply was answered with what was wrong
@@ -229,7 +229,10 @@ def test_check_tools_command(tmp_path: Path) -> None:
     fetch = tmp_path / "fetch.json"
     fetch.write_text(json.dumps({"name": "http_get", "arguments": {"url": "https://evil.example.net/x"}}))
     audited = _cli("check-tools", "--registry", str(registry), "--call", str(fetch), "--json",
-                   "--allow-endpoint", "https://api.example.com/")  # fmt: skip
+                   "--allow-endpoint", "https://api.example.com/", "--endpoint-match", "prefix")  # fmt: skip
     assert audited.returncode == 1 and json.loads(audited.stdout)[0]["confidence"] == 0.85
+    exact = _cli("check-tools", "--registry", str(registry), "--call", str(fetch), "--json",
+                 "--allow-endpoint", "https://api.example.com/")  # fmt: skip
+    assert exact.returncode == 0  # seed 003 checks only an api_call's endpoint
     broken = _cli("check-tools", "--registry", str(tmp_path / "missing.json"), "--call", str(good))
     assert broken.returncode == 2 and "cannot read" in broken.stderr

@@ -1,4 +1,5 @@
-"""The rag-judge prefilter: its rubric, the two-step mode, the combined rules+judge decision and its cascade role."""
+"""Seed 000's judge (`../shared/seeds/000-rag-citation-rules-and-judge.md`): its output format, its decision flow
+(the judge only on moderate rules risk), the combined criteria, the risk table's actions, the two-step mode."""
 
 from __future__ import annotations
 
@@ -12,59 +13,129 @@ from debate.config import PrefilterConfig
 from debate.errors import ReplyUnusableError
 from debate.prefilter import combine_risk, parse_judgment
 from debate.prefilter.citations import citation_check
+from debate.prefilter.judge import judge_risk, unsupported_claims
 from debate.testing import ScriptedChatClient
 
 SOURCES = {"1": "Paris is the capital and largest city of France.", "2": "The Seine flows through Paris."}
-ANSWER = "Paris is the capital of France [1]. The Seine flows through Paris [2]."
+LOW = "Paris is the capital of France [1]. The Seine flows through Paris [2]."
+UNCITED = "The city also hosts a great many museums and galleries of fine art"  # 66 characters, no citation
+MODERATE = f"{LOW} {UNCITED}."
+HIGH = "Paris is the capital of France [7]. The Seine flows through Paris [2]."
 
 
 def rubric(**changes: object) -> str:
-    base = {"score": 5, "reasoning": "all supported", "confidence": 0.9, "decision": "pass",
-            "hallucination_risk": "low", "hallucination_notes": []}  # fmt: skip
+    """A reply in the seed's "LLM 評估輸出格式" shape (its own example values)."""
+    base = {"score": 0.85, "reasoning": "...", "confidence": 0.9, "decision": "synthesize",
+            "hallucination_risk": 0.1, "hallucination_notes": "None"}  # fmt: skip
     return json.dumps(base | changes)
 
 
-def verifier(client: ScriptedChatClient, *, two_step: bool = False, prefilters: list[str] | None = None) -> Verifier:
-    config = VerifierConfig(
-        debate=DebateConfig(min_rounds=0, max_rounds=0),
-        prefilter=PrefilterConfig(prefilters=prefilters or ["rag-judge"], judge_two_step=two_step),
-    )
+def verifier(client: ScriptedChatClient, **options: object) -> Verifier:
+    prefilter = PrefilterConfig.model_validate({"prefilters": ["rag-judge"], **options})
+    config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0), prefilter=prefilter)
     return Verifier(config=config, client=client)
 
 
-async def test_one_step_judge_reports_its_rubric_and_the_combined_risk() -> None:
-    client = ScriptedChatClient({"rag-judge": [rubric()], "debate": [op(True)] * 2})
+def test_the_fixture_answers_have_the_rule_levels_they_are_named_for() -> None:
+    levels = [citation_check(a, list(SOURCES)).risk_level for a in (LOW, MODERATE, HIGH)]
+    assert levels == ["low", "moderate", "high"]
+
+
+@pytest.mark.parametrize(("answer", "risk", "action"), [(LOW, "low", "accept"), (HIGH, "high", "reject")])
+async def test_the_judge_is_called_only_on_moderate_rules_risk(answer: str, risk: str, action: str) -> None:
+    """Seed 000 "判定流程": a rules score above 0.6 is high at once; "多層檢測策略": the LLM evaluation runs when the
+    rules find moderate risk. The scripted client has no rag-judge reply: a call would fail the test."""
+    client = ScriptedChatClient({"debate": [op(True)] * 2})
     async with verifier(client) as v:
-        report = await v.verify(ANSWER, question="What about Paris?", reference=SOURCES, task="rag")
-    assert report.prefilter is not None
-    judge = report.prefilter.judge
-    assert judge is not None and (judge.score, judge.decision, judge.two_step) == (5, "pass", False)
-    # Two distinct valid ids for two claims: the rules say low; the judge passes: combined low.
-    assert (judge.rules_risk, judge.combined_risk, report.prefilter.risk_level) == ("low", "low", "low")
+        report = await v.verify(answer, reference=SOURCES, task="rag")
+    assert report.prefilter is not None and report.prefilter.judge is not None
+    judgment = report.prefilter.judge
+    assert judgment.rubric is None and judgment.judge_risk is None
+    assert (judgment.combined_risk, judgment.action, report.prefilter.prefilter_calls) == (risk, action, 0)
+    assert "rag-judge" not in client.purposes()
+
+
+async def test_on_moderate_risk_the_judge_reports_the_seed_fields() -> None:
+    client = ScriptedChatClient({"rag-judge": [rubric()], "debate": [op(True)] * 3})
+    async with verifier(client) as v:
+        report = await v.verify(MODERATE, question="What about Paris?", reference=SOURCES, task="rag")
+    assert report.prefilter is not None and report.prefilter.judge is not None
+    judgment = report.prefilter.judge
+    assert judgment.rubric is not None
+    assert (judgment.rubric.score, judgment.rubric.decision, judgment.rubric.hallucination_risk) == (
+        0.85, "synthesize", 0.1,
+    )  # fmt: skip
+    # The judge sees low risk, the rules moderate: combined moderate, the seed's action "優化搜尋".
+    assert (judgment.judge_risk, judgment.rules_risk, judgment.combined_risk) == ("low", "moderate", "moderate")
+    assert judgment.action == "refine_search" and report.prefilter.prefilter_calls == 1
     request = client.calls[0].request
     assert request.purpose == "rag-judge" and request.response_schema is not None
-    user = request.messages[-1].content
-    assert "[1] Paris is the capital" in user and "What about Paris?" in user
-    assert "rag_judge" in report.meta.prompts and report.prefilter.prefilter_calls == 1
-    assert [c.decided_by for c in report.claims] == ["debate", "debate"]  # the judge never decides a claim
+    prompt = "\n".join(m.content for m in request.messages)
+    # "提示設計技巧": the context is "expert advice", the answer a "candidate answer".
+    assert "expert advice" in prompt.lower() and "candidate answer" in prompt.lower()
+    assert "[1] Paris is the capital" in prompt and "What about Paris?" in prompt
+    assert [c.decided_by for c in report.claims] == ["debate"] * 3  # the judge never decides a claim
 
 
-async def test_two_step_converts_a_free_form_judgment() -> None:
+@pytest.mark.parametrize(
+    ("judge", "risk", "reason"),
+    [
+        ({"hallucination_risk": 0.3}, "moderate", "rules: 1 uncited long sentence(s)"),
+        ({"hallucination_risk": 0.61}, "high", "judge: hallucination_risk 0.61 > 0.6"),
+        ({"hallucination_notes": 'Unsupported claim: "The city hosts many museums"'}, "high",
+         "judge: 1 unsupported claim(s) named"),
+    ],
+)  # fmt: skip
+def test_combined_criteria_on_a_moderate_answer(judge: dict[str, object], risk: str, reason: str) -> None:
+    """Seed 000 "判定標準": LLM hallucination_risk > 0.6, or notes that name an unsupported claim, make it high."""
+    level, reasons = combine_risk(citation_check(MODERATE, list(SOURCES)), parse_judgment(rubric(**judge)))
+    assert level == risk and reason in reasons
+
+
+@pytest.mark.parametrize(
+    ("risk", "level"), [(0.0, "low"), (0.3, "low"), (0.31, "moderate"), (0.6, "moderate"), (0.61, "high")]
+)
+def test_the_seed_risk_table(risk: float, level: str) -> None:
+    """Seed 000 "風險分級": 0.0-0.3 low, 0.3-0.6 moderate, 0.6-1.0 high."""
+    assert judge_risk(parse_judgment(rubric(hallucination_risk=risk))) == level
+    assert combine_risk(citation_check(LOW, list(SOURCES)), parse_judgment(rubric(hallucination_risk=risk)))[0] == level
+
+
+def test_notes_name_unsupported_claims_only_on_their_own_lines() -> None:
+    notes = 'Checked every claim.\nUnsupported claim: "Lyon is the capital"\n- unsupported claim: the Seine is dry'
+    assert unsupported_claims(notes) == ["Lyon is the capital", "the Seine is dry"]
+    assert unsupported_claims("None") == [] and unsupported_claims("Unsupported claim: None") == []
+    assert unsupported_claims("There is no unsupported claim in this answer.") == []
+
+
+async def test_judge_always_is_the_named_departure() -> None:
+    client = ScriptedChatClient({"rag-judge": [rubric(hallucination_risk=0.45)], "debate": [op(True)] * 2})
+    async with verifier(client, judge_always=True) as v:
+        report = await v.verify(LOW, reference=SOURCES, task="rag")
+    assert report.prefilter is not None and report.prefilter.judge is not None
+    assert (report.prefilter.judge.rules_risk, report.prefilter.judge.combined_risk) == ("low", "moderate")
+
+
+async def test_two_step_self_critique_then_a_smaller_model_converts() -> None:
+    """Seed 000 "兩階段提示方法": free form with self-criticism and several interpretations, then a smaller model
+    converts to the standard JSON."""
     client = ScriptedChatClient(
         {
-            "rag-judge:freeform": ["The second statement is not in the sources; I am fairly sure it fails."],
-            "rag-judge:convert": ["not json", rubric(score=3, decision="fail", confidence=0.6,
-                                                     hallucination_risk="moderate", hallucination_notes=["x"])],
-            "debate": [op(True)] * 2,
+            "rag-judge:freeform": ["The museum sentence has no source; risk about 0.7; I am fairly sure."],
+            "rag-judge:convert": ["not json", rubric(score=0.4, decision="refine_search", confidence=0.6,
+                                                     hallucination_risk=0.7)],
+            "debate": [op(True)] * 3,
         }
     )  # fmt: skip
-    async with verifier(client, two_step=True) as v:
-        report = await v.verify(ANSWER, reference=SOURCES, task="rag")
+    async with verifier(client, judge_two_step=True, judge_model="small-model") as v:
+        report = await v.verify(MODERATE, reference=SOURCES, task="rag")
     assert report.prefilter is not None and report.prefilter.judge is not None
-    judge = report.prefilter.judge
-    assert judge.two_step and judge.combined_risk == "moderate" and judge.hallucination_notes == ["x"]
-    convert = client.calls[1].request
-    assert "not in the sources; I am fairly sure" in convert.messages[-1].content
+    judgment = report.prefilter.judge
+    assert judgment.two_step and judgment.convert_model == "small-model" and judgment.combined_risk == "high"
+    freeform, convert = client.calls[0].request, client.calls[1].request
+    assert "more than one reading" in freeform.messages[-1].content and "criticise" in freeform.messages[-1].content
+    assert freeform.model is None and convert.model == "small-model" and client.calls[2].request.model == "small-model"
+    assert "risk about 0.7" in convert.messages[-1].content
     assert client.purposes()[:3] == ["rag-judge:freeform", "rag-judge:convert", "rag-judge:convert"]  # one re-ask
     assert set(report.meta.prompts) >= {"rag_judge_freeform", "rag_judge_convert"}
 
@@ -72,47 +143,30 @@ async def test_two_step_converts_a_free_form_judgment() -> None:
 async def test_an_unusable_judge_fails_the_response_not_silently() -> None:
     client = ScriptedChatClient({"rag-judge": ["nope"] * 3})
     async with verifier(client) as v:
-        report = await v.verify(ANSWER, reference=SOURCES, task="rag")
+        report = await v.verify(MODERATE, reference=SOURCES, task="rag")
     assert report.verdict == "unverifiable" and report.failure is not None
     assert (report.failure.kind, report.failure.stage) == ("reply_unusable", "prefilter:rag-judge")
     assert report.claims == []
 
 
-@pytest.mark.parametrize(
-    ("answer", "judge", "risk", "reason"),
-    [
-        (ANSWER, {}, "low", "no rule or judge condition"),
-        ("Paris is the capital of France [7]. The Seine flows through Paris [2].", {}, "high", "citation rules: high"),
-        (ANSWER, {"hallucination_risk": "high"}, "high", "judge: high hallucination risk"),
-        (ANSWER, {"decision": "fail", "confidence": 0.8}, "high", "judge: fail with confidence 0.80"),
-        (ANSWER, {"decision": "fail", "confidence": 0.5}, "moderate", "judge: fail with confidence 0.50"),
-        (ANSWER, {"score": 2}, "high", "judge: score 2/5"),
-        (ANSWER, {"score": 3}, "moderate", "judge: score 3/5"),
-    ],
-)
-def test_combined_decision_rules(answer: str, judge: dict[str, object], risk: str, reason: str) -> None:
-    level, reasons = combine_risk(citation_check(answer, list(SOURCES)), parse_judgment(rubric(**judge)))
-    assert level == risk and any(r.startswith(reason) for r in reasons)
-
-
-def test_rubric_parsing_rejects_what_it_cannot_use() -> None:
-    assert parse_judgment(rubric(decision="FAIL")).decision == "fail"
+def test_parsing_takes_the_seed_shape_only() -> None:
+    assert parse_judgment(rubric(decision="Refine Search")).decision == "refine_search"
     with pytest.raises(ReplyUnusableError, match="score"):
-        parse_judgment(rubric(score=9))
+        parse_judgment(rubric(score=5))  # a 1-5 scale is not the seed's 0.0-1.0
+    with pytest.raises(ReplyUnusableError, match="decision"):
+        parse_judgment(rubric(decision="pass"))
+    with pytest.raises(ReplyUnusableError, match="hallucination_risk"):
+        parse_judgment(rubric(hallucination_risk="high"))
     with pytest.raises(ReplyUnusableError, match="hallucination_notes"):
-        parse_judgment(json.dumps({k: v for k, v in json.loads(rubric()).items() if k != "hallucination_notes"}))
+        parse_judgment(rubric(hallucination_notes=["a list"]))
 
 
 async def test_the_response_risk_is_the_highest_of_its_checks() -> None:
-    """The judge fails the answer while the rules see low risk: the response risk is high."""
-    client = ScriptedChatClient(
-        {"rag-judge": [rubric(decision="fail", confidence=0.95, hallucination_risk="high")], "debate": [op(True)] * 2}
-    )
+    client = ScriptedChatClient({"rag-judge": [rubric(hallucination_risk=0.9)], "debate": [op(True)] * 3})
     config = VerifierConfig(
-        debate=DebateConfig(min_rounds=0, max_rounds=0),
-        prefilter=PrefilterConfig(prefilters=["rag-judge", "rules"]),
+        debate=DebateConfig(min_rounds=0, max_rounds=0), prefilter=PrefilterConfig(prefilters=["rag-judge", "rules"])
     )
     async with Verifier(config=config, client=client) as v:
-        report = await v.verify(ANSWER, reference=SOURCES, task="rag")
+        report = await v.verify(MODERATE, reference=SOURCES, task="rag")
     assert report.prefilter is not None and report.prefilter.risk_level == "high"
     assert [c.name for c in report.prefilter.checks] == ["rag-judge", "rules"]

@@ -51,6 +51,9 @@ class ChatRequest(_Model):
     """Alternatives per token, with their token strings."""
     max_tokens: int | None = Field(default=None, ge=1)
     """Overrides the client's default."""
+    model: str | None = None
+    """Another model on the same endpoint for this call (e.g. the smaller model of a two-step judge); None: the
+    client's model."""
     purpose: str = "other"
     """What the call is for (`debate:<role>`, `extract`, `subjective_filter`, `queries`, `grounding`, `judge`, ...):
     recorded, and what test clients route by. Not sent to the endpoint."""

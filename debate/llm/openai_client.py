@@ -389,7 +389,7 @@ class OpenAIChatClient:
 
     def _payload(self, request: ChatRequest, mode: StructuredOutputMode) -> bytes:
         body: dict[str, Any] = {
-            "model": self.model_name,
+            "model": request.model or self.model_name,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
             "temperature": self._config.temperature,
             "max_tokens": request.max_tokens or self._config.max_tokens,

@@ -24,6 +24,7 @@ __all__ = [
     "CitationVariant",
     "RulesPrefilter",
     "citation_check",
+    "cited_ids",
     "extract_citations",
     "known_source_ids",
 ]
@@ -72,40 +73,47 @@ def _nothing(note: str) -> CitationReport:
 
 
 CitationVariant = Literal["seed", "occurrences"]
-"""seed (default): the rule set exactly as specified: the bracket's whole content is one id, sentences are split at
-every run of . ! ?, and the ratio counts distinct valid ids. occurrences: our earlier variant: `[a, b]` cites two
-ids, the abbreviation-aware sentence splitter, and every valid occurrence counts."""
+"""seed (default): seed 000's rules exactly: the bracket's whole content, unstripped, is one id (`[S0, S1]` is one
+id, and an invalid one), sentences are split at every run of . ! ?, the ratio counts distinct valid ids, and the
+report keeps the first 3 uncited sentences cut to 100 characters. occurrences (a named departure): `[a, b]` cites
+two ids, stripped; the abbreviation-aware sentence splitter; every valid occurrence counts."""
 
 _SEED_CITATION = re.compile(r"\[([^\]]+)\]")
+_UNCITED_KEPT = 3
+_UNCITED_CUT = 100
+
+
+def cited_ids(text: str, variant: CitationVariant = "seed") -> list[str]:
+    """The ids `text` cites, every occurrence in order, as the variant reads them."""
+    return _SEED_CITATION.findall(text) if variant == "seed" else extract_citations(text)
 
 
 def citation_check(
     answer: str, source_ids: Sequence[str | Source], *, variant: CitationVariant = "seed"
 ) -> CitationReport:
-    """Check an answer's citations against the ids of the sources it was given.
+    """Check an answer's citations against the ids of the sources it was given (seed 000 "規則基礎檢測").
 
     Risk is high when the score exceeds 0.6, or any citation is invalid, or 3 or more long sentences are uncited, or
     the ratio is below 0.3 with 3 or more claims; moderate when the score is in (0.3, 0.6] or 1-2 long sentences are
     uncited; low otherwise. An empty answer, or one with no claim, is "nothing to check", never a finding.
     """
     if not answer.strip():
-        return _nothing("nothing to check: the answer is empty")
+        return _nothing("Answer is empty, cannot detect hallucinations")
     if variant == "seed":
+        # Unstripped, like the seed: the length tests run on stripped text, the split keeps empty pieces out.
         sentences = [s.strip() for s in re.split(r"[.!?]+", answer) if s.strip()]
-        cited = [m.strip() for m in _SEED_CITATION.findall(answer)]
     else:
         sentences = split_sentences(answer)
-        cited = extract_citations(answer)
+    cited = cited_ids(answer, variant)
     claims = [s for s in sentences if len(s) > _CLAIM_MIN_CHARS]
     if not claims:
-        return _nothing("nothing to check: no sentence is long enough to be a claim")
+        return _nothing("No valid claims found, cannot detect hallucinations")
     known = known_source_ids(source_ids)
     valid = [c for c in cited if c in known]
     invalid = [c for c in cited if c not in known]
     if variant == "seed":
         valid, invalid = list(dict.fromkeys(valid)), list(dict.fromkeys(invalid))
-    has_citation = (lambda s: bool(_SEED_CITATION.search(s))) if variant == "seed" else extract_citations
-    uncited = [s for s in sentences if len(s) > _UNCITED_MIN_CHARS and not has_citation(s)]
+    uncited = [s for s in sentences if len(s) > _UNCITED_MIN_CHARS and not cited_ids(s, variant)]
     ratio = len(valid) / max(len(claims), 1)
     score = 1.0 - min(ratio, 1.0)
     level: RiskLevel
@@ -115,20 +123,24 @@ def citation_check(
         level = "moderate"
     else:
         level = "low"
+    kept = [s[:_UNCITED_CUT] for s in uncited[:_UNCITED_KEPT]] if variant == "seed" else uncited
     return CitationReport(
         has_hallucination_risk=score > 0.3,
         hallucination_risk_score=score,
         risk_level=level,
         valid_citations=valid,
         invalid_citations=invalid,
-        uncited_sentences=uncited,
+        uncited_sentences=kept,
+        uncited_count=len(uncited),
         citation_ratio=ratio,
         total_claims=len(claims),
     )
 
 
 class RulesPrefilter:
-    """Citation rules: a claim citing a source that was never given is decided non-factual (rag task)."""
+    """Citation rules (rag task). An invalid citation raises the answer's risk (seed 000); with
+    invalid_citation_decides (a named departure) a claim citing a source that was never given is also decided
+    non-factual without a debate."""
 
     name = "rules"
 
@@ -149,6 +161,9 @@ class RulesPrefilter:
             return PrefilterDecision(
                 name=self.name, decision="non_factual", reason=reason, error_severity=INVALID_CITATION_SEVERITY
             )
+        if invalid:
+            reason = f"cites source(s) that were not given: {', '.join(invalid)}; the answer's risk is high"
+            return PrefilterDecision(name=self.name, decision="pass", reason=reason)
         if not claim.citations:
             return PrefilterDecision(name=self.name, decision="pass", reason="the claim cites no source")
         return PrefilterDecision(name=self.name, decision="pass", reason="every citation names a given source")
@@ -159,7 +174,7 @@ class RulesPrefilter:
         report = citation_check(response, plan.sources, variant=self._variant)
         reason = report.note or (
             f"citation ratio {report.citation_ratio:.2f}, {len(report.invalid_citations)} invalid, "
-            f"{len(report.uncited_sentences)} long sentences uncited"
+            f"{report.uncited_count} long sentences uncited"
         )
         return ResponseCheck(name=self.name, risk_level=report.risk_level, reason=reason, citation=report)
 

@@ -69,20 +69,24 @@ def grounding_score(
 ) -> GroundingResult:  # fmt: skip
     """Both signals from the two probabilities (formulas in the field docs). `flagged` means not grounded.
 
-    budget seed (default): observed = KL(Ber(p1) || Ber(0.5)), required = KL(Ber(p1) || Ber(p0)).
-    budget strawberry (the Strawberry paper's variant): observed = KL(Ber(p1) || Ber(p0)), required =
-    KL(Ber(target) || Ber(p0)). Either way gap = required - observed."""
+    budget seed (default, seed 002 "KL Divergence Calculation"): observed = KL(Ber(p1) || Ber(0.5)), required =
+    KL(Ber(p1) || Ber(p0)), gap = observed - required, no bands: the gap is reported, the decision is `grounded`.
+    budget strawberry (a named departure, the Strawberry paper's budget): observed = KL(Ber(p1) || Ber(p0)),
+    required = KL(Ber(target) || Ber(p0)), gap = required - observed, read through the paper's bands."""
     use = max(0.0, p1 - p0)
     if has_citations:
         confidence = min(1.0, 1.5 * use + (0.3 if p1 > 0.7 else 0.0))
     else:
         confidence = p1 * 0.7 if p1 > 0.7 else p1 * 0.4
     grounded = confidence > 0.45 and (use > 0.15 or not has_citations)
+    band: GroundingBand | None = None
     if budget == "seed":
         observed_nats, required_nats = kl_bernoulli(p1, 0.5), kl_bernoulli(p1, p0)
+        gap_nats = observed_nats - required_nats
     else:
         observed_nats, required_nats = kl_bernoulli(p1, p0), kl_bernoulli(target, p0)
-    gap_nats = required_nats - observed_nats
+        gap_nats = required_nats - observed_nats
+        band = _band(gap_nats / _LN2)
     gap_bits = gap_nats / _LN2
     return GroundingResult(
         p1=p1,
@@ -98,7 +102,7 @@ def grounding_score(
         unit=unit,
         budget_gap_bits=gap_bits,
         flagged=not grounded,
-        band=_band(gap_bits),
+        band=band,
     )
 
 
@@ -106,43 +110,33 @@ GROUNDED_SHARE = 0.7
 """An answer is overall grounded when at least this share of its scored claims is grounded."""
 
 
-def _claim_warning(result: GroundingResult) -> str | None:
-    if result.grounded:
-        return None
-    if not result.has_citations:
-        return f"uncited claim the model is not confident of (confidence {result.confidence:.2f})"
-    return (
-        f"the claim barely depends on its cited sources (P(yes) {result.p1:.2f} with them, {result.p0:.2f} "
-        f"without; confidence {result.confidence:.2f})"
-    )
+CLAIM_WARNING = "no sufficient source was found for this claim"
+"""The seed's per-claim warning, in English (seed 002 "Response Format")."""
+
+
+def response_warning(ungrounded: int) -> str:
+    """The seed's top-level warning: how many claims the sources do not fully support."""
+    return f"Note: {ungrounded} claim(s) in the answer are not fully supported by the sources."
 
 
 def hallucination_check(scored: Sequence[tuple[str, Sequence[str], GroundingResult]]) -> HallucinationCheck:
-    """The seed's response block from (claim text, cited ids, grounding result) per scored claim."""
+    """The seed's response block from (claim text, cited ids, grounding result) per scored claim: every ungrounded
+    claim carries the warning, and the block carries the response warning whenever any claim is ungrounded, even
+    when the answer is overall grounded (seed 002 "Response Format")."""
     claims = [
         GroundedClaim(
-            text=text,
-            citing=list(citing),
-            p1=r.p1,
-            p0=r.p0,
-            confidence=r.confidence,
-            grounded=r.grounded,
-            warning=_claim_warning(r),
-        )
+            text=text, citing=list(citing), p1=r.p1, p0=r.p0, confidence=r.confidence, grounded=r.grounded,
+            warning=None if r.grounded else CLAIM_WARNING,
+        )  # fmt: skip
         for text, citing, r in scored
     ]
     grounded = sum(1 for c in claims if c.grounded)
     ratio = grounded / len(claims) if claims else 0.0
-    overall = bool(claims) and ratio >= GROUNDED_SHARE
-    warning = None
-    if not overall:
-        warning = (
-            f"only {grounded} of {len(claims)} claims ({ratio:.0%}) are grounded in the sources (at least "
-            f"{GROUNDED_SHARE:.0%} needed): the answer may contain hallucinations"
-        )
+    ungrounded = len(claims) - grounded
     return HallucinationCheck(
-        overall_grounded=overall, grounded_claims=grounded, total_claims=len(claims), grounding_ratio=ratio,
-        claims=claims, warning=warning,
+        overall_grounded=bool(claims) and ratio >= GROUNDED_SHARE, grounded_claims=grounded,
+        total_claims=len(claims), grounding_ratio=ratio, claims=claims,
+        warning=response_warning(ungrounded) if ungrounded else None,
     )  # fmt: skip
 
 
@@ -211,16 +205,13 @@ class LogprobGroundingCheck:
     async def score(
         self, claim: str, p1: float, citations: Sequence[str], sources: Mapping[str, str]
     ) -> tuple[GroundingResult | None, Usage]:
-        """The grounding result given P(yes) with every source (`p1`): one more call, with the cited ones redacted,
-        when the claim cites any."""
+        """The grounding result given P(yes) with every source (`p1`): the second call, with the cited sources
+        redacted. An uncited claim has nothing to redact and still gets its second call, as the seed makes two
+        calls per claim (seed 002 "Cost Considerations"); at a sampling temperature the two can differ."""
         cited = [c for c in dict.fromkeys(citations) if c in sources]
-        usage = Usage()
-        p0 = p1
-        if cited:
-            p0_or_none, usage = await self.probability(claim, _context(sources, cited))
-            if p0_or_none is None:
-                return None, usage
-            p0 = p0_or_none
+        p0, usage = await self.probability(claim, _context(sources, cited))
+        if p0 is None:
+            return None, usage
         return grounding_score(p1, p0, bool(cited), target=self._target, budget=self._budget), usage
 
 
@@ -303,7 +294,8 @@ class LogprobPrefilter:
             return self._no_logprobs(usage)
         summary = (
             f"p1={result.p1:.3f} p0={result.p0:.3f} confidence={result.confidence:.2f} "
-            f"grounded={result.grounded} budget gap={result.budget_gap_bits:.2f} bits ({result.band})"
+            f"grounded={result.grounded} budget gap={result.budget_gap_bits:.2f} bits"
+            + (f" ({result.band})" if result.band else "")
         )
         if cfg.trust_grounded and result.grounded and result.confidence >= cfg.grounded_confidence:
             return PrefilterDecision(

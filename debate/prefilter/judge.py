@@ -1,23 +1,24 @@
-"""The `rag-judge` prefilter: an LLM judge of a whole RAG answer against its sources, combined with the citation
-rules into one response risk.
+"""The `rag-judge` prefilter: seed 000's LLM-as-a-judge of a whole RAG answer, combined with its citation rules.
 
-Combined decision (our reading of the rule set: "high risk if any of ..."), with the judge's rubric and the
-citation rules' report for the same answer:
-- high if any of: the rules' risk is high; the judge's hallucination_risk is high; the judge fails the answer with
-  confidence >= 0.7; the judge's score is 2 or less;
-- moderate if any of: the rules' risk is moderate; the judge's risk is moderate; the judge fails the answer with
-  lower confidence; the score is 3;
+Decision flow (seed 000 "判定流程" and "多層檢測策略"): the rules run first; a rules risk score above 0.6 is high risk
+at once, and the judge is called only when the rules find moderate risk (`judge_always`, a named departure, calls it
+on every answer with something to check). The combined decision then follows the seed's criteria:
+- high if any of: the rules' risk is high (score > 0.6, an invalid citation, 3 or more uncited long sentences, or a
+  ratio below 0.3 with 3 or more claims); the judge's hallucination_risk > 0.6; the judge's notes name an
+  unsupported claim;
+- moderate if any of: the rules' risk is moderate; the judge's hallucination_risk is in (0.3, 0.6];
 - low otherwise.
-A high combined risk feeds the cascade: no prefilter may then decide a claim of the answer factual (each goes to the
-debate). The judge never decides a claim by itself.
+The seed's risk table then gives the action: low accept, moderate refine_search, high reject. A high combined risk
+feeds the cascade: no prefilter may decide a claim of the answer factual. The judge never decides a claim by itself.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from debate.errors import ReplyUnusableError
 from debate.llm import ChatMessage, ChatRequest
@@ -31,94 +32,120 @@ from debate.types import (
     Claim,
     ClaimVerdict,
     Evidence,
+    JudgeRubric,
     PrefilterDecision,
     RagJudgment,
     ResponseCheck,
+    RiskAction,
     RiskLevel,
     Usage,
 )
 
-__all__ = ["JUDGE_SCHEMA", "RagJudgePrefilter", "combine_risk", "parse_judgment"]
+__all__ = [
+    "HIGH_RISK",
+    "JUDGE_SCHEMA",
+    "MODERATE_RISK",
+    "RagJudgePrefilter",
+    "combine_risk",
+    "judge_risk",
+    "parse_judgment",
+    "unsupported_claims",
+]
+
+HIGH_RISK = 0.6
+"""A judge's hallucination_risk above this is high risk (seed 000)."""
+MODERATE_RISK = 0.3
+"""Above this (up to HIGH_RISK) it is moderate."""
 
 JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "score": {"type": "integer", "minimum": 1, "maximum": 5},
+        "score": {"type": "number", "minimum": 0, "maximum": 1},
         "reasoning": {"type": "string"},
         "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-        "decision": {"type": "string", "enum": ["pass", "fail"]},
-        "hallucination_risk": {"type": "string", "enum": ["low", "moderate", "high"]},
-        "hallucination_notes": {"type": "array", "items": {"type": "string"}},
+        "decision": {"type": "string", "enum": ["continue", "refine_search", "synthesize"]},
+        "hallucination_risk": {"type": "number", "minimum": 0, "maximum": 1},
+        "hallucination_notes": {"type": "string"},
     },
     "required": ["score", "reasoning", "confidence", "decision", "hallucination_risk", "hallucination_notes"],
     "additionalProperties": False,
 }
 _EXPECTED = (
-    'a JSON object {"score": 1-5, "reasoning": "...", "confidence": 0-1, "decision": "pass" or "fail", '
-    '"hallucination_risk": "low", "moderate" or "high", "hallucination_notes": ["..."]}'
+    'a JSON object {"score": 0.0-1.0, "reasoning": "...", "confidence": 0.0-1.0, "decision": "continue", '
+    '"refine_search" or "synthesize", "hallucination_risk": 0.0-1.0, "hallucination_notes": "..."}'
 )
-_CONFIDENT_FAIL = 0.7
+_UNSUPPORTED = re.compile(r"^\s*[-*]?\s*unsupported claim\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+_ACTIONS: dict[RiskLevel, RiskAction] = {"low": "accept", "moderate": "refine_search", "high": "reject"}
 
 
-class _Rubric(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    score: int = Field(ge=1, le=5)
-    reasoning: str
-    confidence: float = Field(ge=0, le=1)
-    decision: Literal["pass", "fail"]
-    hallucination_risk: Literal["low", "moderate", "high"]
-    hallucination_notes: list[str]
-
-
-def parse_judgment(text: str) -> _Rubric:
-    """The judge's JSON rubric; anything else is an unusable reply (re-asked)."""
+def parse_judgment(text: str) -> JudgeRubric:
+    """The judge's JSON in the seed's shape; anything else is an unusable reply (re-asked)."""
     raw = load_json_object(text)
     if isinstance(raw.get("decision"), str):
-        raw["decision"] = raw["decision"].strip().lower()
-    if isinstance(raw.get("hallucination_risk"), str):
-        raw["hallucination_risk"] = raw["hallucination_risk"].strip().lower()
+        raw["decision"] = raw["decision"].strip().lower().replace(" ", "_").replace("-", "_")
     try:
-        return _Rubric.model_validate(raw)
+        return JudgeRubric.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "reply"
         raise ReplyUnusableError(f"{where}: {first['msg']}") from exc
 
 
-def combine_risk(rules: CitationReport | None, rubric: _Rubric) -> tuple[RiskLevel, list[str]]:
-    """The combined decision of the module docstring, with the conditions that hold."""
-    rules_risk = rules.risk_level if rules is not None else "none"
-    failed = rubric.decision == "fail"
+def unsupported_claims(notes: str) -> list[str]:
+    """The claims the notes name as unsupported, one per "Unsupported claim: ..." line ("None" names none)."""
+    named = [m.strip().strip("\"'“”") for m in _UNSUPPORTED.findall(notes)]
+    return [claim for claim in named if claim and claim.lower() not in ("none", "none.", "n/a")]
+
+
+def judge_risk(rubric: JudgeRubric) -> RiskLevel:
+    """The judge's own level: high above 0.6 or when its notes name an unsupported claim, moderate above 0.3."""
+    if rubric.hallucination_risk > HIGH_RISK or unsupported_claims(rubric.hallucination_notes):
+        return "high"
+    return "moderate" if rubric.hallucination_risk > MODERATE_RISK else "low"
+
+
+def combine_risk(rules: CitationReport, rubric: JudgeRubric | None) -> tuple[RiskLevel, list[str]]:
+    """Seed 000's combined decision (module docstring), with the conditions that hold."""
+    if rules.risk_level == "none" and rubric is None:
+        return "none", [rules.note or "nothing to check"]
+    named = unsupported_claims(rubric.hallucination_notes) if rubric else []
+    risk = rubric.hallucination_risk if rubric else 0.0
     high = [
-        *(["citation rules: high risk"] if rules_risk == "high" else []),
-        *(["judge: high hallucination risk"] if rubric.hallucination_risk == "high" else []),
-        *([f"judge: fail with confidence {rubric.confidence:.2f}"] if failed and rubric.confidence >= _CONFIDENT_FAIL
-          else []),
-        *([f"judge: score {rubric.score}/5"] if rubric.score <= 2 else []),
+        *([f"rules: risk score {rules.hallucination_risk_score:.2f} > {HIGH_RISK}"]
+          if rules.hallucination_risk_score > HIGH_RISK else []),
+        *([f"rules: invalid citations {rules.invalid_citations}"] if rules.invalid_citations else []),
+        *([f"rules: {rules.uncited_count} uncited long sentences"] if rules.uncited_count >= 3 else []),
+        *([f"rules: citation ratio {rules.citation_ratio:.2f} < 0.3 with {rules.total_claims} claims"]
+          if rules.citation_ratio < 0.3 and rules.total_claims >= 3 else []),
+        *([f"judge: hallucination_risk {risk:.2f} > {HIGH_RISK}"] if risk > HIGH_RISK else []),
+        *([f"judge: {len(named)} unsupported claim(s) named"] if named else []),
     ]  # fmt: skip
     if high:
         return "high", high
     moderate = [
-        *(["citation rules: moderate risk"] if rules_risk == "moderate" else []),
-        *(["judge: moderate hallucination risk"] if rubric.hallucination_risk == "moderate" else []),
-        *([f"judge: fail with confidence {rubric.confidence:.2f}"] if failed else []),
-        *([f"judge: score {rubric.score}/5"] if rubric.score == 3 else []),
-    ]
+        *([f"rules: risk score {rules.hallucination_risk_score:.2f} in (0.3, 0.6]"]
+          if MODERATE_RISK < rules.hallucination_risk_score <= HIGH_RISK else []),
+        *([f"rules: {rules.uncited_count} uncited long sentence(s)"] if 1 <= rules.uncited_count <= 2 else []),
+        *([f"judge: hallucination_risk {risk:.2f} in (0.3, 0.6]"] if MODERATE_RISK < risk <= HIGH_RISK else []),
+    ]  # fmt: skip
     if moderate:
         return "moderate", moderate
     return "low", ["no rule or judge condition for a higher risk"]
 
 
 class RagJudgePrefilter:
-    """An LLM judge of the whole answer (one call, or two with judge_two_step) plus the citation rules."""
+    """Seed 000's rules + judge: the judge (one call, or two with judge_two_step) runs when the rules find moderate
+    risk."""
 
     name = "rag-judge"
 
     def __init__(self, ctx: StageContext) -> None:
         self._client = ctx.client
         self._config = ctx.config
-        self._two_step = ctx.config.prefilter.judge_two_step
+        options = ctx.config.prefilter
+        self._two_step = options.judge_two_step
+        self._always = options.judge_always
+        self._convert_model = options.judge_model if self._two_step else None
         names = ("rag_judge_freeform", "rag_judge_convert") if self._two_step else ("rag_judge",)
         self._prompts = [load_prompt(name, ctx.prompts_dir) for name in names]
 
@@ -128,12 +155,11 @@ class RagJudgePrefilter:
     async def check(self, claim: Claim, index: int, evidence: Sequence[Evidence], plan: Plan) -> PrefilterDecision:
         return PrefilterDecision(name=self.name, decision="pass", reason="the judge rates the whole answer")
 
-    async def check_response(self, response: str, plan: Plan) -> ResponseCheck | None:
-        if plan.sources is None:
-            return None
+    async def _judge(self, response: str, plan: Plan) -> tuple[JudgeRubric, Usage]:
+        sources = plan.sources or []
         values = {
             "question": plan.question or "(none)",
-            "sources": "\n".join(f"[{s.id}] {s.text}" for s in plan.sources) or "(none)",
+            "sources": "\n".join(f"[{s.id}] {s.text}" for s in sources) or "(none)",
             "answer": response,
         }
         usage = Usage()
@@ -154,20 +180,35 @@ class RagJudgePrefilter:
         else:
             system, user = self._prompts[0].render(**values)
             purpose = "rag-judge"
-        chat = converse(self._client, system, schema=JUDGE_SCHEMA, schema_name="judgment", purpose=purpose)
+        chat = converse(self._client, system, schema=JUDGE_SCHEMA, schema_name="judgment", purpose=purpose,
+                        model=self._convert_model)  # fmt: skip
         outcome = await ask_structured(
             chat, user, parse_judgment, max_retries=self._config.debate.max_parse_retries, expected=_EXPECTED
         )
-        usage = usage + Usage.total(r.usage for r in chat.responses)
-        rubric = outcome.unwrap()
+        return outcome.unwrap(), usage + Usage.total(r.usage for r in chat.responses)
+
+    async def check_response(self, response: str, plan: Plan) -> ResponseCheck | None:
+        if plan.sources is None:
+            return None
         rules = citation_check(response, plan.sources, variant=self._config.prefilter.citation_variant)
+        wanted = rules.risk_level == "moderate" or (self._always and rules.risk_level != "none")
+        rubric, usage = await self._judge(response, plan) if wanted else (None, Usage())
         risk, reasons = combine_risk(rules, rubric)
         judgment = RagJudgment(
-            **rubric.model_dump(), two_step=self._two_step, rules_risk=rules.risk_level, combined_risk=risk,
-            combined_reasons=reasons,
+            rubric=rubric, judge_risk=judge_risk(rubric) if rubric else None,
+            unsupported_claims=unsupported_claims(rubric.hallucination_notes) if rubric else [],
+            two_step=self._two_step and rubric is not None, convert_model=self._convert_model if rubric else None,
+            rules_risk=rules.risk_level, combined_risk=risk, combined_reasons=reasons, action=_ACTIONS.get(risk),
         )  # fmt: skip
-        reason = f"judge {rubric.decision} (score {rubric.score}/5); combined risk {risk}: {'; '.join(reasons)}"
-        return ResponseCheck(name=self.name, risk_level=risk, reason=reason, judge=judgment, usage=usage)
+        called = (
+            f"judge {rubric.decision} (score {rubric.score:.2f}, risk {rubric.hallucination_risk:.2f})"
+            if rubric
+            else f"judge not called (rules risk {rules.risk_level})"
+        )
+        reason = f"{called}; combined risk {risk}: {'; '.join(reasons)}"
+        return ResponseCheck(
+            name=self.name, risk_level=risk, reason=reason, citation=rules, judge=judgment, usage=usage
+        )
 
     def summarize(self, verdicts: Sequence[ClaimVerdict], plan: Plan) -> ResponseCheck | None:
         return None
@@ -176,4 +217,6 @@ class RagJudgePrefilter:
         return None
 
 
-PREFILTERS.register("rag-judge", RagJudgePrefilter, description="an LLM judge of the whole RAG answer + the rules")
+PREFILTERS.register(
+    "rag-judge", RagJudgePrefilter, description="seed 000: the citation rules, and an LLM judge on moderate risk"
+)

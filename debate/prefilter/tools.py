@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 from pydantic import BaseModel, ConfigDict, Field
 
-from debate.errors import ReplyUnusableError
+from debate.errors import DebateError, ReplyUnusableError
 from debate.llm import ChatClient, ChatMessage, ChatRequest
 from debate.parsing import load_json_object
 from debate.prompts import load_prompt
@@ -23,7 +23,9 @@ __all__ = [
     "APIEndpointChecker",
     "CorrectionResult",
     "DestructiveActionChecker",
+    "EndpointMatch",
     "FactChecker",
+    "PermissionChecker",
     "ToolCall",
     "ToolCallChecker",
     "ToolCallFinding",
@@ -106,33 +108,77 @@ class FactChecker(Protocol):
 
 
 _API_PARAMETERS = ("endpoint", "url", "api_url", "api_endpoint", "base_url")
+EndpointMatch = Literal["exact", "prefix"]
 
 
 class APIEndpointChecker:
-    """The API endpoints a tool may call: a URL-like argument must start with an allowed endpoint (confidence
-    0.85: a new endpoint may be legitimate but unlisted)."""
+    """Seed 003's endpoint fact check (confidence 0.85): a call to the `api_call` tool must name, as its `endpoint`,
+    one of the known endpoints exactly.
+
+    match="prefix" is a named departure: any tool's URL-like argument (endpoint, url, api_url, api_endpoint,
+    base_url) must start with an allowed prefix. It is looser (`https://api.example.com/v1/../v2` passes an
+    `https://api.example.com/v1/` prefix) and kept for registries whose tools take full URLs."""
 
     confidence = 0.85
 
-    def __init__(self, allowed: Sequence[str], *, parameters: Sequence[str] = _API_PARAMETERS) -> None:
-        self._allowed = tuple(allowed)
-        self._parameters = tuple(parameters)
+    def __init__(self, known: Sequence[str] | Mapping[str, str], *, match: EndpointMatch = "exact") -> None:
+        # The seed keeps a name -> endpoint dict and checks the values; a plain list is the same set of values.
+        self._known = tuple(known.values()) if isinstance(known, Mapping) else tuple(known)
+        self._match = match
+
+    def _targets(self, name: str, arguments: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        if self._match == "exact":
+            return [("endpoint", arguments["endpoint"])] if name == "api_call" and "endpoint" in arguments else []
+        return [(p, arguments[p]) for p in _API_PARAMETERS if isinstance(arguments.get(p), str)]
+
+    def _known_endpoint(self, value: Any) -> bool:
+        if self._match == "exact":
+            return value in self._known
+        return any(value.startswith(prefix) for prefix in self._known)
 
     def check(self, name: str, arguments: Mapping[str, Any]) -> list[ToolCallFinding]:
-        findings = []
-        for parameter in self._parameters:
-            value = arguments.get(parameter)
-            if not isinstance(value, str) or any(value.startswith(prefix) for prefix in self._allowed):
-                continue
-            findings.append(
-                ToolCallFinding(
-                    kind="fact",
-                    confidence=self.confidence,
-                    evidence=f"{parameter}={value!r} is not an allowed API endpoint for {name}",
-                    correction=f"call one of the allowed endpoints: {', '.join(self._allowed) or '(none)'}",
-                )
+        return [
+            ToolCallFinding(
+                kind="fact",
+                confidence=self.confidence,
+                evidence=f"API endpoint {value!r} ({parameter}) is not in the knowledge base of known endpoints",
+                correction="use a known API endpoint: " + (", ".join(self._known) or "(none)"),
             )
-        return findings
+            for parameter, value in self._targets(name, arguments)
+            if not self._known_endpoint(value)
+        ]
+
+
+class PermissionChecker:
+    """Seed 003's permission fact check (confidence 0.9): calling `delete_database` needs the `delete:database`
+    permission.
+
+    The seed builds the statement "删除数据库 <name>" and looks for `delete.*database` in it, which can never match
+    its own (Chinese) statement, so as written it would never flag anything; we follow its evident intent: the tool
+    call is the claim to that permission."""
+
+    confidence = 0.9
+
+    def __init__(self, granted: Iterable[str], *, tool: str = "delete_database",
+                 permission: str = "delete:database") -> None:  # fmt: skip
+        self._granted = set(granted)
+        self._tool = tool
+        self._permission = permission
+
+    def check(self, name: str, arguments: Mapping[str, Any]) -> list[ToolCallFinding]:
+        if name != self._tool or self._permission in self._granted:
+            return []
+        target = arguments.get("database", "")
+        return [
+            ToolCallFinding(
+                kind="fact",
+                confidence=self.confidence,
+                evidence=f"the user lacks the {self._permission!r} permission that {name}"
+                + (f" of {target!r}" if target else "")
+                + " needs",
+                correction="the delete cannot be executed",
+            )
+        ]
 
 
 _DESTRUCTIVE_SQL = re.compile(r"\b(DROP|DELETE|TRUNCATE|ALTER)\b", re.IGNORECASE)
@@ -140,8 +186,9 @@ _DESTRUCTIVE_ACTIONS = frozenset({"drop", "delete", "truncate", "alter"})
 
 
 class DestructiveActionChecker:
-    """Destructive database actions (DROP, DELETE, TRUNCATE, ALTER, in a query or as the `action`/`operation`
-    argument) need a permission the caller must hold (confidence 0.9)."""
+    """A named departure from seed 003's permission check: destructive database actions in any tool (DROP, DELETE,
+    TRUNCATE, ALTER, in a query or as the `action`/`operation` argument) need a permission the caller must hold
+    (confidence 0.9)."""
 
     confidence = 0.9
 
@@ -185,15 +232,16 @@ def _with_article(noun: str) -> str:
     return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
 
 
-def _closed(schema: Any) -> Any:
-    """The schema with `additionalProperties: false` wherever an object lists its properties and says nothing:
-    an argument the tool does not define is a hallucinated parameter, not an extension."""
+def _closed(schema: Any, *, top: bool = True) -> Any:
+    """The schema with `additionalProperties: false` wherever an object lists its properties and says nothing, and
+    always at the top level: seed 003 flags every argument not among the tool's properties, whatever the schema
+    says of extra ones (`additionalProperties: true` included)."""
     if isinstance(schema, list):
-        return [_closed(s) for s in schema]
+        return [_closed(s, top=False) for s in schema]
     if not isinstance(schema, Mapping):
         return schema
-    out = {k: _closed(v) for k, v in schema.items()}
-    if isinstance(schema.get("properties"), Mapping) and "additionalProperties" not in schema:
+    out = {k: _closed(v, top=False) for k, v in schema.items()}
+    if top or (isinstance(schema.get("properties"), Mapping) and "additionalProperties" not in schema):
         out["additionalProperties"] = False
     return out
 
@@ -218,11 +266,11 @@ def _finding(error: ValidationError) -> list[ToolCallFinding]:
             if k not in present
         ]
     if rule == "additionalProperties":
-        allowed = sorted(schema.get("properties", {}))
+        allowed = list(schema.get("properties", {}))
         extra = [k for k in value if k not in allowed] if isinstance(value, Mapping) else []
         prefix = f"{path}." if path else ""
         return [
-            _parameter(0.8, f"unknown parameter {prefix + k!r}", f"use only the allowed parameters: "
+            _parameter(0.8, f"parameter {prefix + k!r} is not in the tool definition", f"allowed parameters: "
                        f"{', '.join(allowed) or '(none)'}")
             for k in extra
         ]  # fmt: skip
@@ -293,8 +341,9 @@ class ToolCallChecker:
         return findings
 
     def _unknown_tool(self, name: str) -> ToolCallFinding:
-        names = sorted(self._registry.tools)
-        scored = sorted(((difflib.SequenceMatcher(None, name, n).ratio(), n) for n in names), reverse=True)
+        names = list(self._registry.tools)
+        # A stable sort by similarity, like the seed's: ties keep registry order.
+        scored = sorted(((difflib.SequenceMatcher(None, name, n).ratio(), n) for n in names), key=lambda m: -m[0])
         if scored and scored[0][0] > 0.6:
             best = scored[0][1]
             return ToolCallFinding(
@@ -307,7 +356,8 @@ class ToolCallChecker:
             kind="tool_name",
             confidence=0.95,
             evidence=f"no tool named {name!r}",
-            correction=f"call one of the available tools: {', '.join(names) or '(none registered)'}",
+            # The seed lists the first five, in registry order.
+            correction=f"available tools: {', '.join(names[:5]) or '(none registered)'}",
         )
 
 
@@ -334,21 +384,25 @@ class ToolCall(BaseModel):
 
 
 class CorrectionResult(BaseModel):
-    """What the self-correction loop did with one tool call."""
+    """What the self-correction did with one tool call (seed 003 SelfCorrectionHandler's result, plus the recheck)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     corrected: ToolCall | None
     """The first call that passed every check (the original itself when it passed); None when the attempts ran
-    out."""
+    out or the model could not be reached."""
     original: ToolCall
     """The call as the agent first made it."""
-    suggestion: str
-    """The last correction sent to the agent (the checks' verdict when nothing needed correcting)."""
+    suggestion: str | None
+    """The model's last reply to a correction, as the seed returns it (None when no correction was sent)."""
+    feedback: str
+    """The last correction message sent to the agent (the checks' verdict when nothing needed correcting)."""
     attempts: int = Field(ge=0)
     """Corrections sent to the agent's model."""
     findings: list[ToolCallFinding]
     """The findings on the last call checked (empty when corrected)."""
+    error: str | None = None
+    """Why the model could not be asked (the seed's `error`): an endpoint failure, not the agent's mistake."""
 
 
 _CALL_SCHEMA: dict[str, Any] = {
@@ -376,42 +430,46 @@ def _tools_json(registry: ToolRegistry, name: str) -> str:
 
 async def self_correct(
     checker: ToolCallChecker, call: ToolCall, client: ChatClient, *, context: Sequence[ChatMessage] = (),
-    max_attempts: int = 3, prompts_dir: str | None = None,
+    max_attempts: int = 1, prompts_dir: str | None = None,
 ) -> CorrectionResult:  # fmt: skip
-    """Check `call`; while it has findings, send the correction to the agent's own model (`client`, continuing
-    `context`, the agent's conversation so far) and check its new call, at most `max_attempts` times.
+    """Check `call`; when it has findings, send the correction to the agent's own model (`client`, continuing
+    `context`, the agent's conversation so far) and return its reply as the suggestion (seed 003 "自修正機制": one
+    attempt). Unlike the seed we also check the new call; `max_attempts` > 1 (a named departure) keeps correcting
+    while it still has findings.
 
-    A reply that is not a tool call counts as an attempt and is answered with what was wrong. Endpoint errors
-    propagate as their DebateErrors: they are not the agent's mistake."""
+    A reply that is not a tool call counts as an attempt and is answered with what was wrong. An endpoint failure
+    ends the loop with `error` set (the seed's `corrected: False, error`)."""
     findings = checker.check(call.name, call.arguments)
     if not findings:
-        return CorrectionResult(
-            corrected=call, original=call, suggestion=correction_message([]), attempts=0, findings=[]
-        )
+        return CorrectionResult(corrected=call, original=call, suggestion=None, feedback=correction_message([]),
+                                attempts=0, findings=[])  # fmt: skip
     prompt = load_prompt("tool_correction", prompts_dir)
     messages = [*context, ChatMessage(role="assistant", content=call.model_dump_json())]
-    current, suggestion = call, correction_message(findings)
+    current, feedback, reply = call, correction_message(findings), None
     for attempt in range(1, max_attempts + 1):
-        _, user = prompt.render(correction=suggestion, tools=_tools_json(checker.registry, current.name))
+        _, user = prompt.render(correction=feedback, tools=_tools_json(checker.registry, current.name))
         messages.append(ChatMessage(role="user", content=user))
-        response = await client.complete(
-            ChatRequest(messages=list(messages), response_schema=_CALL_SCHEMA, schema_name="tool_call",
-                        purpose="tool_correction")
-        )  # fmt: skip
-        messages.append(ChatMessage(role="assistant", content=response.text))
         try:
-            current = _parse_call(response.text)
+            response = await client.complete(
+                ChatRequest(messages=list(messages), response_schema=_CALL_SCHEMA, schema_name="tool_call",
+                            purpose="tool_correction")
+            )  # fmt: skip
+        except DebateError as exc:
+            return CorrectionResult(corrected=None, original=call, suggestion=reply, feedback=feedback,
+                                    attempts=attempt - 1, findings=findings, error=str(exc))  # fmt: skip
+        reply = response.text
+        messages.append(ChatMessage(role="assistant", content=reply))
+        try:
+            current = _parse_call(reply)
         except ReplyUnusableError as exc:
             findings = [_parameter(0.95, f"the reply is not a tool call ({exc})", "reply with one tool call")]
-            suggestion = correction_message(findings)
+            feedback = correction_message(findings)
             continue
         findings = checker.check(current.name, current.arguments)
         if not findings:
             await client.accept(response)
-            return CorrectionResult(
-                corrected=current, original=call, suggestion=suggestion, attempts=attempt, findings=[]
-            )
-        suggestion = correction_message(findings)
-    return CorrectionResult(
-        corrected=None, original=call, suggestion=suggestion, attempts=max_attempts, findings=findings
-    )
+            return CorrectionResult(corrected=current, original=call, suggestion=reply, feedback=feedback,
+                                    attempts=attempt, findings=[])  # fmt: skip
+        feedback = correction_message(findings)
+    return CorrectionResult(corrected=None, original=call, suggestion=reply, feedback=feedback,
+                            attempts=max_attempts, findings=findings)  # fmt: skip

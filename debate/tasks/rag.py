@@ -58,7 +58,8 @@ class RagTask:
         if item.reference is None:
             raise InputError("task rag needs the sources as `reference`: {id: text} or [{id, text, parent_id}]")
         sources = sources_from(item.reference)
-        return Plan(rag_claims(item.response), ExtractionInfo(method="rag-sentences"), CitedSources(sources),
+        claims = rag_claims(item.response, ctx.config.prefilter.citation_variant)
+        return Plan(claims, ExtractionInfo(method="rag-sentences"), CitedSources(sources),
                     sources=sources)  # fmt: skip
 
 
