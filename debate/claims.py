@@ -126,7 +126,8 @@ class LLMClaimExtractor:
         self._format = format
         self._max_claims = max_claims
         self._max_retries = max_retries
-        default = "extract_claims" if format == "sentence" else "extract_triplets"
+        # The paper detects claims with Factool's method; triplets are RefChecker's.
+        default = "factool_claims" if format == "sentence" else "extract_triplets"
         self._prompt = load_prompt(prompt or default, prompts_dir)
 
     @property
@@ -190,7 +191,9 @@ class SubjectiveFilter:
         self._prompt = load_prompt("subjective_filter", prompts_dir)
 
     async def filter(self, response: str, *, history: str | None) -> Filtered:
-        system, user = self._prompt.render(history=(history or "(none)").strip(), response=response.strip())
+        # The paper's Table 9 filter sees the response alone; a prompt set may also declare the dialogue history.
+        values = {"history": (history or "(none)").strip(), "response": response.strip()}
+        system, user = self._prompt.render(**{k: v for k, v in values.items() if k in self._prompt.variables})
         chat = converse(self._client, system, schema=None, schema_name="filtered", purpose="subjective_filter")
         # `None` is a valid answer here, so success is tracked apart from the value.
         parsed: list[str | None] = []

@@ -377,6 +377,11 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "(default: jsonl)",
     )  # fmt: skip
     batch.add_argument(
+        "--aggregator", choices=["strict", "soft", "major"], default="soft",
+        help="--output-format refchecker: RefChecker's aggregator for Y (default: soft, the share of each label, "
+        "as in RefChecker)",
+    )  # fmt: skip
+    batch.add_argument(
         "--retry-failed", action=argparse.BooleanOptionalAction, default=True,
         help="on a re-run, redo items that failed for a transient reason (endpoint down) and input lines fixed "
         "since (default: on)",
@@ -843,7 +848,12 @@ def _write_output_format(args: argparse.Namespace) -> None:
     if args.output_format == "refchecker":
         with args.results_log.open("rb") as fh:
             records = [json.loads(line) for line in fh if line.strip()]
-        write_refchecker(records, args.output)
+        rates = write_refchecker(records, args.output, args.aggregator)
+        shares = ", ".join(f"{label} {rate:.3f}" for label, rate in rates.rates.items())
+        _plain(
+            f"RefChecker rates over {rates.responses} responses: {shares}"
+            + (f" ({rates.excluded} left out: an error or a failed claim)" if rates.excluded else "")
+        )
 
 
 class BatchProgress(logging.Handler):

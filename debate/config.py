@@ -130,7 +130,8 @@ class ClaimConfig(_Config):
     max_parse_retries: int = Field(default=2, ge=0, le=5)
     """Re-asks after an unusable extraction reply before the response is an error."""
     prompt: str | None = None
-    """Extraction prompt (default: extract_claims or extract_triplets by format; factool_claims for Factool's)."""
+    """Extraction prompt. Default by format: sentence -> factool_claims (the paper extracts claims with Factool's
+    method), triplet -> extract_triplets (RefChecker's). extract_claims is our own, a named departure."""
 
 
 class RetrievalConfig(_Config):
@@ -164,8 +165,9 @@ class SearchConfig(_Config):
     """Queries generated per claim (Factool: 2)."""
     results_per_query: int = Field(default=5, ge=1, le=10)
     """Evidence items kept per query (Factool: 5, so 10 per claim; an answer box alone when there is one)."""
-    queries_prompt: str = "queries"
-    """Query-generation prompt (factool_queries for Factool's two skeptical queries)."""
+    queries_prompt: str = "factool_queries"
+    """Query-generation prompt: factool_queries (default: the paper retrieves evidence with Factool's queries) or
+    queries (our own, a named departure)."""
     timeout_s: float = Field(default=20.0, gt=0)
     """Per-request timeout."""
     max_attempts: int = Field(default=4, ge=1, le=20)

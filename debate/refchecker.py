@@ -1,9 +1,12 @@
-"""RefChecker's output shape (amazon-science/RefChecker `refchecker-cli check`): each input item with `claims`,
-`Y` (the response's label under the chosen aggregation) and `ys` (one label per claim).
+"""RefChecker's output shape (amazon-science/RefChecker `refchecker-cli check`, seed 004): each input item with
+`claims`, `Y` (the response's label under the chosen aggregator, `soft` by default as in RefChecker) and `ys` (one
+label per claim), and RefChecker's evaluation metric over a file (`evaluation_rates`).
 
-Labels map as factual -> Entailment, non_factual -> Contradiction, not_enough_evidence -> Neutral. A claim whose
-check failed has no label: RefChecker has none for it, so its `ys` entry is null, `failed_claims` counts it and `Y`
-is null unless a Contradiction already decides `strict` (a failure is never reported as a label).
+Labels map as factual -> Entailment, non_factual -> Contradiction, not_enough_evidence -> Neutral (our paper
+prompt set is binary like the paper: Neutral needs `--prompt-set refchecker`). A claim whose check failed has no
+label: RefChecker has none for it, so its `ys` entry is null, `failed_claims` counts it and `Y` is null unless a
+Contradiction already decides `strict` (a failure is never reported as a label). A response with no claims is
+RefChecker's Abstain: `"Abstain"` under strict and major, `{"Abstain": 1.0, ...}` under soft.
 """
 
 from __future__ import annotations
@@ -11,31 +14,40 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from debate.rollup import REFCHECKER_LABELS, refchecker_soft
+from pydantic import BaseModel, ConfigDict, Field
+
+from debate.rollup import REFCHECKER_LABELS, refchecker_soft, roll_up
 from debate.types import ClaimVerdict, Report
 
-__all__ = ["refchecker_item", "write_refchecker"]
+__all__ = ["Aggregator", "EvaluationRates", "evaluation_rates", "refchecker_item", "write_refchecker"]
+
+Aggregator = Literal["strict", "soft", "major"]
+"""RefChecker's `--aggregator_name` (default soft)."""
 
 _OURS = ("line", "line_sha256", "result", "error")
+_CATEGORIES = ("Entailment", "Neutral", "Contradiction", "Abstain")
+_BY_VERDICT = {"factual": "Entailment", "non_factual": "Contradiction", "not_enough_evidence": "Neutral"}
 
 
-def _y(report: Report) -> str | dict[str, float] | None:
+def _y(report: Report, aggregator: Aggregator) -> str | dict[str, float] | None:
     if not report.claims:
-        return None if report.failure is not None else "Abstain"
-    if report.rollup == "soft":
+        if report.failure is not None:
+            return None
+        return refchecker_soft([]) if aggregator == "soft" else "Abstain"
+    if aggregator == "soft":
         failed = any(c.label is None for c in report.claims)
         return None if failed else refchecker_soft(report.claims)
-    # any-false is strict under our labels; strict and major verdicts are claim labels (or unverifiable: None).
-    return next((name for label, name in REFCHECKER_LABELS.items() if label == report.verdict), None)
+    # Under our labels RefChecker's strict is the paper's any-false; an unverifiable verdict has no name (None).
+    return _BY_VERDICT.get(roll_up(report.claims, rule=aggregator).verdict)
 
 
 def _claim(claim: ClaimVerdict) -> str | list[str]:
     return list(claim.triplet) if claim.triplet is not None else claim.text
 
 
-def refchecker_item(record: dict[str, Any]) -> dict[str, Any]:
+def refchecker_item(record: dict[str, Any], aggregator: Aggregator = "soft") -> dict[str, Any]:
     """One results-log record (`debate verify --input ... --output`) in RefChecker's shape."""
     item = {key: value for key, value in record.items() if key not in _OURS}
     if item.pop("id_from_index", False):
@@ -47,7 +59,7 @@ def refchecker_item(record: dict[str, Any]) -> dict[str, Any]:
     if "claims" not in item:
         item["claims"] = [_claim(c) for c in report.claims]
     ys = [REFCHECKER_LABELS[c.label] if c.label is not None else None for c in report.claims]
-    out = {**item, "Y": _y(report), "ys": ys}
+    out = {**item, "Y": _y(report, aggregator), "ys": ys}
     failed = [c.claim_id for c in report.claims if c.label is None]
     if failed:
         out["failed_claims"] = failed
@@ -56,10 +68,42 @@ def refchecker_item(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_refchecker(records: Iterable[dict[str, Any]], path: Path) -> int:
-    """Write the records as one JSON array (RefChecker's file format), atomically. Returns the item count."""
-    items = [refchecker_item(r) for r in records]
+class EvaluationRates(BaseModel):
+    """RefChecker's evaluation metric (seed 004 "Evaluation Metric"): each label's share of a response's claims,
+    averaged over the responses; a response with no claims counts as Abstain 1.0."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rates: dict[str, float]
+    """Entailment, Neutral, Contradiction and Abstain, averaged over the responses counted."""
+    responses: int = Field(ge=0)
+    """Responses counted."""
+    excluded: int = Field(ge=0)
+    """Responses left out: an error, or a claim whose check failed (it has no label to count)."""
+
+
+def evaluation_rates(items: Iterable[dict[str, Any]]) -> EvaluationRates:
+    """The metric over RefChecker-shaped items (`refchecker_item` output or RefChecker's own, by their `ys`)."""
+    totals, counted, excluded = dict.fromkeys(_CATEGORIES, 0.0), 0, 0
+    for item in items:
+        ys = item.get("ys")
+        if item.get("error") is not None or not isinstance(ys, list) or any(y not in _CATEGORIES for y in ys):
+            excluded += 1
+            continue
+        counted += 1
+        if not ys:
+            totals["Abstain"] += 1.0
+            continue
+        for y in ys:
+            totals[y] += 1.0 / len(ys)
+    rates = {k: v / counted if counted else 0.0 for k, v in totals.items()}
+    return EvaluationRates(rates=rates, responses=counted, excluded=excluded)
+
+
+def write_refchecker(records: Iterable[dict[str, Any]], path: Path, aggregator: Aggregator = "soft") -> EvaluationRates:
+    """Write the records as one JSON array (RefChecker's file format), atomically. Returns the file's rates."""
+    items = [refchecker_item(r, aggregator) for r in records]
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(items, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     tmp.replace(path)
-    return len(items)
+    return evaluation_rates(items)

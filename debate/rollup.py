@@ -57,7 +57,7 @@ REFCHECKER_LABELS: dict[ClaimLabel, str] = {
 
 def refchecker_soft(claims: Sequence[ClaimVerdict]) -> dict[str, float]:
     """RefChecker's `soft` aggregation: the share of each label, `Abstain` 1.0 when there are no claims (claims
-    left unverifiable by a failure have no RefChecker label: they are not counted, see `refchecker_labels`)."""
+    left unverifiable by a failure have no RefChecker label: they are not counted)."""
     labels = [REFCHECKER_LABELS[c.label] for c in claims if c.label is not None]
     if not labels:
         return {"Entailment": 0.0, "Neutral": 0.0, "Contradiction": 0.0, "Abstain": 1.0}

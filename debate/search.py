@@ -185,7 +185,7 @@ def _parse_queries(reply: str, n: int) -> list[str]:
 
 async def generate_queries(
     client: ChatClient, claim: Claim, *, n: int, max_retries: int, prompts_dir: str | None = None,
-    prompt_name: str = "queries",
+    prompt_name: str = "factool_queries",
 ) -> tuple[Structured[list[str]], Usage]:  # fmt: skip
     prompt = load_prompt(prompt_name, prompts_dir)
     system, user = prompt.render(claim=claim.text)

@@ -123,7 +123,10 @@ def test_reviews_queue_stats_and_exports(desk: ThreadedDesk) -> None:
         (str(right), "factual", "overturn", "non_factual"),
     ]
     ref = client.get("/v1/audits/export", params={"format": "refchecker"}).json()
-    assert [(r["Y"], r["ys"]) for r in ref] == [("Contradiction", ["Contradiction"]), ("Entailment", ["Entailment"])]
+    # RefChecker's default aggregator, soft: the share of each label.
+    assert [(r["Y"]["Contradiction"], r["Y"]["Entailment"], r["ys"]) for r in ref] == [
+        (1.0, 0.0, ["Contradiction"]), (0.0, 1.0, ["Entailment"]),
+    ]  # fmt: skip
     assert client.get("/v1/audits/export", params={"format": "xml"}).status_code == 422
 
 

@@ -71,7 +71,7 @@ def test_refchecker_example_round_trip(tmp_path: Path) -> None:
     with FakeOpenAI(responder=respond) as server:
         args = ["verify", "--input", str(source), "--output", str(out), "--output-format", "refchecker",
                 "--base-url", server.base_url, "--min-rounds", "0", "--task", "general", "--retriever", "bm25",
-                "--prompt-set", "refchecker", "--rollup", "major"]  # fmt: skip
+                "--prompt-set", "refchecker", "--aggregator", "major"]  # fmt: skip
         done = debate(*args)
         assert done.returncode == 0, done.stderr
     written = json.loads(out.read_text())
@@ -81,6 +81,7 @@ def test_refchecker_example_round_trip(tmp_path: Path) -> None:
     assert written[0]["ys"] == ["Entailment"] * len(written[0]["claims"]) and written[0]["Y"] == "Entailment"
     assert written[1]["ys"] == ["Entailment", "Neutral"] and written[1]["Y"] == "Entailment"  # tie: first met
     assert (tmp_path / "example_out.json.jsonl").is_file()
+    assert "RefChecker rates over 2 responses: Entailment 0.750, Neutral 0.250, Contradiction 0.000" in done.stdout
 
 
 def test_refchecker_shape_keeps_failures_apart() -> None:

@@ -70,7 +70,7 @@ async def test_summarization_extracts_then_debates_each_claim_on_its_top_sentenc
     assert "123rd" in evidence_of(client.calls[1].request)
     assert any("Israel and the United States" in e.text for e in second.evidence)
     assert (report.verdict, report.factual) == ("non_factual", False)
-    assert report.extraction.method == "llm-sentences" and "extract_claims" in report.extraction.prompts
+    assert report.extraction.method == "llm-sentences" and "factool_claims" in report.extraction.prompts
     assert report.usage.llm_calls == 3
     assert report.ratios.factual == 0.5 and report.score == pytest.approx((1.0 + 0.4) / 2)
 
@@ -105,7 +105,7 @@ async def test_dialogue_filters_then_extracts_with_history_and_knowledge_as_evid
     assert evidence == f"[1] Robert Downey Jr. starred in Zodiac.\n[2] {history}"
     assert [e.kind for e in report.claims[0].evidence] == ["given", "dialogue_history"]
     assert report.extraction.filtered_response == "RDJ starred in Zodiac with Tom Hanks."
-    assert set(report.extraction.prompts) == {"subjective_filter", "extract_claims"}
+    assert set(report.extraction.prompts) == {"subjective_filter", "factool_claims"}
 
 
 async def test_dialogue_with_nothing_factual_has_no_claims_not_a_verdict() -> None:
