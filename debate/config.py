@@ -239,7 +239,8 @@ class VerifierConfig(_Config):
     team: str = "autogen"
     """Registered agent-team implementation."""
     prompt_set: str = "paper"
-    """The agents' prompts: paper (every instruction of the paper's Tables 6-9), tuned (the earlier short set), or a
+    """The agents' prompts: paper (the instructions of the paper's Tables 6-9 in our words, each listed in
+    tests/test_seed_conformance.py), tuned (our earlier short set, a departure), refchecker (paper + Neutral), or a
     directory of prompt files (missing files fall back to the paper set)."""
     claim_concurrency: int = Field(default=4, ge=1)
     """Claims of one response in progress at once (model calls are bounded by model.max_concurrency)."""

@@ -52,9 +52,10 @@ class PromptTemplate(BaseModel):
 
 
 PROMPT_SETS: tuple[str, ...] = ("paper", "tuned", "refchecker")
-"""Packaged prompt sets: `paper` (default) carries every instruction of the paper's Tables 6-9 in our words;
-`tuned` is the earlier, shorter set (kept for comparison: `debate ablate prompt-set`); `refchecker` is the paper
-set whose agents may also answer that the evidence cannot decide a claim (RefChecker's Neutral)."""
+"""Packaged prompt sets: `paper` (default) carries the instructions of the paper's Tables 6-9 in our words (each
+listed in tests/test_seed_conformance.py); `tuned` is the earlier, shorter set, a departure kept for comparison
+(`debate ablate prompt-set`); `refchecker` is the paper set whose agents may also answer that the evidence cannot
+decide a claim (RefChecker's Neutral)."""
 DEFAULT_PROMPT_SET = "paper"
 
 

@@ -27,6 +27,7 @@ from debate.errors import UsageError
 from debate.extras import require_extra
 from debate.llm.cache import CACHE_FILE
 from debate.llm.embedded import EMBEDDED_MODEL_NAME, last_call_rate, record_call_rate
+from debate.monitoring import rag_monitoring
 from debate.prompts import PROMPT_SETS
 from experiments.data import default_data_dir
 from experiments.methods import METHODS
@@ -115,9 +116,12 @@ def register(sub: Any) -> None:
 
     rep = sub.add_parser(
         "report", help="one table of several runs, with CIs (markdown, csv or json)",
-        epilog=examples("debate report runs/*/", "debate report results/embedded-paper/2026*/ --format csv > runs.csv"),
+        epilog=examples("debate report runs/*/", "debate report results/embedded-paper/2026*/ --format csv > runs.csv",
+                        "debate report rag-results.jsonl       # average risk, high-risk share, citation figures"),
     )  # fmt: skip
-    rep.add_argument("runs", nargs="+", type=Path, help="run folders (unfinished ones are skipped with a note)")
+    rep.add_argument("runs", nargs="+", type=Path,
+                     help="run folders (unfinished ones are skipped with a note), or results logs (.jsonl of `debate "
+                     "verify --input ... --output`): their RAG answers get seed 000's monitoring figures")  # fmt: skip
     rep.add_argument("--format", choices=["md", "csv", "json"], default="md", help="output format")
     rep.add_argument("--recompute", action="store_true",
                      help="first recompute each finished run's metrics.json and results.md from its results.jsonl "
@@ -522,24 +526,72 @@ def _ablate_min_rounds(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    logs = [path for path in args.runs if path.is_file()]
+    folders = [path for path in args.runs if not path.is_file()]
     if args.recompute:
-        for run in args.runs:
+        for run in folders:
             if (run / "metrics.json").is_file() and (run / "config.json").is_file():
                 evaluate_run(run, _recorded_spec(json.loads((run / "config.json").read_text())["spec"]))
-    rows = report_rows(args.runs, skipped=lambda run, why: _err.print(f"[yellow]skipped[/] {run}: {why}"))
-    if not rows:
-        raise UsageError("no finished run among the folders given (each needs config.json and metrics.json)")
+    rows = report_rows(folders, skipped=lambda run, why: _err.print(f"[yellow]skipped[/] {run}: {why}"))
+    monitoring = [{"log": str(log), **rag_monitoring(_records(log)).model_dump()} for log in logs]
+    if not rows and not monitoring:
+        raise UsageError("no finished run among the folders given (each needs config.json and metrics.json), and no "
+                         "results log (a .jsonl file of `debate verify --input ... --output`)")  # fmt: skip
     flat = [{k: v for k, v in row.items() if k != "metrics"} for row in rows]
     if args.format == "json":
-        sys.stdout.write(json.dumps(flat, indent=2) + "\n")
-    elif args.format == "csv":
-        writer = csv.DictWriter(sys.stdout, fieldnames=list(flat[0]), lineterminator="\n")
-        writer.writeheader()
-        for row in flat:
-            writer.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in row.items()})
-    else:
-        sys.stdout.write(markdown_table([(_label(row), row["metrics"]) for row in rows]))
+        shown: Any = {"runs": flat, "rag_monitoring": monitoring} if flat and monitoring else flat or monitoring
+        sys.stdout.write(json.dumps(shown, indent=2) + "\n")
+        return 0
+    for table in (flat, monitoring):
+        if not table:
+            continue
+        if args.format == "csv":
+            writer = csv.DictWriter(sys.stdout, fieldnames=list(table[0]), lineterminator="\n")
+            writer.writeheader()
+            for row in table:
+                writer.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in row.items()})
+        elif table is flat:
+            sys.stdout.write(markdown_table([(_label(row), row["metrics"]) for row in rows]))
+        else:
+            sys.stdout.write(_monitoring_table(monitoring))
     return 0
+
+
+def _records(log: Path) -> list[dict[str, Any]]:
+    try:
+        lines = log.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{log}: cannot read it as a results log ({exc})") from exc
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{log} line {number}: not JSON ({exc.msg})") from exc
+    return records
+
+
+_MONITORING = (
+    ("answers", "answers"), ("average_risk_score", "avg risk score"), ("high_risk_share", "high-risk share"),
+    ("invalid_citation_frequency", "with invalid citations"), ("invalid_citations_per_answer", "invalid / answer"),
+    ("uncited_frequency", "with uncited sentences"), ("uncited_sentences_per_answer", "uncited / answer"),
+    ("average_judge_risk", "avg judge risk"), ("judged", "judged"),
+)  # fmt: skip
+
+
+def _monitoring_table(rows: list[dict[str, Any]]) -> str:
+    """Seed 000's monitoring figures, one row per results log."""
+
+    def cell(value: Any) -> str:
+        return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    lines = ["\nRAG monitoring (seed 000: rules and judge over each log's RAG answers)\n",
+             "| log | " + " | ".join(title for _, title in _MONITORING) + " |",
+             "|---" * (len(_MONITORING) + 1) + "|"]  # fmt: skip
+    lines += [f"| {row['log']} | " + " | ".join(cell(row[key]) for key, _ in _MONITORING) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
 
 
 def _variant(spec: dict[str, Any]) -> str:

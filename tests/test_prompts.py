@@ -33,61 +33,6 @@ def _text(name: str, prompt_set: str = "paper") -> str:
     return " ".join((prompt.system + "\n" + prompt.user).split())
 
 
-PAPER_SHARED = [
-    "You are one of three agents: Trust, Skeptic and Leader.",
-    "First analyse the earlier opinion(s): say which parts are right and which are wrong, and why.",
-    "Then judge the claim against the evidence. Every point of your view must be backed by the evidence.",
-    "Do not repeat or copy an earlier opinion. Use it only as a reference and develop a view of your own.",
-    'your reply must start with "{"',
-    '{"opinion": "<your analysis, then your judgment>", "factuality": True or False, "Error severity":',
-    "Factuality and error severity are two separate judgments: give each one on its own.",
-]
-PAPER_SCALE = [
-    "0 - no error: the claim is fully consistent with the facts.",
-    "1 - minor error: small mistakes that do not change the essence of the claim, such as a typo, a wrong date or a "
-    "small numeric difference.",
-    "2 - moderate error:", "a wrong term, a misused statistic or a slight departure from the evidence.",
-    "3 - significant error:",
-    "a large exaggeration or understatement, misused expert authority or a distorted context.",
-    "4 - severe error: the claim is negated or invalidated because the evidence fundamentally contradicts it",
-    "5 - false: the claim is entirely made up or deliberately misleading", "invented events, people or statements.",
-]  # fmt: skip
-PAPER_ROLES = {
-    "trust": ["trust the previous agent's opinion as much as possible and build on it",
-              "Check whether the evidence supports each of its statements",
-              "extend the parts you judge to be accurate"],
-    "skeptic": ["doubt the previous agent's opinion as much as possible",
-                "errors, misleading parts, bias or inconsistencies",
-                "point out what is wrong in the previous agent's opinion and why"],
-    "leader": ["the Trust agent believes the previous agent's opinion as readily as possible",
-               "the Skeptic agent doubts it as readily as possible", "taking these dispositions into account",
-               "Judge the strengths and weaknesses of each side against the evidence",
-               "the most accurate and reliable conclusion of your own"],
-}  # fmt: skip
-
-
-@pytest.mark.parametrize("role", ["trust", "skeptic", "leader"])
-def test_paper_set_carries_every_instruction_of_tables_6_to_8(role: str) -> None:
-    text = _text(role)
-    for instruction in [*PAPER_SHARED, *PAPER_SCALE, *PAPER_ROLES[role]]:
-        assert instruction in text, instruction
-    # No invented rules: no length cap, no rule tying factuality to severity, no "do not disagree" softening.
-    lowered = text.lower()
-    for absent in ("at most three sentences", "severity 0 or 1 is factual", "for its own sake"):
-        assert absent not in lowered
-    # Table 12: the first and second speakers see "the previous agent's response"; the Leader both, by role name.
-    assert ("$opinions" if role == "leader" else "Here is the previous agent's response: $previous") in text
-
-
-def test_paper_subjective_filter_follows_table_9() -> None:
-    text = _text("subjective_filter")
-    assert "Delete only the sentences that are entirely personal opinion and carry no factual content." in text
-    assert "Output every remaining sentence exactly as it is in the original, unchanged and in order." in text
-    assert "If every sentence is personal opinion, output None." in text
-    assert "Let me know if you would like more recommendations. Output: None" in text
-    assert "Have you read it? Output: The Name of the Wind is a fantasy novel." in text
-
-
 def test_the_tuned_set_is_kept_as_it_was() -> None:
     assert "Do not disagree for its own sake" in _text("skeptic", "tuned")
     assert "A claim with severity 0 or 1 is factual" in _text("leader", "tuned")

@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-from conftest import op
+from conftest import debate, op
 
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.config import PrefilterConfig
 from debate.errors import ReplyUnusableError
+from debate.monitoring import rag_monitoring
 from debate.prefilter import combine_risk, parse_judgment
 from debate.prefilter.citations import citation_check
 from debate.prefilter.judge import judge_risk, unsupported_claims
@@ -170,3 +172,34 @@ async def test_the_response_risk_is_the_highest_of_its_checks() -> None:
         report = await v.verify(MODERATE, reference=SOURCES, task="rag")
     assert report.prefilter is not None and report.prefilter.risk_level == "high"
     assert [c.name for c in report.prefilter.checks] == ["rag-judge", "rules"]
+
+
+async def test_monitoring_figures_over_a_results_log(tmp_path: Path) -> None:
+    """Seed 000 "日誌和監控": average risk score, high-risk share, invalid-citation and uncited-claim frequency, in
+    `debate report` for a results log of RAG answers."""
+    client = ScriptedChatClient({"rag-judge": [rubric(hallucination_risk=0.2)], "debate": [op(True)] * 7})
+    records = []
+    async with verifier(client) as v:
+        for answer in (LOW, MODERATE, HIGH):
+            report = await v.verify(answer, reference=SOURCES, task="rag")
+            records.append({"id": answer[:5], "line": len(records) + 1, "result": report.model_dump(mode="json")})
+    records.append({"id": "bad", "line": 4, "error": {"kind": "input", "message": "no response"}})
+    figures = rag_monitoring(records)
+    assert (figures.answers, figures.skipped, figures.judged) == (3, 1, 1)
+    scores = [citation_check(a, list(SOURCES)).hallucination_risk_score for a in (LOW, MODERATE, HIGH)]
+    assert figures.average_risk_score == pytest.approx(sum(scores) / 3)
+    assert figures.high_risk_share == pytest.approx(1 / 3)  # HIGH: an invalid id
+    assert figures.invalid_citation_frequency == pytest.approx(1 / 3) and figures.uncited_frequency == pytest.approx(
+        1 / 3
+    )
+    assert figures.average_judge_risk == pytest.approx(0.2)
+    log = tmp_path / "rag.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    shown = debate("report", str(log))
+    assert shown.returncode == 0, shown.stderr
+    assert "RAG monitoring" in shown.stdout and "| 3 | " in shown.stdout
+    as_json = json.loads(debate("report", str(log), "--format", "json").stdout)
+    assert as_json[0]["high_risk_share"] == pytest.approx(1 / 3) and as_json[0]["log"] == str(log)
+    log.write_text("{not json\n")
+    broken = debate("report", str(log))
+    assert broken.returncode == 2 and "line 1: not JSON" in broken.stderr
