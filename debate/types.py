@@ -613,6 +613,18 @@ class RagJudgment(_Model):
     action: RiskAction | None = None
     """What the seed's risk table does with the answer: low accept, moderate refine_search, high reject; None when
     there was nothing to check."""
+    earlier_rubric: dict[str, Any] | None = None
+    """A report stored by an earlier version (a 1-5 score and pass/fail) keeps that judge reply here, as stored."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_shape(cls, data: Any) -> Any:
+        # Reports stored before the seed's judge (desk audits, results logs) must still load.
+        if isinstance(data, dict) and "score" in data and "rubric" not in data:
+            earlier = ("score", "reasoning", "confidence", "decision", "hallucination_risk", "hallucination_notes")
+            data = dict(data)
+            data["earlier_rubric"] = {k: data.pop(k) for k in earlier if k in data}
+        return data
 
 
 class ResponseCheck(_Model):

@@ -92,7 +92,9 @@ def register(sub: Any) -> None:
         "min-rounds", help="Figure 3: min rounds 0-3 on qa, dialogue and summarization",
         epilog=examples("debate ablate min-rounds --n 50", "debate ablate min-rounds --n 20 --tasks qa"),
     )  # fmt: skip
-    _common(mr, n_default=50, with_method=False, fixed={"min_rounds": 0})
+    _common(mr, with_method=False, fixed={"min_rounds": 0},
+            n_help="items per task, or all (default: the paper's sizes, which Figure 3 reuses: qa 150, dialogue "
+                   "150, summarization 50)")  # fmt: skip
     mr.add_argument("--tasks", nargs="+", choices=["qa", "dialogue", "summarization"],
                     default=["qa", "dialogue", "summarization"], help="tasks to run")  # fmt: skip
     mr.set_defaults(handler=_ablate_min_rounds)
@@ -517,7 +519,8 @@ def _ablate_min_rounds(args: argparse.Namespace) -> int:
         points: list[Point] = []
         for rounds in range(4):
             debate = base.model_copy(update={"min_rounds": rounds, "max_rounds": max(base.max_rounds, rounds)})
-            spec = _spec(args, task=task, debate=debate)
+            n = PAPER_N[task] if args.n is None else None if args.n == "all" else int(args.n)
+            spec = _spec(args, task=task, debate=debate, n=n)
             run_dir, metrics = _run(spec, args, out=folder / f"{task}-min{rounds}")
             rows.append((f"{task} min_rounds={rounds}", metrics))
             points.append((rounds, metrics))
@@ -652,6 +655,8 @@ def report_rows(runs: list[Path], *, skipped: Callable[[Path, str], None]) -> li
         config = json.loads(config_path.read_text())
         spec = config["spec"]
         what = spec["task"] if spec["benchmark"] == "halueval" else f"{spec['level']}-level"
+        if spec["benchmark"] == "factprompts" and not spec.get("verifier", {}).get("search"):
+            what += " (no search: knowledge-free)"
         if spec["task"] in ("qa", "dialogue"):
             what += f" (knowledge {spec['knowledge']})"
         setting = f"{spec['benchmark']} {what}"

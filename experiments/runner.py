@@ -65,7 +65,11 @@ class RunSpec(BaseModel):
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
     def name(self) -> str:
-        what = self.task if self.benchmark == "halueval" else self.level
+        what: str = self.task if self.benchmark == "halueval" else self.level
+        if self.benchmark == "factprompts" and self.verifier.search is None:
+            # The paper searched Google for FactPrompts evidence; without a search backend the run is a different
+            # setting and its name says so.
+            what += "-nosearch"
         method = f"{self.method}+knowledge" if self.judge_knowledge else self.method
         return f"{self.benchmark}-{what}-{method}-n{self.n or 'all'}-s{self.seed}-{self.digest()[:8]}"
 

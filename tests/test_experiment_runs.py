@@ -279,7 +279,7 @@ def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
     labels = [row[0] for row in _rows(report.stdout)[1:]]
     assert labels.count(f"halueval qa (knowledge given) · single · fake-model @ {host}") == 1
     assert f"halueval qa (knowledge given) · mcmad (chain always-trust) · fake-model @ {host}" in labels
-    assert f"factprompts claim-level · single · fake-model @ {host}" in labels
+    assert f"factprompts claim-level (no search: knowledge-free) · single · fake-model @ {host}" in labels
     # the two n=4 and n=2 QA samples are two settings; each shows its baselines once
     assert labels.count("halueval qa (knowledge given) · length-only") == 2
     assert f"skipped {unfinished}: not finished" in " ".join(report.stderr.split())

@@ -86,8 +86,10 @@ def test_ratio_is_capped_at_one() -> None:
     assert report.citation_ratio == 3.0 and report.hallucination_risk_score == 0.0
 
 
-@pytest.mark.parametrize(("answer", "why"), [("", "Answer is empty"), ("   \n ", "Answer is empty"),
-                                             ("Yes [1]. Sure.", "No valid claims found")])
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [("", "Answer is empty"), ("   \n ", "Answer is empty"), ("Yes [1]. Sure.", "No valid claims found")],
+)
 def test_nothing_to_check_is_never_a_finding(answer: str, why: str) -> None:
     report = occurrences(answer, ["1"])
     assert report.hallucination_risk_score == 0.0 and report.has_hallucination_risk is False

@@ -203,3 +203,15 @@ async def test_monitoring_figures_over_a_results_log(tmp_path: Path) -> None:
     log.write_text("{not json\n")
     broken = debate("report", str(log))
     assert broken.returncode == 2 and "line 1: not JSON" in broken.stderr
+
+
+def test_a_judgment_stored_by_an_earlier_version_still_loads() -> None:
+    """Desk audits and results logs written before the seed's judge keep loading; the old reply is kept apart."""
+    from debate.types import RagJudgment
+
+    old = {"score": 4, "reasoning": "ok", "confidence": 0.8, "decision": "pass", "hallucination_risk": "low",
+           "hallucination_notes": [], "two_step": False, "rules_risk": "low", "combined_risk": "low",
+           "combined_reasons": ["no rule or judge condition for a higher risk"]}  # fmt: skip
+    loaded = RagJudgment.model_validate(old)
+    assert loaded.rubric is None and loaded.earlier_rubric is not None and loaded.earlier_rubric["score"] == 4
+    assert loaded.combined_risk == "low"

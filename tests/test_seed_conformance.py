@@ -37,14 +37,17 @@ SHARED_6_TO_8: list[tuple[str, str]] = [
     ("请不要重复前一个代理人的意见…作为参考，而不是直接复制",
      "Do not repeat or copy an earlier opinion. Use it only as a reference and develop a view of your own."),
     ("回应应该是一个包含三个键的字典", "Reply with only a dictionary with exactly these three keys"),
-    ('"factuality"…如果给定的文本符合事实，则为True，否则为False', '"factuality": True if the given text is factual, else False.'),
+    ('"factuality"…如果给定的文本符合事实，则为True，否则为False',
+     '"factuality": True if the given text is factual, else False.'),
     ('"Error severity"…整数 - 范围从0到5', '"Error severity": an integer from 0 to 5'),
     ("请仔细比较“声明”和“证据”，并提供适当的等级", "Carefully compare the claim and the evidence, and give the level"),
-    ("你应该仅按照以下格式回复。不要返回其他内容。请从‘{{’开始", 'and nothing before or after it; your reply must start with "{"'),
+    ("你应该仅按照以下格式回复。不要返回其他内容。请从‘{{’开始",
+     'and nothing before or after it; your reply must start with "{"'),
     ("你的观点应该由相应的证据支持", "backed by the evidence"),
     ("0. 无错误", "0 - no error: the claim is fully consistent with the facts."),
-    ("1. 轻微错误…拼写错误、日期错误或小的数字差异", "1 - minor error: small mistakes that do not change the essence of "
-     "the claim, such as a typo, a wrong date or a small numeric difference."),
+    ("1. 轻微错误…拼写错误、日期错误或小的数字差异",
+     "1 - minor error: small mistakes that do not change the essence of the claim, such as a typo, a wrong date or a "
+     "small numeric difference."),
     ("2. 中等错误…错误的术语、不恰当的统计数据或与证据的轻微偏差",
      "a wrong term, a misused statistic or a slight departure from the evidence."),
     ("3. 重大错误…严重夸大或低估、错误使用专家权威或操控背景",
@@ -58,7 +61,8 @@ ROLE_INSTRUCTIONS: dict[str, list[tuple[str, str]]] = {
         ("尽可能信任前一个代理人的意见，并在此基础上进一步展开",
          "trust the previous agent's opinion as much as possible and build on it"),
         ("你将获得前一个代理人生成的意见", "You are given the previous agent's opinion."),
-        ("仔细检查相应的证据是否支持前一个代理人提出的陈述", "Check whether the evidence supports each of its statements"),
+        ("仔细检查相应的证据是否支持前一个代理人提出的陈述",
+         "Check whether the evidence supports each of its statements"),
         ("如果你认为其中任何部分是准确的，请基于此进一步分析", "extend the parts you judge to be accurate"),
         ("然后根据提供的信息[evidences]和前一个代理人的意见评估初始声明[text]的事实性",
          "judge the factuality of the claim from the evidence and the previous agent's opinion"),
@@ -106,16 +110,23 @@ TABLE_9: list[tuple[str, str]] = [
 ]  # fmt: skip
 
 
-def _rendered(name: str) -> str:
-    prompt = load_prompt(name, "paper")
+def _rendered(name: str, prompt_set: str = "paper") -> str:
+    prompt = load_prompt(name, prompt_set)
     return " ".join((prompt.system + "\n" + prompt.user).split())
 
 
+@pytest.mark.parametrize("prompt_set", ["paper", "refchecker"])
 @pytest.mark.parametrize("role", ["trust", "skeptic", "leader"])
-def test_001_tables_6_to_8_every_instruction_is_in_the_paper_set(role: str) -> None:
-    """001, appendix A.1, Tables 6 (Trust), 7 (Skeptic), 8 (Leader)."""
-    text = _rendered(role)
-    missing = [quote for quote, ours in [*SHARED_6_TO_8, *ROLE_INSTRUCTIONS[role]] if ours not in text]
+def test_001_tables_6_to_8_every_instruction_is_in_the_paper_set(role: str, prompt_set: str) -> None:
+    """001, appendix A.1, Tables 6 (Trust), 7 (Skeptic), 8 (Leader); the refchecker set is the paper's plus one
+    instruction, so it carries them all too."""
+    text = _rendered(role, prompt_set)
+    instructions = [*SHARED_6_TO_8, *ROLE_INSTRUCTIONS[role]]
+    if prompt_set == "refchecker":
+        # Its one departure: a fourth key, "enough evidence", so the dictionary is not of exactly three keys.
+        instructions = [(q, ours) for q, ours in instructions if q != "回应应该是一个包含三个键的字典"]
+        assert '"enough evidence": False' in text
+    missing = [quote for quote, ours in instructions if ours not in text]
     assert missing == []
     # Nothing the paper does not say: no rule tying the two judgments, no length cap, no softening of the Skeptic.
     for invented in ("two separate judgments", "at most three sentences", "for its own sake", "severity 0 or 1"):
@@ -366,7 +377,8 @@ async def test_003_flow_example_and_self_correction() -> None:
 def _result(labels: list[str | None]) -> dict[str, Any]:
     claims = [
         {"claim_id": f"c{i}", "text": f"t{i}", "status": "verified" if label else "unverifiable", "label": label,
-         "factual": None if label in (None, "not_enough_evidence") else label == "factual", "error_severity": 0 if label else None,
+         "factual": None if label in (None, "not_enough_evidence") else label == "factual",
+         "error_severity": 0 if label else None,
          "evidence": [], "debate": None}
         for i, label in enumerate(labels)
     ]  # fmt: skip

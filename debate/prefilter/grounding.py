@@ -125,9 +125,14 @@ def hallucination_check(scored: Sequence[tuple[str, Sequence[str], GroundingResu
     when the answer is overall grounded (seed 002 "Response Format")."""
     claims = [
         GroundedClaim(
-            text=text, citing=list(citing), p1=r.p1, p0=r.p0, confidence=r.confidence, grounded=r.grounded,
+            text=text,
+            citing=list(citing),
+            p1=r.p1,
+            p0=r.p0,
+            confidence=r.confidence,
+            grounded=r.grounded,
             warning=None if r.grounded else CLAIM_WARNING,
-        )  # fmt: skip
+        )
         for text, citing, r in scored
     ]
     grounded = sum(1 for c in claims if c.grounded)
