@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from debate.errors import InputError
+from debate.jsonl import read_records
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,7 +71,7 @@ def load_run(path: str | Path) -> pd.DataFrame:
     results = path / "results.jsonl" if path.is_dir() else path
     if not results.is_file():
         raise InputError(f"{path}: not a run folder (no results.jsonl) or a batch output file")
-    rows = [_row(record) for record in _records(results)]
+    rows = [_row(record) for record in read_records(results)]
     frame = pd.DataFrame(rows)
     if path.is_dir():
         for name in ("config", "metrics"):
@@ -78,19 +79,6 @@ def load_run(path: str | Path) -> pd.DataFrame:
             if extra.is_file():
                 frame.attrs[name] = json.loads(extra.read_text(encoding="utf-8"))
     return frame
-
-
-def _records(path: Path) -> list[dict[str, Any]]:
-    records = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path} line {number}: not valid JSON ({exc.msg})") from exc
-    return records
 
 
 def _row(record: dict[str, Any]) -> dict[str, Any]:

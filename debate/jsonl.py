@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import IO, Any, Self, TypeVar
 
 from debate.concurrency import ordered_map
-from debate.errors import UsageError
+from debate.errors import InputError, UsageError
 from debate.workers import Job, process_map
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "ResumeState",
     "compact",
     "is_final",
+    "read_records",
     "record_key",
     "run_ordered",
     "scan_results",
@@ -40,6 +41,20 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _TRANSIENT_KINDS = frozenset({"model_unavailable"})
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Every record of a results log, in file order; a line that is not JSON is an InputError naming it."""
+    records = []
+    with path.open(encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path} line {number}: not valid JSON ({exc.msg})") from exc
+    return records
 
 
 def record_key(record: dict[str, Any]) -> str | None:

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from debate.llm.base import ChatRequest, ChatResponse
+from debate.llm.base import ChatRequest, ChatResponse, TokenLogprob, TopLogprob
 from debate.types import Usage
 
-__all__ = ["ScriptExhaustedError", "ScriptedChatClient", "Step"]
+__all__ = ["ScriptExhaustedError", "ScriptedChatClient", "Step", "yes_no_response"]
+
+
+def yes_no_response(p_yes: float) -> ChatResponse:
+    """A one-token YES/NO answer with logprobs, P(YES) = `p_yes`: what a grounding call gets from an endpoint."""
+    top = [TopLogprob(token="YES", logprob=math.log(p_yes)), TopLogprob(token="NO", logprob=math.log(1 - p_yes))]
+    first = top[0] if p_yes >= 0.5 else top[1]
+    return ChatResponse(
+        text=first.token, usage=Usage(llm_calls=1), model="scripted", latency_s=0.0,
+        logprobs=[TokenLogprob(token=first.token, logprob=first.logprob, top=top)],
+    )  # fmt: skip
+
 
 Step = str | ChatResponse | BaseException | Callable[[ChatRequest], "str | ChatResponse"]
 """A scripted reply: its text, a whole response (e.g. with logprobs), an exception to raise, or a function of the

@@ -25,6 +25,7 @@ from debate.cli import add_verifier_arguments, examples, items_in_flight, progre
 from debate.config import ClaimConfig, VerifierConfig
 from debate.errors import UsageError
 from debate.extras import require_extra
+from debate.jsonl import read_records
 from debate.llm.cache import CACHE_FILE
 from debate.llm.embedded import EMBEDDED_MODEL_NAME, last_call_rate, record_call_rate
 from debate.monitoring import rag_monitoring
@@ -562,18 +563,9 @@ def _report(args: argparse.Namespace) -> int:
 
 def _records(log: Path) -> list[dict[str, Any]]:
     try:
-        lines = log.read_text(encoding="utf-8").splitlines()
+        return read_records(log)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{log}: cannot read it as a results log ({exc})") from exc
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{log} line {number}: not JSON ({exc.msg})") from exc
-    return records
 
 
 _MONITORING = (

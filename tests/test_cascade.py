@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from conftest import op
 
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.config import PrefilterConfig
-from debate.llm import ChatRequest, ChatResponse, TokenLogprob, TopLogprob
+from debate.llm import ChatRequest, ChatResponse
 from debate.prefilter.grounding import CLAIM_WARNING, response_warning
-from debate.testing import ScriptedChatClient
-from debate.types import Usage
+from debate.testing import ScriptedChatClient, yes_no_response
 
 SOURCES = {"1": "Paris is the capital and largest city of France.", "2": "The Seine flows through Paris."}
 ANSWER = "Paris is the capital of France [1]. The Seine flows through Paris [2]. Paris has ten million cats [9]."
-
-
-def _yes(p: float) -> ChatResponse:
-    top = [TopLogprob(token="YES", logprob=math.log(p)), TopLogprob(token="NO", logprob=math.log(1 - p))]
-    first = top[0] if p >= 0.5 else top[1]
-    return ChatResponse(
-        text=first.token, usage=Usage(llm_calls=1), model="m", latency_s=0.0,
-        logprobs=[TokenLogprob(token=first.token, logprob=first.logprob, top=top)],
-    )  # fmt: skip
 
 
 def _client(p: dict[str, tuple[float, float]] | None) -> ScriptedChatClient:
@@ -38,7 +26,7 @@ def _client(p: dict[str, tuple[float, float]] | None) -> ScriptedChatClient:
             claim = user.split("Claim: ", 1)[1]
             key = next(k for k in p if k in claim)
             full, redacted = p[key]
-            return _yes(redacted if "[REDACTED]" in user else full)
+            return yes_no_response(redacted if "[REDACTED]" in user else full)
         return op(True)
 
     return ScriptedChatClient([reply] * 60)

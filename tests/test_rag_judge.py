@@ -202,7 +202,7 @@ async def test_monitoring_figures_over_a_results_log(tmp_path: Path) -> None:
     assert as_json[0]["high_risk_share"] == pytest.approx(1 / 3) and as_json[0]["log"] == str(log)
     log.write_text("{not json\n")
     broken = debate("report", str(log))
-    assert broken.returncode == 2 and "line 1: not JSON" in broken.stderr
+    assert broken.returncode == 2 and "line 1: not valid JSON" in broken.stderr
 
 
 def test_a_judgment_stored_by_an_earlier_version_still_loads() -> None:

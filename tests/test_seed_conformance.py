@@ -5,7 +5,6 @@ time: a fresh clone has no `../shared`; their examples are quoted here.)"""
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from conftest import op
 
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.config import PrefilterConfig
-from debate.llm import ChatRequest, ChatResponse, TokenLogprob, TopLogprob
+from debate.llm import ChatRequest, ChatResponse
 from debate.prefilter import citation_check
 from debate.prefilter.grounding import CLAIM_WARNING, response_warning
 from debate.prefilter.tools import (
@@ -26,8 +25,7 @@ from debate.prefilter.tools import (
 )
 from debate.prompts import load_prompt
 from debate.refchecker import evaluation_rates, refchecker_item
-from debate.testing import ScriptedChatClient
-from debate.types import Usage
+from debate.testing import ScriptedChatClient, yes_no_response
 
 # --- 001-paper-markov-debate.md, appendix A.1, Tables 6-9 -------------------------------------------------------
 
@@ -189,15 +187,6 @@ async def test_001_table_12_inputs_of_each_agent() -> None:
 # --- 002-logprob-grounding.md -------------------------------------------------------------------------------------
 
 
-def _yes(p: float) -> ChatResponse:
-    top = [TopLogprob(token="YES", logprob=math.log(p)), TopLogprob(token="NO", logprob=math.log(1 - p))]
-    first = top[0] if p >= 0.5 else top[1]
-    return ChatResponse(
-        text=first.token, usage=Usage(llm_calls=1), model="m", latency_s=0.0,
-        logprobs=[TokenLogprob(token=first.token, logprob=first.logprob, top=top)],
-    )  # fmt: skip
-
-
 SOURCES = {
     "S0": "The appraiser set the compensation at 50,000 shekels.",
     "S1": "The hearing took place in Tel Aviv in March 2023.",
@@ -220,7 +209,7 @@ async def test_002_testing_the_four_cases_through_the_prefilter() -> None:
         user = request.messages[-1].content
         key = next(k for k in PROBABILITIES if k in user.split("Claim:", 1)[1])
         full, redacted = PROBABILITIES[key]
-        return _yes(redacted if "[REDACTED]" in user else full)
+        return yes_no_response(redacted if "[REDACTED]" in user else full)
 
     client = ScriptedChatClient({"grounding": [grounding] * 6, "debate": [op(True)] * 3})
     config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0),
