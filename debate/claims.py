@@ -61,7 +61,22 @@ class Extraction:
 
 _CLAIMS_SCHEMA: dict[str, object] = {
     "type": "object",
-    "properties": {"claims": {"type": "array", "items": {"type": "string", "minLength": 3, "maxLength": 400}}},
+    # Plain strings, or Factool's own {"claim": ...} objects (its prompt asks for those).
+    "properties": {
+        "claims": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"type": "string", "minLength": 3, "maxLength": 400},
+                    {
+                        "type": "object",
+                        "properties": {"claim": {"type": "string", "minLength": 3, "maxLength": 400}},
+                        "required": ["claim"],
+                    },
+                ]
+            },
+        }
+    },
     "required": ["claims"],
 }
 _TRIPLETS_SCHEMA: dict[str, object] = {

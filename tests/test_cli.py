@@ -226,9 +226,11 @@ def test_rag_with_rules_prefilter(tmp_path: Path) -> None:
                       "--answer", "Paris is the capital of France [doc1]. Paris has ten million cats [doc7].",
                       "--min-rounds", "0", "--base-url", server.base_url)  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert len(server.requests) == 1  # only the validly cited claim was debated
+        # Seed 000: the invalid citation raises the answer's risk; both claims are debated.
+        assert len(server.requests) == 2
     report = json.loads(done.stdout)
-    assert [c["decided_by"] for c in report["claims"]] == ["debate", "prefilter:rules"]
+    assert [c["decided_by"] for c in report["claims"]] == ["debate", "debate"]
+    assert "doc7" in report["claims"][1]["prefilters"][0]["reason"]
     citation = report["prefilter"]["checks"][0]["citation"]
     assert citation["invalid_citations"] == ["doc7"] and citation["valid_citations"] == ["doc1"]
     assert report["prefilter"]["risk_level"] == "high"

@@ -115,7 +115,7 @@ async def test_logprob_prefilter_reads_real_logprobs_from_llama_cpp(embedded_ser
     for claim in report.claims:
         r = claim.prefilters[0].grounding
         assert r is not None and 0.0 <= r.p0 <= 1.0 and 0.0 <= r.p1 <= 1.0 and r.has_citations
-        assert r.budget_gap_bits == pytest.approx(r.required_bits - r.observed_bits)
+        assert r.budget_gap_bits == pytest.approx(r.observed_bits - r.required_bits)  # seed 002
     assert report.prefilter.prefilter_calls == 4  # p1 and p0 for each cited claim
 
 
