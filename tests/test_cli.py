@@ -238,6 +238,36 @@ def test_rag_with_rules_prefilter(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "--sources" in missing.stderr
 
 
+def test_two_step_judge_converts_on_the_judge_model(tmp_path: Path) -> None:
+    """--judge-two-step --judge-model: seed 000's second step runs on the named (smaller) model, same endpoint."""
+    sources = tmp_path / "sources.json"
+    sources.write_text(json.dumps({"doc1": "Paris is the capital of France."}))
+
+    def respond(body: dict[str, Any]) -> Reply:
+        # Routed by the declared schema's name (the endpoint never sees our purpose), not by prompt wording.
+        schema = json.dumps(body.get("response_format") or {})
+        if '"judgment"' in schema:
+            return Reply(content=json.dumps({"score": 0.5, "reasoning": "r", "confidence": 0.7,
+                                             "decision": "refine_search", "hallucination_risk": 0.5,
+                                             "hallucination_notes": "None"}))  # fmt: skip
+        if body.get("response_format") is None:
+            return Reply(content="The second sentence has no source; risk about 0.5.")
+        return _agreeing(body)
+
+    answer = "Paris is the capital of France [doc1]. The city also hosts a great many museums and galleries of art."
+    with FakeOpenAI(responder=respond) as server:
+        done = debate("verify", "--task", "rag", "--sources", str(sources), "--prefilter", "rag-judge", "--json",
+                      "--answer", answer, "--min-rounds", "0", "--judge-two-step", "--judge-model", "small-model",
+                      "--base-url", server.base_url, "--model", "fake-model")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        models = [(r.get("response_format") is not None and '"judgment"' in json.dumps(r["response_format"]),
+                   r["model"]) for r in server.requests]  # fmt: skip
+    assert (True, "small-model") in models and (False, "fake-model") in models
+    judge = json.loads(done.stdout)["prefilter"]["checks"][0]["judge"]
+    assert judge["convert_model"] == "small-model" and judge["combined_risk"] == "moderate"
+    assert judge["action"] == "refine_search"
+
+
 def _checker_chain(tmp_path: Path) -> Path:
     (tmp_path / "checker.toml").write_text(
         'description = "a fourth role: checks dates and numbers"\nvariables = ["claim", "evidence", "previous"]\n'
