@@ -2,34 +2,32 @@
 
 - Speaker order: a `SelectorGroupChat` whose `selector_func` asks the chain driver (debate.chain) who speaks next,
   from the thread so far; the model-based selector is never used.
-- Stop rules: autogen `TerminationCondition`s composed with `&` and `|`:
-  `AtStateEnd((RoundsCompleted(min) & Consensus()) | RoundsCompleted(max)) | TurnFailed()`. `AtStateEnd` evaluates
-  its condition once per finished state, on that state's turns, and resets it otherwise, so `&` means "both hold for
-  this state" rather than autogen's "both have held at some point".
+- Stop rules: autogen `TerminationCondition`s composed with `&` and `|` (agents.conditions).
 - Inputs: each agent builds its input from the thread: exactly its Table-12 inputs (claim, evidence and the
-  opinions its role is shown), never the whole conversation.
+  opinions its role is shown, rendered by debate.inputs), never the whole conversation.
 - Transcript: the team's message stream; every turn is a `StructuredMessage[ChainTurn]`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from autogen_agentchat.agents import BaseChatAgent
-from autogen_agentchat.base import ChatAgent, Response, TerminationCondition
+from autogen_agentchat.base import ChatAgent, Response
 from autogen_agentchat.base import Team as AutogenBaseTeam
-from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StopMessage, StructuredMessage, TextMessage
+from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StructuredMessage, TextMessage
 from autogen_agentchat.teams import SelectorGroupChat
 from autogen_core import CancellationToken
 from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
 
+from agents.conditions import paper_termination, turns_in
 from agents.model_adapter import DebateModelClient
-from debate.chain import ChainDriver, MarkovChain, PriorOpinion, TurnPlan, TurnRecord, transcript_result
+from debate.chain import ChainDriver, MarkovChain, TurnPlan, TurnRecord, transcript_result
 from debate.config import DebateConfig
 from debate.errors import DebateError, ModelRequestError
+from debate.inputs import render_evidence, render_opinion, render_opinions
 from debate.llm import ChatClient
 from debate.parsing import (
     OPINION_FORMAT,
@@ -40,20 +38,9 @@ from debate.parsing import (
 )
 from debate.prompts import PromptError, PromptTemplate, load_prompt
 from debate.structured import ask_structured, call_info
-from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, SentMessage, Turn
+from debate.types import Claim, DebateResult, Evidence, Failure, SentMessage, Turn
 
-__all__ = [
-    "AtStateEnd",
-    "AutogenTeam",
-    "AutogenTeamFactory",
-    "ChainTurn",
-    "Consensus",
-    "RoundsCompleted",
-    "TurnFailed",
-    "paper_termination",
-    "render_evidence",
-    "render_opinion",
-]
+__all__ = ["AutogenTeam", "AutogenTeamFactory", "ChainTurn"]
 
 _SEES_VARIABLES: dict[str, set[str]] = {
     "nothing": {"claim", "evidence"},
@@ -62,121 +49,9 @@ _SEES_VARIABLES: dict[str, set[str]] = {
 }
 
 
-def render_evidence(evidence: Sequence[Evidence]) -> str:
-    """Numbered evidence items; an explicit note when there is none, so the model knows it is on its own."""
-    if not evidence:
-        return "(no evidence was given: judge from well-established knowledge and say so)"
-    return "\n".join(f"[{i}] {item.text}" for i, item in enumerate(evidence, start=1))
-
-
-def render_opinion(opinion: Opinion) -> str:
-    """An opinion in the paper's reply format, as the next agent sees it."""
-    reply: dict[str, object] = {
-        "opinion": opinion.opinion, "factuality": opinion.factuality, "Error severity": opinion.error_severity,
-    }  # fmt: skip
-    if not opinion.enough_evidence:
-        reply["enough evidence"] = False
-    return json.dumps(reply, ensure_ascii=False)
-
-
-def _render_opinions(previous: Sequence[PriorOpinion]) -> str:
-    return "\n\n".join(f"Here is the {p.title} agent's response:\n{render_opinion(p.opinion)}" for p in previous)
-
-
 ChainTurn = TurnRecord
 """A turn as it travels in the team's thread."""
 TurnMessage = StructuredMessage[TurnRecord]
-
-
-def _turns(messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> list[TurnRecord]:
-    return [m.content for m in messages if isinstance(m, StructuredMessage) and isinstance(m.content, TurnRecord)]
-
-
-# --- termination conditions -------------------------------------------------------------------------------------
-
-
-class _Condition(TerminationCondition):
-    def __init__(self) -> None:
-        self._terminated = False
-
-    @property
-    def terminated(self) -> bool:
-        return self._terminated
-
-    async def reset(self) -> None:
-        self._terminated = False
-
-    def _stop(self, content: str) -> StopMessage:
-        self._terminated = True
-        return StopMessage(content=content, source=type(self).__name__)
-
-
-class RoundsCompleted(_Condition):
-    """Holds once `n` debate rounds are done (the initial state is round 0). Min rounds and max rounds alike."""
-
-    def __init__(self, n: int) -> None:
-        super().__init__()
-        self.n = n
-
-    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
-        turns = _turns(messages)
-        if turns and turns[-1].last_in_state and turns[-1].round >= self.n:
-            return self._stop(f"{turns[-1].round} rounds completed (limit {self.n})")
-        return None
-
-
-class Consensus(_Condition):
-    """Holds when every speaker of the state just finished gave the same verdict."""
-
-    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
-        turns = _turns(messages)
-        if turns and turns[-1].last_in_state:
-            verdicts = {t.turn.factuality for t in turns if t.state == turns[-1].state and t.round == turns[-1].round}
-            if len(verdicts) == 1 and None not in verdicts:
-                return self._stop("the state's speakers agree")
-        return None
-
-
-class TurnFailed(_Condition):
-    """Holds as soon as a turn produced no usable opinion: the chain cannot go on without it."""
-
-    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
-        failed = [t for t in _turns(messages) if t.turn.error is not None]
-        return self._stop(f"{failed[0].turn.role}: {failed[0].turn.error}") if failed else None
-
-
-class AtStateEnd(_Condition):
-    """Evaluates `inner` once per finished state, on that state's turns; resets it when it does not hold."""
-
-    def __init__(self, inner: TerminationCondition) -> None:
-        super().__init__()
-        self.inner = inner
-        self._state: list[BaseAgentEvent | BaseChatMessage] = []
-
-    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
-        for message in messages:
-            turns = _turns([message])
-            if not turns:
-                continue
-            self._state.append(message)
-            if turns[0].last_in_state:
-                state, self._state = self._state, []
-                stop = await self.inner(state)
-                if stop is not None:
-                    return self._stop(stop.content)
-                await self.inner.reset()
-        return None
-
-    async def reset(self) -> None:
-        await super().reset()
-        self._state = []
-        await self.inner.reset()
-
-
-def paper_termination(*, min_rounds: int, max_rounds: int) -> TerminationCondition:
-    """Stop after a state once min_rounds are done and its speakers agree, or at max_rounds; at once on a failed
-    turn."""
-    return AtStateEnd((RoundsCompleted(min_rounds) & Consensus()) | RoundsCompleted(max_rounds)) | TurnFailed()
 
 
 # --- agents -----------------------------------------------------------------------------------------------------
@@ -256,7 +131,7 @@ class DebateAgent(BaseChatAgent):
 
     async def on_messages(self, messages: Sequence[BaseChatMessage], cancellation_token: CancellationToken) -> Response:
         self._thread.extend(messages)
-        plan = self._context.driver.next_turn(_turns(self._thread))
+        plan = self._context.driver.next_turn(turns_in(self._thread))
         if plan.role != self.role:
             raise RuntimeError(f"the chain gives this turn to {plan.role}, not {self.role}")  # a selector bug
         task = asyncio.ensure_future(self._speak(plan))
@@ -274,7 +149,7 @@ class DebateAgent(BaseChatAgent):
         if "previous" in self._prompt.variables:
             values["previous"] = render_opinion(plan.previous[-1].opinion)
         if "opinions" in self._prompt.variables:
-            values["opinions"] = _render_opinions(plan.previous)
+            values["opinions"] = render_opinions(plan.previous)
         return values
 
     async def _speak(self, plan: TurnPlan) -> Turn:
@@ -327,7 +202,7 @@ class AutogenTeam:
         self._reask = reask
 
     def _selector(self, thread: Sequence[BaseAgentEvent | BaseChatMessage]) -> str:
-        return _agent_name(self._driver.next_turn(_turns(thread)).role)
+        return _agent_name(self._driver.next_turn(turns_in(thread)).role)
 
     async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
         context = _ClaimContext(claim, list(evidence), self._driver, self._config, self._reask)
@@ -359,7 +234,7 @@ class AutogenTeam:
             raise
         if context.raise_after is not None:
             raise context.raise_after
-        return transcript_result(_turns(result.messages))
+        return transcript_result(turns_in(result.messages))
 
 
 class AutogenTeamFactory:

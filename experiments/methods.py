@@ -15,11 +15,11 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from agents.team import render_evidence
 from debate.api import Verifier
 from debate.chain import MarkovChain, TurnRecord, transcript_result
 from debate.config import DebateConfig
 from debate.errors import DebateError, ModelRequestError, ReplyUnusableError
+from debate.inputs import render_evidence
 from debate.jsonl import is_final
 from debate.llm import ChatClient, ChatMessage, ChatRequest
 from debate.parsing import load_json_object, parse_factuality

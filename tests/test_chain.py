@@ -8,8 +8,10 @@ from pathlib import Path
 
 import networkx as nx
 import pytest
+from autogen_agentchat.base import TerminatedException, TerminationCondition
 
-from agents.team import AtStateEnd, ChainTurn, Consensus, RoundsCompleted, TurnFailed, TurnMessage, paper_termination
+from agents.conditions import AtStateEnd, Consensus, RoundsCompleted, TurnFailed, paper_termination
+from agents.team import ChainTurn, TurnMessage
 from debate.chain import CHAINS, ChainDriver, ChainError, ChainSpec, MarkovChain, TurnRecord, load_chain
 from debate.types import CallInfo, Failure, Turn
 
@@ -161,3 +163,19 @@ async def test_max_rounds_and_failed_turns_stop() -> None:
     term = paper_termination(min_rounds=2, max_rounds=1)
     assert await term([_message("S0", 0, 0, True, True)]) is None
     assert await term([_message("S1", 1, 0, False, None)]) is not None  # a failed turn stops mid-state
+
+
+@pytest.mark.parametrize(
+    ("condition", "verdict"),
+    [(RoundsCompleted(0), True), (Consensus(), True), (TurnFailed(), None), (AtStateEnd(RoundsCompleted(0)), True)],
+)
+async def test_a_fired_condition_refuses_to_run_again_until_reset(
+    condition: TerminationCondition, verdict: bool | None
+) -> None:
+    """As autogen's own conditions: once fired, a condition raises until it is reset."""
+    message = _message("S0", 0, 0, True, verdict)
+    assert await condition([message]) is not None and condition.terminated
+    with pytest.raises(TerminatedException):
+        await condition([message])
+    await condition.reset()
+    assert condition.terminated is False and await condition([message]) is not None
