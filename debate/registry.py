@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
@@ -42,14 +42,6 @@ class Registry(Generic[F]):
         self._entries[name] = factory
         self._descriptions[name] = description or (getattr(factory, "__doc__", None) or "").strip().split("\n")[0]
         return factory
-
-    def add(self, name: str, *, description: str = "") -> Callable[[F], F]:
-        """Decorator form of `register`."""
-
-        def decorate(factory: F) -> F:
-            return self.register(name, factory, description=description)
-
-        return decorate
 
     def _load_builtins(self) -> None:
         if not self._builtins_loaded:

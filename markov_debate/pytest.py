@@ -61,18 +61,6 @@ class DebateVerifier:
         return report
 
 
-def _run(work: Any) -> Any:
-    import asyncio
-    import concurrent.futures
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(work)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:  # inside an async test's loop
-        return pool.submit(asyncio.run, work).result()
-
-
 def assert_factual(
     response: str, *, reference: Any = None, question: str | None = None, task: str = "qa",
     config: VerifierConfig | None = None, verifier: DebateVerifier | None = None,

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from debate.extras import missing_modules
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -55,7 +57,12 @@ def test_ruff_clean() -> None:
 
 
 def test_mypy_clean() -> None:
-    done = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
+    """mypy --strict passes on whatever extras are installed: the desk package needs its extra's libraries to be
+    typed at all, so without them it is left out (every other module is checked either way)."""
+    command = [sys.executable, "-m", "mypy"]
+    if missing_modules("desk"):
+        command += ["--exclude", "^desk/"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
