@@ -49,7 +49,7 @@ __all__ = [
     "StateName",
     "StateRecord",
     "StopReason",
-    "Task",
+    "TaskName",
     "Turn",
     "Usage",
 ]
@@ -62,8 +62,8 @@ Role = Name
 """A debate role: initial, trust, skeptic, leader, or one a chain spec adds."""
 StateName = Name
 """A chain state: S0, S1, S2 in the paper's chains."""
-Task = Name
-"""A registered task: qa, summarization, dialogue, kbqa, general, rag, or a plugin's."""
+TaskName = Name
+"""A registered task's name: qa, summarization, dialogue, kbqa, general, rag, or a plugin's."""
 PrefilterName = Name
 """A registered prefilter: rules, logprob, or a plugin's."""
 RollupName = Name
@@ -690,7 +690,7 @@ class PrefilterSummary(_Model):
 class Report(_Model):
     """The verdict on a whole response."""
 
-    task: Task
+    task: TaskName
     """The task setting."""
     question: str | None
     """The question the response answers."""
