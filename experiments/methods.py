@@ -10,20 +10,22 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from debate.api import Verifier
 from debate.chain import MarkovChain, TurnRecord, transcript_result
-from debate.config import DebateConfig
+from debate.config import DebateConfig, VerifierConfig
 from debate.errors import DebateError, ModelRequestError, ReplyUnusableError
 from debate.inputs import render_evidence
 from debate.jsonl import is_final
 from debate.llm import ChatClient, ChatMessage, ChatRequest
 from debate.parsing import load_json_object, parse_factuality
 from debate.prompts import PromptTemplate, load_prompt
+from debate.registry import Registry
 from debate.structured import ask_structured, call_info, converse
 from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, Report, Turn, Usage
 from experiments.data import Item
@@ -35,14 +37,15 @@ __all__ = [
     "FactoolTeamFactory",
     "HaluEvalJudge",
     "Method",
+    "MethodEntry",
     "MethodName",
     "Prediction",
     "SelfCheckThreeTeamFactory",
     "SelfCheckZeroTeamFactory",
 ]
 
-MethodName = Literal["mcmad", "single", "factool", "halueval-judge", "self-check-0", "self-check-3"]
-METHODS: tuple[MethodName, ...] = ("mcmad", "single", "factool", "halueval-judge", "self-check-0", "self-check-3")
+MethodName = str
+"""A registered method's name (see METHODS)."""
 
 FACTOOL_NON_FACTUAL_SEVERITY = 4
 """Factool replies carry no severity; a non-factual verdict is mapped to 4, a factual one to 0."""
@@ -74,6 +77,20 @@ class Method(Protocol):
 
     async def predict(self, item: Item) -> Prediction: ...
 
+    def prompt_hashes(self) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True)
+class MethodEntry:
+    """A detection method for the experiments: the Verifier config it runs with, and how it is built over that
+    Verifier. A plugin method is one more entry, registered in METHODS or by the `markov_debate.methods` entry
+    point."""
+
+    build: Callable[[Verifier, bool], Method]
+    """(the Verifier, judge_knowledge) -> the method."""
+    configure: Callable[[VerifierConfig], VerifierConfig] = lambda config: config
+    """The run's Verifier config -> the one this method runs with."""
+
 
 def _decided_by(report: Report) -> str:
     who = {c.decided_by for c in report.claims}
@@ -83,11 +100,14 @@ def _decided_by(report: Report) -> str:
 
 
 class DebateMethod:
-    """mcmad, single and factool: everything through a Verifier."""
+    """mcmad, single, factool and self-check: everything through a Verifier."""
 
     def __init__(self, name: str, verifier: Verifier) -> None:
         self.name = name
         self._verifier = verifier
+
+    def prompt_hashes(self) -> dict[str, str]:
+        return self._verifier.meta().prompts
 
     async def predict(self, item: Item) -> Prediction:
         report = await self._verifier.verify(
@@ -285,3 +305,38 @@ class HaluEvalJudge:
             pred_factual=factual, score=1.0 if factual else 0.0, decided_by="judge", usage=response.usage,
             report=transcript,
         )  # fmt: skip
+
+
+def _initial_only(config: VerifierConfig) -> VerifierConfig:
+    s0 = DebateConfig(min_rounds=0, max_rounds=0, chain=config.debate.chain,
+                      max_parse_retries=config.debate.max_parse_retries)  # fmt: skip
+    return config.model_copy(update={"debate": s0})
+
+
+def _factool(config: VerifierConfig) -> VerifierConfig:
+    # Factool's own pipeline: short claims as {"claim"} objects, two skeptical queries, its verifier.
+    search = config.search.model_copy(update={"queries_prompt": "factool_queries"}) if config.search else None
+    claims = config.claims.model_copy(update={"prompt": "factool_claims"})
+    return _initial_only(config).model_copy(update={"team": "factool", "claims": claims, "search": search})
+
+
+def _team(name: str) -> Callable[[VerifierConfig], VerifierConfig]:
+    return lambda config: _initial_only(config).model_copy(update={"team": name})
+
+
+def _debate(name: str) -> Callable[[Verifier, bool], Method]:
+    return lambda verifier, _judge_knowledge: DebateMethod(name, verifier)
+
+
+def _halueval_judge(verifier: Verifier, judge_knowledge: bool) -> Method:
+    return HaluEvalJudge(verifier.client, knowledge=judge_knowledge, prompt_set=verifier.config.prompt_set)
+
+
+METHODS: Registry[MethodEntry] = Registry("methods")
+"""Detection methods by name (entry points: `markov_debate.methods`)."""
+METHODS.register("mcmad", MethodEntry(_debate("mcmad")), description="this engine: the Markov-chain debate")
+METHODS.register("single", MethodEntry(_debate("single"), _initial_only), description="the initial agent only (S0)")
+METHODS.register("factool", MethodEntry(_debate("factool"), _factool), description="Factool's pipeline and verifier")
+METHODS.register("halueval-judge", MethodEntry(_halueval_judge), description="HaluEval's few-shot Yes/No judge")
+for _name in ("self-check-0", "self-check-3"):
+    METHODS.register(_name, MethodEntry(_debate(_name), _team(_name)), description="Factool's self-check baseline")

@@ -12,18 +12,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 from tabulate import tabulate
 
 from debate.api import Verifier
-from debate.config import DebateConfig, VerifierConfig
+from debate.config import VerifierConfig
 from debate.errors import UsageError
 from debate.jsonl import OutputLock, compact, run_ordered, scan_results
 from debate.llm import ChatClient
 from debate.workers import Job
 from experiments.baselines import Baselines, tuning_pairs
 from experiments.data import Item, factprompts_items, halueval_items
-from experiments.methods import DebateMethod, HaluEvalJudge, Method, MethodName, Prediction
+from experiments.methods import METHODS, Method, MethodName, Prediction
 from experiments.metrics import Outcome, summarize
 
 __all__ = [
@@ -54,8 +54,16 @@ class RunSpec(BaseModel):
     judge_knowledge: bool = False
     """halueval-judge only: give the judge the knowledge (HaluEval's own judge gets none for QA and dialogue)."""
     method: MethodName = "mcmad"
+    """A registered method (experiments.methods.METHODS)."""
     data_dir: str
     verifier: VerifierConfig
+
+    @field_validator("method")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        if value not in METHODS:
+            raise ValueError(METHODS.unknown(value))
+        return value
 
     def digest(self) -> str:
         # The endpoint's key is excluded by VerifierConfig itself; concurrency does not change results.
@@ -85,34 +93,14 @@ def items_for(spec: RunSpec) -> Iterator[Item]:
 
 
 def method_config(spec: RunSpec) -> VerifierConfig:
-    """The Verifier config a method runs with (single and factool pin the chain to S0)."""
-    config = spec.verifier
-    if spec.method in ("single", "factool", "self-check-0", "self-check-3"):
-        s0 = DebateConfig(min_rounds=0, max_rounds=0, chain=config.debate.chain,
-                          max_parse_retries=config.debate.max_parse_retries)  # fmt: skip
-        config = config.model_copy(update={"debate": s0})
-    if spec.method == "factool":
-        # Factool's own pipeline: short claims as {"claim"} objects, two skeptical queries, its verifier.
-        config = config.model_copy(
-            update={
-                "team": "factool",
-                "claims": config.claims.model_copy(update={"prompt": "factool_claims"}),
-                "search": config.search.model_copy(update={"queries_prompt": "factool_queries"})
-                if config.search is not None
-                else None,
-            }
-        )
-    if spec.method in ("self-check-0", "self-check-3"):
-        config = config.model_copy(update={"team": spec.method})
-    return config
+    """The Verifier config a method runs with (e.g. single and factool pin the chain to S0)."""
+    return METHODS.get(spec.method).configure(spec.verifier)
 
 
 def make_method(spec: RunSpec, verifier: Verifier) -> tuple[Method, dict[str, str]]:
     """The method object and the prompt hashes it uses."""
-    if spec.method == "halueval-judge":
-        judge = HaluEvalJudge(verifier.client, knowledge=spec.judge_knowledge, prompt_set=spec.verifier.prompt_set)
-        return judge, judge.prompt_hashes()
-    return DebateMethod(spec.method, verifier), verifier.meta().prompts
+    method = METHODS.get(spec.method).build(verifier, spec.judge_knowledge)
+    return method, method.prompt_hashes()
 
 
 def open_run_dir(spec: RunSpec, *, out: Path | None, runs_root: Path = Path("runs")) -> Path:

@@ -363,3 +363,33 @@ def test_ablation_figure_pads_its_axes_and_labels_coincident_baselines_together(
     apart = {"length-only": 0.4, "majority-class": 0.6}
     fig = ablation_figure("t", {"qa": [(0, _metrics(0.5, 0.5, apart))]}, xlabel="x", categorical=True, model="m")
     assert {"length-only", "majority-class"} <= set(fig.axes[0].get_legend_handles_labels()[1])
+
+
+async def test_methods_are_a_registry_a_plugin_method_runs(tmp_path: Path) -> None:
+    """A method is one registry entry (`markov_debate.methods` for plugins): its config hook and its builder."""
+    from pydantic import ValidationError
+
+    from debate.types import Usage
+    from experiments.data import Item
+    from experiments.methods import METHODS, MethodEntry, Prediction
+
+    class AlwaysFactual:
+        name = "always-factual"
+
+        async def predict(self, item: Item) -> Prediction:
+            return Prediction(pred_factual=True, score=1.0, decided_by="rule", usage=Usage(), report={})
+
+        def prompt_hashes(self) -> dict[str, str]:
+            return {}
+
+    assert {"mcmad", "single", "factool", "halueval-judge", "self-check-0", "self-check-3"} <= set(METHODS)
+    with pytest.raises(ValidationError, match="did you mean 'mcmad'"):
+        spec("mcmda")
+    METHODS.register("always-factual", MethodEntry(lambda verifier, knowledge: AlwaysFactual()))
+    try:
+        client = ScriptedChatClient([])  # the method makes no model call; a call would exhaust the script
+        metrics = await run(spec("always-factual"), tmp_path, client)
+    finally:
+        METHODS._entries.pop("always-factual")
+    rows = records(tmp_path)
+    assert [r["pred_factual"] for r in rows] == [True] * 4 and metrics["llm_calls_per_item"] == 0.0
