@@ -16,17 +16,17 @@ ANSWER = "Paris is the capital of France [1]. The Seine flows through Paris [2].
 
 
 def _client(p: dict[str, tuple[float, float]] | None) -> ScriptedChatClient:
-    """Agents always answer True; grounding calls get P(YES) per claim keyword: (full context, redacted)."""
+    """Agents always answer True; grounding calls get P(YES) per claim id: (with every source, cited ones redacted),
+    routed by the call's purpose and site ("c0:grounding:p1"), never by its wording."""
 
     def reply(request: ChatRequest) -> str | ChatResponse:
         if request.purpose == "grounding":
-            user = request.messages[-1].content
             if p is None:
                 return "YES"  # an endpoint that returns no logprobs
-            claim = user.split("Claim: ", 1)[1]
-            key = next(k for k in p if k in claim)
-            full, redacted = p[key]
-            return yes_no_response(redacted if "[REDACTED]" in user else full)
+            assert request.site is not None
+            claim_id, _, which = request.site.split(":")
+            full, redacted = p[claim_id]
+            return yes_no_response(full if which == "p1" else redacted)
         return op(True)
 
     return ScriptedChatClient([reply] * 60)
@@ -80,7 +80,7 @@ async def test_invalid_citation_decides_is_the_named_departure() -> None:
 
 
 async def test_grounded_claims_skip_the_debate_only_when_trusted() -> None:
-    probabilities = {"capital": (0.95, 0.10), "Seine": (0.55, 0.50), "cats": (0.20, 0.20)}
+    probabilities = {"c0": (0.95, 0.10), "c1": (0.55, 0.50), "c2": (0.20, 0.20)}
     client = _client(probabilities)
     async with _verifier(client, prefilters=["logprob"], trust_grounded=True, min_rounds=2) as verifier:
         report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
@@ -112,7 +112,7 @@ async def test_grounded_claims_skip_the_debate_only_when_trusted() -> None:
 async def test_a_high_risk_answer_is_never_cleared_by_a_prefilter() -> None:
     """The response's rule risk feeds the cascade: with the rules' high risk (an invalid citation), a grounded claim
     still goes to the debate."""
-    probabilities = {"capital": (0.95, 0.10), "Seine": (0.55, 0.50), "cats": (0.20, 0.20)}
+    probabilities = {"c0": (0.95, 0.10), "c1": (0.55, 0.50), "c2": (0.20, 0.20)}
     client = _client(probabilities)
     async with _verifier(client, prefilters=["rules", "logprob"], trust_grounded=True) as verifier:
         report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
@@ -124,7 +124,7 @@ async def test_a_high_risk_answer_is_never_cleared_by_a_prefilter() -> None:
 
 
 async def test_without_trust_grounded_every_claim_is_debated() -> None:
-    client = _client({"capital": (0.95, 0.10), "Seine": (0.55, 0.50), "cats": (0.20, 0.20)})
+    client = _client({"c0": (0.95, 0.10), "c1": (0.55, 0.50), "c2": (0.20, 0.20)})
     async with _verifier(client, prefilters=["logprob"]) as verifier:
         report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
     assert [c.decided_by for c in report.claims] == ["debate"] * 3
@@ -133,7 +133,7 @@ async def test_without_trust_grounded_every_claim_is_debated() -> None:
 
 
 async def test_all_runs_rules_first_then_logprob() -> None:
-    client = _client({"capital": (0.95, 0.10), "Seine": (0.55, 0.50), "cats": (0.20, 0.20)})
+    client = _client({"c0": (0.95, 0.10), "c1": (0.55, 0.50), "c2": (0.20, 0.20)})
     # Every claim cites a given source: the rules' risk is not high, so a grounded claim may be decided.
     answer = ANSWER.replace("[9]", "[2]")
     async with _verifier(client, prefilters=["rules", "logprob"], trust_grounded=True) as verifier:
@@ -155,7 +155,7 @@ async def test_no_logprobs_is_said_once_and_nothing_is_decided() -> None:
 
 
 async def test_logprob_prefilter_on_other_tasks_uses_the_claims_evidence() -> None:
-    client = _client({"Paris": (0.9, 0.2)})
+    client = _client({"c0": (0.9, 0.2)})
     async with _verifier(client, prefilters=["logprob"], trust_grounded=True) as verifier:
         report = await verifier.verify("Paris", question="Capital of France?", reference=SOURCES["1"], task="qa")
     assert report.claims[0].decided_by == "prefilter:logprob"
@@ -172,20 +172,20 @@ async def test_rag_needs_sources() -> None:
 async def test_outside_rag_the_logprob_check_makes_only_calls_that_can_decide() -> None:
     question, evidence = "Capital of France?", SOURCES["1"]
     # Without trust_grounded it cannot decide, and outside RAG there is no report to fill: no call at all.
-    client = _client({"Paris": (0.9, 0.2)})
+    client = _client({"c0": (0.9, 0.2)})
     async with _verifier(client, prefilters=["logprob"]) as verifier:
         report = await verifier.verify("Paris", question=question, reference=evidence, task="qa")
     assert _kinds(client) == ["debate"] and "trust_grounded" in report.claims[0].prefilters[0].reason
     assert report.prefilter is not None and report.prefilter.prefilter_calls == 0
     # A first P(yes) of 0.3 caps the confidence at 0.45 < 0.8 whatever the second call says: it is not made.
-    client = _client({"Paris": (0.3, 0.0)})
+    client = _client({"c0": (0.3, 0.0)})
     async with _verifier(client, prefilters=["logprob"], trust_grounded=True) as verifier:
         report = await verifier.verify("Paris", question=question, reference=evidence, task="qa")
     assert _kinds(client) == ["grounding", "debate"]
     decision = report.claims[0].prefilters[0]
     assert decision.decision == "skipped" and "no second call" in decision.reason and decision.usage.llm_calls == 1
     # No evidence: the confidence of an unsupported claim is capped at 0.7, so nothing is asked.
-    client = _client({"Paris": (0.99, 0.99)})
+    client = _client({"c0": (0.99, 0.99)})
     async with _verifier(client, prefilters=["logprob"], trust_grounded=True) as verifier:
         report = await verifier.verify("Paris", question=question, task="qa")
     assert _kinds(client) == ["debate"] and "cannot reach" in report.claims[0].prefilters[0].reason

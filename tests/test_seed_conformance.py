@@ -191,8 +191,8 @@ SOURCES = {
     "S0": "The appraiser set the compensation at 50,000 shekels.",
     "S1": "The hearing took place in Tel Aviv in March 2023.",
 }
-# claim keyword -> (P(YES) with every source, P(YES) with the cited ones redacted)
-PROBABILITIES = {"compensation": (0.92, 0.25), "Haifa": (0.05, 0.05), "common": (0.30, 0.30)}
+# claim id -> (P(YES) with every source, P(YES) with the cited ones redacted)
+PROBABILITIES = {"c0": (0.92, 0.25), "c1": (0.05, 0.05), "c2": (0.30, 0.30)}
 ANSWER = (
     "The appraiser set the compensation at 50,000 shekels [S0]. The hearing took place in Haifa in 2021 [S1]. "
     "Awards of this size are very common in similar cases."
@@ -206,10 +206,11 @@ async def test_002_testing_the_four_cases_through_the_prefilter() -> None:
     top level."""
 
     def grounding(request: ChatRequest) -> ChatResponse:
-        user = request.messages[-1].content
-        key = next(k for k in PROBABILITIES if k in user.split("Claim:", 1)[1])
-        full, redacted = PROBABILITIES[key]
-        return yes_no_response(redacted if "[REDACTED]" in user else full)
+        # Routed by the call's site ("c0:grounding:p1"), never by the prompt's wording.
+        assert request.site is not None
+        claim_id, _, which = request.site.split(":")
+        full, redacted = PROBABILITIES[claim_id]
+        return yes_no_response(full if which == "p1" else redacted)
 
     client = ScriptedChatClient({"grounding": [grounding] * 6, "debate": [op(True)] * 3})
     config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0),

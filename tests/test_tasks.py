@@ -57,7 +57,7 @@ async def test_qa_makes_no_extraction_call() -> None:
 async def test_summarization_extracts_then_debates_each_claim_on_its_top_sentences() -> None:
     claims = ["The ICC accepted Palestine as its 123rd member.", "Israel and the United States supported the move."]
     client = router(
-        {"extract": json.dumps({"claims": claims}), "initial": lambda r: op("123rd" in r.messages[-1].content)}
+        {"extract": json.dumps({"claims": claims}), "initial": lambda r: op((r.site or "").startswith("c0:"))}
     )
     async with verifier(client, retrieval=RetrievalConfig(retriever="bm25", top_k=3)) as v:
         report = await v.verify(RECORD["hallucinated_summary"], reference=RECORD["document"], task="summarization")
@@ -187,7 +187,8 @@ async def test_claims_of_one_response_run_concurrently_and_keep_order() -> None:
     claims = [f"Claim number {i} about the ICC." for i in range(6)]
 
     def initial(request: ChatRequest) -> str:
-        return op("number 3" not in request.messages[-1].content)
+        # By the call's site (claim c3), never by the prompt's wording.
+        return op(not (request.site or "").startswith("c3:"))
 
     client = router({"extract": json.dumps({"claims": claims}), "initial": initial})
     client._delay_s = 0.05

@@ -189,32 +189,35 @@ class LogprobGroundingCheck:
     def prompt_hash(self) -> str:
         return self._prompt.sha256
 
-    async def probability(self, claim: str, context: str) -> tuple[float | None, Usage]:
+    async def probability(self, claim: str, context: str, *, site: str | None = None) -> tuple[float | None, Usage]:
+        """P(YES) for `claim` given `context`; `site` says where in a run the call is made (e.g. "c0:grounding:p1")."""
         system, user = self._prompt.render(context=context or "(no context)", claim=claim)
         messages = [ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]
-        response = await self._client.complete(
-            ChatRequest(messages=messages, logprobs=True, top_logprobs=self._top, max_tokens=1, purpose="grounding")
+        request = ChatRequest(
+            messages=messages, logprobs=True, top_logprobs=self._top, max_tokens=1, purpose="grounding", site=site
         )
+        response = await self._client.complete(request)
         return yes_probability(response), response.usage
 
     async def check_claim(
-        self, claim: str, citations: Sequence[str], sources: Mapping[str, str]
+        self, claim: str, citations: Sequence[str], sources: Mapping[str, str], *, site: str | None = None
     ) -> tuple[GroundingResult | None, Usage]:
-        """Signals for one claim; None when the endpoint gives no logprobs."""
-        p1, usage = await self.probability(claim, _context(sources, []))
+        """Signals for one claim; None when the endpoint gives no logprobs. The calls' sites are `site` + ":p1" and
+        ":p0"."""
+        p1, usage = await self.probability(claim, _context(sources, []), site=site and f"{site}:p1")
         if p1 is None:
             return None, usage
-        result, more = await self.score(claim, p1, citations, sources)
+        result, more = await self.score(claim, p1, citations, sources, site=site)
         return result, usage + more
 
     async def score(
-        self, claim: str, p1: float, citations: Sequence[str], sources: Mapping[str, str]
+        self, claim: str, p1: float, citations: Sequence[str], sources: Mapping[str, str], *, site: str | None = None
     ) -> tuple[GroundingResult | None, Usage]:
         """The grounding result given P(yes) with every source (`p1`): the second call, with the cited sources
         redacted. An uncited claim has nothing to redact and still gets its second call, as the seed makes two
         calls per claim (seed 002 "Cost Considerations"); at a sampling temperature the two can differ."""
         cited = [c for c in dict.fromkeys(citations) if c in sources]
-        p0, usage = await self.probability(claim, _context(sources, cited))
+        p0, usage = await self.probability(claim, _context(sources, cited), site=site and f"{site}:p0")
         if p0 is None:
             return None, usage
         return grounding_score(p1, p0, bool(cited), target=self._target, budget=self._budget), usage
@@ -265,6 +268,7 @@ class LogprobPrefilter:
         cfg = self._config
         if self.logprobs_unavailable:
             return self._skip(_NO_LOGPROBS)
+        site = f"{claim.id}:grounding"
         if len(claim.text) < cfg.min_chars:
             return self._skip(f"shorter than {cfg.min_chars} characters")
         if index >= cfg.max_claims:
@@ -275,7 +279,7 @@ class LogprobPrefilter:
             cited_ids = [
                 s.id for s in plan.sources if s.id in cited or (s.parent_id is not None and s.parent_id in cited)
             ]
-            result, usage = await self._check.check_claim(claim.text, cited_ids, context)
+            result, usage = await self._check.check_claim(claim.text, cited_ids, context, site=site)
         else:
             # Outside RAG answers the check's only use is deciding (there is no grounding report to fill), so it
             # makes no call that cannot change a decision: none at all without trust_grounded, none when no P(yes)
@@ -287,13 +291,13 @@ class LogprobPrefilter:
             cited_ids = list(context)
             if max_confidence(1.0, bool(cited_ids)) < cfg.grounded_confidence:
                 return self._skip(f"no evidence: confidence cannot reach {cfg.grounded_confidence}")
-            p1, usage = await self._check.probability(claim.text, _context(context, []))
+            p1, usage = await self._check.probability(claim.text, _context(context, []), site=f"{site}:p1")
             if p1 is None:
                 return self._no_logprobs(usage)
             if max_confidence(p1, bool(cited_ids)) < cfg.grounded_confidence:
                 reason = f"p1={p1:.3f}: confidence cannot reach {cfg.grounded_confidence}; no second call made"
                 return self._skip(reason, usage)
-            result, more = await self._check.score(claim.text, p1, cited_ids, context)
+            result, more = await self._check.score(claim.text, p1, cited_ids, context, site=site)
             usage = usage + more
         if result is None:
             return self._no_logprobs(usage)
