@@ -28,7 +28,8 @@ Aggregator = Literal["strict", "soft", "major"]
 
 _OURS = ("line", "line_sha256", "result", "error")
 _CATEGORIES = ("Entailment", "Neutral", "Contradiction", "Abstain")
-_BY_VERDICT = {"factual": "Entailment", "non_factual": "Contradiction", "not_enough_evidence": "Neutral"}
+# Response verdicts that are claim labels read as their RefChecker names; any other verdict has none.
+_BY_VERDICT: dict[str, str] = {str(label): name for label, name in REFCHECKER_LABELS.items()}
 
 
 def _y(report: Report, aggregator: Aggregator) -> str | dict[str, float] | None:

@@ -27,6 +27,7 @@ __all__ = [
     "cited_ids",
     "extract_citations",
     "known_source_ids",
+    "rule_conditions",
 ]
 
 INVALID_CITATION_SEVERITY = 4
@@ -116,18 +117,11 @@ def citation_check(
     uncited = [s for s in sentences if len(s) > _UNCITED_MIN_CHARS and not cited_ids(s, variant)]
     ratio = len(valid) / max(len(claims), 1)
     score = 1.0 - min(ratio, 1.0)
-    level: RiskLevel
-    if score > 0.6 or invalid or len(uncited) >= 3 or (ratio < 0.3 and len(claims) >= 3):
-        level = "high"
-    elif 0.3 < score <= 0.6 or 1 <= len(uncited) <= 2:
-        level = "moderate"
-    else:
-        level = "low"
     kept = [s[:_UNCITED_CUT] for s in uncited[:_UNCITED_KEPT]] if variant == "seed" else uncited
-    return CitationReport(
+    report = CitationReport(
         has_hallucination_risk=score > 0.3,
         hallucination_risk_score=score,
-        risk_level=level,
+        risk_level="low",
         valid_citations=valid,
         invalid_citations=invalid,
         uncited_sentences=kept,
@@ -135,6 +129,27 @@ def citation_check(
         citation_ratio=ratio,
         total_claims=len(claims),
     )
+    high, moderate = rule_conditions(report)
+    level: RiskLevel = "high" if high else "moderate" if moderate else "low"
+    return report.model_copy(update={"risk_level": level})
+
+
+def rule_conditions(report: CitationReport) -> tuple[list[str], list[str]]:
+    """The seed's high-risk and moderate-risk rule conditions that hold for a report (seed 000 "判定標準"): the one
+    place both the rules' level and the combined rules + judge decision read them from."""
+    score, ratio, uncited = report.hallucination_risk_score, report.citation_ratio, report.uncited_count
+    high = [
+        *([f"risk score {score:.2f} > 0.6"] if score > 0.6 else []),
+        *([f"invalid citations {report.invalid_citations}"] if report.invalid_citations else []),
+        *([f"{uncited} uncited long sentences"] if uncited >= 3 else []),
+        *([f"citation ratio {ratio:.2f} < 0.3 with {report.total_claims} claims"]
+          if ratio < 0.3 and report.total_claims >= 3 else []),
+    ]  # fmt: skip
+    moderate = [
+        *([f"risk score {score:.2f} in (0.3, 0.6]"] if 0.3 < score <= 0.6 else []),
+        *([f"{uncited} uncited long sentence(s)"] if 1 <= uncited <= 2 else []),
+    ]
+    return high, moderate
 
 
 class RulesPrefilter:

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from debate.errors import ReplyUnusableError
 from debate.llm import ChatMessage, ChatRequest
 from debate.parsing import load_json_object
-from debate.prefilter.citations import citation_check
+from debate.prefilter.citations import citation_check, rule_conditions
 from debate.prompts import load_prompt
 from debate.stages import PREFILTERS, Plan, StageContext
 from debate.structured import ask_structured, converse
@@ -110,24 +110,18 @@ def combine_risk(rules: CitationReport, rubric: JudgeRubric | None) -> tuple[Ris
         return "none", [rules.note or "nothing to check"]
     named = unsupported_claims(rubric.hallucination_notes) if rubric else []
     risk = rubric.hallucination_risk if rubric else 0.0
+    rules_high, rules_moderate = rule_conditions(rules)
     high = [
-        *([f"rules: risk score {rules.hallucination_risk_score:.2f} > {HIGH_RISK}"]
-          if rules.hallucination_risk_score > HIGH_RISK else []),
-        *([f"rules: invalid citations {rules.invalid_citations}"] if rules.invalid_citations else []),
-        *([f"rules: {rules.uncited_count} uncited long sentences"] if rules.uncited_count >= 3 else []),
-        *([f"rules: citation ratio {rules.citation_ratio:.2f} < 0.3 with {rules.total_claims} claims"]
-          if rules.citation_ratio < 0.3 and rules.total_claims >= 3 else []),
+        *(f"rules: {reason}" for reason in rules_high),
         *([f"judge: hallucination_risk {risk:.2f} > {HIGH_RISK}"] if risk > HIGH_RISK else []),
         *([f"judge: {len(named)} unsupported claim(s) named"] if named else []),
-    ]  # fmt: skip
+    ]
     if high:
         return "high", high
     moderate = [
-        *([f"rules: risk score {rules.hallucination_risk_score:.2f} in (0.3, 0.6]"]
-          if MODERATE_RISK < rules.hallucination_risk_score <= HIGH_RISK else []),
-        *([f"rules: {rules.uncited_count} uncited long sentence(s)"] if 1 <= rules.uncited_count <= 2 else []),
+        *(f"rules: {reason}" for reason in rules_moderate),
         *([f"judge: hallucination_risk {risk:.2f} in (0.3, 0.6]"] if MODERATE_RISK < risk <= HIGH_RISK else []),
-    ]  # fmt: skip
+    ]
     if moderate:
         return "moderate", moderate
     return "low", ["no rule or judge condition for a higher risk"]
