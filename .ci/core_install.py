@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from debate.cli import _build_parser, _walk
+from debate.cli import build_parser, walk
 
 DEBATE = str(Path(sys.executable).with_name("debate"))
 ENV = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "DEBATE_MODEL")}
@@ -31,7 +31,7 @@ REFUSALS = [
 def _commands() -> list[list[str]]:
     """Every leaf command as its words (`["eval", "halueval"]`), read from the real parser tree."""
     found = []
-    for parser in _walk(_build_parser([]))[1:]:
+    for parser in walk(build_parser([]))[1:]:
         if any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):
             continue
         found.append(parser.prog.split()[1:])

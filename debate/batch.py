@@ -11,14 +11,15 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from debate.api import Verifier
 from debate.claims import triplet_sentence
 from debate.errors import DebateError, InputError, ModelRequestError, ModelUnavailableError
-from debate.jsonl import OutputLock, compact, is_final, run_ordered, scan_results
+from debate.jsonl import OutputLock, compact, run_ordered, scan_results
+from debate.records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord, fails_on
 from debate.stages import Reference
 from debate.tasks.rag import sources_from
 from debate.types import Evidence, Source
@@ -28,15 +29,10 @@ __all__ = [
     "BatchItem",
     "BatchSummary",
     "EndpointDownError",
-    "FailOn",
     "count_pending",
-    "fails_on",
     "read_items",
     "run_batch",
 ]
-
-FailOn = Literal["non-factual", "unverifiable", "any"]
-"""Which verdicts make `--fail-on` return exit 3."""
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +115,21 @@ class BatchSummary:
     """Superseded records removed when the output was compacted."""
     fail_on_matched: int = 0
     """Records whose verdict matched --fail-on."""
+
+    def add(self, record: Record, fail_on: FailOn | None) -> None:
+        """Count one written record."""
+        self.processed += 1
+        if isinstance(record, ErrorRecord):
+            self.errors += 1
+        elif isinstance(record, ResultRecord) and record.result.failure is not None:
+            self.failed += 1
+        elif record.verdict == "factual":
+            self.factual += 1
+        elif record.verdict == "non_factual":
+            self.non_factual += 1
+        else:
+            self.unverifiable += 1
+        self.fail_on_matched += fails_on(record.verdict, fail_on)
 
 
 @dataclass
@@ -212,17 +223,6 @@ def _read_array(path: Path) -> Iterator[_Work]:
         yield _validate(index, sha, raw, "item")
 
 
-def fails_on(record: dict[str, Any], rule: FailOn | None) -> bool:
-    """Whether a record's verdict matches `--fail-on` (an error record counts as unverifiable)."""
-    if rule is None:
-        return False
-    verdict = record["result"]["verdict"] if "result" in record else "unverifiable"
-    # Not enough evidence is not a verified factual answer: a CI gate on "unverifiable" catches it too.
-    undecided = {"unverifiable", "not_enough_evidence"}
-    wanted = {"non-factual": {"non_factual"}, "unverifiable": undecided, "any": {"non_factual", *undecided}}
-    return verdict in wanted[rule]
-
-
 async def run_batch(
     *,
     verifier: Verifier,
@@ -233,7 +233,7 @@ async def run_batch(
     retry_failed: bool = True,
     max_consecutive_failures: int = 5,
     fail_on: FailOn | None = None,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
+    on_record: Callable[[Record], None] | None = None,
     workers: int = 1,
 ) -> BatchSummary:
     """Verify every line of `input_path` not yet finished in `output_path`, appending results in input order, then
@@ -257,37 +257,11 @@ async def run_batch(
                     summary.redone += 1
                 yield work
 
-        consecutive = 0
-
-        def count(record: dict[str, Any]) -> None:
-            nonlocal consecutive
-            summary.processed += 1
-            if "error" in record:
-                summary.errors += 1
-            elif record["result"].get("failure") is not None:
-                summary.failed += 1
-            else:
-                verdict = record["result"]["verdict"]
-                if verdict == "factual":
-                    summary.factual += 1
-                elif verdict == "non_factual":
-                    summary.non_factual += 1
-                else:
-                    summary.unverifiable += 1
-            summary.fail_on_matched += fails_on(record, fail_on)
-            if on_record is not None:
-                on_record(record)
-            consecutive = 0 if is_final(record) else consecutive + 1
-            if consecutive >= max_consecutive_failures:
-                raise EndpointDownError(
-                    f"{consecutive} items in a row failed because the endpoint is unavailable (last: "
-                    f"{_failure_message(record)}); finished records are kept; re-run to resume"
-                )
-
+        on_written = _EndpointWatch(summary, fail_on, max_consecutive_failures, on_record)
         handler = functools.partial(_line_handler, input_path.name, task)
         job = verifier.job(workers, handler)
         records = run_ordered(
-            pending(), handler(verifier), output=output_path, limit=items_in_flight, on_record=count, job=job
+            pending(), handler(verifier), output=output_path, limit=items_in_flight, on_record=on_written, job=job
         )
         async for _ in records:
             pass
@@ -295,13 +269,36 @@ async def run_batch(
     return summary
 
 
-async def _process(verifier: Verifier, input_name: str, task: str, work: _Work) -> dict[str, Any]:
+class _EndpointWatch:
+    """Counts each written record, and stops the batch when too many items in a row failed for a transient
+    reason (the endpoint is down: going on would only fail the rest)."""
+
+    def __init__(
+        self, summary: BatchSummary, fail_on: FailOn | None, limit: int, on_record: Callable[[Record], None] | None
+    ) -> None:
+        self.summary, self.fail_on, self.limit, self.on_record = summary, fail_on, limit, on_record
+        self.consecutive = 0
+
+    def __call__(self, record: Record) -> None:
+        self.summary.add(record, self.fail_on)
+        if self.on_record is not None:
+            self.on_record(record)
+        self.consecutive = 0 if record.is_final else self.consecutive + 1
+        if self.consecutive >= self.limit:
+            raise EndpointDownError(
+                f"{self.consecutive} items in a row failed because the endpoint is unavailable (last: "
+                f"{record.failure_message or 'unknown'}); finished records are kept; re-run to resume"
+            )
+
+
+async def _process(verifier: Verifier, input_name: str, task: str, work: _Work) -> Record:
     """One input line's record: its report, or an error record naming the line."""
     base: dict[str, Any] = dict(work.raw or {})
 
-    def error(kind: str, message: str) -> dict[str, Any]:
-        record = {**base, "line": work.line, "error": {"kind": kind, "message": message}}
-        return record | ({"line_sha256": work.sha} if kind == "input" else {})
+    def error(kind: str, message: str) -> ErrorRecord:
+        sha = work.sha if kind == "input" else None
+        info = ErrorInfo(kind=kind, message=message)
+        return ErrorRecord.model_validate({**base, "line": work.line, "error": info, "line_sha256": sha})
 
     if work.item is None:
         return error("input", work.error or f"line {work.line}: unreadable")
@@ -324,10 +321,10 @@ async def _process(verifier: Verifier, input_name: str, task: str, work: _Work) 
         return error(exc.kind, f"line {work.line}: {exc}")
     except DebateError as exc:
         return error(exc.kind, f"line {work.line}: {exc}")
-    return {**base, "line": work.line, "result": report.model_dump(mode="json")}
+    return ResultRecord.model_validate({**base, "line": work.line, "result": report})
 
 
-def _line_handler(input_name: str, task: str, verifier: Verifier) -> Callable[[_Work], Awaitable[dict[str, Any]]]:
+def _line_handler(input_name: str, task: str, verifier: Verifier) -> Callable[[_Work], Awaitable[Record]]:
     return functools.partial(_process, verifier, input_name, task)
 
 
@@ -353,13 +350,3 @@ def _dedupe(works: Iterator[_Work]) -> Iterator[_Work]:
                 message = f"line {work.line}: duplicate id {work.item.id!r} (first on line {first})"
                 work = _Work(work.line, work.sha, work.raw, None, message)
         yield work
-
-
-def _failure_message(record: dict[str, Any]) -> str:
-    if "error" in record:
-        return str(record["error"]["message"])
-    report = record["result"]
-    if report.get("failure"):
-        return str(report["failure"]["message"])
-    failed = [c["failure"]["message"] for c in report.get("claims", []) if c.get("failure")]
-    return failed[0] if failed else "unknown"

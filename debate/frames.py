@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from debate.errors import InputError
-from debate.jsonl import read_records
+from debate.records import ErrorRecord, PredictionRecord, Record, ResultRecord, read_records
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -81,14 +81,19 @@ def load_run(path: str | Path) -> pd.DataFrame:
     return frame
 
 
-def _row(record: dict[str, Any]) -> dict[str, Any]:
-    report = record.pop("report", None) or record.pop("result", None)
-    row = {k: v for k, v in record.items() if not isinstance(v, dict | list) or k == "error"}
+def _row(record: Record) -> dict[str, Any]:
+    extra = {k: v for k, v in (record.model_extra or {}).items() if not isinstance(v, dict | list)}
+    if isinstance(record, PredictionRecord):
+        row = record.model_dump(exclude={"report"}) | extra
+        report = record.report
+    else:
+        row = {**extra, "line": record.line}
+        report = record.result.model_dump(mode="json") if isinstance(record, ResultRecord) else None
+    if isinstance(record, ErrorRecord):
+        row["error"] = record.error.message
     if isinstance(report, dict):
         row["verdict"] = report.get("verdict")
         row.setdefault("score", report.get("score"))
         row.setdefault("llm_calls", (report.get("usage") or {}).get("llm_calls"))
         row["claims"] = len(report.get("claims") or [])
-    if isinstance(row.get("error"), dict):
-        row["error"] = row["error"].get("message")
     return row

@@ -1,10 +1,9 @@
 """The one JSONL results log, shared by `debate verify --input` and the experiments: streamed in input order,
 resumable after any interruption (kill -9 included), one writer at a time.
 
-A record is *final* when it is a verdict not caused by a transient failure (endpoint down, timeouts, 5xx), or an
-input error for a line that is still the same; every other record is redone on the next run (unless
-`retry_failed` is off). The last record of a key wins; `compact` rewrites the file atomically with exactly one
-record per input key, in input order.
+Records are `debate.records`' typed records, and whether one is final is their one rule (`is_final`): a final
+record is skipped on the next run, every other is redone (unless `retry_failed` is off). The last record of a
+key wins; `compact` rewrites the file atomically with exactly one record per input key, in input order.
 """
 
 from __future__ import annotations
@@ -18,10 +17,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Self, TypeVar
+from typing import IO, Self, TypeVar
+
+from pydantic import ValidationError
 
 from debate.concurrency import ordered_map
-from debate.errors import InputError, UsageError
+from debate.errors import UsageError
+from debate.records import ErrorRecord, Record, parse_record
 from debate.workers import Job, process_map
 
 __all__ = [
@@ -29,9 +31,6 @@ __all__ = [
     "ResultsLog",
     "ResumeState",
     "compact",
-    "is_final",
-    "read_records",
-    "record_key",
     "run_ordered",
     "scan_results",
 ]
@@ -39,51 +38,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-_TRANSIENT_KINDS = frozenset({"model_unavailable"})
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Every record of a results log, in file order; a line that is not JSON is an InputError naming it."""
-    records = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path} line {number}: not valid JSON ({exc.msg})") from exc
-    return records
-
-
-def record_key(record: dict[str, Any]) -> str | None:
-    """`line:N` for an error record, the id for a result."""
-    if isinstance(record.get("error"), dict) and record.get("line") is not None:
-        return f"line:{record['line']}"
-    return None if record.get("id") is None else str(record["id"])
-
-
-def _report_transient(report: Any) -> bool:
-    if not isinstance(report, dict):
-        return False
-    failure = report.get("failure")
-    if isinstance(failure, dict) and failure.get("transient"):
-        return True
-    claims = report.get("claims")
-    return isinstance(claims, list) and any(
-        isinstance(c, dict) and isinstance(c.get("failure"), dict) and c["failure"].get("transient") for c in claims
-    )
-
-
-def is_final(record: dict[str, Any]) -> bool:
-    """Whether a record is finished work (see the module docstring); `transient` when the writer said so."""
-    if "transient" in record:
-        return not record["transient"]
-    error = record.get("error")
-    if isinstance(error, dict):
-        return error.get("kind") not in _TRANSIENT_KINDS
-    return not _report_transient(record.get("result", record.get("report")))
 
 
 @dataclass
@@ -122,11 +76,16 @@ def scan_results(output: Path, *, retry_failed: bool = True) -> ResumeState:
                 raise UsageError(
                     f"{output} line {number} is not JSON ({exc.msg}); it is not an output of this tool"
                 ) from exc
-            key = record_key(record) if isinstance(record, dict) else None
+            try:
+                typed = parse_record(record)
+            except ValidationError:
+                log.warning("%s line %d: not a results record; its item is done again", output, number)
+                continue
+            key = typed.key
             if key is None:
                 continue
-            if is_final(record) or not retry_failed:
-                state.final[key] = record.get("line_sha256")
+            if typed.is_final or not retry_failed:
+                state.final[key] = typed.line_sha256 if isinstance(typed, ErrorRecord) else None
                 state.redo.discard(key)
             else:
                 state.final.pop(key, None)
@@ -141,6 +100,13 @@ def scan_results(output: Path, *, retry_failed: bool = True) -> ResumeState:
     return state
 
 
+def _key(raw_line: bytes) -> str | None:
+    try:
+        return parse_record(json.loads(raw_line)).key
+    except ValidationError:
+        return None  # not a record: compact drops it
+
+
 def compact(output: Path, keys_in_order: Iterable[str]) -> tuple[int, int]:
     """Rewrite `output` atomically: the last record of each key, in the given order. Records of keys not given
     (superseded error records, ids no longer in the input) are dropped. Returns (kept, dropped)."""
@@ -153,7 +119,7 @@ def compact(output: Path, keys_in_order: Iterable[str]) -> tuple[int, int]:
         for raw_line in fh:
             if raw_line.strip():
                 total += 1
-                key = record_key(json.loads(raw_line))
+                key = _key(raw_line)
                 if key is not None:
                     latest[key] = (offset, len(raw_line))
             offset += len(raw_line)
@@ -208,9 +174,9 @@ class ResultsLog:
         self._unsynced = 0
         self._last_sync = time.monotonic()
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: Record) -> None:
         assert self._fh is not None, "use ResultsLog as a context manager"
-        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._fh.write(record.to_json() + "\n")
         self._fh.flush()
         self._unsynced += 1
         if self._unsynced >= self._sync_every or time.monotonic() - self._last_sync >= self._sync_interval_s:
@@ -288,13 +254,13 @@ else:
 
 async def run_ordered(
     items: Iterable[T],
-    fn: Callable[[T], Awaitable[dict[str, Any]]],
+    fn: Callable[[T], Awaitable[Record]],
     *,
     output: Path,
     limit: int,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
-    job: Job[T, dict[str, Any]] | None = None,
-) -> AsyncIterator[dict[str, Any]]:
+    on_record: Callable[[Record], None] | None = None,
+    job: Job[T, Record] | None = None,
+) -> AsyncIterator[Record]:
     """Run `fn` over `items` (at most `limit` at once) and append each record to `output` in input order.
     Given a `job` (the same work as `fn`, picklable), it runs on `job.workers` processes instead; this process
     stays the one writer. `on_record` may raise to stop the run: the records written so far are kept."""

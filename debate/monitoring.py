@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from statistics import fmean
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from debate.records import Record, ResultRecord
 from debate.types import CitationReport, Report
 
 __all__ = ["RagMonitoring", "rag_monitoring"]
@@ -54,15 +54,12 @@ def _uncited(report: CitationReport) -> int:
     return max(report.uncited_count, len(report.uncited_sentences))
 
 
-def rag_monitoring(records: Iterable[dict[str, Any]]) -> RagMonitoring:
+def rag_monitoring(records: Iterable[Record]) -> RagMonitoring:
     """The figures over a results log's records (`debate verify --input ... --output`)."""
     reports: list[Report] = []
     skipped = 0
     for record in records:
-        try:
-            report = Report.model_validate(record["result"]) if "result" in record else None
-        except ValidationError:
-            report = None
+        report = record.result if isinstance(record, ResultRecord) else None
         if report is None or report.prefilter is None or report.prefilter.citation is None:
             skipped += 1
             continue

@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from debate.errors import InputError
+from debate.records import ErrorRecord, Record, ResultRecord
 from debate.rollup import REFCHECKER_LABELS, refchecker_soft, roll_up
 from debate.types import ClaimVerdict, Report
 
@@ -26,7 +28,6 @@ __all__ = ["Aggregator", "EvaluationRates", "evaluation_rates", "refchecker_item
 Aggregator = Literal["strict", "soft", "major"]
 """RefChecker's `--aggregator_name` (default soft)."""
 
-_OURS = ("line", "line_sha256", "result", "error")
 _CATEGORIES = ("Entailment", "Neutral", "Contradiction", "Abstain")
 # Response verdicts that are claim labels read as their RefChecker names; any other verdict has none.
 _BY_VERDICT: dict[str, str] = {str(label): name for label, name in REFCHECKER_LABELS.items()}
@@ -48,15 +49,16 @@ def _claim(claim: ClaimVerdict) -> str | list[str]:
     return list(claim.triplet) if claim.triplet is not None else claim.text
 
 
-def refchecker_item(record: dict[str, Any], aggregator: Aggregator = "soft") -> dict[str, Any]:
+def refchecker_item(record: Record, aggregator: Aggregator = "soft") -> dict[str, Any]:
     """One results-log record (`debate verify --input ... --output`) in RefChecker's shape."""
-    item = {key: value for key, value in record.items() if key not in _OURS}
+    item = dict(record.model_extra or {})
     if item.pop("id_from_index", False):
         item.pop("id", None)
-    if "result" not in record:
-        error = record.get("error", {"kind": "unknown", "message": "no result"})
-        return {**item, "Y": None, "ys": [], "error": error}
-    report = Report.model_validate(record["result"])
+    if isinstance(record, ErrorRecord):
+        return {**item, "Y": None, "ys": [], "error": record.error.model_dump()}
+    if not isinstance(record, ResultRecord):
+        raise InputError(f"{record.key}: an experiment's prediction has no claims to write in RefChecker's format")
+    report = record.result
     if "claims" not in item:
         item["claims"] = [_claim(c) for c in report.claims]
     ys = [REFCHECKER_LABELS[c.label] if c.label is not None else None for c in report.claims]
@@ -101,7 +103,7 @@ def evaluation_rates(items: Iterable[dict[str, Any]]) -> EvaluationRates:
     return EvaluationRates(rates=rates, responses=counted, excluded=excluded)
 
 
-def write_refchecker(records: Iterable[dict[str, Any]], path: Path, aggregator: Aggregator = "soft") -> EvaluationRates:
+def write_refchecker(records: Iterable[Record], path: Path, aggregator: Aggregator = "soft") -> EvaluationRates:
     """Write the records as one JSON array (RefChecker's file format), atomically. Returns the file's rates."""
     items = [refchecker_item(r, aggregator) for r in records]
     tmp = path.with_name(path.name + ".tmp")

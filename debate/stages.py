@@ -80,7 +80,7 @@ class EvidenceSource(Protocol):
     async def evidence(self, claim: Claim) -> tuple[list[Evidence], Usage]: ...
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """What a task made of a response: its claims and where each claim's evidence comes from."""
 
@@ -91,7 +91,7 @@ class Plan:
     sources: list[Source] | None = None
     """RAG sources, when the task has them (prefilters check citations against them)."""
     question: str | None = None
-    """The question the response answers (set by the orchestrator)."""
+    """The question the response answers (the pipeline's copy of the plan carries it)."""
 
 
 class StageContext(Protocol):

@@ -6,11 +6,22 @@ import asyncio
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from debate.llm.base import ChatRequest, ChatResponse, TokenLogprob, TopLogprob
-from debate.types import Usage
+from debate.rollup import claim_ratios, response_score, roll_up
+from debate.types import (
+    ClaimLabel,
+    ClaimVerdict,
+    ExtractionInfo,
+    Failure,
+    Report,
+    ReportVerdict,
+    RunMeta,
+    Usage,
+)
 
-__all__ = ["ScriptExhaustedError", "ScriptedChatClient", "Step", "yes_no_response"]
+__all__ = ["ScriptExhaustedError", "ScriptedChatClient", "Step", "sample_report", "yes_no_response"]
 
 
 def yes_no_response(p_yes: float) -> ChatResponse:
@@ -134,3 +145,28 @@ class ScriptedChatClient:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+def sample_report(labels: Iterable[ClaimLabel | None] = (), *, verdict: ReportVerdict | None = None) -> Report:
+    """A small Report with one verified claim per label (None: a claim left unverifiable by a failure), for
+    tests of code that reads reports; the verdict is the paper's any-false rollup unless given."""
+    labels = list(labels)
+    claims = [
+        ClaimVerdict(
+            claim_id=f"c{i}", text=f"claim {i}", status="verified" if label else "unverifiable", label=label,
+            factual=None if label in (None, "not_enough_evidence") else label == "factual",
+            error_severity=0 if label else None, evidence=[], debate=None,
+            reason=None if label else "the endpoint was unavailable",
+            failure=None if label else Failure(kind="model_unavailable", message="503", stage="debate", transient=True),
+        )
+        for i, label in enumerate(labels)
+    ]  # fmt: skip
+    rolled = roll_up(claims, rule="any-false")
+    meta = RunMeta(model="scripted", base_url=None, embedded=False, config={}, prompts={}, seed=0,
+                   package_version="0", git_commit=None, created_at=datetime(2026, 1, 1, tzinfo=UTC))  # fmt: skip
+    return Report(
+        task="general", question=None, response=" ".join(c.text + "." for c in claims), factual=rolled.factual,
+        verdict=verdict or rolled.verdict, score=response_score(claims), rollup="any-false",
+        ratios=claim_ratios(claims),
+        extraction=ExtractionInfo(method="given"), claims=claims, usage=Usage(), elapsed_s=0.0, meta=meta,
+    )  # fmt: skip

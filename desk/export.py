@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 from typing import Literal
 
+from debate.records import ResultRecord
 from debate.refchecker import refchecker_item
 from desk.store import Store, engine_label
 
@@ -110,11 +111,10 @@ def _export_refchecker(store: Store) -> Iterator[str]:
     first = True
     for row, _ in store.export_rows():
         request = json.loads(row.request_json)
-        record = {
-            "id": str(row.id),
-            **{k: request[k] for k in ("question", "response", "reference", "claims") if request.get(k) is not None},
-            "result": json.loads(row.report_json or "null"),
-        }
+        fields = {k: request[k] for k in ("question", "response", "reference", "claims") if request.get(k) is not None}
+        record = ResultRecord.model_validate(
+            {"id": str(row.id), **fields, "result": json.loads(row.report_json or "null")}
+        )
         yield ("" if first else ",\n") + json.dumps(refchecker_item(record), ensure_ascii=False)
         first = False
     yield "]\n"

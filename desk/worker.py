@@ -30,7 +30,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from debate.api import Verifier
 from debate.batch import BatchItem
 from debate.errors import DebateError, InputError, ModelRequestError
-from debate.jsonl import is_final
+from debate.records import transient_failure
 from desk.models import AuditOverrides, AuditRequest
 from desk.settings import DeskSettings
 from desk.store import Job, Store
@@ -243,10 +243,9 @@ class Worker:
             # A per-audit configuration the Verifier refuses (e.g. min_rounds above max_rounds): the item's fault.
             await self._store(self.store.fail, job.audit_id, self.name, f"configuration: {exc}")
             return
-        if not is_final({"result": report.model_dump(mode="json", include={"failure", "claims"})}):
-            failures = [report.failure, *(c.failure for c in report.claims)]
-            cause = next((f.message for f in failures if f is not None and f.transient), "endpoint unavailable")
-            await self._endpoint_failed(job, f"a transient failure left claims unverifiable ({cause})")
+        transient = transient_failure(report)
+        if transient is not None:
+            await self._endpoint_failed(job, f"a transient failure left claims unverifiable ({transient.message})")
             return
         self._failures_in_a_row, self._breaker_until = 0, 0.0
         if self.state == "endpoint-down":

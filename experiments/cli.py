@@ -21,15 +21,22 @@ from rich.progress import TextColumn
 
 from debate.api import Verifier
 from debate.chain import PAPER_TRANSITION_RULES
-from debate.cli import add_verifier_arguments, examples, items_in_flight, progress_bar, verifier_config
+from debate.cli import (
+    add_command_group,
+    add_verifier_arguments,
+    examples,
+    items_in_flight,
+    progress_bar,
+    verifier_config,
+)
 from debate.config import ClaimConfig, VerifierConfig
 from debate.errors import UsageError
 from debate.extras import require_extra
-from debate.jsonl import read_records
 from debate.llm.cache import CACHE_FILE
 from debate.llm.embedded import EMBEDDED_MODEL_NAME, last_call_rate, record_call_rate
 from debate.monitoring import rag_monitoring
 from debate.prompts import PROMPT_SETS
+from debate.records import PredictionRecord, Record, read_records
 from experiments.data import default_data_dir
 from experiments.methods import METHODS
 from experiments.runner import (
@@ -55,8 +62,10 @@ paper and gets QA's size."""
 
 def register(sub: Any) -> None:
     """Add eval, ablate and report to the `debate` subcommands."""
-    ev = sub.add_parser("eval", help="run a benchmark (HaluEval, FactPrompts) with a method and its baselines")
-    ev_sub = ev.add_subparsers(dest="benchmark", required=True, parser_class=sub._parser_class, metavar="BENCHMARK")
+    ev_sub = add_command_group(
+        sub, "eval", dest="benchmark", metavar="BENCHMARK",
+        help="run a benchmark (HaluEval, FactPrompts) with a method and its baselines",
+    )  # fmt: skip
     halu = ev_sub.add_parser(
         "halueval", help="HaluEval qa / dialogue / summarization / general",
         epilog=examples(
@@ -81,8 +90,8 @@ def register(sub: Any) -> None:
     _common(fact, n_help="items, or all (default: all: 233 claims or 50 responses)", halueval=False)
     fact.set_defaults(handler=_eval, task="kbqa")
 
-    ab = sub.add_parser("ablate", help="the paper's ablations, with a table and plots (PNG and SVG)")
-    ab_sub = ab.add_subparsers(dest="ablation", required=True, parser_class=sub._parser_class, metavar="ABLATION")
+    ab_sub = add_command_group(sub, "ablate", dest="ablation", metavar="ABLATION",
+                               help="the paper's ablations, with a table and plots (PNG and SVG)")  # fmt: skip
     tr = ab_sub.add_parser(
         "transitions", help="Table 4: the four transition rules on QA (min rounds 2)",
         epilog=examples("debate ablate transitions --n 80", "debate ablate transitions --n 150 --base-url URL"),
@@ -307,12 +316,11 @@ def _run(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None) ->
     with progress:
         bar = progress.add_task(spec.name(), total=spec.n, acc="")
 
-        def advance(record: dict[str, Any]) -> None:
+        def advance(record: Record) -> None:
             seen["n"] += 1
-            seen["calls"] += int(record.get("llm_calls") or 0)
-            seen["correct"] += int(
-                record["pred_factual"] is not None and record["pred_factual"] == record["label_factual"]
-            )
+            if isinstance(record, PredictionRecord):
+                seen["calls"] += record.llm_calls
+                seen["correct"] += int(record.pred_factual is not None and record.pred_factual == record.label_factual)
             progress.update(bar, advance=1, acc=f"acc {seen['correct'] / seen['n']:.3f}")
 
         try:
@@ -561,7 +569,7 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _records(log: Path) -> list[dict[str, Any]]:
+def _records(log: Path) -> list[Record]:
     try:
         return read_records(log)
     except (OSError, UnicodeDecodeError) as exc:

@@ -19,7 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from debate.cli import examples
+from debate.cli import add_command_group, examples
 from experiments.datasets import (
     DATASET_NAMES,
     DatasetName,
@@ -38,15 +38,17 @@ _err = Console(stderr=True)
 
 def register(sub: Any) -> None:
     """Add `data` (fetch, list, path) to the `debate` subcommands."""
-    data = sub.add_parser(
+    data_sub = add_command_group(
+        sub,
         "data",
+        dest="data_command",
+        metavar="ACTION",
         help="benchmark data: fetch it from its authors, list what is installed, print a path",
         description="HaluEval, FactPrompts and the RefChecker annotations, downloaded from their authors' "
         "repositories at pinned commits, checked against recorded sha256 checksums and sizes, and installed "
         "atomically in the user data directory. Experiments read --data-dir / DEBATE_DATA_DIR first, then the "
         "user data directory, then ../shared/data.",
     )
-    data_sub = data.add_subparsers(dest="data_command", required=True, parser_class=type(data), metavar="ACTION")
     fetch = data_sub.add_parser(
         "fetch",
         help="download and install datasets (a re-run resumes and skips what is installed)",

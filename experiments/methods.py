@@ -21,10 +21,10 @@ from debate.chain import MarkovChain, TurnRecord, transcript_result
 from debate.config import DebateConfig, VerifierConfig
 from debate.errors import DebateError, ModelRequestError, ReplyUnusableError
 from debate.inputs import render_evidence
-from debate.jsonl import is_final
 from debate.llm import ChatClient, ChatMessage, ChatRequest
 from debate.parsing import load_json_object, parse_factuality
 from debate.prompts import PromptTemplate, load_prompt
+from debate.records import transient_failure
 from debate.registry import Registry
 from debate.structured import ask_structured, call_info, converse
 from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, Report, Turn, Usage
@@ -113,7 +113,7 @@ class DebateMethod:
         report = await self._verifier.verify(
             item.response, question=item.question, reference=item.reference, task=item.task, claims=item.claims
         )
-        transient = not is_final({"report": report.model_dump(mode="json", include={"failure", "claims"})})
+        transient = transient_failure(report) is not None
         if report.failure is not None:
             return Prediction(
                 pred_factual=None, score=None, decided_by="error", usage=report.usage,

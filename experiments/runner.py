@@ -20,6 +20,7 @@ from debate.config import VerifierConfig
 from debate.errors import UsageError
 from debate.jsonl import OutputLock, compact, run_ordered, scan_results
 from debate.llm import ChatClient
+from debate.records import PredictionRecord, Record
 from debate.workers import Job
 from experiments.baselines import Baselines, tuning_pairs
 from experiments.data import Item, factprompts_items, halueval_items
@@ -120,10 +121,10 @@ async def process_items(
     *,
     results_path: Path,
     concurrency: int,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
+    on_record: Callable[[Record], None] | None = None,
     order: Callable[[], Iterable[str]] | None = None,
     retry_failed: bool = True,
-    job: Job[Item, dict[str, Any]] | None = None,
+    job: Job[Item, Record] | None = None,
 ) -> int:
     """Append a record per item not yet finished in `results_path`, in input order; then, given the ids in input
     `order`, compact the file to one record per item. Returns how many were written. Given a `job` (the same
@@ -142,29 +143,29 @@ async def process_items(
     return written
 
 
-async def _record(method: Method, item: Item) -> dict[str, Any]:
+async def _record(method: Method, item: Item) -> Record:
     started = time.perf_counter()
     prediction: Prediction = await method.predict(item)
-    return {
-        "id": item.id,
-        "task": item.task,
-        "label_factual": item.label_factual,
-        "pred_factual": prediction.pred_factual,
-        "score": prediction.score,
-        "decided_by": prediction.decided_by,
-        "llm_calls": prediction.usage.llm_calls,
-        "prompt_tokens": prediction.usage.prompt_tokens,
-        "completion_tokens": prediction.usage.completion_tokens,
-        "wall_s": round(time.perf_counter() - started, 3),
-        "length": len(item.response),
-        "source_line": item.source_line,
-        "error": prediction.error,
-        "transient": prediction.transient,
-        "report": prediction.report,
-    }
+    return PredictionRecord(
+        id=item.id,
+        task=item.task,
+        label_factual=item.label_factual,
+        pred_factual=prediction.pred_factual,
+        score=prediction.score,
+        decided_by=prediction.decided_by,
+        llm_calls=prediction.usage.llm_calls,
+        prompt_tokens=prediction.usage.prompt_tokens,
+        completion_tokens=prediction.usage.completion_tokens,
+        wall_s=round(time.perf_counter() - started, 3),
+        length=len(item.response),
+        source_line=item.source_line,
+        error=prediction.error,
+        transient=prediction.transient,
+        report=prediction.report,
+    )
 
 
-def _method_handler(spec: RunSpec, verifier: Verifier) -> Callable[[Item], Awaitable[dict[str, Any]]]:
+def _method_handler(spec: RunSpec, verifier: Verifier) -> Callable[[Item], Awaitable[Record]]:
     method, _ = make_method(spec, verifier)
     return functools.partial(_record, method)
 
@@ -302,7 +303,7 @@ async def run_experiment(
     run_dir: Path,
     concurrency: int,
     provenance: Callable[[Verifier, dict[str, str]], dict[str, Any]],
-    on_record: Callable[[dict[str, Any]], None] | None = None,
+    on_record: Callable[[Record], None] | None = None,
     client: ChatClient | None = None,
     retry_failed: bool = True,
     overwrite: bool = False,

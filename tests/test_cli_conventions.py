@@ -10,12 +10,12 @@ import pytest
 from conftest import debate
 from fakes import FakeOpenAI, Reply
 
-from debate.cli import _build_parser, _walk
+from debate.cli import build_parser, walk
 
 
 def _leaves() -> list[argparse.ArgumentParser]:
-    parser = _build_parser(["eval"])  # not a built-in command: the plugin commands are loaded too
-    return [p for p in _walk(parser) if not any(isinstance(a, argparse._SubParsersAction) for a in p._actions)]
+    parser = build_parser(["eval"])  # not a built-in command: the plugin commands are loaded too
+    return [p for p in walk(parser) if not any(isinstance(a, argparse._SubParsersAction) for a in p._actions)]
 
 
 def test_every_option_of_every_command_has_help_with_its_default() -> None:
@@ -58,7 +58,7 @@ def test_no_option_does_nothing() -> None:
 def test_version_and_global_options_anywhere() -> None:
     version = debate("--version")
     assert version.returncode == 0 and version.stdout.startswith("debate (markov-debate) ")
-    parser = _build_parser(["verify"])
+    parser = build_parser(["verify"])
     assert parser.parse_args(["-v", "verify", "--answer", "x"]).verbose is True
     assert parser.parse_args(["verify", "--answer", "x", "-v"]).verbose is True
     assert parser.parse_args(["verify", "--answer", "x"]).verbose is False
@@ -143,7 +143,7 @@ def test_python_api_errors_speak_in_api_terms() -> None:
 def test_batch_progress_counts_verdicts_and_retries() -> None:
     import logging
 
-    from debate.cli import BatchProgress
+    from debate.cli.verify import BatchProgress
 
     progress = BatchProgress()
     retry_log = logging.getLogger("debate.retry")
@@ -152,8 +152,11 @@ def test_batch_progress_counts_verdicts_and_retries() -> None:
         retry_log.warning("remote call failed (HTTP 503); retry 1 of 4")
     finally:
         retry_log.removeHandler(progress)
-    progress.add({"result": {"verdict": "factual"}})
-    progress.add({"result": {"verdict": "non_factual"}})
-    progress.add({"result": {"verdict": "factual"}})
-    progress.add({"line": 4, "error": {"kind": "input", "message": "line 4: bad"}})
+    from debate.records import ErrorInfo, ErrorRecord, ResultRecord
+    from debate.testing import sample_report
+
+    progress.add(ResultRecord(line=1, result=sample_report(["factual"])))
+    progress.add(ResultRecord(line=2, result=sample_report(["non_factual"])))
+    progress.add(ResultRecord(line=3, result=sample_report(["factual"])))
+    progress.add(ErrorRecord(line=4, error=ErrorInfo(kind="input", message="line 4: bad")))
     assert progress.text() == "error 1 factual 2 non_factual 1  retries 1"

@@ -295,10 +295,10 @@ def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
 
 
 def test_eval_defaults_to_the_papers_sample_sizes() -> None:
-    from debate.cli import _build_parser
+    from debate.cli import build_parser
     from experiments.cli import _sample_size
 
-    parser = _build_parser(["eval"])
+    parser = build_parser(["eval"])
     sizes = {task: _sample_size(parser.parse_args(["eval", "halueval", "--task", task]))
              for task in ("qa", "dialogue", "summarization")}  # fmt: skip
     assert sizes == {"qa": 150, "dialogue": 150, "summarization": 50}

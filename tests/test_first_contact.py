@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT
 from rich.console import Console
 
-from debate.cli import _log_handler
+from debate.cli.conventions import log_handler
 from debate.config import VerifierConfig
 from debate.errors import UsageError
 from debate.extras import EMBEDDED_INSTALL, install_command, require_extra
@@ -62,7 +62,7 @@ def test_embedded_install_hint_is_the_readme_command(monkeypatch: pytest.MonkeyP
 def test_terminal_log_lines_name_the_level_once() -> None:
     for terminal, expected in ((True, 1), (False, 1)):
         out = io.StringIO()
-        handler = _log_handler(Console(file=out, force_terminal=terminal, width=200))
+        handler = log_handler(Console(file=out, force_terminal=terminal, width=200))
         record = logging.LogRecord("debate.llm.embedded", logging.WARNING, __file__, 1, "starting", None, None)
         handler.handle(record)
         assert out.getvalue().count("WARNING") == expected, out.getvalue()
@@ -71,7 +71,7 @@ def test_terminal_log_lines_name_the_level_once() -> None:
 
 def test_cancellations_are_not_logged_as_errors() -> None:
     out = io.StringIO()
-    handler = _log_handler(Console(file=out, force_terminal=False))
+    handler = log_handler(Console(file=out, force_terminal=False))
     for exc in (asyncio.CancelledError(), KeyboardInterrupt(), ValueError("a real bug")):
         try:
             raise exc

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from conftest import REFCHECKER_EXAMPLE, debate, op
 from fakes import FakeOpenAI, Reply
 
 from debate import DebateConfig, Verifier, VerifierConfig
+from debate.records import parse_record
 from debate.refchecker import refchecker_item
 from debate.testing import ScriptedChatClient
+
+
+def _refchecker_item(record: dict[str, Any], *args: Any) -> dict[str, Any]:
+    """refchecker_item on a results-log record written as JSON (the log's own shape)."""
+    return refchecker_item(parse_record(record), *args)
+
 
 SILENT = json.dumps(
     {"opinion": "The evidence is silent.", "factuality": True, "Error severity": 0, "enough evidence": False}
@@ -96,8 +104,8 @@ def test_refchecker_shape_keeps_failures_apart() -> None:
               "rollup": "soft", "ratios": {"factual": 0.5, "non_factual": 0, "unverifiable": 0.5},
               "extraction": {"method": "given"}, "claims": [verified, failed], "usage": {}, "elapsed_s": 0,
               "meta": meta}  # fmt: skip
-    item = refchecker_item({"id": "7", "response": "a. b.", "line": 1, "result": result})
+    item = _refchecker_item({"id": "7", "response": "a. b.", "line": 1, "result": result})
     assert item["ys"] == ["Entailment", None] and item["Y"] is None and item["failed_claims"] == ["c1"]
     assert "result" not in item and "line" not in item and item["id"] == "7"
-    error = refchecker_item({"response": "x", "line": 2, "error": {"kind": "input", "message": "bad"}})
+    error = _refchecker_item({"response": "x", "line": 2, "error": {"kind": "input", "message": "bad"}})
     assert error == {"response": "x", "Y": None, "ys": [], "error": {"kind": "input", "message": "bad"}}

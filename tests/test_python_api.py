@@ -12,6 +12,8 @@ from fakes import FakeOpenAI, Reply
 
 import debate
 from debate import ModelConfig, VerifierConfig, load_run, verify
+from debate.records import ResultRecord
+from debate.testing import sample_report
 
 
 def _config(base_url: str) -> VerifierConfig:
@@ -47,10 +49,8 @@ def test_load_run_reads_run_folders_and_batch_outputs(tmp_path: Path) -> None:
     assert {"id", "label_factual", "pred_factual", "score", "verdict", "llm_calls"} <= set(frame.columns)
     assert "report" not in frame.columns
     batch = tmp_path / "out.jsonl"
-    batch.write_text(
-        '{"id": "a", "response": "x", "result": {"verdict": "factual", "score": 1.0, "claims": [],'
-        ' "usage": {"llm_calls": 7}}}\n{"line": 2, "error": {"kind": "input", "message": "line 2: bad"}}\n'
-    )
+    result = ResultRecord(id="a", response="x", line=1, result=sample_report(["factual"]))
+    batch.write_text(result.to_json() + '\n{"line": 2, "error": {"kind": "input", "message": "line 2: bad"}}\n')
     rows = load_run(batch)
     assert list(rows["verdict"].fillna("-")) == ["factual", "-"] and rows.loc[1, "error"] == "line 2: bad"
     with pytest.raises(debate.InputError, match="not a run folder"):

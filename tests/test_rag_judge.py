@@ -16,6 +16,7 @@ from debate.monitoring import rag_monitoring
 from debate.prefilter import combine_risk, parse_judgment
 from debate.prefilter.citations import citation_check
 from debate.prefilter.judge import judge_risk, unsupported_claims
+from debate.records import ErrorInfo, ErrorRecord, Record, ResultRecord
 from debate.testing import ScriptedChatClient
 
 SOURCES = {"1": "Paris is the capital and largest city of France.", "2": "The Seine flows through Paris."}
@@ -178,12 +179,12 @@ async def test_monitoring_figures_over_a_results_log(tmp_path: Path) -> None:
     """Seed 000 "日誌和監控": average risk score, high-risk share, invalid-citation and uncited-claim frequency, in
     `debate report` for a results log of RAG answers."""
     client = ScriptedChatClient({"rag-judge": [rubric(hallucination_risk=0.2)], "debate": [op(True)] * 7})
-    records = []
+    records: list[Record] = []
     async with verifier(client) as v:
         for answer in (LOW, MODERATE, HIGH):
             report = await v.verify(answer, reference=SOURCES, task="rag")
-            records.append({"id": answer[:5], "line": len(records) + 1, "result": report.model_dump(mode="json")})
-    records.append({"id": "bad", "line": 4, "error": {"kind": "input", "message": "no response"}})
+            records.append(ResultRecord(id=answer[:5], line=len(records) + 1, result=report))
+    records.append(ErrorRecord(id="bad", line=4, error=ErrorInfo(kind="input", message="no response")))
     figures = rag_monitoring(records)
     assert (figures.answers, figures.skipped, figures.judged) == (3, 1, 1)
     scores = [citation_check(a, list(SOURCES)).hallucination_risk_score for a in (LOW, MODERATE, HIGH)]
@@ -194,7 +195,7 @@ async def test_monitoring_figures_over_a_results_log(tmp_path: Path) -> None:
     )
     assert figures.average_judge_risk == pytest.approx(0.2)
     log = tmp_path / "rag.jsonl"
-    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    log.write_text("".join(r.to_json() + "\n" for r in records))
     shown = debate("report", str(log))
     assert shown.returncode == 0, shown.stderr
     assert "RAG monitoring" in shown.stdout and "| 3 | " in shown.stdout

@@ -20,6 +20,8 @@ from fakes import FakeOpenAI, Reply
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
 from debate.batch import run_batch
 from debate.jsonl import ResultsLog, scan_results
+from debate.records import ResultRecord
+from debate.testing import sample_report
 
 
 def _items(path: Path, n: int) -> list[str]:
@@ -202,6 +204,9 @@ async def test_malformed_replies_make_one_item_unverifiable_and_the_batch_goes_o
     assert summary.processed == 2
 
 
+REPORT = sample_report(["factual"])
+
+
 def test_fsync_is_grouped_and_a_torn_last_line_is_dropped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "out.jsonl"
     syncs: list[int] = []
@@ -209,7 +214,7 @@ def test_fsync_is_grouped_and_a_torn_last_line_is_dropped(tmp_path: Path, monkey
     monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append(fd), real(fd))[1])
     with ResultsLog(path, sync_every=10, sync_interval_s=60) as log:
         for i in range(25):
-            log.write({"id": f"q{i}", "result": {"verdict": "factual"}})
+            log.write(ResultRecord(id=f"q{i}", line=i + 1, result=REPORT))
         assert len(syncs) == 2  # after 10 and 20 records, not 25 times
     assert len(syncs) == 3  # and once at close
     with path.open("a") as fh:

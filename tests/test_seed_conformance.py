@@ -24,8 +24,15 @@ from debate.prefilter.tools import (
     self_correct,
 )
 from debate.prompts import load_prompt
+from debate.records import parse_record
 from debate.refchecker import evaluation_rates, refchecker_item
 from debate.testing import ScriptedChatClient, yes_no_response
+
+
+def _refchecker_item(record: dict[str, Any], *args: Any) -> dict[str, Any]:
+    """refchecker_item on a results-log record written as JSON (the log's own shape)."""
+    return refchecker_item(parse_record(record), *args)
+
 
 # --- 001-paper-markov-debate.md, appendix A.1, Tables 6-9 -------------------------------------------------------
 
@@ -385,13 +392,13 @@ def test_004_input_and_output_and_the_default_soft_aggregator() -> None:
     record = {"response": "r", "claims": [["h1", "r1", "t1"], ["h2", "r2", "t2"], ["h3", "r3", "t3"]],
               "reference": "ref", "line": 1,
               "result": _result(["factual", "not_enough_evidence", "non_factual"])}  # fmt: skip
-    item = refchecker_item(record)
+    item = _refchecker_item(record)
     assert item["ys"] == ["Entailment", "Neutral", "Contradiction"] and item["claims"] == record["claims"]
     assert item["Y"] == pytest.approx({"Entailment": 1 / 3, "Neutral": 1 / 3, "Contradiction": 1 / 3, "Abstain": 0})
-    assert refchecker_item(record, "strict")["Y"] == "Contradiction"
-    assert refchecker_item({**record, "result": _result(["factual", "factual", "not_enough_evidence"])},
+    assert _refchecker_item(record, "strict")["Y"] == "Contradiction"
+    assert _refchecker_item({**record, "result": _result(["factual", "factual", "not_enough_evidence"])},
                            "major")["Y"] == "Entailment"  # fmt: skip
-    assert refchecker_item({**record, "result": _result(["factual", "not_enough_evidence"])}, "strict")["Y"] == (
+    assert _refchecker_item({**record, "result": _result(["factual", "not_enough_evidence"])}, "strict")["Y"] == (
         "Neutral"
     )
 
@@ -399,8 +406,8 @@ def test_004_input_and_output_and_the_default_soft_aggregator() -> None:
 def test_004_abstain_when_there_are_no_triplets() -> None:
     """004 "Evaluation Metric": no triplets for a response is Abstain; under soft Y is a dict of ratios."""
     record = {"response": "I'm sorry, I can't answer that.", "line": 1, "result": _result([])}
-    assert refchecker_item(record)["Y"] == {"Entailment": 0.0, "Neutral": 0.0, "Contradiction": 0.0, "Abstain": 1.0}
-    assert refchecker_item(record, "strict")["Y"] == "Abstain"
+    assert _refchecker_item(record)["Y"] == {"Entailment": 0.0, "Neutral": 0.0, "Contradiction": 0.0, "Abstain": 1.0}
+    assert _refchecker_item(record, "strict")["Y"] == "Abstain"
 
 
 def test_004_evaluation_metric_example() -> None:

@@ -1,0 +1,124 @@
+"""The `debate` command line, one module per concern: `conventions` (the parser, help, errors, exit codes and
+`add_command` for plugins), `options` (the engine's shared options -> VerifierConfig), `render` (a Report on a
+console), `verify` (one response or a batch) and `admin` (cache, chains, check-tools). Plugin commands come from
+the `markov_debate.commands` entry points."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
+from typing import Any
+
+from debate.cli import admin, verify
+from debate.cli.conventions import (
+    COMMAND_ENTRY_POINT_GROUP,
+    EXIT_CODES,
+    Handler,
+    Parser,
+    add_command,
+    add_command_group,
+    err,
+    examples,
+    log_handler,
+    package_version,
+    progress_bar,
+    walk,
+)
+from debate.cli.options import add_verifier_arguments, items_in_flight, secret_from_file, verifier_config
+from debate.errors import DebateError, InputError, UsageError
+
+__all__ = [
+    "COMMAND_ENTRY_POINT_GROUP",
+    "Handler",
+    "UsageError",
+    "add_command",
+    "add_command_group",
+    "add_verifier_arguments",
+    "build_parser",
+    "examples",
+    "items_in_flight",
+    "main",
+    "progress_bar",
+    "secret_from_file",
+    "verifier_config",
+    "walk",
+]
+
+_BUILTIN_COMMANDS = frozenset({"verify", "check-tools", "chains", "cache"})
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; plugin commands (debate eval, ...) are loaded unless `argv` names a built-in command, whose
+    start-up should not pay for importing them."""
+    parser = Parser(
+        prog="debate", description="Detect hallucinations by Markov-chain multi-agent debate.",
+        epilog=examples(
+            'debate verify --question "Who wrote Hamlet?" --answer "Marlowe" --evidence @knowledge.txt',
+            "debate verify --input answers.jsonl --output verdicts.jsonl --fail-on non-factual",
+            "debate eval halueval --task qa          # the paper's QA protocol, 150 items",
+            "debate COMMAND --help                   # every option of a command, with its default",
+            extra=EXIT_CODES,
+        ),
+    )  # fmt: skip
+    parser.add_argument("-V", "--version", action="version", version=f"%(prog)s (markov-debate) {package_version()}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log retries, endpoint negotiation, server start-up (anywhere on the line)")  # fmt: skip
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
+    verify.register(sub)
+    admin.register(sub)
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    if not (words and words[0] in _BUILTIN_COMMANDS):
+        for entry in entry_points(group=COMMAND_ENTRY_POINT_GROUP):
+            register: Callable[[Any], None] = entry.load()
+            register(sub)
+    for child in walk(parser)[1:]:
+        # Global options work after the subcommand too: SUPPRESS keeps a subcommand from resetting what was
+        # given before it.
+        child.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                           help="log retries, endpoint negotiation and server start-up")  # fmt: skip
+    return parser
+
+
+INTERRUPTED = "debate: interrupted; finished records are kept"
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be, so that a `kill` stops the same orderly way: tasks are cancelled,
+    the embedded model server is stopped, finished records are kept."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one `debate` command; Ctrl-C at any moment is one line and exit 130."""
+    try:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        return _main(argv)
+    except KeyboardInterrupt as exc:
+        logging.disable(logging.CRITICAL)  # nothing the shutdown logs after this is news to the user
+        terminated = isinstance(exc, _Terminated)
+        print(INTERRUPTED.replace("interrupted", "terminated") if terminated else INTERRUPTED, file=sys.stderr)
+        return 143 if terminated else 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = build_parser(argv).parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[log_handler(err)],
+                        force=True)  # fmt: skip
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except (UsageError, InputError) as exc:
+        print(f"debate: error: {exc.for_cli()}", file=sys.stderr)
+        return 2
+    except DebateError as exc:
+        print(f"debate: error: {exc.for_cli()}", file=sys.stderr)
+        return 1

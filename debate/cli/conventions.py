@@ -1,0 +1,194 @@
+"""The conventions every `debate` command follows, built-in or plugin: one-line errors with "did you mean", each
+option's default in its help, examples in the epilog, exit codes, and the console the progress bar and the log
+share. A plugin adds its commands with `add_command` (and `add_command_group` for nested ones)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import difflib
+import logging
+import re
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, NoReturn
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+__all__ = [
+    "COMMAND_ENTRY_POINT_GROUP",
+    "EXIT_CODES",
+    "Handler",
+    "Parser",
+    "add_command",
+    "add_command_group",
+    "err",
+    "examples",
+    "log_handler",
+    "out",
+    "package_version",
+    "progress_bar",
+    "shown",
+    "walk",
+]
+
+EXIT_CODES = """exit status:
+  0  done (every verdict reached, whatever it is)
+  1  runtime failure: the endpoint is unreachable, refuses every request (401/403/404), or failed N items in a
+     row; finished batch records are kept, re-run the same command to resume
+  2  usage, configuration or input error (one line on stderr)
+  3  --fail-on matched a verdict (non-factual / unverifiable)
+  130 interrupted (Ctrl-C); finished batch records are kept
+  143 terminated (SIGTERM); finished batch records are kept"""
+
+COMMAND_ENTRY_POINT_GROUP = "markov_debate.commands"
+"""Entry points adding subcommands (a function taking the subparsers); each sets `handler` on its parser."""
+
+Handler = Callable[[argparse.Namespace], int]
+"""What a command runs: its parsed arguments in, its exit status out."""
+
+err = Console(stderr=True)
+"""stderr: progress, log records, the model line."""
+out = Console()
+"""stdout: the command's output."""
+
+
+def progress_bar(description: ProgressColumn, *extra: ProgressColumn) -> Progress:
+    """The batch progress bar on stderr: redrawn twice a second at most (a redraw costs CPU the batch needs), and
+    not drawn at all when stderr is not a terminal (CI logs, pipes)."""
+    return Progress(
+        description, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(), *extra,
+        console=err, refresh_per_second=2, disable=not err.is_terminal,
+    )  # fmt: skip
+
+
+def examples(*lines: str, extra: str = "") -> str:
+    """A subcommand's epilog: its examples (each a command line, optionally `# what it does` first), then `extra`."""
+    text = "examples:\n" + "\n".join(f"  {line}" for line in lines)
+    return text + (f"\n\n{extra}" if extra else "")
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """Every option's help ends with its default (argparse's ArgumentDefaultsHelpFormatter, but "off" for flags,
+    and not repeated where the help already says it); epilogs keep their line breaks for the examples."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            not action.option_strings
+            or "default" in text
+            or action.default is argparse.SUPPRESS
+            or isinstance(action, argparse._HelpAction | argparse._VersionAction)
+        ):
+            return text
+        return f"{text} (default: {shown(action.default, flag=action.nargs == 0).replace('%', '%%')})"
+
+
+def shown(default: Any, *, flag: bool = False) -> str:
+    """A default as help text shows it: "off" for an unset flag, "none" for no value, lists space-separated."""
+    if default is None or default is False:
+        return "off" if flag else "none"
+    if isinstance(default, list | tuple):
+        return " ".join(str(v) for v in default) or "none"
+    return str(default)
+
+
+_CHOICE = re.compile(r"invalid choice: '(?P<value>[^']*)' \(choose from (?P<choices>.*)\)")
+
+
+def did_you_mean(message: str, options: Sequence[str]) -> str:
+    """argparse's error, with the closest valid choice or option named."""
+    found = _CHOICE.search(message)
+    if found is not None:
+        choices = re.findall(r"'([^']*)'", found["choices"]) or [c.strip() for c in found["choices"].split(",")]
+        close = difflib.get_close_matches(found["value"], choices, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"{message[: found.start()]}invalid choice: {found['value']!r}{hint} (choose from {', '.join(choices)})"
+    if message.startswith("unrecognized arguments:"):
+        guesses = []
+        for word in message.split(":", 1)[1].split():
+            if word.startswith("--"):
+                close = difflib.get_close_matches(word.split("=")[0], options, n=1, cutoff=0.6)
+                if close:
+                    guesses.append(f"{close[0]} for {word}")
+        if guesses:
+            return f"{message}; did you mean {', '.join(guesses)}?"
+    return message
+
+
+class Parser(argparse.ArgumentParser):
+    """One-line errors (with "did you mean"), defaults shown in every option's help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", Formatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        options = [o for parser in walk(self) for o in parser._option_string_actions if o.startswith("--")]
+        self.exit(2, f"{self.prog}: error: {did_you_mean(message, options)} (see {self.prog} --help)\n")
+
+
+def walk(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and every subcommand's parser below it."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found += walk(child)
+    return found
+
+
+def package_version() -> str:
+    try:
+        return version("markov-debate")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
+def add_command(sub: Any, name: str, handler: Handler | None = None, **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand of `sub` (the subparsers a command-adding entry point receives) that follows these
+    conventions; `handler` is what it runs. Keyword arguments go to argparse (help, description, epilog)."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, **kwargs)
+    if handler is not None:
+        parser.set_defaults(handler=handler)
+    return parser
+
+
+def add_command_group(sub: Any, name: str, *, dest: str, metavar: str, **kwargs: Any) -> Any:
+    """A subcommand with subcommands of its own (`debate eval halueval`): returns the subparsers to pass to
+    `add_command` for each of them."""
+    parser = add_command(sub, name, **kwargs)
+    return parser.add_subparsers(dest=dest, required=True, parser_class=Parser, metavar=metavar)
+
+
+class _QuietCancellation(logging.Filter):
+    """Drops log records about a cancelled task: on Ctrl-C every running agent is cancelled and autogen's runtime
+    logs each one as an error with its traceback; a cancellation is never an error to report."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        kind = record.exc_info[0] if record.exc_info else None
+        return not (kind is not None and issubclass(kind, asyncio.CancelledError | KeyboardInterrupt))
+
+
+def log_handler(console: Console) -> logging.Handler:
+    """On a terminal, log records go through the console the progress bar draws on, so a retry warning is printed
+    above the live bar instead of breaking it; elsewhere (CI logs, pipes) there is no bar and lines stay whole."""
+    if console.is_terminal:
+        # RichHandler draws the level in a column of its own: the text must not repeat it
+        handler: logging.Handler = RichHandler(console=console, show_time=False, show_path=False, markup=False,
+                                               rich_tracebacks=False)  # fmt: skip
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    else:
+        handler = logging.StreamHandler(console.file)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_QuietCancellation())
+    return handler

@@ -1,0 +1,166 @@
+"""A Report as an auditor reads it, drawn with rich on any console: testable without a parser or a terminal."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from debate.chain import MarkovChain, explain_moves, load_chain
+from debate.errors import DebateError
+from debate.types import ClaimVerdict, Report
+
+__all__ = ["render_report"]
+
+
+_COLOUR = {
+    "factual": "green", "non_factual": "red", "not_enough_evidence": "magenta", "unverifiable": "yellow",
+    "no_claims": "blue",
+}  # fmt: skip
+
+
+def _excerpt(text: str, limit: int = 90) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _plain(console: Console, text: str) -> None:
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _claim_label(claim: ClaimVerdict) -> str:
+    return claim.status if claim.status == "unverifiable" or claim.label is None else claim.label
+
+
+def render_report(report: Report, console: Console, *, brief: bool = False, show_prompts: bool = False) -> None:
+    """The readable report, in the order an auditor reads it: the verdict, a summary of every claim with where it
+    sits in the response, then (unless `brief`) per claim the evidence the agents saw, the chain with why it
+    moved, and the opinions."""
+    score = "n/a" if report.score is None else f"{report.score:.2f}"
+    colour = _COLOUR[report.verdict]
+    console.print(Panel.fit(f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  (rollup {report.rollup})",
+                         title="verdict"))  # fmt: skip
+    _plain(console, f"task: {report.task}   claims: {len(report.claims)} ({report.extraction.method})")
+    if report.failure is not None:
+        _plain(console, f"failed ({report.failure.kind}, {report.failure.stage}): {report.failure.message}")
+    elif report.note:
+        _plain(console, f"note: {report.note}")
+    if report.claims:
+        summary = Table(title="claims", title_justify="left", show_edge=False)
+        for column in ("#", "label", "sev", "decided by", "claim", "in the response"):
+            summary.add_column(column, overflow="fold")
+        for index, claim in enumerate(report.claims, 1):
+            label = _claim_label(claim)
+            where = "; ".join(f"[{s.start}:{s.end}] {_excerpt(report.response[s.start : s.end], 50)!r}"
+                              for s in claim.spans) or "-"  # fmt: skip
+            summary.add_row(
+                str(index), f"[{_COLOUR.get(label, 'white')}]{label}[/]",
+                "-" if claim.error_severity is None else str(claim.error_severity),
+                claim.decided_by, escape(_excerpt(claim.text, 70)), escape(where),
+            )  # fmt: skip
+        console.print(summary)
+    for dropped in report.extraction.dropped:
+        _plain(console, f"dropped (nothing in the response supports it): {dropped!r}")
+    if brief:
+        _usage_line(console, report)
+        return
+    if report.prefilter is not None:
+        _render_prefilter(console, report)
+    chain = _report_chain(report)
+    for index, claim in enumerate(report.claims, 1):
+        _render_claim(console, index, claim, chain, show_prompts=show_prompts)
+    _usage_line(console, report)
+
+
+def _report_chain(report: Report) -> MarkovChain | None:
+    """The chain the report ran with, to check each move against its rule; None if it cannot be loaded here."""
+    name = str(report.meta.config.get("debate", {}).get("chain", "true-to-skeptic"))
+    try:
+        return load_chain(name)
+    except (DebateError, OSError, ValueError):
+        return None
+
+
+def _render_prefilter(console: Console, report: Report) -> None:
+    p = report.prefilter
+    assert p is not None
+    _plain(
+        console,
+        f"prefilter ({', '.join(p.prefilters)}): {p.decided} claims decided without debate, "
+        f"{p.prefilter_calls} prefilter calls, "
+        f"at least {p.debate_calls_saved} debate calls saved ({p.net_calls_saved:+d} net of the prefilter calls)"
+        + (f"; {p.note}" if p.note else ""),
+    )
+    for check in p.checks:
+        _plain(console, f"{check.name}: risk {check.risk_level}: {check.reason}")
+        if check.judge is not None and check.judge.rubric is not None:
+            r = check.judge.rubric
+            _plain(
+                console,
+                f"  judge: {r.decision} (score {r.score:.2f}, confidence {r.confidence:.2f}, hallucination_risk "
+                f"{r.hallucination_risk:.2f}); notes: {r.hallucination_notes.strip() or '(none)'}",
+            )
+        if check.judge is not None and check.judge.action is not None:
+            _plain(console, f"  action: {check.judge.action} (combined risk {check.judge.combined_risk})")
+        if check.hallucination_check is not None and check.hallucination_check.warning:
+            _plain(console, f"  warning: {check.hallucination_check.warning}")
+
+
+def _render_claim(
+    console: Console, index: int, claim: ClaimVerdict, chain: MarkovChain | None, *, show_prompts: bool
+) -> None:
+    label = _claim_label(claim)
+    console.print(f"\n[bold]claim {index}[/] ({claim.claim_id}): {escape(claim.text)}", highlight=False)
+    if claim.status == "unverifiable":
+        kind = f" ({claim.failure.kind})" if claim.failure is not None else ""
+        console.print(f"  [yellow]unverifiable[/]{kind}: {escape(claim.reason or '')}", highlight=False)
+    else:
+        console.print(f"  [{_COLOUR.get(label, 'white')}]{label}[/]   error severity: {claim.error_severity}"
+                   f"   decided by: {claim.decided_by}")  # fmt: skip
+    if claim.evidence:
+        _plain(console, f"  evidence ({len(claim.evidence)}):")
+        for number, item in enumerate(claim.evidence, 1):
+            source = f" [{item.kind}: {item.source}]" if item.source else f" [{item.kind}]"
+            _plain(console, f"    [{number}] {_excerpt(item.text, 200)}{source}")
+    else:
+        _plain(console, "  evidence: none (judged from the model's own knowledge)")
+    for decision in claim.prefilters:
+        _plain(console, f"  prefilter {decision.name}: {decision.decision} ({decision.reason})")
+    if claim.debate is None:
+        return
+    d = claim.debate
+    consensus = "n/a" if d.consensus is None else str(d.consensus).lower()
+    moves = explain_moves(d, chain)
+    path = "  ".join(f"{s.name}" + (f" ({why})" if why else "") for s, why in zip(d.states, moves, strict=True))
+    _plain(console, f"  chain: {path}")
+    _plain(console, f"  rounds: {d.rounds}   consensus: {consensus}   stopped: {d.stop_reason}")
+    table = Table(show_lines=True)
+    for column in ("state", "round", "agent", "factual", "sev", "opinion"):
+        table.add_column(column, overflow="fold")
+    for state in d.states:
+        for turn in state.turns:
+            table.add_row(
+                state.name, str(state.round), turn.role,
+                "-" if turn.factuality is None else str(turn.factuality),
+                "-" if turn.error_severity is None else str(turn.error_severity),
+                escape(turn.opinion or "") if turn.error is None else f"[yellow]{escape(turn.error or '')}[/]",
+            )  # fmt: skip
+    console.print(table)
+    if show_prompts:
+        for state in d.states:
+            for turn in state.turns:
+                console.print(f"  [bold]{state.name} round {state.round} {turn.role}[/] "
+                           f"(prompt {turn.call.prompt} {turn.call.prompt_hash[:12]})")  # fmt: skip
+                for message in turn.call.messages or []:
+                    _plain(console, f"    --- {message.role} ---")
+                    _plain(console, "\n".join(f"    {line}" for line in message.content.splitlines()))
+
+
+def _usage_line(console: Console, report: Report) -> None:
+    u = report.usage
+    _plain(
+        console,
+        f"model: {report.meta.model}   calls: {u.llm_calls}   tokens: {u.prompt_tokens} prompt + "
+        f"{u.completion_tokens} completion   time: {report.elapsed_s:.1f}s",
+    )

@@ -1,0 +1,294 @@
+"""`debate verify`: one response (printed as a report), or a JSONL batch (a resumable results log)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from rich.progress import TextColumn
+
+from debate.api import Verifier
+from debate.batch import BatchSummary, count_pending, run_batch
+from debate.cli.conventions import EXIT_CODES, add_command, err, examples, out, progress_bar
+from debate.cli.options import add_verifier_arguments, items_in_flight, read_json, read_text_arg, verifier_config
+from debate.cli.render import render_report
+from debate.config import VerifierConfig
+from debate.errors import InputError, ModelUnavailableError, UsageError
+from debate.llm.cache import CACHE_FILE
+from debate.records import ErrorRecord, Record, fails_on, read_records, transient_failure
+from debate.refchecker import Aggregator, write_refchecker
+from debate.stages import TASKS
+
+__all__ = ["BatchPaths", "BatchProgress", "register"]
+
+
+def register(sub: Any) -> None:
+    """Add `debate verify` to the `debate` parser's subcommands."""
+    parser = add_command(
+        sub, "verify", run, help="verify a response (or a JSONL batch of them)",
+        description="Verify one response (--answer) or a JSONL batch (--input/--output) and print the report.",
+        epilog=examples(
+            "# one QA answer against its knowledge (text, or @FILE to read a file)",
+            'debate verify --question "Who wrote Hamlet?" --answer "Christopher Marlowe" --evidence @knowledge.txt',
+            "# a summary against its source document, only the claims table",
+            "debate verify --task summarization --response @summary.txt --reference @article.txt --brief",
+            "# a batch on your own endpoint; exit 3 when an answer is judged non-factual (CI gating)",
+            "debate verify --input answers.jsonl --output verdicts.jsonl --base-url http://localhost:8000/v1 "
+            "--fail-on non-factual",
+            extra=EXIT_CODES,
+        ),
+    )  # fmt: skip
+    parser.add_argument(
+        "--task",
+        choices=TASKS.names(),
+        default="qa",
+        help="; ".join(f"{name}: {TASKS.describe(name).rstrip('.')}" for name in TASKS.names()) + " (default: qa)",
+    )
+    _one_response_options(parser)
+    _batch_options(parser)
+    parser.add_argument(
+        "--fail-on", choices=["non-factual", "unverifiable", "any"], default=None,
+        help="exit 3 when a verdict is non-factual, unverifiable, or either (for CI gating; default: off)",
+    )  # fmt: skip
+    add_verifier_arguments(parser)
+    shown = parser.add_argument_group("output")
+    shown.add_argument("--json", action="store_true", help="print the Report as JSON")
+    shown.add_argument("--brief", action="store_true",
+                       help="only the verdict and the claims summary (no evidence, chain or opinions)")  # fmt: skip
+    shown.add_argument("--show-prompts", action="store_true",
+                       help="print the exact messages each agent was sent, turn by turn")  # fmt: skip
+    parser.add_argument(
+        "--cache", type=Path, default=None, metavar="DIR",
+        help="keep model calls in DIR/calls.sqlite and replay them on a re-run (default: off)",
+    )  # fmt: skip
+
+
+def _one_response_options(parser: argparse.ArgumentParser) -> None:
+    single = parser.add_argument_group("one response")
+    single.add_argument("--question", help="the question, as text or @FILE (dialogue: the dialogue history)")
+    single.add_argument("--answer", "--response", dest="answer", help="the response to check, as text or @FILE")
+    single.add_argument("--evidence", "--reference", dest="evidence",
+                        help="knowledge or source document, as text or @FILE (default: none)")  # fmt: skip
+    single.add_argument("--sources", metavar="FILE",
+                        help="task rag: JSON file of {id: text} or [{id, text, parent_id}]")  # fmt: skip
+
+
+def _batch_options(parser: argparse.ArgumentParser) -> None:
+    batch = parser.add_argument_group("batch")
+    batch.add_argument("--input", type=Path, metavar="JSONL",
+                       help="JSONL with id, question, response, reference (or RefChecker's JSON array)")  # fmt: skip
+    batch.add_argument("--output", type=Path, metavar="FILE",
+                       help="JSONL to append results to (re-running resumes)")  # fmt: skip
+    batch.add_argument(
+        "--output-format", choices=["jsonl", "refchecker"], default="jsonl",
+        help="jsonl: one report per line; refchecker: --output is RefChecker's JSON array (each input item with "
+        "claims, Y and ys), written when the batch ends, and the resumable results log is --output + '.jsonl' "
+        "(default: jsonl)",
+    )  # fmt: skip
+    batch.add_argument(
+        "--aggregator", choices=["strict", "soft", "major"], default="soft",
+        help="--output-format refchecker: RefChecker's aggregator for Y (default: soft, the share of each label, "
+        "as in RefChecker)",
+    )  # fmt: skip
+    batch.add_argument(
+        "--retry-failed", action=argparse.BooleanOptionalAction, default=True,
+        help="on a re-run, redo items that failed for a transient reason (endpoint down) and input lines fixed "
+        "since (default: on)",
+    )  # fmt: skip
+    batch.add_argument(
+        "--max-consecutive-failures", type=int, default=5, metavar="N",
+        help="stop (exit 1) after N items in a row fail because the endpoint is unavailable (default: 5)",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BatchPaths:
+    """Where a batch reads and writes: the results log is the output itself, or beside a RefChecker array."""
+
+    input: Path
+    output: Path
+    output_format: Literal["jsonl", "refchecker"]
+    aggregator: Aggregator
+
+    @property
+    def results_log(self) -> Path:
+        return self.output if self.output_format == "jsonl" else Path(f"{self.output}.jsonl")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BatchPaths:
+        """The paths, refused in one line when they cannot work."""
+        if args.input is None or args.output is None:
+            raise UsageError("batch mode needs both --input and --output")
+        if args.answer is not None or args.question is not None or args.evidence is not None:
+            raise UsageError("--input/--output cannot be combined with --question/--answer/--evidence")
+        if not args.input.is_file():
+            raise UsageError(f"--input: no such file: {args.input}")
+        _check_output(args.input, args.output)
+        if args.max_consecutive_failures < 1:
+            raise UsageError("--max-consecutive-failures must be at least 1")
+        return cls(args.input, args.output, args.output_format, args.aggregator)
+
+    def write_output_format(self) -> None:
+        """The RefChecker array from the results log, when that is the format asked for."""
+        if self.output_format != "refchecker":
+            return
+        rates = write_refchecker(read_records(self.results_log), self.output, self.aggregator)
+        shares = ", ".join(f"{label} {rate:.3f}" for label, rate in rates.rates.items())
+        out.print(
+            f"RefChecker rates over {rates.responses} responses: {shares}"
+            + (f" ({rates.excluded} left out: an error or a failed claim)" if rates.excluded else ""),
+            markup=False, highlight=False, soft_wrap=True,
+        )  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    """The command: one response, or a batch when --input or --output is given."""
+    config = _config(args)
+    if args.input is not None or args.output is not None:
+        return asyncio.run(_verify_batch(args, config, BatchPaths.from_args(args)))
+    return asyncio.run(_verify_one(args, config))
+
+
+def _config(args: argparse.Namespace) -> VerifierConfig:
+    config = verifier_config(args)
+    if args.cache is not None:
+        config = config.model_copy(update={"call_cache": str(args.cache / CACHE_FILE)})
+    if args.show_prompts:
+        config = config.model_copy(update={"debate": config.debate.model_copy(update={"record_prompts": True})})
+    return config
+
+
+def _model_line(verifier: Verifier, config: VerifierConfig) -> None:
+    where = "embedded llama.cpp" if verifier.embedded else config.model.base_url
+    err.print(f"[dim]model: {verifier.client.model_name} ({where})[/]")
+
+
+async def _verify_one(args: argparse.Namespace, config: VerifierConfig) -> int:
+    answer, _ = read_text_arg(args.answer, "--answer")
+    question, _ = read_text_arg(args.question, "--question")
+    if answer is None or not answer.strip():
+        raise UsageError("give a non-empty --answer (with --question and --evidence), or --input and --output")
+    evidence, evidence_source = read_text_arg(args.evidence, "--evidence")
+    reference: Any = evidence
+    if args.task == "rag":
+        if args.sources is None:
+            raise UsageError("--task rag needs --sources FILE (JSON {id: text} or [{id, text, parent_id}])")
+        reference = read_json(Path(args.sources), "--sources")
+    async with Verifier(config=config) as verifier:
+        _model_line(verifier, config)
+        try:
+            report = await verifier.verify(
+                answer, question=question, reference=reference, reference_source=evidence_source, task=args.task
+            )
+        except InputError as exc:
+            raise UsageError(str(exc)) from exc
+    if args.json:
+        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+    else:
+        render_report(report, out, brief=args.brief, show_prompts=args.show_prompts)
+    transient = transient_failure(report)
+    if transient is not None:
+        raise ModelUnavailableError(f"the endpoint is unavailable ({transient.message}); no verdict was reached")
+    return 3 if fails_on(report.verdict, args.fail_on) else 0
+
+
+async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths: BatchPaths) -> int:
+    todo, done = count_pending(paths.input, paths.results_log, retry_failed=args.retry_failed)
+    if todo == 0:
+        # Nothing to do: no model is started and no endpoint is asked.
+        paths.write_output_format()
+        print(f"done: 0 written, {done} already done -> {paths.output}", file=sys.stderr)
+        return 0
+    async with Verifier(config=config) as verifier:
+        _model_line(verifier, config)
+        summary = await _run_batch(verifier, args, paths)
+    paths.write_output_format()
+    print(
+        f"done: {summary.processed} written ({summary.factual} factual, {summary.non_factual} non-factual, "
+        f"{summary.unverifiable} unverifiable, {summary.failed} failed, {summary.errors} errors), "
+        f"{summary.redone} redone, {summary.skipped_done} already done -> {paths.output}",
+        file=sys.stderr,
+    )
+    if summary.fail_on_matched:
+        print(f"--fail-on {args.fail_on}: {summary.fail_on_matched} record(s) matched", file=sys.stderr)
+        return 3
+    return 0
+
+
+def _check_output(source: Path, output: Path) -> None:
+    """Refuse, in one line, an output that would overwrite the input or cannot be written."""
+    if output.resolve() == source.resolve() or (output.exists() and output.samefile(source)):
+        raise UsageError(f"--input and --output are the same file ({output}); results need their own file")
+    if output.is_dir():
+        raise UsageError(f"--output {output} is a directory; give a file path")
+    parent = output.parent
+    for ancestor in [parent, *parent.parents]:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise UsageError(f"--output {output}: {ancestor} is a file, not a directory")
+            break
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with output.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--output {output}: cannot write there ({exc.strerror})") from exc
+
+
+class BatchProgress(logging.Handler):
+    """Verdict counts and retries for the progress bar: a logging handler on the retry logger counts retries
+    (their warnings are printed above the bar by the console's handler, not through it)."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.WARNING)
+        self.verdicts: dict[str, int] = {}
+        self.retries = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.retries += 1
+
+    def add(self, record: Record) -> None:
+        verdict = "error" if isinstance(record, ErrorRecord) else record.verdict
+        self.verdicts[verdict] = self.verdicts.get(verdict, 0) + 1
+
+    def text(self) -> str:
+        counts = " ".join(f"{name} {n}" for name, n in sorted(self.verdicts.items()))
+        return counts + (f"  retries {self.retries}" if self.retries else "")
+
+
+async def _run_batch(verifier: Verifier, args: argparse.Namespace, paths: BatchPaths) -> BatchSummary:
+    with paths.input.open("rb") as fh:
+        total = sum(1 for line in fh if line.strip())
+    progress = progress_bar(TextColumn("[progress.description]{task.description}"), TextColumn("{task.fields[counts]}"))
+    counter = BatchProgress()
+    retry_log = logging.getLogger("debate.retry")
+    retry_log.addHandler(counter)
+    try:
+        with progress:
+            task = progress.add_task("verifying", total=total, counts="")
+
+            def advance(record: Record) -> None:
+                counter.add(record)
+                progress.update(task, advance=1, counts=counter.text())
+
+            summary = await run_batch(
+                verifier=verifier,
+                input_path=paths.input,
+                output_path=paths.results_log,
+                items_in_flight=items_in_flight(args),
+                workers=args.workers,
+                task=args.task,
+                retry_failed=args.retry_failed,
+                max_consecutive_failures=args.max_consecutive_failures,
+                fail_on=args.fail_on,
+                on_record=advance,
+            )
+            progress.update(task, completed=summary.processed + summary.skipped_done)
+    finally:
+        retry_log.removeHandler(counter)
+    return summary

@@ -1,0 +1,172 @@
+"""The verification pipeline over the registered stages (debate.stages):
+
+    plan (task) -> grounding in the response -> prefilter cascade -> debate (team over the chain) -> rollup -> Report
+
+Each step returns new values (the task's Plan is never changed afterwards). Each stage's failure becomes a typed
+`Failure` on its claim (evidence, prefilter, debate) or on the response (the plan: claim extraction, the subjective
+filter); other claims go on. `InputError` (the caller's item is malformed) and a fatal `ModelRequestError`
+(401/403/404) are raised instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+
+from debate.cascade import Cascade, Undecided, is_fatal
+from debate.chain import MarkovChain
+from debate.concurrency import gather_ordered
+from debate.errors import DebateError, InputError
+from debate.rollup import claim_ratios, response_score, roll_up
+from debate.runtime import Runtime
+from debate.spans import ground_claims
+from debate.stages import Plan, Reference, TaskInput, TeamFactory
+from debate.types import (
+    Claim,
+    ClaimVerdict,
+    Evidence,
+    ExtractionInfo,
+    Failure,
+    PrefilterDecision,
+    Report,
+    RiskLevel,
+    Usage,
+)
+
+__all__ = ["Pipeline"]
+
+
+class Pipeline:
+    """Verifies responses with a started runtime's resources, one chain and one team factory."""
+
+    def __init__(self, runtime: Runtime, chain: MarkovChain, team_factory: TeamFactory) -> None:
+        self.runtime = runtime
+        self.chain = chain
+        self.team_factory = team_factory
+
+    async def verify(
+        self,
+        response: str,
+        *,
+        question: str | None = None,
+        reference: Reference | None = None,
+        task: str = "qa",
+        reference_source: str | None = None,
+        claims: Sequence[str] | None = None,
+    ) -> Report:
+        """One response's report (see `Verifier.verify` for what each task reads)."""
+        if not response.strip():
+            raise InputError("response is empty")
+        started = time.perf_counter()
+        item = TaskInput(
+            response=response, question=question, reference=reference, reference_source=reference_source,
+            claims=claims,
+        )  # fmt: skip
+        plan = await self._plan(task, item)
+        if isinstance(plan, Failure):
+            return self._failed_report(task, item, plan, started)
+        cascade = Cascade(self.runtime.prefilters, min_rounds=self.runtime.config.debate.min_rounds)
+        checks = await cascade.check_response(response, plan)
+        if isinstance(checks, Failure):
+            return self._failed_report(task, item, checks, started)
+        risk = cascade.risk(checks)
+        verdicts = await gather_ordered(
+            list(enumerate(plan.claims)),
+            lambda ic: self._claim(*ic, plan, cascade, risk),
+            limit=self.runtime.config.claim_concurrency,
+        )
+        config = self.runtime.config
+        outcome = roll_up(verdicts, rule=config.rollup, soft_threshold=config.soft_threshold)
+        notes = [*plan.notes, *([outcome.note] if outcome.note else [])]
+        return Report(
+            task=task,
+            question=question,
+            response=response,
+            factual=outcome.factual,
+            verdict=outcome.verdict,
+            rollup=config.rollup,
+            score=response_score(verdicts),
+            ratios=claim_ratios(verdicts),
+            note="; ".join(notes) or None,
+            extraction=plan.extraction,
+            prefilter=cascade.summary(verdicts, plan, checks, risk),
+            claims=verdicts,
+            usage=plan.extraction.usage + Usage.total(v.usage for v in verdicts),
+            elapsed_s=time.perf_counter() - started,
+            meta=self.runtime.meta(),
+        )
+
+    async def _plan(self, task: str, item: TaskInput) -> Plan | Failure:
+        """The task's plan with its claims grounded in the response (the caller's own claims are never dropped),
+        or the failure that left the response without claims."""
+        try:
+            plan = await self.runtime.task(task).plan(item, self.runtime)
+        except InputError:
+            raise
+        except DebateError as exc:
+            if is_fatal(exc):
+                raise
+            return Failure.from_error(exc, "extraction")
+        grounded = ground_claims(plan.claims, item.response, may_drop=plan.extraction.method != "given")
+        extraction, notes = plan.extraction, list(plan.notes)
+        if grounded.dropped:
+            extraction = extraction.model_copy(update={"dropped": grounded.dropped})
+            notes.append(f"{len(grounded.dropped)} extracted claim(s) dropped: nothing in the response supports them")
+        return dataclasses.replace(
+            plan, question=item.question, claims=grounded.claims, extraction=extraction, notes=notes
+        )
+
+    async def _claim(self, index: int, claim: Claim, plan: Plan, cascade: Cascade, risk: RiskLevel) -> ClaimVerdict:
+        try:
+            evidence, usage = await plan.evidence.evidence(claim)
+        except DebateError as exc:
+            if is_fatal(exc):
+                raise
+            failure = Failure.from_error(exc, "evidence")
+            return ClaimVerdict.unverifiable(claim, failure, evidence=[], debate=None, usage=Usage())
+        outcome = await cascade.check_claim(index, claim, evidence, usage, plan, risk)
+        if isinstance(outcome, Undecided):
+            return await self.verify_claim(claim, evidence, usage=outcome.usage, prefilters=outcome.decisions)
+        return outcome
+
+    async def verify_claim(
+        self,
+        claim: Claim,
+        evidence: Sequence[Evidence],
+        *,
+        usage: Usage | None = None,
+        prefilters: list[PrefilterDecision] | None = None,
+    ) -> ClaimVerdict:
+        """Debate one claim over the chain. A failed debate ends `unverifiable` with its typed failure."""
+        team = self.team_factory.new_team(client=self.runtime.client, config=self.runtime.config.debate,
+                                          chain=self.chain)  # fmt: skip
+        result = await team.debate(claim, list(evidence))
+        total = result.usage + (usage or Usage())
+        if result.final is None:
+            failure = result.failure or Failure(kind="reply_unusable", message="no verdict", stage="debate")
+            return ClaimVerdict.unverifiable(
+                claim, failure, evidence=list(evidence), debate=result, usage=total, prefilters=prefilters
+            )
+        return ClaimVerdict.verified(
+            claim, result.final, evidence=list(evidence), debate=result, usage=total, prefilters=prefilters
+        )
+
+    def _failed_report(self, task: str, item: TaskInput, failure: Failure, started: float) -> Report:
+        return Report(
+            task=task,
+            question=item.question,
+            response=item.response,
+            factual=None,
+            verdict="unverifiable",
+            rollup=self.runtime.config.rollup,
+            score=None,
+            ratios=claim_ratios([]),
+            note=f"no claims were judged: {failure.message}",
+            failure=failure,
+            extraction=ExtractionInfo(method="failed"),
+            claims=[],
+            usage=Usage(),
+            elapsed_s=time.perf_counter() - started,
+            meta=self.runtime.meta(),
+        )
