@@ -101,6 +101,46 @@ def _worker_main(job: Job[Any, Any], worker: int, tasks: Any, results: Any, slot
     asyncio.run(_serve(job, worker, tasks, results, slots))
 
 
+def _start_workers(context: Any, job: Job[Any, Any], queues: tuple[Any, Any], slots: int) -> list[BaseProcess]:
+    tasks, results = queues
+    processes: list[BaseProcess] = [
+        context.Process(
+            target=_worker_main, args=(job, k, tasks, results, slots), daemon=True, name=f"debate-worker-{k}"
+        )
+        for k in range(job.workers)
+    ]
+    for process in processes:
+        process.start()
+    return processes
+
+
+def _check_alive(processes: list[BaseProcess]) -> None:
+    dead = [p for p in processes if not p.is_alive()]
+    if dead:
+        raise WorkerError(
+            f"worker process {dead[0].name} exited with code {dead[0].exitcode}; the records written so far are "
+            "kept, re-run to resume"
+        )
+
+
+async def _stop_workers(
+    processes: list[BaseProcess], queues: tuple[Any, Any], waiter: ThreadPoolExecutor, *, clean: bool
+) -> None:
+    """Ask each worker to finish, give it a moment (more after a clean run), then terminate what is left."""
+    tasks, results = queues
+    loop = asyncio.get_running_loop()
+    for _ in processes:
+        tasks.put(None)
+    for process in processes:
+        await loop.run_in_executor(waiter, process.join, 5.0 if clean else 0.5)
+        if process.is_alive():
+            process.terminate()
+            await loop.run_in_executor(waiter, process.join, 5.0)
+    waiter.shutdown(wait=False, cancel_futures=True)
+    tasks.close()
+    results.close()
+
+
 async def process_map(items: Iterable[T], job: Job[T, R], *, limit: int) -> AsyncIterator[R]:
     """Run `job` over `items` on `job.workers` processes (spawned: no event loop or thread is forked), at most
     `limit` items out at once, yielding results in input order."""
@@ -111,14 +151,7 @@ async def process_map(items: Iterable[T], job: Job[T, R], *, limit: int) -> Asyn
     tasks = context.Queue()
     results = context.Queue()
     slots = max(1, -(-limit // workers))
-    processes: list[BaseProcess] = [
-        context.Process(
-            target=_worker_main, args=(job, k, tasks, results, slots), daemon=True, name=f"debate-worker-{k}"
-        )
-        for k in range(workers)
-    ]
-    for process in processes:
-        process.start()
+    processes = _start_workers(context, job, (tasks, results), slots)
     loop = asyncio.get_running_loop()
     waiter = ThreadPoolExecutor(1, thread_name_prefix="results")
 
@@ -148,12 +181,7 @@ async def process_map(items: Iterable[T], job: Job[T, R], *, limit: int) -> Asyn
                 break
             message = await loop.run_in_executor(waiter, receive)
             if message is None:
-                dead = [p for p in processes if not p.is_alive()]
-                if dead:
-                    raise WorkerError(
-                        f"worker process {dead[0].name} exited with code {dead[0].exitcode}; the records written so "
-                        "far are kept, re-run to resume"
-                    )
+                _check_alive(processes)
                 continue
             kind, seq, payload = message
             if kind == "fatal":
@@ -167,13 +195,4 @@ async def process_map(items: Iterable[T], job: Job[T, R], *, limit: int) -> Asyn
                 yield payload
         clean = True
     finally:
-        for _ in processes:
-            tasks.put(None)
-        for process in processes:
-            await loop.run_in_executor(waiter, process.join, 5.0 if clean else 0.5)
-            if process.is_alive():
-                process.terminate()
-                await loop.run_in_executor(waiter, process.join, 5.0)
-        waiter.shutdown(wait=False, cancel_futures=True)
-        tasks.close()
-        results.close()
+        await _stop_workers(processes, (tasks, results), waiter, clean=clean)

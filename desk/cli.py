@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 
 def register(sub: Any) -> None:
     """Add serve, worker and new-key to the `debate` subcommands."""
+    _register_serve(sub)
+    _register_worker(sub)
+
+
+def _register_serve(sub: Any) -> None:
     serve = sub.add_parser(
         "serve",
         help="the audit desk: HTTP API, audit store and web UI (http://127.0.0.1:8000)",
@@ -76,6 +81,8 @@ def register(sub: Any) -> None:
     add_verifier_arguments(serve, batch=False)
     serve.set_defaults(handler=_serve)
 
+
+def _register_worker(sub: Any) -> None:
     worker = sub.add_parser(
         "worker", help="run audit jobs from a shared store (more processes or machines)",
         epilog=examples("debate worker --db postgresql+psycopg://desk@db/desk --base-url http://gpu:8000/v1 --jobs 8"),
@@ -89,7 +96,6 @@ def register(sub: Any) -> None:
     )
     add_verifier_arguments(worker, batch=False)
     worker.set_defaults(handler=_worker)
-
     key = sub.add_parser(
         "new-key", help="make an API key for the audit desk (prints the key and its keys-file line)",
         epilog=examples("debate new-key alice reviewer >> keys.txt"),

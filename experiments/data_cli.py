@@ -49,6 +49,27 @@ def register(sub: Any) -> None:
         "atomically in the user data directory. Experiments read --data-dir / DEBATE_DATA_DIR first, then the "
         "user data directory, then ../shared/data.",
     )
+    _register_fetch(data_sub)
+    listing = data_sub.add_parser(
+        "list",
+        help="what is installed where, with record counts",
+        epilog=examples("debate data list", "debate data list --data-dir ./data"),
+    )
+    listing.add_argument(
+        "--data-dir", type=Path, default=None, help="look only here (default: the order experiments read in)"
+    )
+    listing.set_defaults(handler=_list)
+    path = data_sub.add_parser(
+        "path",
+        help="print the folder a dataset is read from",
+        epilog=examples("debate data path halueval", "ls $(debate data path refchecker)"),
+    )
+    path.add_argument("name", choices=DATASET_NAMES, help="the dataset")
+    path.add_argument("--data-dir", type=Path, default=None, help="look only here (default: the usual order)")
+    path.set_defaults(handler=_path)
+
+
+def _register_fetch(data_sub: Any) -> None:
     fetch = data_sub.add_parser(
         "fetch",
         help="download and install datasets (a re-run resumes and skips what is installed)",
@@ -84,23 +105,6 @@ def register(sub: Any) -> None:
         "DEBATE_DATA_MANIFEST, else the recorded ones)",
     )
     fetch.set_defaults(handler=_fetch)
-    listing = data_sub.add_parser(
-        "list",
-        help="what is installed where, with record counts",
-        epilog=examples("debate data list", "debate data list --data-dir ./data"),
-    )
-    listing.add_argument(
-        "--data-dir", type=Path, default=None, help="look only here (default: the order experiments read in)"
-    )
-    listing.set_defaults(handler=_list)
-    path = data_sub.add_parser(
-        "path",
-        help="print the folder a dataset is read from",
-        epilog=examples("debate data path halueval", "ls $(debate data path refchecker)"),
-    )
-    path.add_argument("name", choices=DATASET_NAMES, help="the dataset")
-    path.add_argument("--data-dir", type=Path, default=None, help="look only here (default: the usual order)")
-    path.set_defaults(handler=_path)
 
 
 def _names(given: list[str]) -> list[DatasetName]:

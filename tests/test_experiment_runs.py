@@ -296,7 +296,7 @@ def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
 
 def test_eval_defaults_to_the_papers_sample_sizes() -> None:
     from debate.cli import build_parser
-    from experiments.cli import _sample_size
+    from experiments.cli_common import sample_size as _sample_size
 
     parser = build_parser(["eval"])
     sizes = {task: _sample_size(parser.parse_args(["eval", "halueval", "--task", task]))
@@ -347,7 +347,7 @@ def _metrics(accuracy: float, f1: float, baselines: dict[str, float]) -> dict[st
 
 
 def test_ablation_figure_pads_its_axes_and_labels_coincident_baselines_together() -> None:
-    from experiments.cli import ablation_figure
+    from experiments.ablate_cli import ablation_figure
 
     same = {"length-only": 0.5, "majority-class": 0.5}
     points = [(0, _metrics(0.0, 0.0, same)), (3, _metrics(1.0, 1.0, same))]

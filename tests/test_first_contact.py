@@ -85,19 +85,19 @@ def test_cancellations_are_not_logged_as_errors() -> None:
 def test_an_embedded_eval_says_its_size_and_time_first(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from experiments import cli
+    from experiments import cli_common as cli
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     spec = RunSpec(benchmark="halueval", task="qa", n=40, data_dir=str(tmp_path), verifier=VerifierConfig())
-    cli._announce(spec, tmp_path / "run", embedded=True)
+    cli.announce(spec, tmp_path / "run", embedded=True)
     first = " ".join(capsys.readouterr().err.split())
     assert "40 items on the embedded SmolLM2-135M-Instruct-Q4_1 (7-16 model calls a claim)" in first
     assert "no call rate measured on this machine yet" in first and "--n 10 for a quick look" in first
 
     embedded.record_call_rate(calls=100, seconds=50.0)  # a run's 2 calls/s, kept for the next estimate
-    cli._announce(spec, tmp_path / "run", embedded=True)
+    cli.announce(spec, tmp_path / "run", embedded=True)
     second = " ".join(capsys.readouterr().err.split())
     assert "at the last measured 2.00 calls/s, about 2 min to 5 min" in second  # 40·7/2 s to 40·16/2 s
 
-    cli._announce(spec, tmp_path / "run", embedded=False)
+    cli.announce(spec, tmp_path / "run", embedded=False)
     assert "items on the embedded" not in capsys.readouterr().err

@@ -79,3 +79,24 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_second() -> None:
     assert "debate verify" in install_and_run and "--base-url" not in install_and_run
     ci = (ROOT / ".ci" / "run").read_text()
     assert install_and_test in ci.splitlines()
+
+
+def test_no_function_over_60_lines_and_no_module_over_400() -> None:
+    """Issue 23's size rule: a function that needs more than 60 lines, or a module more than 400, holds more than
+    one concern (database migrations excepted)."""
+    import ast
+
+    long_functions, long_modules = [], []
+    for pkg in ("debate", "agents", "experiments", "desk", "markov_debate"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            source = path.read_text(encoding="utf-8")
+            where = str(path.relative_to(ROOT))
+            if len(source.splitlines()) > 400:
+                long_modules.append(where)
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None:
+                    if node.end_lineno - node.lineno + 1 > 60:
+                        long_functions.append(f"{where}:{node.lineno} {node.name}")
+    assert (long_functions, long_modules) == ([], [])

@@ -2,47 +2,59 @@
 
 Requests go over one aiohttp connection pool sized from the model semaphore, with bodies encoded and decoded by
 orjson into our own types: the SDK's own request path costs ~1.5-7 ms of CPU per call (its request transform and
-httpx's pool bookkeeping), which caps a 2-core machine far below a fast endpoint's throughput. The SDK's semantics
-are kept: its base-URL and auth headers (OPENAI_ORG_ID, OPENAI_PROJECT_ID), its error classes for every HTTP error
-(RateLimitError, InternalServerError, ...; imported on the first error only, since `import openai` alone costs
-0.4 s of start-up), Retry-After, and the same environment proxies. This is the only request path.
+httpx's pool bookkeeping), which caps a 2-core machine far below a fast endpoint's throughput. A failed attempt
+raises our own transport errors (debate.llm.transport: status, body, headers, Retry-After) straight from the
+response; debate.llm.diagnosis says what a final failure means. The SDK's request semantics are kept (its auth
+headers, OPENAI_ORG_ID / OPENAI_PROJECT_ID, the environment's proxies), and its request types check our payload
+(for the type checker only: nothing of the SDK is imported at run time). This is the only request path.
 """
 
 from __future__ import annotations
 
 import asyncio
-import difflib
-import importlib
-import ipaddress
 import logging
 import os
 import time
 import urllib.request
-from collections.abc import Mapping
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
 import aiohttp
 import orjson
 
 from debate.config import ModelConfig, StructuredOutputMode
-from debate.errors import DebateError, UsageError
+from debate.errors import UsageError
 from debate.llm.base import (
     ChatRequest,
     ChatResponse,
-    ContextTooLongError,
     ModelRequestError,
     ModelUnavailableError,
     TokenLogprob,
     TopLogprob,
 )
+from debate.llm.diagnosis import (
+    KEY_HINT,
+    MODEL_HINT,
+    chat_failure,
+    format_rejected,
+    is_hosted,
+    listing_failure,
+    nothing_answers,
+)
+from debate.llm.transport import (
+    EndpointConnectionError,
+    EndpointHTTPError,
+    MalformedReplyError,
+    describe,
+    headers_of,
+    is_retryable,
+)
 from debate.provenance import package_version
-from debate.retry import TRANSIENT_STATUS, retrying
+from debate.retry import retrying
 from debate.types import Usage
 
 if TYPE_CHECKING:
-    import openai  # noqa: TID251 - the one module allowed to
+    from openai.types.chat import ChatCompletionMessageParam  # noqa: TID251 - the one module allowed to
 
 __all__ = ["MalformedReplyError", "OpenAIChatClient", "is_hosted", "is_retryable"]
 
@@ -52,50 +64,6 @@ _STRUCTURED_FALLBACK: dict[StructuredOutputMode, StructuredOutputMode] = {
     "json_schema": "json_object",
     "json_object": "none",
 }
-
-
-class MalformedReplyError(Exception):
-    """A 200 whose body is not a usable chat completion (HTML, truncated JSON, an error object, no choices, no
-    content): a fault of the endpoint or a proxy in front of it, so it is retried like a 5xx."""
-
-
-def _sdk() -> ModuleType:
-    import openai  # noqa: TID251 - the one module allowed to
-
-    return openai
-
-
-def _sdk_http() -> ModuleType:
-    """The HTTP library whose Request/Response the SDK's exceptions carry (httpx, or httpx2 in openai 3)."""
-    exceptions = importlib.import_module("openai._exceptions")
-    module: ModuleType = getattr(exceptions, "httpx2", None) or exceptions.httpx
-    return module
-
-
-def _status_error(status: int, headers: Mapping[str, str], body: bytes, method: str, url: str) -> openai.APIStatusError:
-    """The exception the SDK raises for this response, worded as the SDK words it."""
-    sdk, httpx = _sdk(), _sdk_http()
-    text = body.decode(errors="replace").strip()
-    parsed: object = text
-    try:
-        parsed = orjson.loads(body)
-        message = f"Error code: {status} - {parsed}"
-    except orjson.JSONDecodeError:
-        message = text or f"Error code: {status}"
-    data = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
-    response = httpx.Response(status, headers=dict(headers), content=body, request=httpx.Request(method, url))
-    classes: dict[int, type[openai.APIStatusError]] = {
-        400: sdk.BadRequestError,
-        401: sdk.AuthenticationError,
-        403: sdk.PermissionDeniedError,
-        404: sdk.NotFoundError,
-        409: sdk.ConflictError,
-        422: sdk.UnprocessableEntityError,
-        429: sdk.RateLimitError,
-    }
-    cls = classes.get(status) or (sdk.InternalServerError if status >= 500 else sdk.APIStatusError)
-    error: openai.APIStatusError = cls(message, response=response, body=data)
-    return error
 
 
 def _first_choice(raw: object) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -125,79 +93,6 @@ def _parse_json(body: bytes) -> object:
         raise MalformedReplyError(f"the endpoint answered 200 with a body that is not JSON: {shown!r}") from exc
 
 
-def is_retryable(exc: BaseException) -> bool:
-    """Rate limits, timeouts, connection errors, 5xx and malformed 200s are transient; every other error is final."""
-    if isinstance(exc, MalformedReplyError):
-        return True
-    if not _is_sdk_error(exc):
-        return False
-    sdk = _sdk()
-    if isinstance(exc, sdk.APIConnectionError):  # includes APITimeoutError
-        return True
-    if isinstance(exc, sdk.APIStatusError):
-        return exc.status_code in TRANSIENT_STATUS
-    return False
-
-
-def _is_sdk_error(exc: BaseException) -> bool:
-    return type(exc).__module__.split(".")[0] == "openai"  # no import needed to tell that it is not
-
-
-def _is_status_error(exc: BaseException) -> bool:
-    return _is_sdk_error(exc) and isinstance(exc, _sdk().APIStatusError)
-
-
-def _headers(exc: BaseException) -> Mapping[str, str] | None:
-    return exc.response.headers if _is_status_error(exc) else None  # type: ignore[attr-defined]
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, MalformedReplyError):
-        return f"malformed reply: {exc}"
-    if _is_sdk_error(exc):
-        sdk = _sdk()
-        if isinstance(exc, sdk.APIStatusError):
-            return f"HTTP {exc.status_code}: {exc.message}"
-        if isinstance(exc, sdk.APITimeoutError):
-            return "request timed out"
-        if isinstance(exc, sdk.APIConnectionError):
-            return f"connection error: {exc.__cause__ or exc}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _looks_like_format_rejection(exc: openai.APIStatusError) -> bool:
-    text = str(exc.message).lower() + str(getattr(exc, "body", "") or "").lower()
-    return exc.status_code in (400, 422) and any(
-        w in text for w in ("response_format", "json_schema", "schema", "json")
-    )
-
-
-def _looks_like_context_overflow(exc: openai.APIStatusError) -> bool:
-    text = (str(exc.message) + str(getattr(exc, "body", "") or "")).lower()
-    return (
-        exc.status_code in (400, 413, 422)
-        and "context" in text
-        and any(w in text for w in ("length", "window", "exceed", "too long", "maximum", "tokens"))
-    )
-
-
-def is_hosted(base_url: str) -> bool:
-    """True for an endpoint on the public internet: a dotted host name that is not local (localhost, *.local,
-    *.internal, *.lan), or a public IP address. Single-label names (a compose service such as `vllm`) and loopback
-    or private addresses are local servers, which commonly need no key."""
-    host = (urlparse(base_url).hostname or "").lower()
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return "." in host and not host.endswith((".local", ".localhost", ".internal", ".lan", ".home.arpa"))
-    return address.is_global
-
-
-_KEY_HINT = ("set ModelConfig.api_key (or OPENAI_API_KEY)", "pass --api-key (or set OPENAI_API_KEY)")
-_URL_HINT = ("check ModelConfig.base_url (or OPENAI_BASE_URL)", "check --base-url (or OPENAI_BASE_URL)")
-_MODEL_HINT = ("set ModelConfig.model (or DEBATE_MODEL)", "pass --model (or set DEBATE_MODEL)")
-
-
 class OpenAIChatClient:
     """ChatClient over any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp)."""
 
@@ -206,7 +101,7 @@ class OpenAIChatClient:
             raise ValueError("OpenAIChatClient needs a base_url; the embedded model provides one")
         if config.api_key is None and is_hosted(config.base_url):
             # Refused before the first call: a hosted API would answer 401 after the run has started.
-            raise UsageError(f"{config.base_url} is a hosted endpoint and no API key is set").with_hint(*_KEY_HINT)
+            raise UsageError(f"{config.base_url} is a hosted endpoint and no API key is set").with_hint(*KEY_HINT)
         self._config = config
         self._secret = config.api_key.get_secret_value().encode() if config.api_key else b""
         self._model = model or config.model
@@ -234,7 +129,7 @@ class OpenAIChatClient:
         # Built once; each call runs a copy, since a tenacity policy keeps per-call state on itself.
         self._policy = retrying(
             attempts=config.max_attempts, initial_s=config.backoff_initial_s, max_s=config.backoff_max_s,
-            is_transient=is_retryable, headers_of=_headers, describe=_describe,
+            is_transient=is_retryable, headers_of=headers_of, describe=describe,
         )  # fmt: skip
 
     @property
@@ -260,7 +155,7 @@ class OpenAIChatClient:
         return self._session
 
     async def _http(self, method: str, path: str, payload: bytes | None = None, purpose: str | None = None) -> bytes:
-        """One HTTP attempt: the body of a 2xx, else the SDK's exception for what went wrong. `purpose` (the
+        """One HTTP attempt: the body of a 2xx, else our transport error for what went wrong. `purpose` (the
         request's declared purpose, e.g. "debate:skeptic") is sent as X-Debate-Purpose, for proxies' logs and
         scripted test endpoints; the model never sees it."""
         url = self._base + path
@@ -268,66 +163,25 @@ class OpenAIChatClient:
         try:
             async with self._pool().request(method, url, data=payload, proxy=self._proxy, headers=headers) as response:
                 body = await response.read()
-                status = response.status
-                if status >= 400:
+                if response.status >= 400:
                     # Some servers echo the credentials they refused: the key must not reach an error message,
                     # and so a log, a stored failure or an API reader.
                     if self._secret:
                         body = body.replace(self._secret, b"[redacted]")
-                    raise _status_error(status, response.headers, body, method, url)
+                    raise EndpointHTTPError(response.status, body, response.headers, method=method, url=url)
                 return body
         except TimeoutError as exc:  # aiohttp's own timeout errors are TimeoutErrors too
-            raise _sdk().APITimeoutError(request=_sdk_http().Request(method, url)) from exc
+            raise EndpointConnectionError(method=method, url=url, timeout=True) from exc
         except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body
-            raise _sdk().APIConnectionError(request=_sdk_http().Request(method, url)) from exc
-
-    def _status_error_or_raise(self, exc: Exception, unavailable: str) -> openai.APIStatusError:
-        """`exc` when it is an HTTP status error, for the caller to classify. A connection failure or a malformed
-        reply (every attempt spent) becomes ModelUnavailableError with `unavailable` ({why}: what went wrong);
-        anything else is not an endpoint failure and is raised as it is."""
-        if isinstance(exc, MalformedReplyError) or (_is_sdk_error(exc) and isinstance(exc, _sdk().APIConnectionError)):
-            raise ModelUnavailableError(unavailable.format(why=_describe(exc))) from exc
-        if not _is_status_error(exc):
-            raise exc
-        status_error: openai.APIStatusError = exc  # type: ignore[assignment]
-        return status_error
+            raise EndpointConnectionError(method=method, url=url, timeout=False) from exc
 
     async def resolve_model(self) -> str:
         """Check that the endpoint answers (so a down server stops the run before any work), then use the
         configured model, or the endpoint's only model. Each failure says what it most likely means: nothing
         listening, a URL that is not an OpenAI API root, a refused key, or a model choice to make."""
-        base = self._config.base_url
-        policy = self._policy.copy()
-        try:
-            async for attempt in policy:
-                with attempt:
-                    page = _parse_json(await self._http("GET", "/models", purpose="models"))
-        except MalformedReplyError as malformed:
-            if self._model is not None:  # a proxy without a model list; the configured model is used as given
-                return self._model
-            error = ModelRequestError(f"listing models at {base} failed ({malformed})", status=None)
-            raise error.with_hint(*_MODEL_HINT) from malformed
-        except Exception as failure:
-            if _is_sdk_error(failure) and isinstance(failure, _sdk().APIConnectionError):
-                down = ModelUnavailableError(
-                    f"nothing answers at {base} ({_describe(failure)} after {self._config.max_attempts} attempts)"
-                )
-                api, cli = _URL_HINT
-                raise down.with_hint(f"is the server running? {api}", f"is the server running? {cli}") from failure
-            exc = self._status_error_or_raise(failure, f"{base} is unreachable ({{why}})")
-            status = exc.status_code
-            if status in (401, 403):
-                raise self._refused_key(exc) from exc
-            if status == 404 and self._model is None:
-                raise self._wrong_path(exc) from exc
-            if is_retryable(exc):
-                attempts = self._config.max_attempts
-                raise ModelUnavailableError(f"{base}: {_describe(exc)} after {attempts} attempts") from exc
-            if self._model is None:
-                error = ModelRequestError(f"listing models at {base} failed ({_describe(exc)})", status=status)
-                raise error.with_hint(*_MODEL_HINT) from exc
-            # The endpoint has no model list (some proxies); the configured model is used as given.
-            return self._model
+        page = await self._list_models()
+        if page is None:  # no model list (some proxies): the configured model is used as given
+            return self.model_name
         data = page.get("data") if isinstance(page, dict) else None
         self._served = (
             [m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
@@ -339,44 +193,33 @@ class OpenAIChatClient:
         if len(self._served) != 1:
             more = ", ..." if len(self._served) > 8 else ""
             listed = f" ({', '.join(self._served[:8])}{more})" if self._served else ""
-            many = f"no model given and {base} serves {len(self._served)} models{listed}"
-            error = ModelRequestError(many, status=None)
-            raise error.with_hint(*_MODEL_HINT)
+            many = f"no model given and {self._config.base_url} serves {len(self._served)} models{listed}"
+            raise ModelRequestError(many, status=None).with_hint(*MODEL_HINT)
         self._model = self._served[0]
         return self._model
 
-    def _refused_key(self, exc: openai.APIStatusError) -> DebateError:
-        said = "refused the API key" if self._config.api_key else "wants an API key and none was set"
-        error = ModelRequestError(f"{self._config.base_url} {said} ({_describe(exc)})", status=exc.status_code)
-        return error.with_hint(*_KEY_HINT)
-
-    def _wrong_path(self, exc: openai.APIStatusError) -> DebateError:
-        """A 404 on GET /models: the base URL is not an OpenAI API root (most servers put it under /v1)."""
-        base = self._base
-        guess = f"; most servers serve it under /v1: try {base}/v1" if not base.endswith("/v1") else ""
-        error = ModelRequestError(f"{base}/models answered 404: {base} is not an OpenAI-compatible API root{guess}",
-                                  status=404)  # fmt: skip
-        return error.with_hint(*_URL_HINT)
-
-    def _model_refused(self, exc: openai.APIStatusError) -> DebateError | None:
-        """A 404 (or a 400 naming the model) on a chat call when the endpoint's list lacks our model: the model
-        name is wrong; name what it serves and the closest match."""
-        text = (str(exc.message) + str(getattr(exc, "body", "") or "")).lower()
-        model = self.model_name
-        if not self._served or model in self._served or f"{model}:latest" in self._served:
+    async def _list_models(self) -> object | None:
+        """GET /models (retried), or None when the endpoint has no list and a model is configured."""
+        base, attempts = str(self._config.base_url), self._config.max_attempts
+        try:
+            async for attempt in self._policy.copy():
+                with attempt:
+                    return _parse_json(await self._http("GET", "/models", purpose="models"))
+        except MalformedReplyError as malformed:
+            if self._model is not None:
+                return None
+            error = ModelRequestError(f"listing models at {base} failed ({malformed})", status=None)
+            raise error.with_hint(*MODEL_HINT) from malformed
+        except EndpointConnectionError as down:
+            raise nothing_answers(base, down, attempts) from down
+        except EndpointHTTPError as exc:
+            diagnosed = listing_failure(
+                exc, base, model=self._model, has_key=self._config.api_key is not None, attempts=attempts
+            )
+            if diagnosed is not None:
+                raise diagnosed from exc
             return None
-        if not (exc.status_code == 404 or (exc.status_code == 400 and model.lower() in text)):
-            return None
-        listed = ", ".join(self._served[:12])
-        close = difflib.get_close_matches(model, self._served, n=1, cutoff=0.4)
-        error = ModelRequestError(
-            f"{self._base} does not serve model {model!r} ({_describe(exc)}); it serves: {listed}",
-            status=exc.status_code,
-        )
-        return error.with_hint(
-            (f"did you mean {close[0]!r}? " if close else "") + _MODEL_HINT[0],
-            (f"did you mean --model {close[0]}? " if close else "") + _MODEL_HINT[1],
-        )
+        raise AssertionError("the retry policy ends in a return or an exception")  # pragma: no cover
 
     def _response_format(self, request: ChatRequest, mode: StructuredOutputMode) -> dict[str, Any] | None:
         schema = request.response_schema
@@ -390,7 +233,7 @@ class OpenAIChatClient:
     def _payload(self, request: ChatRequest, mode: StructuredOutputMode) -> bytes:
         body: dict[str, Any] = {
             "model": request.model or self.model_name,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": _messages(request),
             "temperature": self._config.temperature,
             "max_tokens": request.max_tokens or self._config.max_tokens,
         }
@@ -427,34 +270,35 @@ class OpenAIChatClient:
                 )
                 raw, choice, latency = sent
                 break
-            except Exception as failure:
-                exc = self._status_error_or_raise(
-                    failure, f"{self._config.base_url}: {{why}} after {self._config.max_attempts} attempts"
-                )
+            except (MalformedReplyError, EndpointConnectionError) as exc:
+                raise ModelUnavailableError(
+                    f"{self._config.base_url}: {describe(exc)} after {self._config.max_attempts} attempts"
+                ) from exc
+            except EndpointHTTPError as exc:
                 fallback = _STRUCTURED_FALLBACK.get("json_schema" if mode == "auto" else mode)
-                if (
-                    self._config.structured_output == "auto"
-                    and request.response_schema is not None
-                    and fallback is not None
-                    and _looks_like_format_rejection(exc)
-                ):
-                    log.info("endpoint rejected structured mode %s (%s); trying %s", mode, _describe(exc), fallback)
-                    self._mode = fallback
+                if self._may_fall_back(request, fallback, exc):
+                    log.info("endpoint rejected structured mode %s (%s); trying %s", mode, describe(exc), fallback)
+                    self._mode = cast("StructuredOutputMode", fallback)
                     continue
-                if is_retryable(exc):
-                    raise ModelUnavailableError(
-                        f"{self._config.base_url}: {_describe(exc)} after {self._config.max_attempts} attempts"
-                    ) from exc
-                refused = self._model_refused(exc)
-                if refused is not None:
-                    raise refused from exc
-                if exc.status_code in (401, 403):
-                    raise self._refused_key(exc) from exc
-                error = ContextTooLongError if _looks_like_context_overflow(exc) else ModelRequestError
-                raise error(f"{self._config.base_url}: {_describe(exc)}", status=exc.status_code) from exc
+                raise chat_failure(
+                    exc, str(self._config.base_url), model=self.model_name, served=self._served,
+                    has_key=self._config.api_key is not None, attempts=self._config.max_attempts,
+                ) from exc  # fmt: skip
         if mode == "auto" and request.response_schema is not None:
             self._mode = "json_schema"
         return self._convert(raw, choice, attempts[0], latency)
+
+    def _may_fall_back(
+        self, request: ChatRequest, fallback: StructuredOutputMode | None, exc: EndpointHTTPError
+    ) -> bool:
+        """Under `auto`, a structured mode the endpoint refuses is stepped down (json_schema -> json_object ->
+        none) instead of failing the call."""
+        return (
+            self._config.structured_output == "auto"
+            and request.response_schema is not None
+            and fallback is not None
+            and format_rejected(exc)
+        )
 
     def _convert(self, raw: dict[str, Any], choice: dict[str, Any], attempts: int, latency: float) -> ChatResponse:
         usage: dict[str, Any] = raw["usage"] if isinstance(raw.get("usage"), dict) else {}
@@ -489,3 +333,7 @@ class OpenAIChatClient:
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _messages(request: ChatRequest) -> list[ChatCompletionMessageParam]:
+    return [cast("ChatCompletionMessageParam", {"role": m.role, "content": m.content}) for m in request.messages]

@@ -25,6 +25,7 @@ from debate.types.names import (
 from debate.types.prefilter import PrefilterDecision, PrefilterSummary, ResponseCheck
 from debate.types.rag import CitationReport, JudgeRubric, RagJudgment, RiskAction
 from debate.types.report import ClaimRatios, ClaimVerdict, ExtractionInfo, Report, RunMeta
+from debate.types.tools import CorrectionResult, ToolCall, ToolCallFinding
 from debate.types.transcript import CallInfo, DebateResult, Opinion, SentMessage, StateRecord, Turn
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "ClaimRatios",
     "ClaimStatus",
     "ClaimVerdict",
+    "CorrectionResult",
     "DebateResult",
     "DecidedBy",
     "Evidence",
@@ -68,6 +70,8 @@ __all__ = [
     "StateRecord",
     "StopReason",
     "TaskName",
+    "ToolCall",
+    "ToolCallFinding",
     "Turn",
     "Usage",
 ]

@@ -1,5 +1,5 @@
-"""Submitting audits and batches, reading them back (one, a filtered page, a batch), UI sessions, and the rows an
-export pages through."""
+"""Submitting audits and batches, reading them back (one, a filtered page, a batch), and the rows an export pages
+through."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import and_, delete, exists, func, select
+from sqlalchemy import and_, exists, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -28,8 +28,9 @@ from desk.models import (
     ReviewInfo,
     load_request,
 )
-from desk.store.db import ConflictError, Database, NotFoundError, sha, utcnow
-from desk.tables import AuditRow, BatchRow, ClaimRow, EventRow, ReviewRow, RevokedSessionRow
+from desk.store.db import ConflictError, NotFoundError, sha, utcnow
+from desk.store.sessions import SessionStore
+from desk.tables import AuditRow, BatchRow, ClaimRow, EventRow, ReviewRow
 
 __all__ = ["AuditStore", "StoreFigures", "review_info"]
 
@@ -48,21 +49,8 @@ class StoreFigures:
     reviews: list[tuple[datetime, str, str, int, str]]
 
 
-class AuditStore(Database):
+class AuditStore(SessionStore):
     """Submissions and reads."""
-
-    # --- sessions --------------------------------------------------------------------------------------------
-
-    def revoke_session(self, session_id: str, expires_at: datetime) -> None:
-        """End a UI session now (logout), on every server that shares this store."""
-        with self._session.begin() as s:
-            s.execute(delete(RevokedSessionRow).where(RevokedSessionRow.expires_at < utcnow()))
-            if s.get(RevokedSessionRow, session_id) is None:
-                s.add(RevokedSessionRow(session_id=session_id, expires_at=expires_at))
-
-    def session_revoked(self, session_id: str) -> bool:
-        with self._session() as s:
-            return s.get(RevokedSessionRow, session_id) is not None
 
     # --- submission ------------------------------------------------------------------------------------------
 
