@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from debate.errors import InputError
-from debate.records import ErrorRecord, PredictionRecord, Record, ResultRecord, read_records
+from debate.records import ErrorRecord, PredictionRecord, Record, read_records
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -85,15 +85,17 @@ def _row(record: Record) -> dict[str, Any]:
     extra = {k: v for k, v in (record.model_extra or {}).items() if not isinstance(v, dict | list)}
     if isinstance(record, PredictionRecord):
         row = record.model_dump(exclude={"report"}) | extra
-        report = record.report
-    else:
-        row = {**extra, "line": record.line}
-        report = record.result.model_dump(mode="json") if isinstance(record, ResultRecord) else None
+        stored = record.report  # a Report's JSON, or a judge's transcript
+        if isinstance(stored, dict):
+            row["verdict"] = stored.get("verdict")
+            row["claims"] = len(stored.get("claims") or [])
+        return row
+    row = {**extra, "line": record.line}
     if isinstance(record, ErrorRecord):
         row["error"] = record.error.message
-    if isinstance(report, dict):
-        row["verdict"] = report.get("verdict")
-        row.setdefault("score", report.get("score"))
-        row.setdefault("llm_calls", (report.get("usage") or {}).get("llm_calls"))
-        row["claims"] = len(report.get("claims") or [])
+        return row
+    report = record.result
+    row |= {"verdict": report.verdict, "claims": len(report.claims)}
+    row.setdefault("score", report.score)
+    row.setdefault("llm_calls", report.usage.llm_calls)
     return row

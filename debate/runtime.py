@@ -84,10 +84,6 @@ class Runtime:
     # --- what the pipeline uses ---------------------------------------------------------------------------------
 
     @property
-    def started(self) -> bool:
-        return self._client is not None
-
-    @property
     def embedded(self) -> bool:
         return self._server is not None or self._attached_embedded
 

@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from debate.chain import PAPER_TRANSITION_RULES
 from debate.cli import (
     verifier_config,
@@ -27,9 +25,6 @@ from experiments.runner import (
 )
 
 __all__ = ["Point", "ablate_min_rounds", "ablate_prompt_sets", "ablate_replot", "ablate_transitions", "ablation_figure"]
-
-_err = Console(stderr=True)
-
 
 Point = tuple[Any, dict[str, Any]]
 """An x value (a rule, a round count, a prompt set) and the run's metrics there."""

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.progress import TextColumn
 
 from debate.api import Verifier
@@ -20,6 +19,7 @@ from debate.cli import (
     progress_bar,
     verifier_config,
 )
+from debate.cli.conventions import err
 from debate.config import ClaimConfig, VerifierConfig
 from debate.extras import require_extra
 from debate.llm.cache import CACHE_FILE
@@ -49,9 +49,6 @@ __all__ = [
     "run_spec",
     "sample_size",
 ]
-
-_err = Console(stderr=True)
-
 
 PAPER_N = {"qa": 150, "dialogue": 150, "summarization": 50, "general": 150}
 """Default sample sizes: the paper's Table 1 (FactPrompts: all 50 responses / 233 claims); `general` is not in the
@@ -174,7 +171,7 @@ def provenance_of(spec: RunSpec) -> Any:
 
 def announce(spec: RunSpec, run_dir: Path, embedded: bool) -> None:
     """What a run says once its folder exists: where, and on the embedded model how long it may take."""
-    _err.print(f"[dim]run folder: {run_dir}[/]")
+    err.print(f"[dim]run folder: {run_dir}[/]")
     if embedded:
         announce_embedded(spec)
 
@@ -189,7 +186,7 @@ def announce_embedded(spec: RunSpec) -> None:
     else:
         low, high = (items * c / rate for c in calls)
         when = f"at the last measured {rate:.2f} calls/s, about {duration(low)} to {duration(high)}"
-    _err.print(
+    err.print(
         f"{items} items on the embedded {EMBEDDED_MODEL_NAME} ({calls[0]}-{calls[1]} model calls a claim): {when}; "
         "its verdicts are not the method's accuracy. --n 10 for a quick look, --base-url for a real model.",
         highlight=False,

@@ -12,8 +12,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pydantic import ValidationError
-from rich.console import Console
 
+from debate.cli.conventions import err
 from debate.config import VerifierConfig
 from debate.errors import UsageError
 from debate.monitoring import rag_monitoring
@@ -26,8 +26,6 @@ from experiments.runner import (
 
 __all__ = ["report", "report_rows"]
 
-_err = Console(stderr=True)
-
 
 def report(args: argparse.Namespace) -> int:
     logs = [path for path in args.runs if path.is_file()]
@@ -36,7 +34,7 @@ def report(args: argparse.Namespace) -> int:
         for run in folders:
             if (run / "metrics.json").is_file() and (run / "config.json").is_file():
                 evaluate_run(run, _recorded_spec(json.loads((run / "config.json").read_text())["spec"]))
-    rows = report_rows(folders, skipped=lambda run, why: _err.print(f"[yellow]skipped[/] {run}: {why}"))
+    rows = report_rows(folders, skipped=lambda run, why: err.print(f"[yellow]skipped[/] {run}: {why}"))
     monitoring = [{"log": str(log), **rag_monitoring(_records(log)).model_dump()} for log in logs]
     if not rows and not monitoring:
         raise UsageError("no finished run among the folders given (each needs config.json and metrics.json), and no "

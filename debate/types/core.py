@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from debate.errors import DebateError, FailureKind
 from debate.types.names import ClaimKind, EvidenceKind
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["Claim", "Evidence", "Failure", "Source", "Span", "Usage"]
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from debate.types.core import _Model
 from debate.types.names import GroundingBand
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["GroundedClaim", "GroundingResult", "HallucinationCheck"]
 

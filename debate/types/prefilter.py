@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -10,9 +10,6 @@ from debate.types.core import Usage, _Model
 from debate.types.grounding import GroundingResult, HallucinationCheck
 from debate.types.names import PrefilterName, RiskLevel
 from debate.types.rag import CitationReport, RagJudgment
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["PrefilterDecision", "PrefilterSummary", "ResponseCheck"]
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from debate.types.core import _Model
 from debate.types.names import RiskLevel
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["CitationReport", "JudgeRubric", "RagJudgment", "RiskAction"]
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Self
+from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
 from debate.types.core import Failure, Usage, _Model
 from debate.types.names import ClaimLabel, Role, StateName, StopReason
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["CallInfo", "DebateResult", "Opinion", "SentMessage", "StateRecord", "Turn"]
 
