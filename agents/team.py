@@ -3,8 +3,10 @@
 - Speaker order: a `SelectorGroupChat` whose `selector_func` asks the chain driver (debate.chain) who speaks next,
   from the thread so far; the model-based selector is never used.
 - Stop rules: autogen `TerminationCondition`s composed with `&` and `|` (agents.conditions).
-- Inputs: each agent builds its input from the thread: exactly its Table-12 inputs (claim, evidence and the
-  opinions its role is shown, rendered by debate.inputs), never the whole conversation.
+- Turn plans: the selector function computes each turn's plan once (who, which state and round, the opinions shown)
+  and the named agent reads it; agents keep no thread.
+- Inputs: exactly the role's Table-12 inputs (claim, evidence and the opinions its role is shown, rendered by
+  debate.inputs), never the whole conversation; each turn is one `debate.structured` exchange (re-asks included).
 - Transcript: the team's message stream; every turn is a `StructuredMessage[ChainTurn]`.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from autogen_agentchat.agents import BaseChatAgent
 from autogen_agentchat.base import ChatAgent, Response
@@ -20,13 +23,13 @@ from autogen_agentchat.base import Team as AutogenBaseTeam
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StructuredMessage, TextMessage
 from autogen_agentchat.teams import SelectorGroupChat
 from autogen_core import CancellationToken
-from autogen_core.models import AssistantMessage, LLMMessage, SystemMessage, UserMessage
 
 from agents.conditions import paper_termination, turns_in
-from agents.model_adapter import DebateModelClient
+from agents.selector_model import NoSelectorModel
+from debate.cascade import is_fatal
 from debate.chain import ChainDriver, MarkovChain, TurnPlan, TurnRecord, transcript_result
 from debate.config import DebateConfig
-from debate.errors import DebateError, ModelRequestError
+from debate.errors import DebateError
 from debate.inputs import render_evidence, render_opinion, render_opinions
 from debate.llm import ChatClient
 from debate.parsing import (
@@ -37,8 +40,8 @@ from debate.parsing import (
     parse_opinion,
 )
 from debate.prompts import PromptError, PromptTemplate, load_prompt
-from debate.structured import ask_structured, call_info
-from debate.types import Claim, DebateResult, Evidence, Failure, SentMessage, Turn
+from debate.structured import ask_structured, call_info, converse
+from debate.types import Claim, DebateResult, Evidence, Failure, Turn
 
 __all__ = ["AutogenTeam", "AutogenTeamFactory", "ChainTurn"]
 
@@ -57,52 +60,37 @@ TurnMessage = StructuredMessage[TurnRecord]
 # --- agents -----------------------------------------------------------------------------------------------------
 
 
-class _ClaimContext:
-    """What the agents of one claim share: the claim, its evidence, the chain driver, an error to re-raise."""
+class _ClaimRun:
+    """What the agents of one claim share: the claim, its evidence, the plan of the turn the selector just gave,
+    and the future that ends the run early on an error no claim can get past."""
 
     def __init__(self, claim: Claim, evidence: list[Evidence], driver: ChainDriver, config: DebateConfig,
                  reask: PromptTemplate) -> None:  # fmt: skip
         self.claim = claim
-        self.evidence = evidence
         self.rendered_evidence = render_evidence(evidence)
         self.driver = driver
         self.config = config
         self.reask = reask
-        self.raise_after: Exception | None = None
+        self._plan: TurnPlan | None = None
+        self.aborted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """Set to a fatal endpoint error or a bug; the team races it against the run. Raised inside autogen, such an
+        error would reach the caller as a RuntimeError carrying only its text."""
 
+    def select(self, thread: Sequence[BaseAgentEvent | BaseChatMessage]) -> str:
+        """The selector function: the chain's plan for the next turn, computed once; the agent reads it."""
+        self._plan = self.driver.next_turn(turns_in(thread))
+        return _agent_name(self._plan.role)
 
-_ROLES = {SystemMessage: "system", UserMessage: "user", AssistantMessage: "assistant"}
+    def take_plan(self, role: str) -> TurnPlan:
+        plan, self._plan = self._plan, None
+        if plan is None or plan.role != role:
+            # Only a selector bug gets here: autogen asks the agent the selector function named.
+            raise RuntimeError(f"{role} was asked to speak without the chain's plan for it (plan: {plan})")
+        return plan
 
-
-class _AgentConversation:
-    """An agent's model context for one turn: its Table-12 input, then only its own re-asks."""
-
-    def __init__(self, model: DebateModelClient, system: str, *, site: str, source: str) -> None:
-        self._model = model
-        self._history: list[LLMMessage] = [SystemMessage(content=system)]
-        self._site = site
-        self._source = source
-        self._sent = 0
-
-    async def send(self, text: str) -> str:
-        self._history.append(UserMessage(content=text, source="moderator"))
-        self._sent += 1
-        reply = await self._model.create(self._history, extra_create_args={"site": f"{self._site}#{self._sent}"})
-        content = reply.content if isinstance(reply.content, str) else ""
-        self._history.append(AssistantMessage(content=content, source=self._source))
-        return content
-
-    async def accept(self) -> None:
-        await self._model.accept_last()
-
-    def messages(self) -> list[SentMessage]:
-        """The exchange so far, exactly as sent and received."""
-        return [
-            SentMessage.model_validate(
-                {"role": _ROLES[type(m)], "content": m.content if isinstance(m.content, str) else str(m.content)}
-            )
-            for m in self._history
-        ]
+    def abort(self, error: Exception) -> None:
+        if not self.aborted.done():
+            self.aborted.set_exception(error)
 
 
 def _agent_name(role: str) -> str:
@@ -110,42 +98,34 @@ def _agent_name(role: str) -> str:
 
 
 class DebateAgent(BaseChatAgent):
-    """One role. It keeps the thread it is shown and speaks from the chain driver's plan for its turn."""
+    """One role. Each turn is one structured exchange with the model over the claim's Table-12 inputs."""
 
-    def __init__(self, role: str, *, prompt: PromptTemplate, client: ChatClient, context: _ClaimContext) -> None:
+    def __init__(self, role: str, *, prompt: PromptTemplate, client: ChatClient, run: _ClaimRun) -> None:
         super().__init__(name=_agent_name(role), description=f"The {role} agent of the debate.")
         self.role = role
         self._prompt = prompt
+        self._client = client
         three_way = prompt.not_enough_evidence
         self._expected = OPINION_FORMAT_THREE_WAY if three_way else OPINION_FORMAT
-        self._model = DebateModelClient(
-            client, response_schema=OPINION_SCHEMA_THREE_WAY if three_way else OPINION_SCHEMA, schema_name="opinion",
-            purpose=f"debate:{role}",
-        )  # fmt: skip
-        self._context = context
-        self._thread: list[BaseChatMessage] = []
+        self._schema = OPINION_SCHEMA_THREE_WAY if three_way else OPINION_SCHEMA
+        self._run = run
 
     @property
     def produced_message_types(self) -> Sequence[type[BaseChatMessage]]:
         return (TurnMessage,)
 
     async def on_messages(self, messages: Sequence[BaseChatMessage], cancellation_token: CancellationToken) -> Response:
-        self._thread.extend(messages)
-        plan = self._context.driver.next_turn(turns_in(self._thread))
-        if plan.role != self.role:
-            raise RuntimeError(f"the chain gives this turn to {plan.role}, not {self.role}")  # a selector bug
+        plan = self._run.take_plan(self.role)
         task = asyncio.ensure_future(self._speak(plan))
         cancellation_token.link_future(task)
         turn = await task
         content = TurnRecord(
             state=plan.state, round=plan.round, position=plan.position, last_in_state=plan.last_in_state, turn=turn
         )
-        message = TurnMessage(content=content, source=self.name)
-        self._thread.append(message)
-        return Response(chat_message=message)
+        return Response(chat_message=TurnMessage(content=content, source=self.name))
 
     def _variables(self, plan: TurnPlan) -> dict[str, str]:
-        values = {"claim": self._context.claim.text, "evidence": self._context.rendered_evidence}
+        values = {"claim": self._run.claim.text, "evidence": self._run.rendered_evidence}
         if "previous" in self._prompt.variables:
             values["previous"] = render_opinion(plan.previous[-1].opinion)
         if "opinions" in self._prompt.variables:
@@ -154,36 +134,31 @@ class DebateAgent(BaseChatAgent):
 
     async def _speak(self, plan: TurnPlan) -> Turn:
         system, user = self._prompt.render(**self._variables(plan))
-        first_call = len(self._model.calls)
-        site = f"{self._context.claim.id}:{plan.state}:{plan.round}:{self.role}"
-        conversation = _AgentConversation(self._model, system, site=site, source=self.name)
-
-        record = self._context.config.record_prompts
-
+        conversation = converse(
+            self._client, system, schema=self._schema, schema_name="opinion", purpose=f"debate:{self.role}",
+            site=f"{self._run.claim.id}:{plan.state}:{plan.round}:{self.role}",
+        )  # fmt: skip
+        config = self._run.config
         try:
-            outcome = await ask_structured(
-                conversation, user, parse_opinion, max_retries=self._context.config.max_parse_retries,
-                expected=self._expected, reask=self._context.reask,
-            )  # fmt: skip
+            outcome = await ask_structured(conversation, user, parse_opinion, max_retries=config.max_parse_retries,
+                                           expected=self._expected, reask=self._run.reask)  # fmt: skip
         except Exception as exc:
-            calls = self._model.calls[first_call:]
-            info = call_info(self._prompt, calls, max(1, len(calls)), [], conversation.messages() if record else None)
-            if isinstance(exc, DebateError) and not (isinstance(exc, ModelRequestError) and exc.fatal):
+            responses = conversation.responses
+            messages = conversation.messages() if config.record_prompts else None
+            info = call_info(self._prompt, responses, max(1, len(responses)), [], messages)
+            if isinstance(exc, DebateError) and not is_fatal(exc):
                 return Turn.failed(self.role, Failure.from_error(exc, "debate"), info)
-            # A fatal endpoint error or a bug: end the chain, then re-raise it as it was once the team has stopped
-            # (raised here, autogen would turn it into a RuntimeError carrying only its text).
-            self._context.raise_after = exc
+            self._run.abort(exc)
             failure = Failure(kind="model_rejected", message=f"{type(exc).__name__}: {exc}", stage="debate")
             return Turn.failed(self.role, failure, info)
-        info = call_info(self._prompt, self._model.calls[first_call:], outcome.attempts, outcome.errors,
-                         conversation.messages() if record else None)  # fmt: skip
+        info = outcome.info(self._prompt, conversation.messages() if config.record_prompts else None)
         if outcome.value is None:
             failure = Failure(kind="reply_unusable", message=outcome.failure or "no usable reply", stage="debate")
             return Turn.failed(self.role, failure, info)
         return Turn.from_opinion(self.role, outcome.value, info)
 
     async def on_reset(self, cancellation_token: CancellationToken) -> None:
-        self._thread.clear()
+        """Nothing to forget: an agent keeps no thread, it reads its turn's plan."""
 
 
 # --- team -------------------------------------------------------------------------------------------------------
@@ -201,40 +176,40 @@ class AutogenTeam:
         self._prompts = prompts
         self._reask = reask
 
-    def _selector(self, thread: Sequence[BaseAgentEvent | BaseChatMessage]) -> str:
-        return _agent_name(self._driver.next_turn(turns_in(thread)).role)
-
-    async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
-        context = _ClaimContext(claim, list(evidence), self._driver, self._config, self._reask)
+    def _group_chat(self, run: _ClaimRun) -> SelectorGroupChat:
         agents: list[ChatAgent | AutogenBaseTeam] = [
-            DebateAgent(role, prompt=self._prompts[role], client=self._client, context=context)
+            DebateAgent(role, prompt=self._prompts[role], client=self._client, run=run)
             for role in self._chain.spec.all_roles()
         ]
         config = self._config
-        team = SelectorGroupChat(
+        return SelectorGroupChat(
             agents,
-            # Never called: the selector function always names the next speaker.
-            model_client=DebateModelClient(self._client, purpose="selector"),
-            selector_func=self._selector,
+            model_client=NoSelectorModel(),
+            selector_func=run.select,
             allow_repeated_speaker=True,
             termination_condition=paper_termination(min_rounds=config.min_rounds, max_rounds=config.max_rounds),
             # A safety net only: the rounds condition stops the chain first.
             max_turns=1 + (config.max_rounds + 1) * max(len(r) for r in self._chain.spec.states.values()),
             custom_message_types=[TurnMessage],
         )
+
+    async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
+        run = _ClaimRun(claim, list(evidence), self._driver, self._config, self._reask)
         token = CancellationToken()
-        run = asyncio.ensure_future(team.run(task=TextMessage(content=claim.text, source="moderator"),
-                                             cancellation_token=token))  # fmt: skip
+        task = TextMessage(content=claim.text, source="moderator")
+        team_run = asyncio.ensure_future(self._group_chat(run).run(task=task, cancellation_token=token))
         try:
-            result = await asyncio.shield(run)
-        except asyncio.CancelledError:
-            # Stop the agents' in-flight model calls, let the team's runtime wind down, then keep cancelling.
-            token.cancel()
-            await asyncio.wait([run])
-            raise
-        if context.raise_after is not None:
-            raise context.raise_after
-        return transcript_result(turns_in(result.messages))
+            waiters: list[asyncio.Future[Any]] = [team_run, run.aborted]
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # Cancelled from outside, or aborted by an agent: stop the agents' in-flight model calls and let the
+            # team's runtime wind down before going on.
+            if not team_run.done():
+                token.cancel()
+                await asyncio.wait([team_run])
+        if run.aborted.done():
+            run.aborted.result()
+        return transcript_result(turns_in(team_run.result().messages))
 
 
 class AutogenTeamFactory:

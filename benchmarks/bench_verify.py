@@ -23,7 +23,7 @@ from autogen_agentchat.messages import BaseChatMessage, TextMessage
 from autogen_agentchat.teams import SelectorGroupChat
 from autogen_core import CancellationToken
 
-from agents.model_adapter import DebateModelClient
+from agents.selector_model import NoSelectorModel
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
 from debate.llm import ChatMessage, ChatRequest
 from debate.llm.openai_client import OpenAIChatClient
@@ -74,7 +74,7 @@ async def _bare_autogen_cpu(chats: int, concurrency: int) -> tuple[float, int]:
         async with gate:
             team = SelectorGroupChat(
                 [_Echo(f"a{i}", description="echo") for i in range(4)],
-                model_client=DebateModelClient(ScriptedChatClient([]), purpose="selector"),
+                model_client=NoSelectorModel(),
                 selector_func=lambda thread: order[len(thread) - 1],
                 allow_repeated_speaker=True,
                 termination_condition=MaxMessageTermination(8),

@@ -109,8 +109,10 @@ class Verifier:
         task: str = "qa",
         reference_source: str | None = None,
         claims: Sequence[str] | None = None,
+        item_id: str | None = None,
     ) -> Report:
-        """Verify one response.
+        """Verify one response (`item_id`: the caller's id for it, sent with each of its model calls as
+        X-Debate-Item, for proxies' logs).
 
         qa: `question` + `response` form one claim; `reference` is the knowledge.
         summarization: `reference` is the source document; claims get its top-k sentences.
@@ -122,7 +124,7 @@ class Verifier:
         """
         return await self.pipeline.verify(
             response, question=question, reference=reference, task=task, reference_source=reference_source,
-            claims=claims,
+            claims=claims, item_id=item_id,
         )  # fmt: skip
 
     async def verify_claim(

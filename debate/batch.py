@@ -310,6 +310,7 @@ async def _process(verifier: Verifier, input_name: str, task: str, work: _Work) 
             reference_source=f"{input_name}:{work.line}:reference",
             task=task,
             claims=work.item.claim_texts(),
+            item_id=work.item.id,
         )
     except InputError as exc:
         return error("input", f"line {work.line}: {exc}")

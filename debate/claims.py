@@ -19,7 +19,7 @@ from debate.prefilter.citations import CitationVariant, cited_ids
 from debate.prompts import load_prompt
 from debate.spans import sentence_spans
 from debate.structured import ask_structured, converse
-from debate.types import Claim, ExtractionInfo, Span, Usage
+from debate.types import Claim, ExtractionInfo, Span
 
 __all__ = ["Extraction", "LLMClaimExtractor", "SubjectiveFilter", "qa_claim", "rag_claims"]
 
@@ -162,7 +162,7 @@ class LLMClaimExtractor:
             prompts={self._prompt.name: self._prompt.sha256},
             attempts=outcome.attempts,
             parse_errors=outcome.errors,
-            usage=Usage.total(r.usage for r in chat.responses),
+            usage=outcome.usage,
         )
         if outcome.value is None:
             raise ExtractionError(f"claim extraction failed: {outcome.failure}")
@@ -225,7 +225,7 @@ class SubjectiveFilter:
             prompts={self._prompt.name: self._prompt.sha256},
             attempts=outcome.attempts,
             parse_errors=outcome.errors,
-            usage=Usage.total(r.usage for r in chat.responses),
+            usage=outcome.usage,
         )
         if outcome.value is None:
             raise ExtractionError(f"subjective filter failed: {outcome.failure}")

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 from urllib.parse import urlparse
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from debate.types import RollupName
 
@@ -38,6 +47,16 @@ def _registered(stage: str, name: str) -> str:
     if name not in registry:
         raise ValueError(registry.unknown(name))
     return name
+
+
+_O = TypeVar("_O", bound=BaseModel)
+
+
+def _options_model(prefilter: str) -> type[BaseModel] | None:
+    from debate.stages import PREFILTERS
+
+    model = getattr(PREFILTERS.get(prefilter), "Options", None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
 class DebateConfig(_Config):
@@ -219,6 +238,11 @@ class PrefilterConfig(_Config):
     """rag-judge, a named departure from seed 000 (which calls the judge only on moderate rules risk): call the
     judge on every answer that has claims to check."""
 
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each listed prefilter's own options, by its name (e.g. {"numbers": {"min_digits": 2}}), checked against the
+    options model the prefilter declares (its `Options` class): a plugin brings its own knobs. The built-ins' knobs
+    are the fields above."""
+
     @field_validator("prefilters")
     @classmethod
     def _known(cls, value: list[str]) -> list[str]:
@@ -227,6 +251,26 @@ class PrefilterConfig(_Config):
         if len(set(value)) != len(value):
             raise ValueError(f"a prefilter is listed twice: {value}")
         return value
+
+    @model_validator(mode="after")
+    def _options_fit(self) -> Self:
+        for name, values in self.options.items():
+            if name not in self.prefilters:
+                raise ValueError(f"options for prefilter {name!r}, which is not listed in prefilters")
+            model = _options_model(name)
+            if model is None:
+                raise ValueError(f"prefilter {name!r} takes no options (it declares no Options model)")
+            try:
+                model.model_validate(values)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise ValueError(f"options of prefilter {name!r}: {where}: {first['msg']}") from None
+        return self
+
+    def options_for(self, name: str, model: type[_O]) -> _O:
+        """Prefilter `name`'s options as its own model (its defaults when none are given)."""
+        return model.model_validate(self.options.get(name, {}))
 
 
 class VerifierConfig(_Config):

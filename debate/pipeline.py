@@ -18,6 +18,7 @@ from debate.cascade import Cascade, Undecided, is_fatal
 from debate.chain import MarkovChain
 from debate.concurrency import gather_ordered
 from debate.errors import DebateError, InputError
+from debate.llm import item_scope
 from debate.rollup import claim_ratios, response_score, roll_up
 from debate.runtime import Runtime
 from debate.spans import ground_claims
@@ -54,15 +55,21 @@ class Pipeline:
         task: str = "qa",
         reference_source: str | None = None,
         claims: Sequence[str] | None = None,
+        item_id: str | None = None,
     ) -> Report:
         """One response's report (see `Verifier.verify` for what each task reads)."""
         if not response.strip():
             raise InputError("response is empty")
-        started = time.perf_counter()
         item = TaskInput(
             response=response, question=question, reference=reference, reference_source=reference_source,
-            claims=claims,
+            claims=claims, id=item_id,
         )  # fmt: skip
+        with item_scope(item_id):
+            return await self._verify(task, item)
+
+    async def _verify(self, task: str, item: TaskInput) -> Report:
+        started = time.perf_counter()
+        response, question = item.response, item.question
         plan = await self._plan(task, item)
         if isinstance(plan, Failure):
             return self._failed_report(task, item, plan, started)

@@ -193,7 +193,7 @@ async def generate_queries(
     outcome = await ask_structured(
         chat, user, lambda r: _parse_queries(r, n), max_retries=max_retries, expected=_QUERIES_FORMAT
     )
-    return outcome, Usage.total(r.usage for r in chat.responses)
+    return outcome, outcome.usage
 
 
 _QUERIES_SCHEMA: dict[str, object] = {

@@ -72,6 +72,8 @@ class TaskInput:
     """Where the reference came from (a file, a batch line), recorded on its evidence."""
     claims: Sequence[str] | None = None
     """Claims to verify instead of extracting them."""
+    id: str | None = None
+    """The caller's id for the item (a batch line's, an audit's): every model call made for it carries it."""
 
 
 class EvidenceSource(Protocol):

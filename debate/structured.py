@@ -27,6 +27,17 @@ class Structured(Generic[T]):
     value: T | None
     attempts: int
     errors: list[str] = field(default_factory=list)
+    responses: list[ChatResponse] = field(default_factory=list)
+    """Every response of the exchange, in order: its usage, latency and finish reasons."""
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens and calls of the whole exchange, re-asks included."""
+        return Usage.total(r.usage for r in self.responses)
+
+    def info(self, prompt: PromptTemplate, messages: Sequence[SentMessage] | None = None) -> CallInfo:
+        """The transcript record of this exchange (with its exact messages when given)."""
+        return call_info(prompt, self.responses, self.attempts, self.errors, messages)
 
     @property
     def failure(self) -> str | None:
@@ -45,8 +56,8 @@ class Structured(Generic[T]):
 class Conversation(Protocol):
     """One model conversation a structured exchange runs in."""
 
-    async def send(self, text: str) -> str:
-        """Send a user message; return the reply text."""
+    async def send(self, text: str) -> ChatResponse:
+        """Send a user message; return the model's response."""
         ...
 
     async def accept(self) -> None:
@@ -71,17 +82,19 @@ async def ask_structured(
     template = reask or load_prompt("reask")
     message = first_message
     errors: list[str] = []
+    responses: list[ChatResponse] = []
     for attempt in range(1, max_retries + 2):
-        reply = await conversation.send(message)
+        response = await conversation.send(message)
+        responses.append(response)
         try:
-            value = parse(reply)
+            value = parse(response.text)
         except ReplyUnusableError as exc:
             errors.append(str(exc))
             _, message = template.render(error=str(exc), expected=expected)
             continue
         await conversation.accept()
-        return Structured(value, attempt, errors)
-    return Structured(None, max_retries + 1, errors)
+        return Structured(value, attempt, errors, responses)
+    return Structured(None, max_retries + 1, errors, responses)
 
 
 class ChatConversation:
@@ -97,9 +110,9 @@ class ChatConversation:
         self._site = site or purpose
         self._messages: list[ChatMessage] = [ChatMessage(role="system", content=system)] if system else []
         self.responses: list[ChatResponse] = []
-        """Every response received, in order."""
+        """Every response received, in order (also on the outcome; kept here for an exchange an error cut short)."""
 
-    async def send(self, text: str) -> str:
+    async def send(self, text: str) -> ChatResponse:
         self._messages.append(ChatMessage(role="user", content=text))
         response = await self._client.complete(
             ChatRequest(
@@ -109,11 +122,15 @@ class ChatConversation:
         )  # fmt: skip
         self.responses.append(response)
         self._messages.append(ChatMessage(role="assistant", content=response.text))
-        return response.text
+        return response
 
     async def accept(self) -> None:
         if self.responses:
             await self._client.accept(self.responses[-1])
+
+    def messages(self) -> list[SentMessage]:
+        """The exchange so far, exactly as sent and received."""
+        return [SentMessage(role=m.role, content=m.content) for m in self._messages]
 
 
 def converse(

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
-from debate.llm.base import ChatRequest, ChatResponse, TokenLogprob, TopLogprob
+import jsonschema
+
+from debate.llm.base import ChatRequest, ChatResponse, TokenLogprob, TopLogprob, current_item
 from debate.rollup import claim_ratios, response_score, roll_up
 from debate.types import (
     ClaimLabel,
@@ -21,7 +25,14 @@ from debate.types import (
     Usage,
 )
 
-__all__ = ["ScriptExhaustedError", "ScriptedChatClient", "Step", "sample_report", "yes_no_response"]
+__all__ = [
+    "SchemaChatClient",
+    "ScriptExhaustedError",
+    "ScriptedChatClient",
+    "Step",
+    "sample_report",
+    "yes_no_response",
+]
 
 
 def yes_no_response(p_yes: float) -> ChatResponse:
@@ -47,13 +58,16 @@ class ScriptExhaustedError(AssertionError):
 class _Call:
     request: ChatRequest
     reply: str | None
+    item: str | None = None
+    """The item the call was made for (see debate.llm.item_scope)."""
 
 
 class ScriptedChatClient:
     """Answers calls from a fixed script. A list is one script answered in call order; a mapping routes each call
     by its request's declared `purpose` (an exact key such as "debate:skeptic", else the part before the colon,
     "debate"), each purpose with its own script, so concurrent claims and stages cannot steal each other's
-    replies. Either way it fails loudly when a script runs out."""
+    replies; a key "<purpose>@<item id>" ("extract@b") scripts one item of a batch apart from the others. It never
+    reads a prompt to choose. Either way it fails loudly when a script runs out."""
 
     def __init__(
         self,
@@ -95,18 +109,17 @@ class ScriptedChatClient:
     def _script(self, request: ChatRequest) -> list[Step]:
         if self._routes is None:
             return self._steps
-        purpose = request.purpose
-        if purpose in self._routes:
-            return self._routes[purpose]
-        family = purpose.split(":", 1)[0]
-        if family in self._routes:
-            return self._routes[family]
+        purpose, family, item = request.purpose, request.purpose.split(":", 1)[0], current_item()
+        keys = [f"{purpose}@{item}", f"{family}@{item}"] if item is not None else []
+        for key in [*keys, purpose, family]:
+            if key in self._routes:
+                return self._routes[key]
         raise ScriptExhaustedError(f"no script for purpose {purpose!r} (scripted: {sorted(self._routes)})")
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         script = self._script(request)
         if not script:
-            self.calls.append(_Call(request, None))
+            self.calls.append(_Call(request, None, current_item()))
             raise ScriptExhaustedError(
                 f"call {len(self.calls)} ({request.purpose}) has no scripted reply; last user message:\n"
                 f"{request.messages[-1].content[:500]}"
@@ -120,14 +133,14 @@ class ScriptedChatClient:
         finally:
             self.in_flight -= 1
         if isinstance(step, BaseException):
-            self.calls.append(_Call(request, None))
+            self.calls.append(_Call(request, None, current_item()))
             raise step
         answer = step(request) if callable(step) else step
         if isinstance(answer, ChatResponse):
-            self.calls.append(_Call(request, answer.text))
+            self.calls.append(_Call(request, answer.text, current_item()))
             return answer
         text = answer
-        self.calls.append(_Call(request, text))
+        self.calls.append(_Call(request, text, current_item()))
         return ChatResponse(
             text=text,
             usage=Usage(llm_calls=1, prompt_tokens=self._prompt_tokens, completion_tokens=self._completion_tokens),
@@ -145,6 +158,72 @@ class ScriptedChatClient:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+class SchemaChatClient:
+    """Answers any request from what the request itself declares, as pydantic-ai's TestModel does: a request with a
+    JSON schema gets the simplest instance of that schema (checked with jsonschema before it is returned), a logprob
+    request a one-token YES with P(YES) = `p_yes`, any other request `text`. `values` fixes a property wherever it
+    appears by name (e.g. {"factuality": False}). Nothing is scripted, so it serves contract tests: a stage whose
+    parser rejects the simplest reply its own schema allows is caught."""
+
+    def __init__(self, *, values: Mapping[str, Any] | None = None, text: str = "None", p_yes: float = 0.9) -> None:
+        self._values = dict(values or {})
+        self._text = text
+        self._p_yes = p_yes
+        self.calls: list[_Call] = []
+        self.accepted: list[ChatResponse] = []
+
+    @property
+    def model_name(self) -> str:
+        return "schema"
+
+    def instance(self, schema: Mapping[str, Any]) -> Any:
+        """The simplest value `schema` admits (the first of an enum or anyOf, the minimum, required keys only)."""
+        if "enum" in schema:
+            return schema["enum"][0]
+        if "const" in schema:
+            return schema["const"]
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                return self.instance(schema[key][0])
+        kind = schema.get("type", "object")
+        kind = kind[0] if isinstance(kind, list) else kind
+        if kind == "object":
+            properties: Mapping[str, Any] = schema.get("properties", {})
+            return {
+                name: self._values[name] if name in self._values else self.instance(properties.get(name, {}))
+                for name in schema.get("required", list(properties))
+            }
+        if kind == "array":
+            return [self.instance(schema.get("items", {})) for _ in range(max(1, schema.get("minItems", 1)))]
+        if kind in ("integer", "number"):
+            return schema.get("minimum", 0)
+        if kind == "boolean":
+            return True
+        if kind == "null":
+            return None
+        return "a" * max(1, schema.get("minLength", 1))
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        if request.logprobs:
+            response = yes_no_response(self._p_yes)
+        else:
+            text = self._text
+            if request.response_schema is not None:
+                value = self.instance(request.response_schema)
+                jsonschema.validate(value, request.response_schema)
+                text = json.dumps(value)
+            response = ChatResponse(text=text, usage=Usage(llm_calls=1, prompt_tokens=10, completion_tokens=5),
+                                    model="schema", latency_s=0.0, finish_reason="stop")  # fmt: skip
+        self.calls.append(_Call(request, response.text, current_item()))
+        return response
+
+    async def accept(self, response: ChatResponse) -> None:
+        self.accepted.append(response)
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
 
 
 def sample_report(labels: Iterable[ClaimLabel | None] = (), *, verdict: ReportVerdict | None = None) -> Report:

@@ -224,6 +224,7 @@ class Worker:
                 reference_source=f"audit {job.audit_id}: reference",
                 task=request.task,
                 claims=item.claim_texts(),
+                item_id=f"audit-{job.audit_id}",
             )
         except InputError as exc:
             await self._store(self.store.fail, job.audit_id, self.name, f"input: {exc}")

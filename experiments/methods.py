@@ -111,8 +111,9 @@ class DebateMethod:
 
     async def predict(self, item: Item) -> Prediction:
         report = await self._verifier.verify(
-            item.response, question=item.question, reference=item.reference, task=item.task, claims=item.claims
-        )
+            item.response, question=item.question, reference=item.reference, task=item.task, claims=item.claims,
+            item_id=item.id,
+        )  # fmt: skip
         transient = transient_failure(report) is not None
         if report.failure is not None:
             return Prediction(
@@ -187,7 +188,7 @@ class FactoolTeam:
             info = call_info(self._prompt, chat.responses, max(1, len(chat.responses)), [])
             turn = Turn.failed("initial", Failure.from_error(exc, "debate"), info)
         else:
-            info = call_info(self._prompt, chat.responses, outcome.attempts, outcome.errors)
+            info = outcome.info(self._prompt)
             if outcome.value is None:
                 failure = Failure(kind="reply_unusable", message=outcome.failure or "no usable reply", stage="debate")
                 turn = Turn.failed("initial", failure, info)

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import uvicorn
 from conftest import cli_env, op, sigint_default
-from fakes import FakeOpenAI, Reply
+from fakes import Call, FakeOpenAI, Reply
 
 from debate.config import ModelConfig, VerifierConfig
 from desk.app import create_app
@@ -33,15 +33,15 @@ WRONG = "Lyon"
 """A response containing this word is judged non-factual by the scripted endpoint (every agent agrees)."""
 
 
-def verdicts(body: dict[str, Any]) -> Reply:
-    """Every agent says false when the claim under debate mentions Lyon, true otherwise."""
-    text = " ".join(str(m.get("content", "")) for m in body["messages"] if m.get("role") == "user")
+def verdicts(call: Call) -> Reply:
+    """The debate route: every agent says false when the claim under debate mentions Lyon, true otherwise."""
+    text = " ".join(str(m.get("content", "")) for m in call.body["messages"] if m.get("role") == "user")
     return Reply(content=op(False, 4, "the reference says Paris") if WRONG in text else op(True, 0, "supported"))
 
 
 @contextmanager
 def fake_model() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(responder=verdicts) as server:
+    with FakeOpenAI(routes={"debate": verdicts}) as server:
         yield server
 
 

@@ -10,8 +10,15 @@ from conftest import op
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.batch import run_batch
 from debate.config import RetrievalConfig
-from debate.llm import ChatRequest
 from debate.testing import ScriptedChatClient
+
+
+def _claims(text: str) -> str:
+    return json.dumps({"claims": [text]})
+
+
+EXTRACTED = {"extract@a": [_claims("Paris is in France.")], "extract@c": [_claims("Lyon is in France.")]}
+"""The extractor's replies for the first and last items (one claim each: the response itself)."""
 
 
 def _three_items(tmp_path: Path, middle: str) -> tuple[Path, Path]:
@@ -29,17 +36,9 @@ def _three_items(tmp_path: Path, middle: str) -> tuple[Path, Path]:
 async def test_extraction_failure_is_recorded_and_the_batch_goes_on(tmp_path: Path) -> None:
     source, out = _three_items(tmp_path, "Broken extraction.")
 
-    def reply(request: ChatRequest) -> str:
-        text = request.messages[-1].content
-        if "Your reply could not be used" in text:
-            return "still not json"
-        if request.purpose == "extract":
-            if "Broken extraction" in text:
-                return "not json"
-            return json.dumps({"claims": [text.split("Text: ")[-1].split("\n")[0]]})
-        return op(True)
-
-    client = ScriptedChatClient([reply] * 20)
+    client = ScriptedChatClient(
+        {**EXTRACTED, "extract@b": ["not json", "still not json", "still not json"], "debate": [op(True)] * 2}
+    )
     config = VerifierConfig(
         debate=DebateConfig(min_rounds=0, max_rounds=0),
         retrieval=RetrievalConfig(retriever="bm25"),
@@ -57,29 +56,26 @@ async def test_extraction_failure_is_recorded_and_the_batch_goes_on(tmp_path: Pa
     assert records[1]["result"]["verdict"] == "unverifiable" and records[1]["result"]["claims"] == []
     assert records[0]["result"]["task"] == "summarization" and records[2]["result"]["verdict"] == "factual"
     assert (summary.processed, summary.failed, summary.factual) == (3, 1, 2)
+    assert client.remaining == 0 and [c.item for c in client.calls if c.request.purpose == "extract"] == [
+        "a", "b", "b", "b", "c"
+    ]  # fmt: skip
 
 
 async def test_a_503_during_extraction_fails_that_item_only(tmp_path: Path) -> None:
     """An endpoint outage while one item's claims are extracted gives that item a typed, transient failure; the
     other items of the batch are verified."""
-    from fakes import FakeOpenAI, Reply
+    from fakes import FakeOpenAI, Reply, Route
 
     source, out = _three_items(tmp_path, "Outage here.")
 
-    def respond(body: dict[str, object]) -> Reply:
-        messages = body["messages"]
-        assert isinstance(messages, list)
-        text = messages[-1]["content"]
-        system = messages[0]["content"]
-        if "Outage here" in text:
-            return Reply(status=503, error_message="upstream down")
-        if system.startswith("You extract"):
-            return Reply(content=json.dumps({"claims": [text.split("Text: ")[-1].split("\n")[0]]}))
-        return Reply(content=op(True))
-
+    routes: dict[str, Route] = {
+        **{key: [Reply(content=r) for r in replies] for key, replies in EXTRACTED.items()},
+        "extract@b": lambda call: Reply(status=503, error_message="upstream down"),
+        "debate": lambda call: Reply(content=op(True)),
+    }
     from debate.config import ModelConfig
 
-    with FakeOpenAI(responder=respond) as server:
+    with FakeOpenAI(routes=routes) as server:
         config = VerifierConfig(
             model=ModelConfig(base_url=server.base_url, model="fake-model", max_attempts=2, backoff_initial_s=0.01),
             debate=DebateConfig(min_rounds=0, max_rounds=0),

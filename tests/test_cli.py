@@ -8,22 +8,25 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import cli_env as _env
 from conftest import debate, op
-from fakes import FakeOpenAI, Reply
+from fakes import Call, FakeOpenAI, Reply
 
 
-def _agreeing(body: dict[str, Any]) -> Reply:
-    return Reply(content=op("Paris" in body["messages"][-1]["content"], 0, "checked"))
+def _agreeing(call: Call) -> Reply:
+    """The debate route: an agent agrees with a claim that names Paris."""
+    return Reply(content=op("Paris" in call.asked, 0, "checked"))
+
+
+AGREEING = {"debate": _agreeing}
 
 
 def test_json_report_structure(tmp_path: Path) -> None:
     evidence = tmp_path / "knowledge.txt"
     evidence.write_text("Paris is the capital and largest city of France.")
-    with FakeOpenAI(responder=_agreeing) as server:
+    with FakeOpenAI(routes=AGREEING) as server:
         done = debate(
             "verify",
             "--question",
@@ -68,7 +71,7 @@ def test_readable_report(tmp_path: Path) -> None:
         "--evidence", f"@{tmp_path / 'knowledge.txt'}", "--min-rounds", "1", "--max-rounds", "1",
         "--transition", "always-trust",
     ]  # fmt: skip
-    with FakeOpenAI(responder=_agreeing) as server:
+    with FakeOpenAI(routes=AGREEING) as server:
         done = debate(*common, "--base-url", server.base_url)
         brief = debate(*common, "--base-url", server.base_url, "--brief")
         prompts = debate(*common, "--base-url", server.base_url, "--show-prompts")
@@ -151,7 +154,7 @@ def _batch_input(path: Path, n: int, *, bad_lines: bool = False) -> list[str]:
 def test_batch_records_bad_lines_and_goes_on(tmp_path: Path) -> None:
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     ids = _batch_input(source, 4, bad_lines=True)
-    with FakeOpenAI(responder=_agreeing) as server:
+    with FakeOpenAI(routes=AGREEING) as server:
         done = debate(
             "verify",
             "--input",
@@ -183,13 +186,13 @@ def test_batch_resumes_after_kill_9_without_loss_or_repeat(tmp_path: Path) -> No
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     ids = _batch_input(source, 12)
 
-    def slow(body: dict[str, Any]) -> Reply:
-        reply = _agreeing(body)
+    def slow(call: Call) -> Reply:
+        reply = _agreeing(call)
         reply.delay_s = 0.15
         return reply
 
     args = ["verify", "--input", str(source), "--output", str(out), "--concurrency", "3", "--min-rounds", "0"]
-    with FakeOpenAI(responder=slow) as server:
+    with FakeOpenAI(routes={"debate": slow}) as server:
         proc = subprocess.Popen(
             [sys.executable, "-m", "debate.cli", *args, "--base-url", server.base_url],
             stdout=subprocess.PIPE,
@@ -221,7 +224,7 @@ def test_batch_resumes_after_kill_9_without_loss_or_repeat(tmp_path: Path) -> No
 def test_rag_with_rules_prefilter(tmp_path: Path) -> None:
     sources = tmp_path / "sources.json"
     sources.write_text(json.dumps([{"id": "doc1#0", "parent_id": "doc1", "text": "Paris is the capital of France."}]))
-    with FakeOpenAI(responder=_agreeing) as server:
+    with FakeOpenAI(routes=AGREEING) as server:
         done = debate("verify", "--task", "rag", "--sources", str(sources), "--prefilter", "rules", "--json",
                       "--answer", "Paris is the capital of France [doc1]. Paris has ten million cats [doc7].",
                       "--min-rounds", "0", "--base-url", server.base_url)  # fmt: skip
@@ -243,26 +246,22 @@ def test_two_step_judge_converts_on_the_judge_model(tmp_path: Path) -> None:
     sources = tmp_path / "sources.json"
     sources.write_text(json.dumps({"doc1": "Paris is the capital of France."}))
 
-    def respond(body: dict[str, Any]) -> Reply:
-        # Routed by the declared schema's name (the endpoint never sees our purpose), not by prompt wording.
-        schema = json.dumps(body.get("response_format") or {})
-        if '"judgment"' in schema:
-            return Reply(content=json.dumps({"score": 0.5, "reasoning": "r", "confidence": 0.7,
-                                             "decision": "refine_search", "hallucination_risk": 0.5,
-                                             "hallucination_notes": "None"}))  # fmt: skip
-        if body.get("response_format") is None:
-            return Reply(content="The second sentence has no source; risk about 0.5.")
-        return _agreeing(body)
+    judgment = {"score": 0.5, "reasoning": "r", "confidence": 0.7, "decision": "refine_search",
+                "hallucination_risk": 0.5, "hallucination_notes": "None"}  # fmt: skip
+    routes = {
+        "rag-judge:freeform": [Reply(content="The second sentence has no source; risk about 0.5.")],
+        "rag-judge:convert": [Reply(content=json.dumps(judgment))],
+        **AGREEING,
+    }
 
     answer = "Paris is the capital of France [doc1]. The city also hosts a great many museums and galleries of art."
-    with FakeOpenAI(responder=respond) as server:
+    with FakeOpenAI(routes=routes) as server:
         done = debate("verify", "--task", "rag", "--sources", str(sources), "--prefilter", "rag-judge", "--json",
                       "--answer", answer, "--min-rounds", "0", "--judge-two-step", "--judge-model", "small-model",
                       "--base-url", server.base_url, "--model", "fake-model")  # fmt: skip
         assert done.returncode == 0, done.stderr
-        models = [(r.get("response_format") is not None and '"judgment"' in json.dumps(r["response_format"]),
-                   r["model"]) for r in server.requests]  # fmt: skip
-    assert (True, "small-model") in models and (False, "fake-model") in models
+        models = [(c.purpose, c.body["model"]) for c in server.calls if c.purpose.startswith("rag-judge")]
+    assert models == [("rag-judge:freeform", "fake-model"), ("rag-judge:convert", "small-model")]
     judge = json.loads(done.stdout)["prefilter"]["checks"][0]["judge"]
     assert judge["convert_model"] == "small-model" and judge["combined_risk"] == "moderate"
     assert judge["action"] == "refine_search"
@@ -304,7 +303,7 @@ def test_chains_command_lists_and_exports_graphs(tmp_path: Path) -> None:
 
 def test_verify_with_a_chain_file_runs_its_fourth_role(tmp_path: Path) -> None:
     spec = _checker_chain(tmp_path)
-    with FakeOpenAI(responder=_agreeing) as server:
+    with FakeOpenAI(routes=AGREEING) as server:
         done = debate("verify", "--question", "Capital of France?", "--answer", "Paris", "--evidence",
                       "Paris is the capital.", "--base-url", server.base_url, "--chain", str(spec),
                       "--min-rounds", "1", "--max-rounds", "1", "--json")  # fmt: skip

@@ -231,17 +231,16 @@ async def test_script_running_out_fails_loudly() -> None:
 async def test_interleaved_claims_do_not_share_agent_state() -> None:
     """Two debates run concurrently on one client; each agent sees only its own claim's messages."""
 
-    def reply(request: ChatRequest) -> str:
-        text = request.messages[-1].content
-        return op("Paris" in text, 0, "about Paris" if "Paris" in text else "about Lyon")
-
-    client = ScriptedChatClient([reply] * 14, delay_s=0.01)
+    script = {"debate@paris": [op(True, 0, "about Paris")] * 7, "debate@lyon": [op(False, 0, "about Lyon")] * 7}
+    client = ScriptedChatClient(script, delay_s=0.01)
     async with _verifier(client) as verifier:
         paris, lyon = await asyncio.gather(
-            verifier.verify("Paris", question="Capital of France?", reference="Paris is the capital of France."),
-            verifier.verify("Lyon", question="Largest city of the Rhône?", reference="Lyon lies on the Rhône."),
-        )
-    assert paris.factual is True and lyon.factual is False
+            verifier.verify("Paris", question="Capital of France?", reference="Paris is the capital of France.",
+                            item_id="paris"),
+            verifier.verify("Lyon", question="Largest city of the Rhône?", reference="Lyon lies on the Rhône.",
+                            item_id="lyon"),
+        )  # fmt: skip
+    assert paris.factual is True and lyon.factual is False and client.remaining == 0
     for call in client.calls:
         user_texts = " ".join(m.content for m in call.request.messages if m.role != "system")
         assert not ("Answer: Paris" in user_texts and "Answer: Lyon" in user_texts)

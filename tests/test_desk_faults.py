@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from desk_support import ThreadedDesk, jsonl, postgres_cluster, settings_for, verdicts, wait_done, wait_for
-from fakes import FakeOpenAI, Reply
+from fakes import Call, FakeOpenAI, Reply
 from sqlalchemy import event
 
 from debate.config import ModelConfig, VerifierConfig
@@ -42,7 +42,7 @@ def _deep(levels: int) -> Any:
 
 @pytest.fixture
 def model() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(responder=verdicts) as server:
+    with FakeOpenAI(routes={"debate": verdicts}) as server:
         yield server
 
 
@@ -154,10 +154,10 @@ def test_an_echoed_key_is_redacted_everywhere(tmp_path: Path, caplog: pytest.Log
 def test_an_endpoint_outage_pauses_work_and_failed_audits_come_back(tmp_path: Path) -> None:
     state = {"down": True}
 
-    def flaky(body: dict[str, Any]) -> Reply:
-        return Reply(status=503, error_message="down for maintenance") if state["down"] else verdicts(body)
+    def flaky(call: Call) -> Reply:
+        return Reply(status=503, error_message="down for maintenance") if state["down"] else verdicts(call)
 
-    with FakeOpenAI(responder=flaky) as model:
+    with FakeOpenAI(routes={"debate": flaky}) as model:
         settings = _fast(settings_for(f"sqlite:///{tmp_path}/d.sqlite", model.base_url, max_attempts=1,
                                       breaker_failures=1, breaker_max_s=0.5))  # fmt: skip
         with ThreadedDesk(settings) as desk:
@@ -239,12 +239,12 @@ def test_50_parallel_submits_with_one_key_get_one_audit_postgres(pg: Any, model:
 
 
 def test_a_database_restart_mid_batch_needs_no_process_restart_postgres(pg: Any) -> None:
-    def slow(body: dict[str, Any]) -> Reply:
-        reply = verdicts(body)
+    def slow(call: Call) -> Reply:
+        reply = verdicts(call)
         reply.delay_s = 0.05
         return reply
 
-    with FakeOpenAI(responder=slow) as model, ThreadedDesk(settings_for(_fresh(pg), model.base_url)) as desk:
+    with FakeOpenAI(routes={"debate": slow}) as model, ThreadedDesk(settings_for(_fresh(pg), model.base_url)) as desk:
         client = desk.client()
         items = [{"id": str(i), **RIGHT, "response": f"Paris {i}."} for i in range(12)]
         batch = client.post("/v1/batches", params={"task": "qa"}, content=jsonl(items),
@@ -348,13 +348,13 @@ def test_health_says_503_when_audits_are_due_and_nothing_moves(tmp_path: Path, m
 
 
 def test_a_cancel_stops_the_running_audit_before_its_next_model_call(tmp_path: Path) -> None:
-    def slow(body: dict[str, Any]) -> Reply:
-        reply = verdicts(body)
+    def slow(call: Call) -> Reply:
+        reply = verdicts(call)
         reply.delay_s = 0.3
         return reply
 
     with (
-        FakeOpenAI(responder=slow) as model,
+        FakeOpenAI(routes={"debate": slow}) as model,
         ThreadedDesk(settings_for(f"sqlite:///{tmp_path}/d.sqlite", model.base_url, jobs=1)) as desk,
     ):
         client = desk.client()

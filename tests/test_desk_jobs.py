@@ -17,7 +17,7 @@ import httpx
 import pytest
 from conftest import cli_env
 from desk_support import DeskProcess, ThreadedDesk, jsonl, postgres_server, settings_for, verdicts, wait_for
-from fakes import FakeOpenAI, Reply
+from fakes import Call, FakeOpenAI, Reply
 from sqlalchemy import create_engine, text
 
 from desk.auth import Principal
@@ -28,12 +28,12 @@ ITEM = {"question": "What is the capital of France?", "reference": "Paris is the
 
 
 def slow_model(delay_s: float) -> FakeOpenAI:
-    def respond(body: dict[str, object]) -> Reply:
-        reply = verdicts(body)  # type: ignore[arg-type]
+    def respond(call: Call) -> Reply:
+        reply = verdicts(call)
         reply.delay_s = delay_s
         return reply
 
-    return FakeOpenAI(responder=respond)
+    return FakeOpenAI(routes={"debate": respond})
 
 
 @pytest.fixture(scope="session")

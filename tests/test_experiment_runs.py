@@ -17,7 +17,7 @@ from debate.config import RetrievalConfig, VerifierConfig
 from debate.errors import UsageError
 from debate.llm import ChatRequest
 from debate.testing import ScriptedChatClient, ScriptExhaustedError
-from experiments.runner import RunSpec, run_experiment
+from experiments.runner import RunSpec, items_for, run_experiment
 
 DATA = Path(__file__).parent / "fixtures" / "data"
 
@@ -42,6 +42,12 @@ CURRENT: dict[str, RunSpec] = {}
 async def run(s: RunSpec, folder: Path, client: ScriptedChatClient) -> dict[str, Any]:
     CURRENT["spec"] = s
     return await run_experiment(s, run_dir=folder, concurrency=1, provenance=provenance, client=client)
+
+
+def _two_claims(summary: str) -> str:
+    """An extractor's reply: two claims taken from the summary itself."""
+    words = summary.split()
+    return json.dumps({"claims": [" ".join(words[:8]), " ".join(words[8:16])]})
 
 
 def records(folder: Path) -> list[dict[str, Any]]:
@@ -72,23 +78,17 @@ async def test_single_is_one_call_per_item(tmp_path: Path) -> None:
 
 
 async def test_factool_is_one_call_per_claim(tmp_path: Path) -> None:
-    def reply(request: ChatRequest) -> str:
-        if request.purpose == "extract":
-            # Two claims from the summary itself (claims that the response does not support are dropped).
-            text = request.messages[-1].content.split("Text:")[-1].strip()
-            words = text.split()
-            return json.dumps({"claims": [" ".join(words[:8]), " ".join(words[8:16])]})
-        assert request.purpose == "factool"
-        return json.dumps({"reasoning": "checked", "error": "none", "correction": "same", "factuality": True})
-
-    client = ScriptedChatClient([reply] * 6)
     s = spec("factool", task="summarization", n=2, retrieval=RetrievalConfig(retriever="bm25"))
+    items = list(items_for(s))  # the claims must come from each summary itself: unsupported claims are dropped
+    extracted = {f"extract@{item.id}": [_two_claims(item.response)] for item in items}
+    verdict = json.dumps({"reasoning": "checked", "error": "none", "correction": "same", "factuality": True})
+    client = ScriptedChatClient({**extracted, "factool": [verdict] * 4})
     await run(s, tmp_path, client)
     rows = records(tmp_path)
     assert [r["llm_calls"] for r in rows] == [3, 3]  # one extraction + one verification per claim
     assert all(r["pred_factual"] is True and r["score"] == 1.0 for r in rows)
     assert "factool_claims" in rows[0]["report"]["extraction"]["prompts"]  # Factool's own extraction prompt
-    assert "fewer than 15 words" in client.calls[0].request.messages[0].content
+    assert "fewer than 15 words" in client.calls[0].request.messages[0].content and client.remaining == 0
 
 
 @pytest.mark.parametrize("method", ["self-check-0", "self-check-3"])

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import REFCHECKER_EXAMPLE, debate, op
-from fakes import FakeOpenAI, Reply
+from fakes import Call, FakeOpenAI, Reply
 
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.records import parse_record
@@ -70,13 +70,12 @@ def test_refchecker_example_round_trip(tmp_path: Path) -> None:
     items = REFCHECKER_EXAMPLE
     source.write_text(json.dumps(items, indent=2))
 
-    def respond(body: dict[str, object]) -> Reply:
-        # Routed by the schema the request declares (the endpoint sees no purpose), never by prompt wording.
-        if "claims" in json.dumps(body.get("response_format", {})):
-            return Reply(content=json.dumps({"claims": ["Paris is the capital of France."]}))
-        return Reply(content=SILENT if "Tower opened in 1889" in json.dumps(body["messages"]) else op(True))
+    def debated(call: Call) -> Reply:
+        # A rule-based agent: the evidence about the tower says nothing of the claim.
+        return Reply(content=SILENT if "Tower opened in 1889" in json.dumps(call.body["messages"]) else op(True))
 
-    with FakeOpenAI(responder=respond) as server:
+    extracted = Reply(content=json.dumps({"claims": ["Paris is the capital of France."]}))
+    with FakeOpenAI(routes={"extract": lambda call: extracted, "debate": debated}) as server:
         args = ["verify", "--input", str(source), "--output", str(out), "--output-format", "refchecker",
                 "--base-url", server.base_url, "--min-rounds", "0", "--task", "general", "--retriever", "bm25",
                 "--prompt-set", "refchecker", "--aggregator", "major"]  # fmt: skip

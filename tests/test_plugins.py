@@ -37,7 +37,7 @@ def plugin_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def endpoint() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI(responder=lambda body: Reply(content=op(True, 0, "matches the evidence"))) as server:
+    with FakeOpenAI(routes={"debate": lambda call: Reply(content=op(True, 0, "matches the evidence"))}) as server:
         yield server
 
 
@@ -79,6 +79,22 @@ def test_an_installed_prefilter_decides_before_the_debate(plugin_path: Path, end
     assert claim["prefilters"][0]["reason"] == "number(s) 512 appear in no evidence"
     assert report["prefilter"]["prefilters"] == ["numbers"] and report["prefilter"]["decided"] == 1
     assert endpoint.requests == []  # decided without a model call
+
+
+def test_an_installed_prefilter_brings_its_own_options(plugin_path: Path, endpoint: FakeOpenAI) -> None:
+    args = ["--task", "headline", "--answer", "The Eiffel Tower is 512 metres tall.", "--evidence", EVIDENCE,
+            "--prefilter", "numbers", "--json"]  # fmt: skip
+    done = _debate([*args, "--prefilter-option", "numbers.min_digits=4"], plugin_path, endpoint)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["claims"][0]["decided_by"] == "debate" and endpoint.purposes == ["debate:initial"]
+    assert report["meta"]["config"]["prefilter"]["options"] == {"numbers": {"min_digits": 4}}
+    typo = _debate([*args, "--prefilter-option", "numbers.min_digit=4"], plugin_path, endpoint)
+    assert typo.returncode == 2 and "options of prefilter 'numbers': min_digit: Extra inputs are not permitted" in (
+        typo.stderr
+    )
+    unlisted = _debate([*args[:-3], "--prefilter-option", "numbers.min_digits=4"], plugin_path, endpoint)
+    assert unlisted.returncode == 2 and "options for prefilter 'numbers', which is not listed" in unlisted.stderr
 
 
 def test_without_the_package_the_names_are_unknown(endpoint: FakeOpenAI) -> None:

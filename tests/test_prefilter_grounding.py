@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 import pytest
-from fakes import FakeOpenAI, Reply
+from fakes import Call, FakeOpenAI, Reply
 
 from debate.config import ModelConfig
 from debate.llm import ChatRequest, ChatResponse, TokenLogprob, TopLogprob
@@ -180,9 +180,10 @@ def test_yes_probability_sums_yes_spellings() -> None:
     assert yes_probability(plain) is None
 
 
-def _logprob_reply(body: dict[str, Any]) -> Reply:
-    redacted = "[REDACTED]" in body["messages"][-1]["content"]
-    p_yes = 0.3 if redacted else 0.9
+def _logprob_reply(call: Call) -> Reply:
+    """The grounding route, a rule-based model: P(YES) 0.9 with the sources in view, 0.3 once a cited source is
+    redacted from what it is asked."""
+    p_yes = 0.3 if "[REDACTED]" in call.asked else 0.9
     top = [
         {"token": "YES", "logprob": math.log(p_yes), "bytes": None},
         {"token": "NO", "logprob": math.log(1 - p_yes), "bytes": None},
@@ -193,7 +194,7 @@ def _logprob_reply(body: dict[str, Any]) -> Reply:
 
 async def test_check_over_http_reads_p1_and_p0_from_logprobs() -> None:
     sources = {"1": "Paris is the capital of France.", "2": "Unrelated."}
-    with FakeOpenAI(responder=_logprob_reply) as server:
+    with FakeOpenAI(routes={"grounding": _logprob_reply}) as server:
         client = OpenAIChatClient(config=ModelConfig(base_url=server.base_url, model="fake-model"))
         check = LogprobGroundingCheck(client)
         cited, cited_usage = await check.check_claim("Paris is the capital of France.", ["1"], sources)

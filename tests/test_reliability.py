@@ -185,12 +185,11 @@ async def test_malformed_replies_make_one_item_unverifiable_and_the_batch_goes_o
     rows = [{"id": "a", "question": "Capital?", "response": "Paris"}, {"id": "b", "question": "HTML?", "response": "x"}]
     source.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
-    def respond(body: dict[str, Any]) -> Reply:
-        if "HTML?" in body["messages"][-1]["content"]:
-            return Reply(body="<html>proxy error</html>", content_type="text/html")
-        return Reply(content=op(True))
-
-    with FakeOpenAI(responder=respond) as server:
+    routes = {  # item b's calls get a proxy's HTML page, every other debate call an opinion
+        "debate@b": lambda call: Reply(body="<html>proxy error</html>", content_type="text/html"),
+        "debate": lambda call: Reply(content=op(True)),
+    }
+    with FakeOpenAI(routes=routes) as server:
         config = VerifierConfig(
             model=ModelConfig(base_url=server.base_url, model="fake-model", max_attempts=2, backoff_initial_s=0.01),
             debate=DebateConfig(min_rounds=0, max_rounds=0),
@@ -252,7 +251,7 @@ def test_refchecker_json_array_input(tmp_path: Path) -> None:
         done = debate("verify", "--input", str(source), "--output", str(out), "--base-url", server.base_url,
                       "--min-rounds", "0", "--task", "general", "--retriever", "bm25")  # fmt: skip
         assert done.returncode == 0, done.stderr
-        assert not any("You extract" in r["messages"][0]["content"] for r in server.requests[-2:])
+        assert "extract" not in server.purposes[-2:]
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in records] == ["0", "1"]
     second = records[1]["result"]

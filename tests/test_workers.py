@@ -121,11 +121,9 @@ def test_verify_batch_with_workers_writes_what_one_process_writes_and_resumes(tm
     lines.insert(5, "{not json")
     source.write_text("\n".join(lines) + "\n")
 
-    def reply(body: dict[str, object]) -> Reply:
-        first_user = next(m["content"] for m in body["messages"] if m["role"] == "user")  # type: ignore[attr-defined, index]
-        return Reply(content=op(" even" in first_user))
-
-    with FakeOpenAI(responder=reply) as server:
+    # Routed by the item each call is made for (X-Debate-Item), in whichever worker process it runs.
+    routes = {f"debate@q{i}": (lambda call, i=i: Reply(content=op(i % 3 == 0))) for i in range(12)}
+    with FakeOpenAI(routes=routes) as server:
         common = ["--input", str(source), "--base-url", server.base_url, "--min-rounds", "0", "--concurrency", "4"]
         one = _debate("verify", *common, "--output", str(tmp_path / "one.jsonl"))
         assert one.returncode == 0, one.stderr[-2000:]

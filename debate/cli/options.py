@@ -95,6 +95,11 @@ class _VerifierOptions:
             help="rag-judge: a free-form, self-critical judgment first, then a second call converts it to JSON",
         )  # fmt: skip
         self.opt(pre, ["--judge-model"], PrefilterConfig, "judge_model", metavar="NAME")
+        pre.add_argument(
+            "--prefilter-option", action="append", default=[], metavar="NAME.KEY=VALUE",
+            help="an option of a listed prefilter that declares its own (a plugin's), e.g. numbers.min_digits=2; "
+            "VALUE is read as JSON when it parses, else as text; repeatable",
+        )  # fmt: skip
         self.opt(pre, ["--grounded-confidence"], PrefilterConfig, "grounded_confidence", type=float)
 
     def chain(self) -> None:
@@ -186,6 +191,21 @@ def items_in_flight(args: argparse.Namespace) -> int:
     if value < 1:
         raise UsageError("--items must be at least 1")
     return int(value)
+
+
+def _prefilter_options(values: list[str]) -> dict[str, dict[str, Any]]:
+    options: dict[str, dict[str, Any]] = {}
+    for given in values:
+        key, sep, raw = given.partition("=")
+        name, dot, field = key.partition(".")
+        if not (sep and dot and name and field):
+            raise UsageError(f"--prefilter-option {given!r}: expected NAME.KEY=VALUE, e.g. numbers.min_digits=2")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        options.setdefault(name.strip(), {})[field.strip()] = value
+    return options
 
 
 def _prefilters(value: str) -> list[str]:
@@ -288,7 +308,8 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
             rollup=args.rollup,
             prefilter=PrefilterConfig(prefilters=_prefilters(args.prefilter), trust_grounded=args.trust_grounded,
                                       grounded_confidence=args.grounded_confidence,
-                                      judge_two_step=args.judge_two_step, judge_model=args.judge_model),
+                                      judge_two_step=args.judge_two_step, judge_model=args.judge_model,
+                                      options=_prefilter_options(getattr(args, "prefilter_option", []))),
         )  # fmt: skip
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -11,6 +11,8 @@ from debate.llm.base import (
     ModelUnavailableError,
     TokenLogprob,
     TopLogprob,
+    current_item,
+    item_scope,
 )
 
 __all__ = [
@@ -24,4 +26,6 @@ __all__ = [
     "ModelUnavailableError",
     "TokenLogprob",
     "TopLogprob",
+    "current_item",
+    "item_scope",
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,7 +23,28 @@ __all__ = [
     "ModelUnavailableError",
     "TokenLogprob",
     "TopLogprob",
+    "current_item",
+    "item_scope",
 ]
+
+_ITEM: ContextVar[str | None] = ContextVar("debate_item", default=None)
+
+
+@contextmanager
+def item_scope(item_id: str | None) -> Iterator[None]:
+    """Model calls made inside (in this task and the tasks it starts) are made for this item: the endpoint client
+    sends its id as X-Debate-Item and the scripted client records and routes by it. A proxy's log can then tell
+    a batch's items apart, and a scripted endpoint can fail one item without reading any prompt."""
+    token = _ITEM.set(item_id)
+    try:
+        yield
+    finally:
+        _ITEM.reset(token)
+
+
+def current_item() -> str | None:
+    """The id of the item whose work is running (see item_scope), if any."""
+    return _ITEM.get()
 
 
 class _Model(BaseModel):
@@ -56,10 +80,11 @@ class ChatRequest(_Model):
     client's model."""
     purpose: str = "other"
     """What the call is for (`debate:<role>`, `extract`, `subjective_filter`, `queries`, `grounding`, `judge`, ...):
-    recorded, and what test clients route by. Not sent to the endpoint."""
+    recorded, and what test clients route by. Sent as the X-Debate-Purpose header, never in the body the model reads."""
     site: str | None = None
     """Where in a run the call is made (claim, state, round, attempt): two identical requests from different sites
-    are different samples at temperature > 0, so the call cache keys on it then. Not sent to the endpoint."""
+    are different samples at temperature > 0, so the call cache keys on it then. Sent as the X-Debate-Site header,
+    never in the body the model reads."""
 
 
 class TopLogprob(_Model):

@@ -16,6 +16,7 @@ import logging
 import os
 import time
 import urllib.request
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
@@ -31,6 +32,7 @@ from debate.llm.base import (
     ModelUnavailableError,
     TokenLogprob,
     TopLogprob,
+    current_item,
 )
 from debate.llm.diagnosis import (
     KEY_HINT,
@@ -91,6 +93,20 @@ def _parse_json(body: bytes) -> object:
     except orjson.JSONDecodeError as exc:
         shown = body[:80].decode(errors="replace")
         raise MalformedReplyError(f"the endpoint answered 200 with a body that is not JSON: {shown!r}") from exc
+
+
+def _tags(request: ChatRequest) -> dict[str, str]:
+    """The request's declared purpose (e.g. "debate:skeptic"), its site (e.g. "c0:S1:1:trust#1") and the item it
+    is made for (see item_scope) as headers, for
+    proxies' logs and for scripted test endpoints, which route by them and never by prompt text. The model never
+    sees them."""
+    tags = {"X-Debate-Purpose": request.purpose}
+    if request.site is not None:
+        tags["X-Debate-Site"] = request.site
+    item = current_item()
+    if item is not None:
+        tags["X-Debate-Item"] = item
+    return tags
 
 
 class OpenAIChatClient:
@@ -154,12 +170,11 @@ class OpenAIChatClient:
             )
         return self._session
 
-    async def _http(self, method: str, path: str, payload: bytes | None = None, purpose: str | None = None) -> bytes:
-        """One HTTP attempt: the body of a 2xx, else our transport error for what went wrong. `purpose` (the
-        request's declared purpose, e.g. "debate:skeptic") is sent as X-Debate-Purpose, for proxies' logs and
-        scripted test endpoints; the model never sees it."""
+    async def _http(
+        self, method: str, path: str, payload: bytes | None = None, headers: Mapping[str, str] | None = None
+    ) -> bytes:
+        """One HTTP attempt: the body of a 2xx, else our transport error for what went wrong."""
         url = self._base + path
-        headers = {"X-Debate-Purpose": purpose} if purpose else None
         try:
             async with self._pool().request(method, url, data=payload, proxy=self._proxy, headers=headers) as response:
                 body = await response.read()
@@ -204,7 +219,7 @@ class OpenAIChatClient:
         try:
             async for attempt in self._policy.copy():
                 with attempt:
-                    return _parse_json(await self._http("GET", "/models", purpose="models"))
+                    return _parse_json(await self._http("GET", "/models", headers={"X-Debate-Purpose": "models"}))
         except MalformedReplyError as malformed:
             if self._model is not None:
                 return None
@@ -249,13 +264,13 @@ class OpenAIChatClient:
         return orjson.dumps(body)
 
     async def _send(
-        self, payload: bytes, attempts: list[int], purpose: str
+        self, payload: bytes, attempts: list[int], headers: Mapping[str, str]
     ) -> tuple[dict[str, Any], dict[str, Any], float]:
         attempts[0] += 1
         # The model semaphore covers one HTTP attempt only: no slot is held while backing off between attempts.
         async with self._limit:
             started = time.perf_counter()
-            body = await self._http("POST", "/chat/completions", payload, purpose)
+            body = await self._http("POST", "/chat/completions", payload, headers)
             latency = time.perf_counter() - started
         raw, choice = _first_choice(_parse_json(body))
         return raw, choice, latency
@@ -266,7 +281,7 @@ class OpenAIChatClient:
             attempts = [0]
             try:
                 sent: tuple[dict[str, Any], dict[str, Any], float] = await self._policy.copy()(
-                    self._send, self._payload(request, mode), attempts, request.purpose
+                    self._send, self._payload(request, mode), attempts, _tags(request)
                 )
                 raw, choice, latency = sent
                 break

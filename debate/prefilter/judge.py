@@ -179,7 +179,7 @@ class RagJudgePrefilter:
         outcome = await ask_structured(
             chat, user, parse_judgment, max_retries=self._config.debate.max_parse_retries, expected=_EXPECTED
         )
-        return outcome.unwrap(), usage + Usage.total(r.usage for r in chat.responses)
+        return outcome.unwrap(), usage + outcome.usage
 
     async def check_response(self, response: str, plan: Plan) -> ResponseCheck | None:
         if plan.sources is None:
