@@ -1,0 +1,252 @@
+"""`debate dynamics fit | predict | validate | simulate`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from debate.cli.conventions import add_command_group, err, examples
+from debate.errors import UsageError
+from experiments.dynamics.fit import DynamicsFit, fit
+from experiments.dynamics.observe import RunObservations, read_run
+from experiments.dynamics.predict import Predicted, Setting, predict
+
+__all__ = ["register"]
+
+
+def _rounds(value: str) -> list[int]:
+    low, sep, high = value.partition("..")
+    try:
+        rounds = list(range(int(low), int(high) + 1)) if sep else [int(value)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: give N or A..B, e.g. 0..3") from None
+    if not rounds or min(rounds) < 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: rounds must be 0 or more, A <= B")
+    return rounds
+
+
+def register(sub: Any) -> None:
+    """Add `debate dynamics` and its commands."""
+    dyn = add_command_group(
+        sub,
+        "dynamics",
+        dest="dynamics",
+        metavar="COMMAND",
+        help="fit each role's behaviour from a run's turns; predict other chains exactly",
+    )
+    f = dyn.add_parser(
+        "fit",
+        help="each role's P(verdict true | what it was shown), flip and conformity rates, the Markov check",
+        epilog=examples("debate dynamics fit results/embedded/*-qa-mcmad-*/"),
+    )
+    f.add_argument("runs", nargs="+", type=Path, help="experiment run folders (mcmad method)")
+    f.set_defaults(handler=_fit)
+    p = dyn.add_parser(
+        "predict",
+        help="accuracy, F1 and calls of other chains and min rounds, computed exactly",
+        epilog=examples(
+            "debate dynamics predict RUN --chain always-trust --min-rounds 0..3",
+            "debate dynamics predict RUN --chain true-to-skeptic my-chain.toml",
+        ),
+    )
+    p.add_argument("run", type=Path, help="the experiment run folder to fit")
+    p.add_argument("--chain", nargs="+", default=None, metavar="NAME|FILE",
+                   help="chains to predict (default: the run's)")  # fmt: skip
+    p.add_argument("--min-rounds", type=_rounds, default=None, metavar="N|A..B", help="default: the run's")
+    p.add_argument("--max-rounds", type=int, default=None, help="default: the run's")
+    p.add_argument("--out", type=Path, default=None, help="folder for the plot (default: RUN/dynamics)")
+    p.set_defaults(handler=_predict)
+    v = dyn.add_parser("validate", help="predicted vs observed for runs of other settings on the same items (within: "
+                       "the difference is inside the combined 95%% margin of the prediction and the observed run)",
+                       epilog=examples("debate dynamics validate FIT_RUN OTHER_RUN..."))  # fmt: skip
+    v.add_argument("run", type=Path, help="the run to fit")
+    v.add_argument("others", nargs="+", type=Path, help="runs of other settings to check the prediction against")
+    v.set_defaults(handler=_validate)
+    s = dyn.add_parser(
+        "simulate",
+        help="the real engine against a simulated population on 127.0.0.1",
+        epilog=examples("debate dynamics simulate --roles roles.toml --n 2000 --out runs/sim"),
+    )
+    s.add_argument("--roles", type=Path, required=True, help="a roles file: [roles.NAME] factual_true, "
+                   "hallucinated_true, conformity, memory; and seed")  # fmt: skip
+    s.add_argument("--chain", default="true-to-skeptic", metavar="NAME|FILE", help="the chain to run")
+    s.add_argument("--min-rounds", type=int, default=2, help="minimum debate rounds")
+    s.add_argument("--max-rounds", type=int, default=5, help="maximum debate rounds")
+    s.add_argument("--n", type=int, default=2000, help="simulated claims")
+    s.add_argument("--share-true", type=float, default=0.5, help="share of factual claims")
+    s.add_argument("--out", type=Path, required=True, help="the run folder to write (fit, predict and validate "
+                   "read it)")  # fmt: skip
+    s.set_defaults(handler=_simulate)
+    for parser in (f, p, v):
+        parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates over items")
+        parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    for parser in (f, p, v):
+        parser.add_argument("--json", action="store_true", help="JSON instead of tables")
+
+
+def _share(run: RunObservations) -> float:
+    return sum(label for label, _, _ in run.finals.values()) / len(run.finals)
+
+
+def _observed(run: RunObservations) -> tuple[float, float]:
+    finals = list(run.finals.values())
+    return sum(label == v for label, v, _ in finals) / len(finals), sum(c for *_, c in finals) / len(finals)
+
+
+def _fmt(x: float | None, ci: tuple[float, float] | None = None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def fit_table(result: DynamicsFit) -> str:
+    """The fit as markdown."""
+    lines = [
+        f"# Dynamics of {', '.join(result.runs)}",
+        "",
+        f"chain {result.chain}, min rounds {result.min_rounds}, max rounds {result.max_rounds}; "
+        f"{result.claims} debated claims, {result.turns} turns, {result.calls_per_turn:.2f} calls per turn",
+        "",
+        "| role | state | label | shown | n | P(verdict true) [95% CI] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in result.contexts:
+        shown = ",".join("T" if s else "F" for s in c.shown) or "-"
+        label = "factual" if c.label else "hallucinated"
+        lines.append(f"| {c.role} | {c.state} | {label} | {shown} | {c.n} | {_fmt(c.p_true, (c.low, c.high))} |")
+    lines += ["", "| role | label | turns | flip rate | conformity (to a wrong opinion) |", "|---|---|---|---|---|"]
+    for r in result.roles:
+        label = "factual" if r.label else "hallucinated"
+        lines.append(f"| {r.role} | {label} | {r.turns} | {_fmt(r.flip, r.flip_interval)} | "
+                     f"{_fmt(r.conformity, r.conformity_interval)} |")  # fmt: skip
+    m = result.markov
+    verdict = "rejected: turns depend on earlier opinions too" if m.rejected else "not rejected"
+    lines += ["", f"Markov check (LR test vs. also conditioning on the opinion before those shown): G = "
+              f"{m.statistic:.2f}, df = {m.df}, p = {m.p_value:.3g}: {verdict}", ""]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _fit(args: argparse.Namespace) -> int:
+    runs = [read_run(r) for r in args.runs]
+    seen = [o for run in runs for o in run.observations]
+    first = runs[0]
+    result = fit(seen, runs=[str(r) for r in args.runs], chain=first.chain, min_rounds=first.min_rounds,
+                 max_rounds=first.max_rounds, bootstrap=args.bootstrap, seed=args.seed)  # fmt: skip
+    sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else fit_table(result))
+    return 0
+
+
+def predict_table(rows: list[Predicted], observed: tuple[str, float, float] | None) -> str:
+    """Predictions as markdown, with the observed point of the fitted run."""
+    lines = ["| chain | min | max | accuracy [95% CI] | F1 [95% CI] | calls per claim [95% CI] |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        lines.append(f"| {r.chain} | {r.min_rounds} | {r.max_rounds} | {_fmt(r.accuracy, r.accuracy_interval)} | "
+                     f"{_fmt(r.f1, r.f1_interval)} | {_fmt(r.calls_per_claim, r.calls_interval)} |")  # fmt: skip
+    if observed is not None:
+        lines += ["", f"observed on the fitted run ({observed[0]}): accuracy {observed[1]:.3f}, "
+                  f"{observed[2]:.2f} calls per claim"]  # fmt: skip
+    backed = sorted({b for r in rows for b in r.backed_off})
+    if backed:
+        lines += ["", "contexts the fitted run never showed (answered by back-off): " + "; ".join(backed)]
+    return "\n".join(lines) + "\n"
+
+
+def plot_predictions(rows: list[Predicted], observed: tuple[str, float, float], folder: Path) -> list[Path]:
+    """Accuracy against calls per claim for every setting, with intervals, and the observed point; PNG and SVG."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    for i, chain in enumerate(dict.fromkeys(r.chain for r in rows)):
+        mine = [r for r in rows if r.chain == chain]
+        xs, ys = [r.calls_per_claim for r in mine], [r.accuracy for r in mine]
+        ax.errorbar(xs, ys, yerr=[[y - r.accuracy_interval[0] for y, r in zip(ys, mine, strict=True)],
+                                   [r.accuracy_interval[1] - y for y, r in zip(ys, mine, strict=True)]],
+                    xerr=[[x - r.calls_interval[0] for x, r in zip(xs, mine, strict=True)],
+                          [r.calls_interval[1] - x for x, r in zip(xs, mine, strict=True)]],
+                    marker="o", capsize=3, color=f"C{i}", label=f"{chain} (predicted)")  # fmt: skip
+        for x, y, r in zip(xs, ys, mine, strict=True):
+            ax.annotate(f"min {r.min_rounds}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.plot([observed[2]], [observed[1]], marker="*", markersize=14, color="black", linestyle="none",
+            label=f"observed ({observed[0]})")  # fmt: skip
+    ax.set_xlabel("model calls per claim")
+    ax.set_ylabel("accuracy")
+    ax.set_title("Predicted accuracy against cost, from one run's fitted dynamics")
+    ax.legend(fontsize=7)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"predicted.{suffix}" for suffix in ("png", "svg")]
+    for path in paths:
+        fig.savefig(path, dpi=120)
+    return paths
+
+
+def _predict(args: argparse.Namespace) -> int:
+    run = read_run(args.run)
+    chains = args.chain or [run.chain]
+    settings = [Setting(chain, m, args.max_rounds if args.max_rounds is not None else max(run.max_rounds, m))
+                for chain in chains for m in (args.min_rounds or [run.min_rounds])]  # fmt: skip
+    rows = predict(run.observations, settings, share_true=_share(run), bootstrap=args.bootstrap, seed=args.seed)
+    accuracy, calls = _observed(run)
+    observed = (f"{run.chain}, min {run.min_rounds}", accuracy, calls)
+    if args.json:
+        sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in rows], indent=2) + "\n")
+    else:
+        sys.stdout.write(predict_table(rows, observed))
+    for path in plot_predictions(rows, observed, args.out or args.run / "dynamics"):
+        err.print(f"wrote {path}")
+    return 0
+
+
+def _agrees(predicted: float, interval: tuple[float, float], observed: float, observed_se: float) -> bool:
+    """Whether predicted and observed differ by less than their combined 95% margin: the prediction's bootstrap
+    interval and the observed run's own sampling error (a run of n claims is a sample too)."""
+    predicted_se = (interval[1] - interval[0]) / 3.92
+    return abs(predicted - observed) <= 1.96 * math.sqrt(predicted_se**2 + observed_se**2) + 1e-12
+
+
+def _validate(args: argparse.Namespace) -> int:
+    fitted = read_run(args.run)
+    rows: list[dict[str, Any]] = []
+    for other_dir in args.others:
+        other = read_run(other_dir)
+        [p] = predict(fitted.observations, [Setting(other.chain, other.min_rounds, other.max_rounds)],
+                      share_true=_share(other), bootstrap=args.bootstrap, seed=args.seed)  # fmt: skip
+        accuracy, calls = _observed(other)
+        n = len(other.finals)
+        spread = statistics.pstdev([c for *_, c in other.finals.values()])
+        agrees = _agrees(p.accuracy, p.accuracy_interval, accuracy, math.sqrt(accuracy * (1 - accuracy) / n))
+        agrees_calls = _agrees(p.calls_per_claim, p.calls_interval, calls, spread / math.sqrt(n))
+        rows.append({"run": str(other_dir), "chain": other.chain, "min_rounds": other.min_rounds, "claims": n,
+                     "predicted_accuracy": p.accuracy, "accuracy_interval": p.accuracy_interval,
+                     "observed_accuracy": accuracy, "predicted_calls": p.calls_per_claim,
+                     "calls_interval": p.calls_interval, "observed_calls": calls,
+                     "within": agrees and agrees_calls})  # fmt: skip
+    if args.json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    lines = ["| run | chain | min | accuracy: predicted [95% CI] / observed | calls: predicted [95% CI] / observed "
+             "| within |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        lines.append(f"| {Path(r['run']).name} | {r['chain']} | {r['min_rounds']} | "
+                     f"{_fmt(r['predicted_accuracy'], r['accuracy_interval'])} / {r['observed_accuracy']:.3f} | "
+                     f"{_fmt(r['predicted_calls'], r['calls_interval'])} / {r['observed_calls']:.2f} | "
+                     f"{'yes' if r['within'] else 'NO'} |")  # fmt: skip
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from experiments.dynamics.simulate_run import simulate_run
+
+    if args.n < 1 or not 0 < args.share_true < 1:
+        raise UsageError("--n must be at least 1 and --share-true between 0 and 1")
+    summary = simulate_run(args.roles, chain=args.chain, min_rounds=args.min_rounds, max_rounds=args.max_rounds,
+                           n=args.n, share_true=args.share_true, out=args.out)  # fmt: skip
+    sys.stdout.write(summary + "\n")
+    return 0

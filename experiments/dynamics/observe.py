@@ -1,0 +1,113 @@
+"""The turns of recorded debates as observations of each role's behaviour: who spoke, in which state, for which
+true label, what it was shown, and what it said.
+
+What a turn was shown is recomputed with the engine's own chain logic (`debate.chain.ChainDriver`), so the fit sees
+exactly what the agent saw, for any chain spec.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from debate.chain import ChainDriver, MarkovChain, TurnRecord, load_chain
+from debate.config import DebateConfig
+from debate.errors import UsageError
+from debate.records import PredictionRecord, read_records
+from debate.types import DebateResult
+
+__all__ = ["Observation", "RunObservations", "observations", "read_run"]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One turn: the role's verdict in its context."""
+
+    item: str
+    """The item (bootstrap resamples items, not turns)."""
+    label: bool
+    """The claim's true label (True = factual)."""
+    role: str
+    state: str
+    shown: tuple[bool, ...]
+    """The verdicts of the opinions it was shown, in order (empty for the initial agent)."""
+    earlier: bool | None
+    """The verdict just before the ones it was shown (None at the start): what the Markov check adds."""
+    verdict: bool
+    calls: int
+    """Model calls the turn took (re-asks included)."""
+
+
+def _records(result: DebateResult) -> list[TurnRecord]:
+    records = []
+    for state in result.states:
+        for position, turn in enumerate(state.turns):
+            last = position == len(state.turns) - 1
+            records.append(TurnRecord(state=state.name, round=state.round, position=position, last_in_state=last,
+                                      turn=turn))  # fmt: skip
+    return records
+
+
+def observations(result: DebateResult, chain: MarkovChain, *, item: str, label: bool) -> list[Observation]:
+    """The usable turns of one debate, in order (a failed turn ends the chain, and the list)."""
+    driver, records, seen = ChainDriver(chain), _records(result), []
+    for i, record in enumerate(records):
+        if record.turn.factuality is None:
+            break
+        plan = driver.next_turn(records[:i])
+        if (plan.role, plan.state) != (record.turn.role, record.state):
+            raise UsageError(
+                f"item {item}: the transcript does not follow chain {chain.name!r} (turn {i} is {record.turn.role} in "
+                f"{record.state}; the chain gives {plan.role} in {plan.state})"
+            )
+        shown = tuple(p.opinion.factuality for p in plan.previous)
+        before = i - len(shown) - 1
+        earlier = records[before].turn.factuality if shown and before >= 0 else None
+        seen.append(Observation(item=item, label=label, role=record.turn.role, state=record.state, shown=shown,
+                                earlier=earlier, verdict=record.turn.factuality,
+                                calls=max(1, record.turn.call.usage.llm_calls)))  # fmt: skip
+    return seen
+
+
+@dataclass(frozen=True)
+class RunObservations:
+    """A run folder's debates as observations, with the settings they were run at."""
+
+    run_dir: Path
+    chain: str
+    min_rounds: int
+    max_rounds: int
+    observations: list[Observation]
+    finals: dict[str, tuple[bool, bool, int]]
+    """Per debated claim (item/claim id): (true label, final verdict, model calls of its debate)."""
+
+
+def _debates(run_dir: Path) -> Iterator[tuple[str, bool, DebateResult]]:
+    for record in read_records(run_dir / "results.jsonl"):
+        if not isinstance(record, PredictionRecord) or record.report is None:
+            continue
+        label = record.label_factual
+        for claim in record.report.get("claims", []):
+            if claim.get("debate") and claim.get("decided_by", "debate") == "debate":
+                yield f"{record.id}/{claim['claim_id']}", label, DebateResult.model_validate(claim["debate"])
+
+
+def read_run(run_dir: Path) -> RunObservations:
+    """Every debate of an experiment run folder (config.json + results.jsonl)."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+        debate = DebateConfig.model_validate(config["spec"]["verifier"].get("debate", {}))
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(f"{run_dir}: not an experiment run folder ({exc})") from exc
+    chain = load_chain(debate.chain)
+    seen: list[Observation] = []
+    finals: dict[str, tuple[bool, bool, int]] = {}
+    for key, label, result in _debates(run_dir):
+        seen.extend(observations(result, chain, item=key, label=label))
+        if result.final is not None:
+            finals[key] = (label, result.final.factuality, result.usage.llm_calls)
+    if not finals:
+        raise UsageError(f"{run_dir}: no finished debate to fit (was the method mcmad?)")
+    return RunObservations(run_dir, chain.name, debate.min_rounds, debate.max_rounds, seen, finals)

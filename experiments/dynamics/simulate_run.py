@@ -1,0 +1,60 @@
+"""`debate dynamics simulate`: a run folder made by the real engine over HTTP against a simulated population, in the
+experiments' format (config.json + results.jsonl), so fit, predict and validate read it like any run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from debate import ModelConfig
+from debate.chain import load_chain
+from debate.errors import UsageError
+from debate.records import PredictionRecord
+from debate.types import Report
+from experiments.dynamics.endpoint import population_endpoint
+from experiments.dynamics.simulate import (
+    Population,
+    SimulatedAgents,
+    labels_for,
+    load_population,
+    simulated_reports,
+)
+
+__all__ = ["simulate_run"]
+
+
+async def _over_http(population: Population, *, chain: str, min_rounds: int, max_rounds: int,
+                     labels: dict[str, bool]) -> list[Report]:  # fmt: skip
+    agents = SimulatedAgents(population, load_chain(chain), labels)
+    async with population_endpoint(agents) as url:
+        model = ModelConfig(base_url=url, model="simulated", max_concurrency=16)
+        return await simulated_reports(population, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds,
+                                       labels=labels, model=model)  # fmt: skip
+
+
+def simulate_run(roles: Path, *, chain: str, min_rounds: int, max_rounds: int, n: int, share_true: float,
+                 out: Path) -> str:  # fmt: skip
+    """Simulate `n` claims and write the run folder `out`; returns a one-line summary."""
+    if (out / "results.jsonl").exists():
+        raise UsageError(f"{out} already holds a run; choose another --out")
+    population = load_population(roles)
+    labels = labels_for(n, share_true, population.seed)
+    reports = asyncio.run(_over_http(population, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds,
+                                     labels=labels))  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    debate = {"chain": chain, "min_rounds": min_rounds, "max_rounds": max_rounds}
+    config = {"spec": {"benchmark": "simulated", "task": "qa", "n": n, "method": "mcmad",
+                       "verifier": {"debate": debate}},
+              "simulated": {"population": population.model_dump(mode="json"), "share_true": share_true,
+                            "roles_file": str(roles)}}  # fmt: skip
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    correct = 0
+    with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
+        for (item, label), report in zip(labels.items(), reports, strict=True):
+            correct += report.factual == label
+            record = PredictionRecord(id=item, task="qa", label_factual=label, pred_factual=report.factual,
+                                      decided_by="debate", llm_calls=report.usage.llm_calls,
+                                      report=report.model_dump(mode="json"))  # fmt: skip
+            fh.write(record.to_json() + "\n")
+    return f"{n} simulated claims in {out}: accuracy {correct / n:.3f} ({chain}, min {min_rounds}, max {max_rounds})"
