@@ -40,7 +40,7 @@ from debate.parsing import (
     parse_opinion,
 )
 from debate.prompts import PromptError, PromptTemplate, load_prompt
-from debate.structured import ask_structured, call_info, converse
+from debate.structured import ask_structured, converse
 from debate.types import Claim, DebateResult, Evidence, Failure, Turn
 
 __all__ = ["AutogenTeam", "AutogenTeamFactory", "ChainTurn"]
@@ -143,9 +143,7 @@ class DebateAgent(BaseChatAgent):
             outcome = await ask_structured(conversation, user, parse_opinion, max_retries=config.max_parse_retries,
                                            expected=self._expected, reask=self._run.reask)  # fmt: skip
         except Exception as exc:
-            responses = conversation.responses
-            messages = conversation.messages() if config.record_prompts else None
-            info = call_info(self._prompt, responses, max(1, len(responses)), [], messages)
+            info = conversation.info(self._prompt, conversation.messages() if config.record_prompts else None)
             if isinstance(exc, DebateError) and not is_fatal(exc):
                 return Turn.failed(self.role, Failure.from_error(exc, "debate"), info)
             self._run.abort(exc)

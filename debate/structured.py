@@ -132,6 +132,10 @@ class ChatConversation:
         """The exchange so far, exactly as sent and received."""
         return [SentMessage(role=m.role, content=m.content) for m in self._messages]
 
+    def info(self, prompt: PromptTemplate, messages: Sequence[SentMessage] | None = None) -> CallInfo:
+        """The transcript record of an exchange an error cut short (no outcome to read it from)."""
+        return call_info(prompt, self.responses, max(1, len(self.responses)), [], messages)
+
 
 def converse(
     client: ChatClient, system: str, *, schema: dict[str, object] | None, schema_name: str, purpose: str,

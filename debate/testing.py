@@ -6,11 +6,9 @@ import asyncio
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-
-import jsonschema
 
 from debate.llm.base import ChatRequest, ChatResponse, TokenLogprob, TopLogprob, current_item
 from debate.rollup import claim_ratios, response_score, roll_up
@@ -58,7 +56,7 @@ class ScriptExhaustedError(AssertionError):
 class _Call:
     request: ChatRequest
     reply: str | None
-    item: str | None = None
+    item: str | None = field(default_factory=current_item)
     """The item the call was made for (see debate.llm.item_scope)."""
 
 
@@ -119,7 +117,7 @@ class ScriptedChatClient:
     async def complete(self, request: ChatRequest) -> ChatResponse:
         script = self._script(request)
         if not script:
-            self.calls.append(_Call(request, None, current_item()))
+            self.calls.append(_Call(request, None))
             raise ScriptExhaustedError(
                 f"call {len(self.calls)} ({request.purpose}) has no scripted reply; last user message:\n"
                 f"{request.messages[-1].content[:500]}"
@@ -133,14 +131,14 @@ class ScriptedChatClient:
         finally:
             self.in_flight -= 1
         if isinstance(step, BaseException):
-            self.calls.append(_Call(request, None, current_item()))
+            self.calls.append(_Call(request, None))
             raise step
         answer = step(request) if callable(step) else step
         if isinstance(answer, ChatResponse):
-            self.calls.append(_Call(request, answer.text, current_item()))
+            self.calls.append(_Call(request, answer.text))
             return answer
         text = answer
-        self.calls.append(_Call(request, text, current_item()))
+        self.calls.append(_Call(request, text))
         return ChatResponse(
             text=text,
             usage=Usage(llm_calls=1, prompt_tokens=self._prompt_tokens, completion_tokens=self._completion_tokens),
@@ -211,12 +209,14 @@ class SchemaChatClient:
         else:
             text = self._text
             if request.response_schema is not None:
+                import jsonschema  # here, not at import: the pytest plugin imports this module in every session
+
                 value = self.instance(request.response_schema)
                 jsonschema.validate(value, request.response_schema)
                 text = json.dumps(value)
             response = ChatResponse(text=text, usage=Usage(llm_calls=1, prompt_tokens=10, completion_tokens=5),
                                     model="schema", latency_s=0.0, finish_reason="stop")  # fmt: skip
-        self.calls.append(_Call(request, response.text, current_item()))
+        self.calls.append(_Call(request, response.text))
         return response
 
     async def accept(self, response: ChatResponse) -> None:

@@ -26,7 +26,7 @@ from debate.parsing import load_json_object, parse_factuality
 from debate.prompts import PromptTemplate, load_prompt
 from debate.records import transient_failure
 from debate.registry import Registry
-from debate.structured import ask_structured, call_info, converse
+from debate.structured import ask_structured, converse
 from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, Report, Turn, Usage
 from experiments.data import Item
 
@@ -185,7 +185,7 @@ class FactoolTeam:
         except DebateError as exc:
             if isinstance(exc, ModelRequestError) and exc.fatal:
                 raise
-            info = call_info(self._prompt, chat.responses, max(1, len(chat.responses)), [])
+            info = chat.info(self._prompt)
             turn = Turn.failed("initial", Failure.from_error(exc, "debate"), info)
         else:
             info = outcome.info(self._prompt)

@@ -309,7 +309,7 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
             prefilter=PrefilterConfig(prefilters=_prefilters(args.prefilter), trust_grounded=args.trust_grounded,
                                       grounded_confidence=args.grounded_confidence,
                                       judge_two_step=args.judge_two_step, judge_model=args.judge_model,
-                                      options=_prefilter_options(getattr(args, "prefilter_option", []))),
+                                      options=_prefilter_options(args.prefilter_option)),
         )  # fmt: skip
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -97,9 +97,8 @@ def _parse_json(body: bytes) -> object:
 
 def _tags(request: ChatRequest) -> dict[str, str]:
     """The request's declared purpose (e.g. "debate:skeptic"), its site (e.g. "c0:S1:1:trust#1") and the item it
-    is made for (see item_scope) as headers, for
-    proxies' logs and for scripted test endpoints, which route by them and never by prompt text. The model never
-    sees them."""
+    is made for (see item_scope) as headers, for proxies' logs and for scripted test endpoints, which route by them
+    and never by prompt text. The model never sees them."""
     tags = {"X-Debate-Purpose": request.purpose}
     if request.site is not None:
         tags["X-Debate-Site"] = request.site

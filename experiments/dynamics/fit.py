@@ -29,7 +29,7 @@ __all__ = [
     "fit",
     "interval",
     "markov_check",
-    "resample",
+    "replicates",
 ]
 
 Context = tuple[str, str, bool, tuple[bool, ...]]
@@ -131,10 +131,10 @@ def _by_item(seen: Sequence[Observation]) -> dict[str, list[Observation]]:
     return items
 
 
-def resample(seen: Sequence[Observation], rng: random.Random) -> list[Observation]:
-    """A bootstrap replicate: items drawn with replacement, each with all its turns."""
-    items = list(_by_item(seen).values())
-    return [o for _ in items for o in rng.choice(items)]
+def replicates(seen: Sequence[Observation], n: int, seed: int) -> list[list[Observation]]:
+    """`n` bootstrap replicates: items drawn with replacement, each with all its turns."""
+    items, rng = list(_by_item(seen).values()), random.Random(seed)
+    return [[o for _ in items for o in rng.choice(items)] for _ in range(n)]
 
 
 def interval(values: Sequence[float]) -> tuple[float, float]:
@@ -191,20 +191,18 @@ def fit(seen: Sequence[Observation], *, runs: list[str], chain: str, min_rounds:
     """The fitted behaviour of every role, with bootstrap intervals over items."""
     point = _contexts(seen)
     roles = sorted({(o.role, o.label) for o in seen}, key=lambda r: (r[0], not r[1]))
-    rng = random.Random(seed)
     samples: dict[Context, list[float]] = defaultdict(list)
     rate_samples: dict[tuple[str, bool], list[tuple[float | None, float | None]]] = defaultdict(list)
-    for _ in range(bootstrap):
-        replicate = resample(seen, rng)
+    for replicate in replicates(seen, bootstrap, seed):
         for key, (_, p) in _contexts(replicate).items():
             samples[key].append(p)
         for role, label in roles:
             rate_samples[(role, label)].append(_rates(replicate, role, label))
-    contexts = [
-        ContextFit(role=k[0], state=k[1], label=k[2], shown=list(k[3]), n=n, p_true=p,
-                   low=interval(samples[k] or [p])[0], high=interval(samples[k] or [p])[1])
-        for k, (n, p) in sorted(point.items(), key=lambda kv: (kv[0][0], kv[0][1], not kv[0][2], kv[0][3]))
-    ]  # fmt: skip
+    contexts = []
+    for k, (n, p) in sorted(point.items(), key=lambda kv: (kv[0][0], kv[0][1], not kv[0][2], kv[0][3])):
+        low, high = interval(samples[k] or [p])
+        contexts.append(ContextFit(role=k[0], state=k[1], label=k[2], shown=list(k[3]), n=n, p_true=p, low=low,
+                                   high=high))  # fmt: skip
     rates = []
     for role, label in roles:
         flip, conformity = _rates(seen, role, label)

@@ -8,7 +8,6 @@ max_rounds (the engine's stop rule, agents.conditions); the final verdict is the
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from debate.chain import MarkovChain, load_chain
-from experiments.dynamics.fit import Behaviour, interval, resample
+from experiments.dynamics.fit import Behaviour, interval, replicates
 from experiments.dynamics.observe import Observation
 
 __all__ = ["Outcome", "Predicted", "RoleModel", "Setting", "outcome", "predict"]
@@ -103,8 +102,8 @@ class Predicted(BaseModel):
     """Contexts this setting needs that the fitted run never showed (answered by the stated back-off)."""
 
 
-def _figures(model: RoleModel, setting: Setting, share_true: float, calls_per_turn: float) -> tuple[float, ...]:
-    chain = load_chain(setting.chain)
+def _figures(model: RoleModel, chain: MarkovChain, setting: Setting, share_true: float,
+             calls_per_turn: float) -> tuple[float, ...]:  # fmt: skip
     yes = outcome(model, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds, label=True)
     no = outcome(model, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds, label=False)
     tp, fn = share_true * yes.p_true, share_true * (1 - yes.p_true)
@@ -120,12 +119,13 @@ def predict(seen: Sequence[Observation], settings: Sequence[Setting], *, share_t
     behaviour fitted to `seen`; `share_true` is the share of factual claims the figures are for."""
     point = Behaviour(seen)
     calls_per_turn = sum(o.calls for o in seen) / len(seen)
-    rng = random.Random(seed)
-    replicates = [resample(seen, rng) for _ in range(bootstrap)]
+    fitted = [(Behaviour(r), sum(o.calls for o in r) / len(r)) for r in replicates(seen, bootstrap, seed)]
     results = []
     for setting in settings:
-        yes, no, accuracy, f1, calls = _figures(point, setting, share_true, calls_per_turn)
-        spread = [_figures(Behaviour(r), setting, share_true, sum(o.calls for o in r) / len(r)) for r in replicates]
+        chain = load_chain(setting.chain)
+        point.backed_off.clear()  # this setting's own back-offs
+        yes, no, accuracy, f1, calls = _figures(point, chain, setting, share_true, calls_per_turn)
+        spread = [_figures(b, chain, setting, share_true, per_turn) for b, per_turn in fitted]
         results.append(Predicted(
             chain=setting.chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds,
             p_true_if_factual=yes, p_true_if_hallucinated=no, accuracy=accuracy,
