@@ -11,6 +11,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from debate.cli import build_parser, walk
@@ -36,6 +37,18 @@ def _commands() -> list[list[str]]:
             continue
         found.append(parser.prog.split()[1:])
     return found
+
+
+def _simulate_runs() -> list[str]:
+    """`debate dynamics simulate` needs no extra: it runs the engine against its own 127.0.0.1 endpoint."""
+    with tempfile.TemporaryDirectory() as folder:
+        roles = Path(folder) / "roles.toml"
+        roles.write_text("seed = 1\n[roles.trust]\nconformity = 0.5\n")
+        words = ["dynamics", "simulate", "--roles", str(roles), "--n", "5", "--out", str(Path(folder) / "sim")]
+        done = subprocess.run([DEBATE, *words], capture_output=True, text=True, env=ENV, timeout=300)
+    if done.returncode != 0 or not done.stdout.startswith("5 simulated claims"):
+        return [f"debate {' '.join(words)}: exit {done.returncode}\n{done.stdout}{done.stderr[-2000:]}"]
+    return []
 
 
 def main() -> int:
@@ -64,9 +77,13 @@ def main() -> int:
                 f"debate {' '.join(words)}: exit {done.returncode}, expected one line with {expected!r}:\n"
                 f"{done.stderr[-2000:]}"
             )
+    failures += _simulate_runs()
     for failure in failures:
         print(f"FAILED {failure}")
-    print(f"core install: {len(commands) + 2} help/version checks, {len(REFUSALS)} refusals; {len(failures)} failed")
+    print(
+        f"core install: {len(commands) + 2} help/version checks, {len(REFUSALS)} refusals, a simulated run; "
+        f"{len(failures)} failed"
+    )
     return 1 if failures else 0
 
 

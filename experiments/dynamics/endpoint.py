@@ -1,18 +1,15 @@
-"""The simulated population behind an OpenAI-compatible endpoint on 127.0.0.1 (uvicorn in the caller's event loop),
-so `debate dynamics simulate` drives the engine over real HTTP, as it would a model server."""
+"""The simulated population behind an OpenAI-compatible endpoint on 127.0.0.1 (aiohttp's server, a core dependency,
+in the caller's event loop), so `debate dynamics simulate` drives the engine over real HTTP, as it would a model
+server, on any install."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
-import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from aiohttp import web
 
 from debate.errors import UsageError
 from experiments.dynamics.simulate import SimulatedAgents
@@ -20,45 +17,40 @@ from experiments.dynamics.simulate import SimulatedAgents
 __all__ = ["population_endpoint"]
 
 
-def _app(agents: SimulatedAgents) -> FastAPI:
-    app = FastAPI()
+def _app(agents: SimulatedAgents) -> web.Application:
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response(
+            {"object": "list", "data": [{"id": "simulated", "object": "model", "created": 0, "owned_by": "sim"}]}
+        )
 
-    @app.get("/v1/models")
-    async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": "simulated", "object": "model", "created": 0, "owned_by": "sim"}]}
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> JSONResponse:
+    async def chat(request: web.Request) -> web.Response:
         headers = request.headers
         try:
-            verdict = agents.answer(headers.get("x-debate-purpose", ""), headers.get("x-debate-site"),
-                                    headers.get("x-debate-item"))  # fmt: skip
+            verdict = agents.answer(headers.get("X-Debate-Purpose", ""), headers.get("X-Debate-Site"),
+                                    headers.get("X-Debate-Item"))  # fmt: skip
         except UsageError as exc:
-            return JSONResponse({"error": {"message": str(exc), "type": "invalid_request"}}, status_code=400)
+            return web.json_response({"error": {"message": str(exc), "type": "invalid_request"}}, status=400)
         content = json.dumps({"opinion": "simulated", "factuality": verdict, "Error severity": 0 if verdict else 3})
-        return JSONResponse({
+        return web.json_response({
             "id": "sim", "object": "chat.completion", "created": int(time.time()), "model": "simulated",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         })  # fmt: skip
 
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", chat)
     return app
 
 
 @asynccontextmanager
 async def population_endpoint(agents: SimulatedAgents) -> AsyncIterator[str]:
     """Serve the population on 127.0.0.1 (a free port) while the block runs; yields its base URL."""
-    server = uvicorn.Server(uvicorn.Config(_app(agents), host="127.0.0.1", port=0, log_level="error",
-                                           lifespan="off"))  # fmt: skip
-    task = asyncio.create_task(server.serve())
+    runner = web.AppRunner(_app(agents), access_log=None)
+    await runner.setup()
     try:
-        while not server.started:
-            if task.done():
-                task.result()
-                raise UsageError("the simulated endpoint did not start")
-            await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}/v1"
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        host, port = runner.addresses[0][:2]
+        yield f"http://{host}:{port}/v1"
     finally:
-        server.should_exit = True
-        await task
+        await runner.cleanup()
