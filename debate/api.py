@@ -9,16 +9,15 @@ Two things are raised instead: `InputError` (the caller's item is malformed) and
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, Self, TypeVar
+from typing import Generic, Self, TypeVar
 
 from debate.chain import MarkovChain, load_chain
+from debate.concurrency import run_blocking
 from debate.config import ModelConfig, VerifierConfig
 from debate.llm import ChatClient
 from debate.pipeline import Pipeline
@@ -26,7 +25,7 @@ from debate.runtime import Runtime
 from debate.stages import TEAMS, Reference, TeamFactory
 from debate.types import Claim, ClaimVerdict, Evidence, PrefilterDecision, Report, RunMeta, Usage
 
-__all__ = ["Verifier", "VerifierJob", "averify", "verify"]
+__all__ = ["Verifier", "VerifierJob", "averify", "run_blocking", "verify"]
 
 log = logging.getLogger(__name__)
 
@@ -163,18 +162,6 @@ def verify(
     it runs in a worker thread with its own loop and blocks until done; in your own async code, `await averify(...)`
     instead. Without an endpoint (`config.model.base_url`), the embedded model is started first (logged)."""
     return run_blocking(averify(response, question=question, reference=reference, task=task, config=config))
-
-
-def run_blocking(work: Coroutine[Any, Any, R]) -> R:
-    """Run a coroutine to completion from synchronous code: `asyncio.run` normally; inside a running event loop
-    (Jupyter, an async test), on a worker thread with its own loop, blocking until it is done."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(work)
-    log.info("called inside a running event loop: running in a worker thread (await the async form to avoid)")
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="debate-sync") as pool:
-        return pool.submit(asyncio.run, work).result()
 
 
 @dataclass(frozen=True)

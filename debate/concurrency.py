@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from typing import Any, TypeVar
 
-__all__ = ["gather_ordered", "ordered_map"]
+__all__ = ["gather_ordered", "ordered_map", "run_blocking"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -45,3 +49,23 @@ async def ordered_map(items: Iterable[T], fn: Callable[[T], Awaitable[R]], *, li
 async def gather_ordered(items: Iterable[T], fn: Callable[[T], Awaitable[R]], *, limit: int) -> list[R]:
     """`ordered_map` collected into a list."""
     return [result async for result in ordered_map(items, fn, limit=limit)]
+
+
+def run_blocking(work: Coroutine[Any, Any, R]) -> R:
+    """Run a coroutine to completion from synchronous code: `asyncio.run` normally; inside a running event loop
+    (Jupyter, an async test), on a worker thread with its own loop, blocking until it is done.
+
+    Every synchronous entry point (the CLI commands, worker processes) goes through here: a Ctrl-C that lands
+    before the loop has started the coroutine would otherwise leave it never awaited, and CPython then prints a
+    RuntimeWarning after our one-line "interrupted" message."""
+    try:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(work)
+        log.info("called inside a running event loop: running in a worker thread (await the async form to avoid)")
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="debate-sync") as pool:
+            return pool.submit(asyncio.run, work).result()
+    finally:
+        # A no-op for a coroutine that ran to its end; marks one that never started as closed, without a warning.
+        work.close()

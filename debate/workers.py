@@ -22,6 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from multiprocessing.process import BaseProcess
 from typing import Any, Protocol, TypeVar
 
+from debate.concurrency import run_blocking
 from debate.errors import DebateError
 
 __all__ = ["Job", "WorkerError", "process_map", "resolve_workers"]
@@ -98,7 +99,7 @@ async def _serve(job: Job[Any, Any], worker: int, tasks: Any, results: Any, slot
 
 
 def _worker_main(job: Job[Any, Any], worker: int, tasks: Any, results: Any, slots: int) -> None:
-    asyncio.run(_serve(job, worker, tasks, results, slots))
+    run_blocking(_serve(job, worker, tasks, results, slots))
 
 
 def _start_workers(context: Any, job: Job[Any, Any], queues: tuple[Any, Any], slots: int) -> list[BaseProcess]:

@@ -4,7 +4,6 @@ progress bar and a line saying where its results are."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +19,7 @@ from debate.cli import (
     verifier_config,
 )
 from debate.cli.conventions import err
+from debate.concurrency import run_blocking
 from debate.config import ClaimConfig, VerifierConfig
 from debate.extras import require_extra
 from debate.llm.cache import CACHE_FILE
@@ -215,7 +215,7 @@ def run_one(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None)
                     write_config(config_path, provenance_of(spec)(verifier, verifier.meta().prompts))
                 announce(spec, run_dir, verifier.embedded)
 
-        asyncio.run(record_config())
+        run_blocking(record_config())
         run_with_ray(spec, run_dir, shards=args.shards, concurrency=items_in_flight(args))
         return run_dir, evaluate_run(run_dir, spec)
 
@@ -238,7 +238,7 @@ def run_one(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None)
             progress.update(bar, advance=1, acc=f"acc {seen['correct'] / seen['n']:.3f}")
 
         try:
-            metrics = asyncio.run(
+            metrics = run_blocking(
                 run_experiment(spec, run_dir=run_dir, concurrency=items_in_flight(args), provenance=provenance_of(spec),
                                on_record=advance, retry_failed=args.retry_failed, overwrite=args.overwrite,
                                workers=args.workers, on_open=opened)

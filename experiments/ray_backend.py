@@ -4,7 +4,6 @@ results.jsonl in input order. Streaming and resumable like the local backend."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from debate.api import Verifier
+from debate.concurrency import run_blocking
 from debate.jsonl import scan_results
 from experiments.data import Item
 from experiments.runner import RunSpec, items_for, make_method, method_config, process_items
@@ -110,7 +110,7 @@ def run_with_ray(spec: RunSpec, run_dir: Path, *, shards: int, concurrency: int)
 
     def shard_task(spec_json: str, secrets: dict[str, str | None], run_dir_text: str, shard: int) -> int:
         shard_spec = _with_secrets(RunSpec.model_validate_json(spec_json), secrets)
-        return asyncio.run(_run_shard(shard_spec, Path(run_dir_text), shard, shards, concurrency))
+        return run_blocking(_run_shard(shard_spec, Path(run_dir_text), shard, shards, concurrency))
 
     # Called, not used as a decorator: without the ray extra installed, mypy --strict sees an untyped decorator.
     remote_task = ray.remote(shard_task)

@@ -4,12 +4,14 @@ concurrency cap (debate.concurrency) and the team's selector model (agents.selec
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import warnings
 
 import pytest
 
 from agents.selector_model import NoSelectorModel
-from debate.concurrency import gather_ordered, ordered_map
+from debate.concurrency import gather_ordered, ordered_map, run_blocking
 from debate.errors import ModelUnavailableError, ReplyUnusableError
 from debate.llm import item_scope
 from debate.prompts import load_prompt
@@ -111,6 +113,29 @@ async def test_results_come_in_input_order_with_at_most_limit_running() -> None:
     assert most == 3
     with pytest.raises(ValueError, match="limit must be at least 1"):
         await gather_ordered([1], work, limit=0)
+
+
+def test_run_blocking_closes_a_coroutine_a_ctrl_c_kept_from_starting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C that lands before the loop starts the coroutine: no "never awaited" warning after the CLI's
+    one-line message (it printed one in CI)."""
+    started: list[bool] = []
+
+    async def work() -> int:
+        started.append(True)
+        return 1
+
+    def interrupted(coroutine: object) -> int:
+        raise KeyboardInterrupt
+
+    assert run_blocking(work()) == 1 and started == [True]
+    monkeypatch.setattr(asyncio, "run", interrupted)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(KeyboardInterrupt):
+            run_blocking(work())
+        gc.collect()
+    assert started == [True]
+    assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]
 
 
 async def test_a_failure_cancels_the_work_still_running_and_surfaces_in_order() -> None:

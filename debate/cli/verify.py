@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from debate.batch import BatchSummary, count_pending, run_batch
 from debate.cli.conventions import EXIT_CODES, add_command, err, examples, out, progress_bar
 from debate.cli.options import add_verifier_arguments, items_in_flight, read_json, read_text_arg, verifier_config
 from debate.cli.render import render_report
+from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
 from debate.errors import InputError, ModelUnavailableError, UsageError
 from debate.llm.cache import CACHE_FILE
@@ -150,8 +150,8 @@ def run(args: argparse.Namespace) -> int:
     """The command: one response, or a batch when --input or --output is given."""
     config = _config(args)
     if args.input is not None or args.output is not None:
-        return asyncio.run(_verify_batch(args, config, BatchPaths.from_args(args)))
-    return asyncio.run(_verify_one(args, config))
+        return run_blocking(_verify_batch(args, config, BatchPaths.from_args(args)))
+    return run_blocking(_verify_one(args, config))
 
 
 def _config(args: argparse.Namespace) -> VerifierConfig:

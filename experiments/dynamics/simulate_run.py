@@ -3,12 +3,12 @@ experiments' format (config.json + results.jsonl), so fit, predict and validate 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 from debate import ModelConfig
 from debate.chain import load_chain
+from debate.concurrency import run_blocking
 from debate.errors import UsageError
 from debate.records import PredictionRecord
 from debate.types import Report
@@ -40,7 +40,7 @@ def simulate_run(roles: Path, *, chain: str, min_rounds: int, max_rounds: int, n
         raise UsageError(f"{out} already holds a run; choose another --out")
     population = load_population(roles)
     labels = labels_for(n, share_true, population.seed)
-    reports = asyncio.run(_over_http(population, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds,
+    reports = run_blocking(_over_http(population, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds,
                                      labels=labels))  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     debate = {"chain": chain, "min_rounds": min_rounds, "max_rounds": max_rounds}
