@@ -17,7 +17,7 @@ from typing import Any, Literal
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from debate.errors import UsageError
+from debate.errors import UsageError, validation_problem
 from debate.registry import Registry
 from debate.types import DebateResult, Failure, Opinion, Role, StateName, StateRecord, StopReason, Turn, Usage
 
@@ -141,9 +141,7 @@ def load_chain(name_or_path: str) -> MarkovChain:
         try:
             spec = ChainSpec.model_validate({**raw, "source": str(path.resolve())})
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(file)"
-            raise ChainError(f"chain file {path}: {where}: {first['msg']}") from exc
+            raise ChainError(f"chain file {path}: {validation_problem(exc, '(file)')}") from exc
         return MarkovChain(spec)
     if name_or_path not in CHAINS:
         raise ChainError(CHAINS.unknown(name_or_path) + " (or give a chain spec file)")

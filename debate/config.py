@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from debate.errors import validation_problem
 from debate.types import RollupName
 
 __all__ = [
@@ -263,9 +264,7 @@ class PrefilterConfig(_Config):
             try:
                 model.model_validate(values)
             except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                raise ValueError(f"options of prefilter {name!r}: {where}: {first['msg']}") from None
+                raise ValueError(f"options of prefilter {name!r}: {validation_problem(exc)}") from None
         return self
 
     def options_for(self, name: str, model: type[_O]) -> _O:

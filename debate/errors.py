@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from pydantic import ValidationError
+
 __all__ = [
     "ContextTooLongError",
     "DebateError",
@@ -23,6 +25,7 @@ __all__ = [
     "ModelUnavailableError",
     "ReplyUnusableError",
     "UsageError",
+    "validation_problem",
 ]
 
 FailureKind = Literal[
@@ -154,3 +157,12 @@ class ExtractionError(DebateError):
     """No usable claims could be obtained for a response (the model's replies stayed unusable)."""
 
     kind = "extraction_failed"
+
+
+def validation_problem(exc: ValidationError, whole: str = "") -> str:
+    """The first problem pydantic found, as `where: what` (`where` is the dotted field path, or `whole` when the
+    problem is with the value as a whole): the one form every error message about a bad file, reply or option
+    uses."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or whole
+    return f"{where}: {first['msg']}" if where else str(first["msg"])

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 
-from debate.errors import InputError
+from debate.errors import InputError, validation_problem
 from debate.types import Failure, Report, ReportVerdict
 
 __all__ = [
@@ -246,7 +246,5 @@ def read_records(path: Path) -> list[Record]:
             try:
                 records.append(_RECORD.validate_python(data))
             except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"])
-                raise InputError(f"{path} line {number}: not a results record ({where}: {first['msg']})") from exc
+                raise InputError(f"{path} line {number}: not a results record ({validation_problem(exc)})") from exc
     return records

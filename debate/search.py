@@ -15,7 +15,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from debate.config import SearchConfig
-from debate.errors import EvidenceUnavailableError, InputError, ReplyUnusableError
+from debate.errors import EvidenceUnavailableError, InputError, ReplyUnusableError, validation_problem
 from debate.llm import ChatClient
 from debate.parsing import load_json_object
 from debate.prompts import load_prompt
@@ -132,9 +132,8 @@ class LocalCollectionSearch:
             try:
                 doc = _CollectionDoc.model_validate_json(line)
             except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "line"
-                raise InputError(f"search collection {self._path} line {number}: {where}: {first['msg']}") from exc
+                problem = validation_problem(exc, "line")
+                raise InputError(f"search collection {self._path} line {number}: {problem}") from exc
             for sentence in split_sentences(doc.text):
                 self._passages.append((number, doc.title, sentence))
         self._retriever = BM25Retriever()

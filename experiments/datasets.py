@@ -27,7 +27,7 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from debate.errors import DebateError, UsageError
+from debate.errors import DebateError, UsageError, validation_problem
 
 __all__ = [
     "DATASET_NAMES",
@@ -111,9 +111,7 @@ def load_manifest(path: Path | None = None) -> dict[DatasetName, Dataset]:
     except OSError as exc:
         raise UsageError(f"--manifest: cannot read {source}: {exc.strerror}") from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UsageError(f"--manifest {source}: {where}: {first['msg']}") from exc
+        raise UsageError(f"--manifest {source}: {validation_problem(exc)}") from exc
 
 
 def user_data_root() -> Path:

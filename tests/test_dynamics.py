@@ -120,11 +120,18 @@ conformity = 0.3
 def test_the_commands_simulate_over_http_fit_predict_plot_and_validate(tmp_path: Path) -> None:
     roles = tmp_path / "roles.toml"
     roles.write_text(ROLES)
-    for chain, min_rounds in (("true-to-skeptic", 2), ("always-trust", 1)):
+    for chain, min_rounds, seed in (("true-to-skeptic", 2, []), ("always-trust", 1, ["--seed", "11"])):
         done = debate("dynamics", "simulate", "--roles", str(roles), "--n", "150", "--chain", chain, "--min-rounds",
-                      str(min_rounds), "--max-rounds", "3", "--out", str(tmp_path / chain))  # fmt: skip
+                      str(min_rounds), "--max-rounds", "3", "--out", str(tmp_path / chain), *seed)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith(f"150 simulated claims in {tmp_path / chain}: accuracy ")
+    # The seed a run drew with is recorded; --seed replaces the roles file's, so the two runs draw independently.
+    recorded = {c: json.loads((tmp_path / c / "config.json").read_text()) for c in ("true-to-skeptic", "always-trust")}
+    assert [r["provenance"]["seed"] for r in recorded.values()] == [3, 11]
+    assert {r["simulated"]["population"]["seed"] for r in recorded.values()} == {3, 11}
+    order = {c: [json.loads(line)["label_factual"] for line in (tmp_path / c / "results.jsonl").open()]
+             for c in recorded}  # fmt: skip
+    assert order["true-to-skeptic"] != order["always-trust"] and sum(order["always-trust"]) == 75
     fitted = debate("dynamics", "fit", str(tmp_path / "true-to-skeptic"), "--bootstrap", "20", "--json")
     assert fitted.returncode == 0, fitted.stderr
     result = json.loads(fitted.stdout)

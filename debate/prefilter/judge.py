@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from debate.errors import ReplyUnusableError
+from debate.errors import ReplyUnusableError, validation_problem
 from debate.llm import ChatMessage, ChatRequest
 from debate.parsing import load_json_object
 from debate.prefilter.citations import citation_check, rule_conditions
@@ -86,9 +86,7 @@ def parse_judgment(text: str) -> JudgeRubric:
     try:
         return JudgeRubric.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "reply"
-        raise ReplyUnusableError(f"{where}: {first['msg']}") from exc
+        raise ReplyUnusableError(validation_problem(exc, "reply")) from exc
 
 
 def unsupported_claims(notes: str) -> list[str]:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import ValidationError
 
 from debate.claims import rag_claims
-from debate.errors import InputError
+from debate.errors import InputError, validation_problem
 from debate.stages import TASKS, Plan, Reference, StageContext, TaskInput
 from debate.types import Claim, Evidence, ExtractionInfo, Source, Usage
 
@@ -28,8 +28,7 @@ def sources_from(reference: Reference | Sequence[Mapping[str, str]]) -> list[Sou
             for s in reference
         ]  # fmt: skip
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise InputError(f"reference: a source {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from exc
+        raise InputError(f"reference: a source {validation_problem(exc)}") from exc
 
 
 def cited_sources(sources: Sequence[Source], claim: Claim) -> list[Source]:

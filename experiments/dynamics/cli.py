@@ -79,6 +79,8 @@ def register(sub: Any) -> None:
     s.add_argument("--max-rounds", type=int, default=5, help="maximum debate rounds")
     s.add_argument("--n", type=int, default=2000, help="simulated claims")
     s.add_argument("--share-true", type=float, default=0.5, help="share of factual claims")
+    s.add_argument("--seed", type=int, default=None, help="seed of the draws and of the labels' order (default: the "
+                   "roles file's seed); independent validation runs need different seeds")  # fmt: skip
     s.add_argument("--out", type=Path, required=True, help="the run folder to write (fit, predict and validate "
                    "read it)")  # fmt: skip
     s.set_defaults(handler=_simulate)
@@ -247,6 +249,6 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.n < 1 or not 0 < args.share_true < 1:
         raise UsageError("--n must be at least 1 and --share-true between 0 and 1")
     summary = simulate_run(args.roles, chain=args.chain, min_rounds=args.min_rounds, max_rounds=args.max_rounds,
-                           n=args.n, share_true=args.share_true, out=args.out)  # fmt: skip
+                           n=args.n, share_true=args.share_true, out=args.out, seed=args.seed)  # fmt: skip
     sys.stdout.write(summary + "\n")
     return 0

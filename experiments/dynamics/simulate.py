@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
 from debate.chain import MarkovChain, load_chain
 from debate.concurrency import gather_ordered
-from debate.errors import UsageError
+from debate.errors import UsageError, validation_problem
 from debate.llm import ChatRequest, ChatResponse, current_item
 from debate.types import DebateResult, Report, Usage
 
@@ -85,8 +85,7 @@ def load_population(path: Path) -> Population:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"{path}: {exc}") from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise UsageError(f"{path}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from exc
+        raise UsageError(f"{path}: {validation_problem(exc)}") from exc
 
 
 class SimulatedAgents:

@@ -10,6 +10,7 @@ from debate import ModelConfig
 from debate.chain import load_chain
 from debate.concurrency import run_blocking
 from debate.errors import UsageError
+from debate.provenance import git_commit, package_version
 from debate.records import PredictionRecord
 from debate.types import Report
 from experiments.dynamics.endpoint import population_endpoint
@@ -34,11 +35,14 @@ async def _over_http(population: Population, *, chain: str, min_rounds: int, max
 
 
 def simulate_run(roles: Path, *, chain: str, min_rounds: int, max_rounds: int, n: int, share_true: float,
-                 out: Path) -> str:  # fmt: skip
-    """Simulate `n` claims and write the run folder `out`; returns a one-line summary."""
+                 out: Path, seed: int | None = None) -> str:  # fmt: skip
+    """Simulate `n` claims and write the run folder `out`; returns a one-line summary. `seed` replaces the roles
+    file's seed (the draws and the labels' order)."""
     if (out / "results.jsonl").exists():
         raise UsageError(f"{out} already holds a run; choose another --out")
     population = load_population(roles)
+    if seed is not None:
+        population = population.model_copy(update={"seed": seed})
     labels = labels_for(n, share_true, population.seed)
     reports = run_blocking(_over_http(population, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds,
                                      labels=labels))  # fmt: skip
@@ -47,7 +51,9 @@ def simulate_run(roles: Path, *, chain: str, min_rounds: int, max_rounds: int, n
     config = {"spec": {"benchmark": "simulated", "task": "qa", "n": n, "method": "mcmad",
                        "verifier": {"debate": debate}},
               "simulated": {"population": population.model_dump(mode="json"), "share_true": share_true,
-                            "roles_file": str(roles)}}  # fmt: skip
+                            "roles_file": str(roles)},
+              "provenance": {"seed": population.seed, "git_commit": git_commit(),
+                             "package_version": package_version()}}  # fmt: skip
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     correct = 0
     with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
