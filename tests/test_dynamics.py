@@ -14,6 +14,7 @@ from conftest import debate
 
 from debate.chain import PAPER_TRANSITION_RULES, load_chain
 from experiments.dynamics import fit, markov_check, observations, outcome, predict
+from experiments.dynamics.observe import read_run
 from experiments.dynamics.predict import Setting
 from experiments.dynamics.simulate import Population, RoleParameters, labels_for, observed, simulate_debates
 
@@ -125,13 +126,14 @@ def test_the_commands_simulate_over_http_fit_predict_plot_and_validate(tmp_path:
                       str(min_rounds), "--max-rounds", "3", "--out", str(tmp_path / chain), *seed)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert done.stdout.startswith(f"150 simulated claims in {tmp_path / chain}: accuracy ")
-    # The seed a run drew with is recorded; --seed replaces the roles file's, so the two runs draw independently.
+    # --seed replaces the roles file's for the agents' draws: the same items and labels, independent verdicts.
     recorded = {c: json.loads((tmp_path / c / "config.json").read_text()) for c in ("true-to-skeptic", "always-trust")}
-    assert [r["provenance"]["seed"] for r in recorded.values()] == [3, 11]
-    assert {r["simulated"]["population"]["seed"] for r in recorded.values()} == {3, 11}
-    order = {c: [json.loads(line)["label_factual"] for line in (tmp_path / c / "results.jsonl").open()]
-             for c in recorded}  # fmt: skip
-    assert order["true-to-skeptic"] != order["always-trust"] and sum(order["always-trust"]) == 75
+    assert [(r["provenance"]["seed"], r["provenance"]["labels_seed"]) for r in recorded.values()] == [(3, 3), (11, 3)]
+    runs = {c: read_run(tmp_path / c) for c in recorded}
+    labels = {c: {o.item: o.label for o in run.observations} for c, run in runs.items()}
+    assert labels["true-to-skeptic"] == labels["always-trust"]
+    first = {c: {o.item: o.verdict for o in run.observations if o.role == "initial"} for c, run in runs.items()}
+    assert first["true-to-skeptic"] != first["always-trust"]
     fitted = debate("dynamics", "fit", str(tmp_path / "true-to-skeptic"), "--bootstrap", "20", "--json")
     assert fitted.returncode == 0, fitted.stderr
     result = json.loads(fitted.stdout)

@@ -79,8 +79,9 @@ def register(sub: Any) -> None:
     s.add_argument("--max-rounds", type=int, default=5, help="maximum debate rounds")
     s.add_argument("--n", type=int, default=2000, help="simulated claims")
     s.add_argument("--share-true", type=float, default=0.5, help="share of factual claims")
-    s.add_argument("--seed", type=int, default=None, help="seed of the draws and of the labels' order (default: the "
-                   "roles file's seed); independent validation runs need different seeds")  # fmt: skip
+    s.add_argument("--seed", type=int, default=None, help="seed of the agents' draws (default: the roles file's "
+                   "seed, which always fixes the items and their labels): runs with different seeds are independent "
+                   "runs on the same items, as validate needs")  # fmt: skip
     s.add_argument("--out", type=Path, required=True, help="the run folder to write (fit, predict and validate "
                    "read it)")  # fmt: skip
     s.set_defaults(handler=_simulate)

@@ -36,14 +36,16 @@ async def _over_http(population: Population, *, chain: str, min_rounds: int, max
 
 def simulate_run(roles: Path, *, chain: str, min_rounds: int, max_rounds: int, n: int, share_true: float,
                  out: Path, seed: int | None = None) -> str:  # fmt: skip
-    """Simulate `n` claims and write the run folder `out`; returns a one-line summary. `seed` replaces the roles
-    file's seed (the draws and the labels' order)."""
+    """Simulate `n` claims and write the run folder `out`; returns a one-line summary. The items and their labels
+    follow the roles file's seed; `seed` replaces it for the agents' draws only, so runs with different seeds are
+    independent runs on the same items (what `debate dynamics validate` compares)."""
     if (out / "results.jsonl").exists():
         raise UsageError(f"{out} already holds a run; choose another --out")
     population = load_population(roles)
+    labels = labels_for(n, share_true, population.seed)
+    labels_seed = population.seed
     if seed is not None:
         population = population.model_copy(update={"seed": seed})
-    labels = labels_for(n, share_true, population.seed)
     reports = run_blocking(_over_http(population, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds,
                                      labels=labels))  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
@@ -52,7 +54,7 @@ def simulate_run(roles: Path, *, chain: str, min_rounds: int, max_rounds: int, n
                        "verifier": {"debate": debate}},
               "simulated": {"population": population.model_dump(mode="json"), "share_true": share_true,
                             "roles_file": str(roles)},
-              "provenance": {"seed": population.seed, "git_commit": git_commit(),
+              "provenance": {"seed": population.seed, "labels_seed": labels_seed, "git_commit": git_commit(),
                              "package_version": package_version()}}  # fmt: skip
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     correct = 0
