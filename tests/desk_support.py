@@ -53,7 +53,7 @@ KEYS = {
 
 
 def api_keys() -> list[ApiKey]:
-    return [ApiKey(name=n, role=r, sha256=hash_key(k)) for n, (r, k) in KEYS.items()]  # type: ignore[arg-type]
+    return [ApiKey(name=n, role=r, sha256=hash_key(k)) for n, (r, k) in KEYS.items()]
 
 
 def auth(name: str) -> dict[str, str]:

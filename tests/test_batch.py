@@ -36,9 +36,12 @@ def _three_items(tmp_path: Path, middle: str) -> tuple[Path, Path]:
 async def test_extraction_failure_is_recorded_and_the_batch_goes_on(tmp_path: Path) -> None:
     source, out = _three_items(tmp_path, "Broken extraction.")
 
-    client = ScriptedChatClient(
-        {**EXTRACTED, "extract@b": ["not json", "still not json", "still not json"], "debate": [op(True)] * 2}
-    )
+    script: dict[str, list[str]] = {
+        **EXTRACTED,
+        "extract@b": ["not json", "still not json", "still not json"],
+        "debate": [op(True)] * 2,
+    }
+    client = ScriptedChatClient(script)
     config = VerifierConfig(
         debate=DebateConfig(min_rounds=0, max_rounds=0),
         retrieval=RetrievalConfig(retriever="bm25"),

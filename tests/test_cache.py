@@ -21,7 +21,7 @@ QUESTION, ANSWER, KNOWLEDGE = "Capital of France?", "Paris", "Paris is the capit
 
 def _config(server: FakeOpenAI, cache: Path, **model: object) -> VerifierConfig:
     return VerifierConfig(
-        model=ModelConfig(base_url=server.base_url, model="fake-model", max_attempts=1, **model),  # type: ignore[arg-type]
+        model=ModelConfig(base_url=server.base_url, model="fake-model", max_attempts=1, **model),
         debate=DebateConfig(min_rounds=0, max_rounds=0),
         call_cache=str(cache),
     )

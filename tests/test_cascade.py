@@ -35,7 +35,7 @@ def _client(p: dict[str, tuple[float, float]] | None) -> ScriptedChatClient:
 def _verifier(client: ScriptedChatClient, *, min_rounds: int = 0, **prefilter: object) -> Verifier:
     config = VerifierConfig(
         debate=DebateConfig(min_rounds=min_rounds, max_rounds=max(min_rounds, 1)),
-        prefilter=PrefilterConfig(**prefilter),  # type: ignore[arg-type]
+        prefilter=PrefilterConfig(**prefilter),
         claim_concurrency=1,
     )
     return Verifier(config=config, client=client)

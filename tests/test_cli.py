@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import cli_env as _env
 from conftest import debate, op
-from fakes import Call, FakeOpenAI, Reply
+from fakes import Call, FakeOpenAI, Reply, Route
 
 
 def _agreeing(call: Call) -> Reply:
@@ -20,7 +20,7 @@ def _agreeing(call: Call) -> Reply:
     return Reply(content=op("Paris" in call.asked, 0, "checked"))
 
 
-AGREEING = {"debate": _agreeing}
+AGREEING: dict[str, Route] = {"debate": _agreeing}
 
 
 def test_json_report_structure(tmp_path: Path) -> None:
@@ -248,7 +248,7 @@ def test_two_step_judge_converts_on_the_judge_model(tmp_path: Path) -> None:
 
     judgment = {"score": 0.5, "reasoning": "r", "confidence": 0.7, "decision": "refine_search",
                 "hallucination_risk": 0.5, "hallucination_notes": "None"}  # fmt: skip
-    routes = {
+    routes: dict[str, Route] = {
         "rag-judge:freeform": [Reply(content="The second sentence has no source; risk about 0.5.")],
         "rag-judge:convert": [Reply(content=json.dumps(judgment))],
         **AGREEING,

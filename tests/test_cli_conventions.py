@@ -5,6 +5,7 @@ they are (nothing listening, a wrong path, a refused key, a wrong model), each w
 from __future__ import annotations
 
 import argparse
+import subprocess
 
 import pytest
 from conftest import debate
@@ -34,8 +35,10 @@ def test_every_option_of_every_command_has_help_with_its_default() -> None:
                 continue
             assert action.help, f"{parser.prog} {action.option_strings or action.dest}: no help"
             if action.option_strings and action.default is not argparse.SUPPRESS:
-                shown = parser._get_formatter()._get_help_string(action)  # type: ignore[attr-defined]
-                assert "default" in shown, f"{parser.prog} {action.option_strings}: no default shown"
+                shown = parser._get_formatter()._get_help_string(action)
+                assert shown is not None and "default" in shown, (
+                    f"{parser.prog} {action.option_strings}: no default shown"
+                )
 
 
 def test_no_option_does_nothing() -> None:
@@ -81,8 +84,8 @@ def test_usage_errors_are_one_line_with_did_you_mean(args: list[str], line: str)
     assert "usage:" not in done.stderr
 
 
-def _error(done: object) -> str:
-    lines = done.stderr.strip().splitlines()  # type: ignore[attr-defined]
+def _error(done: subprocess.CompletedProcess[str]) -> str:
+    lines: list[str] = done.stderr.strip().splitlines()
     return lines[-1]
 
 

@@ -18,6 +18,8 @@ import pytest
 from conftest import ROOT, cli_env
 
 from experiments.datasets import (
+    Dataset,
+    DatasetName,
     FetchError,
     data_dir_for,
     fetch_dataset,
@@ -93,7 +95,7 @@ def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "xdg" / "markov-debate" / "data"
 
 
-def _fixture_manifest(server: DataServer) -> dict[str, Any]:
+def _fixture_manifest(server: DataServer) -> dict[DatasetName, Dataset]:
     """The fixture manifest with each file's URL pointing at `server` (as the authors' URLs would)."""
     manifest = load_manifest(FIXTURES / "manifest.json")
     return {

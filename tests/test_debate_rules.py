@@ -15,7 +15,7 @@ from debate.types import Report
 
 
 def _verifier(client: ScriptedChatClient, **debate: object) -> Verifier:
-    return Verifier(config=VerifierConfig(debate=DebateConfig(**debate)), client=client)  # type: ignore[arg-type]
+    return Verifier(config=VerifierConfig(debate=DebateConfig(**debate)), client=client)
 
 
 async def _run(client: ScriptedChatClient, **debate: object) -> Report:

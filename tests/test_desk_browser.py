@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -69,7 +70,12 @@ def test_audit_review_and_export_in_a_real_browser(browser: object, tmp_path: Pa
         context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)  # type: ignore[attr-defined]
         page = context.new_page()
         dialogs: list[str] = []
-        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+
+        def dismissed(dialog: Any) -> None:
+            dialogs.append(dialog.message)
+            dialog.dismiss()
+
+        page.on("dialog", dismissed)
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
 
@@ -95,7 +101,8 @@ def test_audit_review_and_export_in_a_real_browser(browser: object, tmp_path: Pa
             page.wait_for_url("**/audits/*")
             # The page polls while the audit runs and reloads when it has an outcome.
             page.wait_for_selector("#audit-status[data-status=done]", timeout=30_000)
-            return page.url
+            url: str = page.url
+            return url
 
         wrong_url = submit(
             "What is the capital of France?", f"The capital of France is {WRONG}.", "Paris is the capital of France."
@@ -215,14 +222,15 @@ def test_api_docs_render_offline_under_the_desk_policy(browser: object, tmp_path
         outside: list[str] = []
         violations: list[str] = []
         errors: list[str] = []
-        page.route(
-            "**/*",
-            lambda route: (
+
+        def only_the_desk(route: Any) -> None:
+            if route.request.url.startswith(desk.url):
                 route.continue_()
-                if route.request.url.startswith(desk.url)
-                else (outside.append(route.request.url), route.abort())
-            ),
-        )
+            else:
+                outside.append(route.request.url)
+                route.abort()
+
+        page.route("**/*", only_the_desk)
         page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
         response = page.goto(desk.url + "/docs")

@@ -53,7 +53,7 @@ def test_cli_verifies_on_the_embedded_model_with_no_endpoint() -> None:
 async def test_api_on_the_embedded_server_records_every_turn(embedded_server: str) -> None:
     config = VerifierConfig(
         model=ModelConfig(base_url=embedded_server, structured_output="json_object", max_concurrency=1),
-        debate=DebateConfig(min_rounds=1, max_rounds=2, transition="always-trust"),
+        debate=DebateConfig(min_rounds=1, max_rounds=2, chain="always-trust"),
     )
     async with Verifier(config=config) as verifier:
         report = await verifier.verify("Arthur's Magazine", question=QUESTION, reference=KNOWLEDGE)

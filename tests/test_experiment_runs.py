@@ -24,7 +24,7 @@ DATA = Path(__file__).parent / "fixtures" / "data"
 
 def spec(method: str = "mcmad", *, task: str = "qa", n: int = 4, **verifier: Any) -> RunSpec:
     return RunSpec(
-        benchmark="halueval", task=task, n=n, seed=0, method=method, data_dir=str(DATA),  # type: ignore[arg-type]
+        benchmark="halueval", task=task, n=n, seed=0, method=method, data_dir=str(DATA),
         verifier=VerifierConfig(claim_concurrency=1, **verifier),
     )  # fmt: skip
 
@@ -82,7 +82,8 @@ async def test_factool_is_one_call_per_claim(tmp_path: Path) -> None:
     items = list(items_for(s))  # the claims must come from each summary itself: unsupported claims are dropped
     extracted = {f"extract@{item.id}": [_two_claims(item.response)] for item in items}
     verdict = json.dumps({"reasoning": "checked", "error": "none", "correction": "same", "factuality": True})
-    client = ScriptedChatClient({**extracted, "factool": [verdict] * 4})
+    script: dict[str, list[str]] = {**extracted, "factool": [verdict] * 4}
+    client = ScriptedChatClient(script)
     await run(s, tmp_path, client)
     rows = records(tmp_path)
     assert [r["llm_calls"] for r in rows] == [3, 3]  # one extraction + one verification per claim

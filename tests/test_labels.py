@@ -95,9 +95,9 @@ def test_refchecker_shape_keeps_failures_apart() -> None:
     failure = {"kind": "model_unavailable", "message": "503", "stage": "debate", "transient": True}
     verified = {"claim_id": "c0", "text": "a", "status": "verified", "label": "factual", "factual": True,
                 "error_severity": 0, "evidence": [], "debate": None}  # fmt: skip
-    failed = {"claim_id": "c1", "text": "b", "status": "unverifiable", "factual": None, "reason": "503",
+    failed: dict[str, Any] = {"claim_id": "c1", "text": "b", "status": "unverifiable", "factual": None, "reason": "503",
               "failure": failure, "evidence": [], "debate": None}  # fmt: skip
-    meta = {"model": "m", "base_url": None, "embedded": False, "config": {}, "prompts": {}, "seed": 0,
+    meta: dict[str, Any] = {"model": "m", "base_url": None, "embedded": False, "config": {}, "prompts": {}, "seed": 0,
             "package_version": "0", "git_commit": None, "created_at": "2026-01-01T00:00:00Z"}  # fmt: skip
     result = {"task": "general", "question": None, "response": "a. b.", "factual": None, "verdict": "unverifiable",
               "rollup": "soft", "ratios": {"factual": 0.5, "non_factual": 0, "unverifiable": 0.5},

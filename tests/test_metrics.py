@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from experiments.baselines import Baselines, fit_length_threshold
@@ -109,13 +112,13 @@ def test_summary_equals_scipy_bootstrap_of_sklearn_metrics_on_a_fixture() -> Non
     pred = np.array([o.pred if o.pred is not None else not o.label for o in outcomes])
     score = np.array([o.score if o.score is not None else 0.5 for o in outcomes])
 
-    def sklearn_ci(metric):  # type: ignore[no-untyped-def]
+    def sklearn_ci(metric: Callable[[Any], float]) -> tuple[float, ...]:
         result = stats.bootstrap((np.arange(len(outcomes)),), metric, n_resamples=500, batch=128, vectorized=False,
                                  method="percentile", rng=np.random.default_rng(4))  # fmt: skip
         values = result.bootstrap_distribution[~np.isnan(result.bootstrap_distribution)]
         return tuple(np.percentile(values, [2.5, 97.5]))
 
-    def auc(i):  # type: ignore[no-untyped-def]
+    def auc(i: Any) -> float:
         return roc_auc_score(label[i], score[i]) if 0 < label[i].sum() < len(i) else np.nan
 
     summary = summarize(outcomes, seed=4, resamples=500)

@@ -97,7 +97,7 @@ async def test_auto_structured_output_falls_back_to_llama_cpp_form() -> None:
         await client.complete(request)
         await client.complete(request)
         await client.aclose()
-    formats = [r.get("response_format") for r in server.requests]
+    formats = [r["response_format"] for r in server.requests]
     assert formats[0]["type"] == "json_schema" and formats[0]["json_schema"]["schema"] == OPINION_SCHEMA
     assert formats[1] == {"type": "json_object", "schema": OPINION_SCHEMA}
     assert formats[2] == formats[1]  # remembered: no second rejected request

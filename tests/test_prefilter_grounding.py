@@ -60,7 +60,7 @@ def test_the_seed_example_confidences_do_not_follow_its_formula() -> None:
     the formula; the grounded flags agree with the example."""
     cited, uncited = grounding_score(0.92, 0.25, True), grounding_score(0.45, 0.42, False)
     assert (cited.confidence, cited.grounded) == (1.0, True)
-    assert (uncited.confidence, uncited.grounded) == (pytest.approx(0.18), False)
+    assert uncited.confidence == pytest.approx(0.18) and uncited.grounded is False
 
 
 # Seed 002 "Testing", as (claim, cited ids, p1, p0) -> the hallucination_check block.
@@ -68,7 +68,12 @@ SUPPORTED = ("Paris is the capital of France.", ["1"], 0.92, 0.25)
 CONTRADICTED = ("Lyon is the capital of France.", ["1"], 0.05, 0.05)
 CONFABULATED = ("Paris has exactly ten million cats.", ["1"], 0.30, 0.28)
 IGNORES_SOURCE = ("The Seine is 777 km long.", ["2"], 0.90, 0.88)
-UNCITED_CONFIDENT = ("Water boils at 100 degrees Celsius at sea level.", [], 0.90, 0.90)
+UNCITED_CONFIDENT: tuple[str, list[str], float, float] = (
+    "Water boils at 100 degrees Celsius at sea level.",
+    [],
+    0.90,
+    0.90,
+)
 
 
 def _block(*claims: tuple[str, list[str], float, float]) -> Any:
@@ -184,7 +189,7 @@ def _logprob_reply(call: Call) -> Reply:
     """The grounding route, a rule-based model: P(YES) 0.9 with the sources in view, 0.3 once a cited source is
     redacted from what it is asked."""
     p_yes = 0.3 if "[REDACTED]" in call.asked else 0.9
-    top = [
+    top: list[dict[str, Any]] = [
         {"token": "YES", "logprob": math.log(p_yes), "bytes": None},
         {"token": "NO", "logprob": math.log(1 - p_yes), "bytes": None},
     ]
@@ -201,7 +206,7 @@ async def test_check_over_http_reads_p1_and_p0_from_logprobs() -> None:
         uncited, uncited_usage = await check.check_claim("It has many museums.", [], sources)
         await client.aclose()
     assert cited is not None and uncited is not None
-    assert (cited.p1, cited.p0) == (pytest.approx(0.9), pytest.approx(0.3))
+    assert cited.p1 == pytest.approx(0.9) and cited.p0 == pytest.approx(0.3)
     assert cited.grounded is True and cited.confidence == 1.0
     assert uncited.p0 == uncited.p1 == pytest.approx(0.9)  # nothing to redact: the same context twice
     assert uncited.confidence == pytest.approx(0.63) and uncited.grounded is True

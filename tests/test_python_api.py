@@ -75,7 +75,7 @@ def test_errors_are_exported_and_embedded_start_is_announced(
         raise Spawned  # the message must be out before the process is
 
     monkeypatch.setattr(embedded, "embedded_model_path", lambda: Path("model.gguf"))
-    monkeypatch.setattr(embedded.subprocess, "Popen", popen)
+    monkeypatch.setattr("subprocess.Popen", popen)
     server = embedded.EmbeddedServer()
     with caplog.at_level(logging.WARNING, logger="debate.llm.embedded"), pytest.raises(Spawned):
         server.start()

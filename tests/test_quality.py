@@ -66,6 +66,15 @@ def test_mypy_clean() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_mypy_clean_on_the_tests() -> None:
+    """The tests are typed code too (strict, as the packages): a helper's wrong signature shows here, not as a
+    puzzling failure at run time. They import every extra, so this runs where the full test install is."""
+    if missing_modules("desk"):
+        pytest.skip("the desk extra is not installed: its tests cannot be typed")
+    done = subprocess.run([sys.executable, "-m", "mypy", "tests"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def _setup_commands() -> list[str]:
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Set-up", 1)[1].split("\n## ", 1)[0]

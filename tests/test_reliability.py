@@ -210,7 +210,12 @@ def test_fsync_is_grouped_and_a_torn_last_line_is_dropped(tmp_path: Path, monkey
     path = tmp_path / "out.jsonl"
     syncs: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append(fd), real(fd))[1])
+
+    def fsync(fd: int) -> None:
+        syncs.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
     with ResultsLog(path, sync_every=10, sync_interval_s=60) as log:
         for i in range(25):
             log.write(ResultRecord(id=f"q{i}", line=i + 1, result=REPORT))

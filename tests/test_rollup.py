@@ -35,7 +35,7 @@ T, F, U, N = v(True), v(False, 4), v(None), nee()
 
 @pytest.mark.parametrize("rule", ["any-false", "strict", "soft", "major"])
 def test_no_claims_is_its_own_verdict(rule: str) -> None:
-    outcome = roll_up([], rule=rule)  # type: ignore[arg-type]
+    outcome = roll_up([], rule=rule)
     assert (outcome.factual, outcome.verdict) == (None, "no_claims")
     assert response_score([]) is None
     assert claim_ratios([]).model_dump() == {
@@ -45,7 +45,7 @@ def test_no_claims_is_its_own_verdict(rule: str) -> None:
 
 @pytest.mark.parametrize("rule", ["any-false", "strict", "soft", "major"])
 def test_all_unverifiable_is_never_factual(rule: str) -> None:
-    outcome = roll_up([U, U], rule=rule)  # type: ignore[arg-type]
+    outcome = roll_up([U, U], rule=rule)
     assert (outcome.factual, outcome.verdict) == (None, "unverifiable")
 
 

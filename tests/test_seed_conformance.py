@@ -372,14 +372,14 @@ async def test_003_flow_example_and_self_correction() -> None:
 
 
 def _result(labels: list[str | None]) -> dict[str, Any]:
-    claims = [
+    claims: list[dict[str, Any]] = [
         {"claim_id": f"c{i}", "text": f"t{i}", "status": "verified" if label else "unverifiable", "label": label,
          "factual": None if label in (None, "not_enough_evidence") else label == "factual",
          "error_severity": 0 if label else None,
          "evidence": [], "debate": None}
         for i, label in enumerate(labels)
     ]  # fmt: skip
-    meta = {"model": "m", "base_url": None, "embedded": False, "config": {}, "prompts": {}, "seed": 0,
+    meta: dict[str, Any] = {"model": "m", "base_url": None, "embedded": False, "config": {}, "prompts": {}, "seed": 0,
             "package_version": "0", "git_commit": None, "created_at": "2026-01-01T00:00:00Z"}  # fmt: skip
     return {"task": "general", "question": None, "response": "r", "factual": None, "verdict": "unverifiable",
             "rollup": "any-false", "ratios": {"factual": 0, "non_factual": 0, "unverifiable": 0},

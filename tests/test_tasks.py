@@ -34,7 +34,7 @@ def router(replies: dict[str, Callable[[ChatRequest], str] | str], n: int = 50) 
 
 
 def verifier(client: ScriptedChatClient, **overrides: object) -> Verifier:
-    config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0), claim_concurrency=1, **overrides)  # type: ignore[arg-type]
+    config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0), claim_concurrency=1, **overrides)
     return Verifier(config=config, client=client)
 
 
