@@ -13,7 +13,8 @@ import time
 from itertools import islice
 from pathlib import Path
 
-from debate.retrieval import BM25Retriever, DenseRetriever, RetrievalCache, document_evidence, split_sentences
+from debate.retrieval import BM25Retriever, DenseRetriever, RetrievalCache, document_evidence
+from debate.sentences import split_sentences
 from debate.types import Claim
 from experiments.data import default_data_dir
 

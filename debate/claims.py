@@ -17,32 +17,58 @@ from debate.llm import ChatClient
 from debate.parsing import load_json_object
 from debate.prefilter.citations import CitationVariant, cited_ids
 from debate.prompts import load_prompt
-from debate.spans import sentence_spans
+from debate.sentences import sentence_spans
 from debate.structured import ask_structured, converse
 from debate.types import Claim, ExtractionInfo, Span
 
-__all__ = ["Extraction", "LLMClaimExtractor", "SubjectiveFilter", "qa_claim", "rag_claims"]
+__all__ = ["Extraction", "LLMClaimExtractor", "RagClaims", "SubjectiveFilter", "qa_claim", "rag_claims"]
 
 
 _MARKER = re.compile(r"\s*\[[^\[\]\n]{1,200}\]")
 
 
-def rag_claims(answer: str, variant: CitationVariant = "seed") -> list[Claim]:
-    """RAG answers: each sentence longer than 20 characters is a claim, with the ids it cites (read as the citation
-    rules' variant reads them, so the claim and the answer checks agree) and its span; the [id] markers are removed
-    from the text the agents see."""
+_FULL_STOP = re.compile(r"[.。।۔]$")
+
+
+@dataclass
+class RagClaims:
+    """A RAG answer's claims, and what was not made a claim (said in the report's note)."""
+
+    claims: list[Claim]
+    short: int = 0
+    """Sentences shorter than the minimum claim length."""
+    capped: int = 0
+    """Claims beyond `max_claims`."""
+
+    def notes(self, min_chars: int, max_claims: int | None) -> list[str]:
+        return [
+            *([f"{self.short} sentence(s) shorter than {min_chars} characters are not claims"] if self.short else []),
+            *([f"{self.capped} claim(s) beyond max_claims={max_claims} were dropped"] if self.capped else []),
+        ]
+
+
+def rag_claims(
+    answer: str, variant: CitationVariant = "seed", *, min_chars: int = 15, max_claims: int | None = None,
+    language: str | None = None,
+) -> RagClaims:  # fmt: skip
+    """RAG answers: each sentence (debate.sentences, any language, any case) is a claim, with the ids it cites
+    (read as the citation rules' variant reads them, so the claim and the answer checks agree) and its span. The
+    text the agents see has the [id] markers and a final full stop removed, as the logprob grounding source shows
+    its claims; a text shorter than `min_chars` (15, that source's minimum claim length) is not a claim."""
     claims: list[Claim] = []
-    for span in sentence_spans(answer):
+    short = 0
+    for span in sentence_spans(answer, language):
         sentence = answer[span.start : span.end]
-        if len(sentence) <= 20:
+        text = _FULL_STOP.sub("", _MARKER.sub("", sentence).strip()).strip()
+        if len(text) < min_chars:
+            short += bool(text)
             continue
-        text = _MARKER.sub("", sentence).strip()
-        if text:
-            claims.append(
-                Claim(id=f"c{len(claims)}", text=text, kind="atomic", citations=cited_ids(sentence, variant),
-                      spans=[span])
-            )  # fmt: skip
-    return claims
+        claims.append(
+            Claim(id=f"c{len(claims)}", text=text, kind="atomic", citations=cited_ids(sentence, variant),
+                  spans=[span])
+        )  # fmt: skip
+    capped = max(0, len(claims) - max_claims) if max_claims is not None else 0
+    return RagClaims(claims[: len(claims) - capped], short=short, capped=capped)
 
 
 def qa_claim(*, question: str | None, answer: str) -> Claim:
@@ -135,7 +161,7 @@ def triplet_sentence(subject: str, predicate: str, obj: str) -> str:
 class LLMClaimExtractor:
     """Decomposes a text into atomic claims (sentences or triplets) with one model call (plus bounded re-asks)."""
 
-    def __init__(self, client: ChatClient, *, format: Literal["sentence", "triplet"], max_claims: int,
+    def __init__(self, client: ChatClient, *, format: Literal["sentence", "triplet"], max_claims: int | None,
                  max_retries: int, prompts_dir: str | None = None, prompt: str | None = None) -> None:  # fmt: skip
         self._client = client
         self._format = format
@@ -168,7 +194,7 @@ class LLMClaimExtractor:
             raise ExtractionError(f"claim extraction failed: {outcome.failure}")
         unique = list(dict.fromkeys(outcome.value))
         notes = []
-        if len(unique) > self._max_claims:
+        if self._max_claims is not None and len(unique) > self._max_claims:
             notes.append(
                 f"{len(unique) - self._max_claims} extracted claims beyond max_claims={self._max_claims} were dropped"
             )

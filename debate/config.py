@@ -145,8 +145,12 @@ class ClaimConfig(_Config):
 
     format: Literal["sentence", "triplet"] = "sentence"
     """Atomic sentences (Factool) or RefChecker (subject, predicate, object) triplets."""
-    max_claims: int = Field(default=25, ge=1)
-    """Claims kept per response; the rest are dropped with a note."""
+    max_claims: int | None = Field(default=None, ge=1)
+    """Claims kept per response (extracted ones, RAG sentences); None (the default, as in the paper): no cap. When
+    a cap cuts, the report's note says how many claims were dropped."""
+    min_chars: int = Field(default=15, ge=0)
+    """RAG answers: a sentence whose text (citations removed) is shorter than this is not a claim (the logprob
+    grounding source's minimum claim length); the report's note counts the sentences skipped."""
     max_parse_retries: int = Field(default=2, ge=0, le=5)
     """Re-asks after an unusable extraction reply before the response is an error."""
     prompt: str | None = None
@@ -192,6 +196,9 @@ class SearchConfig(_Config):
     """Per-request timeout."""
     max_attempts: int = Field(default=4, ge=1, le=20)
     """HTTP attempts on transient errors."""
+    dedupe: bool = False
+    """Drop a snippet already found by an earlier query of the same claim (a named variant; Factool keeps both
+    queries' snippets as they come)."""
 
     @field_validator("backend")
     @classmethod
@@ -235,9 +242,24 @@ class PrefilterConfig(_Config):
     """rag-judge: first a free-form, self-critical judgment, then a second call converts it into the seed's JSON."""
     judge_model: str | None = None
     """rag-judge two-step: the (smaller) model on the same endpoint that converts the judgment; None: the judge's."""
-    judge_always: bool = False
-    """rag-judge, a named departure from seed 000 (which calls the judge only on moderate rules risk): call the
-    judge on every answer that has claims to check."""
+    judge_on: Literal["flow", "moderate", "always"] = "flow"
+    """rag-judge: when the judge is called. flow (default, the RAG rules' decision flow): on every answer with
+    claims unless the rules' risk score is above 0.6 (high at once); the low-risk criteria need the judge's own
+    risk, so a low rules risk is judged too. moderate (a named variant, the same source's layered suggestion): only
+    when the rules find moderate risk. always: on every answer with claims."""
+    budget_unit: Literal["nats", "bits"] = "nats"
+    """Logprob check: the unit the budget gap is reported in. nats (default): the source's formula uses the natural
+    logarithm (it calls the result bits); bits divides by ln 2."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _judge_always(cls, data: Any) -> Any:
+        # Configurations written before judge_on (judge_always = true) still load.
+        if isinstance(data, dict) and "judge_always" in data:
+            data = dict(data)
+            if data.pop("judge_always"):
+                data.setdefault("judge_on", "always")
+        return data
 
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Each listed prefilter's own options, by its name (e.g. {"numbers": {"min_digits": 2}}), checked against the
@@ -299,6 +321,13 @@ class VerifierConfig(_Config):
     """Claims -> response rule."""
     soft_threshold: float = Field(default=0.5, ge=0, le=1)
     """Entailment share a response needs under the `soft` rollup."""
+    localize: bool = False
+    """RefChecker's evidence localization: for each element of a verified claim, the evidence sentence that matches
+    it best (with the run's retriever), in the claim's `localized`. Off by default: in RefChecker it is a step of its
+    own, after checking."""
+    language: str | None = None
+    """The responses' language (an ISO 639 code such as en, he, zh) for sentence splitting and for the language of
+    the RAG grounding warnings (en or he); None: guessed from each text's dominant script (Latin is read as en)."""
     call_cache: str | None = None
     """SQLite file caching model calls; a re-run with the same calls makes no endpoint calls."""
 

@@ -54,35 +54,67 @@ OPINION_FORMAT_THREE_WAY = (
     '"enough evidence": false'
 )
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
 _TRUE = {"true", "yes", "factual"}
 _FALSE = {"false", "no", "non-factual", "nonfactual", "not factual"}
 
 
-def _first_json_object(text: str) -> str | None:
-    """The first balanced {...} span, respecting strings."""
-    start = text.find("{")
-    while start != -1:
-        depth, in_string, escaped = 0, False, False
-        for i in range(start, len(text)):
-            ch = text[i]
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
-                elif ch == '"':
-                    in_string = False
+_OPEN_ATTEMPTS = 16
+"""Opening braces tried as the start of the object, each a fresh scan: bounds the work on a reply of stray braces."""
+
+
+def _balanced_from(text: str, start: int) -> tuple[str | None, bool]:
+    """The first balanced {...} in one scan from `start` (strings respected), and whether the scan reached the
+    end with an object still open. An object closing at depth 0 is returned at once; when the outermost brace never
+    closes, the earliest-opened object that did close is the answer."""
+    opened: list[int] = []
+    best: tuple[int, int] | None = None
+    in_string = escaped = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
             elif ch == '"':
-                in_string = True
-            elif ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start : i + 1]
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            opened.append(i)
+        elif ch == "}" and opened:
+            begin = opened.pop()
+            if not opened:
+                return text[begin : i + 1], False
+            if best is None or begin < best[0]:
+                best = (begin, i + 1)
+    return (text[best[0] : best[1]] if best else None), bool(opened)
+
+
+def _first_json_object(text: str) -> str | None:
+    """The first balanced {...} span, respecting strings. Each scan is linear; a scan whose string state a stray
+    quote broke is retried from the next brace, a bounded number of times."""
+    start = text.find("{")
+    for _ in range(_OPEN_ATTEMPTS):
+        if start == -1:
+            return None
+        found, _still_open = _balanced_from(text, start)
+        if found is not None:
+            return found
         start = text.find("{", start + 1)
     return None
+
+
+def _fenced(text: str) -> str | None:
+    """The body of the first ``` fence (```json too) that closes, found without a backtracking regex."""
+    start = text.find("```")
+    if start == -1:
+        return None
+    body = start + 3
+    if text[body : body + 4].lower() == "json":
+        body += 4
+    end = text.find("```", body)
+    return text[body:end].strip() if end != -1 else None
 
 
 def _pythonish_to_json(candidate: str) -> str:
@@ -119,30 +151,35 @@ def _pythonish_to_json(candidate: str) -> str:
 
 def load_json_object(text: str) -> dict[str, Any]:
     """The first JSON object in a reply (code fences, prose around it, Python-style literals tolerated)."""
-    fenced = _FENCE.search(text)
-    body = fenced.group(1) if fenced else text
-    candidate = _first_json_object(body) or _first_json_object(text)
+    fenced = _fenced(text)
+    candidate = (_first_json_object(fenced) if fenced else None) or _first_json_object(text)
     if candidate is None:
         raise ReplyUnusableError("the reply contains no JSON object")
+    problem = "it is not an object"
     for fix in (None, _pythonish_to_json):  # the repair is costly and rarely needed: only when plain JSON fails
         try:
             value = json.loads(candidate if fix is None else fix(candidate))
-        except json.JSONDecodeError:
+        except json.JSONDecodeError as exc:
+            problem = f"{exc.msg} at character {exc.pos}"
+            continue
+        except (ValueError, RecursionError) as exc:  # an integer over Python's digit limit; nesting too deep
+            problem = str(exc) or type(exc).__name__
             continue
         if isinstance(value, dict):
             return value
-    try:
-        # Small models often answer with a Python dict literal (single quotes); literal_eval evaluates no code.
-        literal = ast.literal_eval(candidate)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        literal = None
+    literal = _python_literal(candidate)
     if isinstance(literal, dict):
         return {str(k): v for k, v in literal.items()}
+    raise ReplyUnusableError(f"the JSON object does not parse: {problem}")
+
+
+def _python_literal(candidate: str) -> object:
+    """Small models often answer with a Python dict literal (single quotes); literal_eval evaluates no code. What
+    it refuses (a set inside a dict key, `{{`, NUL, nesting too deep, a huge number) is no answer, never an error."""
     try:
-        json.loads(_pythonish_to_json(candidate))
-    except json.JSONDecodeError as exc:
-        raise ReplyUnusableError(f"the JSON object does not parse: {exc.msg} at character {exc.pos}") from exc
-    raise ReplyUnusableError("the reply's JSON is not an object")  # pragma: no cover - dict checked above
+        return ast.literal_eval(candidate)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, OverflowError):
+        return None
 
 
 def _normalise_key(key: str) -> str:

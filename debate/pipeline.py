@@ -19,6 +19,7 @@ from debate.chain import MarkovChain
 from debate.concurrency import gather_ordered
 from debate.errors import DebateError, InputError
 from debate.llm import item_scope
+from debate.localize import localize
 from debate.rollup import claim_ratios, response_score, roll_up
 from debate.runtime import Runtime
 from debate.spans import ground_claims
@@ -84,6 +85,8 @@ class Pipeline:
             limit=self.runtime.config.claim_concurrency,
         )
         config = self.runtime.config
+        if config.localize:
+            verdicts = await self._localized(verdicts)
         outcome = roll_up(verdicts, rule=config.rollup, soft_threshold=config.soft_threshold)
         notes = [*plan.notes, *([outcome.note] if outcome.note else [])]
         return Report(
@@ -103,6 +106,10 @@ class Pipeline:
             elapsed_s=time.perf_counter() - started,
             meta=self.runtime.meta(),
         )
+
+    async def _localized(self, verdicts: list[ClaimVerdict]) -> list[ClaimVerdict]:
+        retriever, language = self.runtime.retriever(), self.runtime.config.language
+        return [v.model_copy(update={"localized": await localize(v, retriever, language)}) for v in verdicts]
 
     async def _plan(self, task: str, item: TaskInput) -> Plan | Failure:
         """The task's plan with its claims grounded in the response (the caller's own claims are never dropped),

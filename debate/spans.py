@@ -13,10 +13,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from debate.retrieval import split_sentences
+from debate.sentences import sentence_spans
 from debate.types import Claim, Span
 
-__all__ = ["MIN_SUPPORT", "Grounded", "ground_claims", "sentence_spans"]
+__all__ = ["MIN_SUPPORT", "Grounded", "ground_claims"]
 
 MIN_SUPPORT = 0.34
 """Share of a claim's content words that must occur in the response (about one in three: claims paraphrase)."""
@@ -31,19 +31,6 @@ _STOPWORDS = frozenset(
 
 def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS and (len(w) > 1 or w.isdigit())}
-
-
-def sentence_spans(text: str) -> list[Span]:
-    """The spans of `text`'s sentences (as `split_sentences` cuts them), in order."""
-    spans: list[Span] = []
-    cursor = 0
-    for sentence in split_sentences(text):
-        start = text.find(sentence, cursor)
-        if start < 0:  # pragma: no cover - split_sentences only strips and cuts, so each piece is found
-            continue
-        spans.append(Span(start=start, end=start + len(sentence)))
-        cursor = start + len(sentence)
-    return spans
 
 
 def _align(claim: str, response: str, sentences: Sequence[Span]) -> list[Span] | None:

@@ -40,7 +40,7 @@ def ingest(
     task: str,
     name: str,
     max_items: int,
-    max_claims: int,
+    max_claims: int | None,
 ) -> BatchInfo:
     """Queue the upload at `path` as one batch; unreadable lines are listed in its `input_errors`."""
     try:
@@ -67,7 +67,7 @@ def ingest(
     return store.batch(batch_id)
 
 
-def _request(line: int, item: BatchItem, task: str, max_claims: int) -> AuditRequest | str:
+def _request(line: int, item: BatchItem, task: str, max_claims: int | None) -> AuditRequest | str:
     """The line as an audit request, checked as a single submission is; or the error naming its line and field."""
     try:
         request = AuditRequest(

@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 
 from platformdirs import user_data_dir
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from debate.config import VerifierConfig
 from desk.auth import ApiKey
 
-__all__ = ["DeskSettings", "default_db_url"]
+__all__ = ["DESK_MAX_CLAIMS", "DeskSettings", "default_db_url", "desk_verifier"]
 
 
 def default_db_url() -> str:
@@ -24,6 +24,19 @@ def default_db_url() -> str:
     return f"sqlite:///{folder / 'desk.sqlite'}"
 
 
+DESK_MAX_CLAIMS = 25
+"""The desk's claim cap per audit when the verifier's configuration sets none (a desk bounds what one audit can
+cost); the report's note says when it cuts."""
+
+
+def desk_verifier(config: VerifierConfig) -> VerifierConfig:
+    """`config` with the desk's claim cap when it sets none of its own."""
+    if config.claims.max_claims is not None:
+        return config
+    claims = config.claims.model_copy(update={"max_claims": DESK_MAX_CLAIMS})
+    return config.model_copy(update={"claims": claims})
+
+
 class DeskSettings(BaseModel):
     """Everything the audit desk needs besides the Verifier's own configuration."""
 
@@ -32,7 +45,14 @@ class DeskSettings(BaseModel):
     db_url: str = Field(default_factory=default_db_url)
     """SQLAlchemy URL of the audit store (sqlite:///PATH or postgresql+psycopg://...)."""
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
-    """How audits are verified (the endpoint's API key is never stored: reports record the config without it)."""
+    """How audits are verified (the endpoint's API key is never stored: reports record the config without it).
+    Claims per audit are capped at DESK_MAX_CLAIMS unless the configuration sets its own cap."""
+
+    @field_validator("verifier")
+    @classmethod
+    def _claim_cap(cls, value: VerifierConfig) -> VerifierConfig:
+        return desk_verifier(value)
+
     keys: list[ApiKey] = Field(default_factory=list)
     """API keys (hashed). Empty: no authentication, allowed on loopback only."""
     jobs: int = Field(default=2, ge=0)

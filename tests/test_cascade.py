@@ -61,10 +61,10 @@ async def test_invalid_citation_decides_is_the_named_departure() -> None:
     client = _client(None)
     async with _verifier(client, prefilters=["rules"], invalid_citation_decides=True) as verifier:
         report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
-    assert [c.text for c in report.claims] == [
-        "Paris is the capital of France.",
-        "The Seine flows through Paris.",
-        "Paris has ten million cats.",
+    assert [c.text for c in report.claims] == [  # markers and the final full stop removed, as seed 002 shows them
+        "Paris is the capital of France",
+        "The Seine flows through Paris",
+        "Paris has ten million cats",
     ]
     assert [c.decided_by for c in report.claims] == ["debate", "debate", "prefilter:rules"]
     cats = report.claims[2]
@@ -92,9 +92,12 @@ async def test_grounded_claims_skip_the_debate_only_when_trusted() -> None:
     assert capital.usage.llm_calls == 2
     seine = report.claims[1]
     assert seine.prefilters[0].decision == "pass" and seine.debate is not None and seine.debate.rounds == 2
-    # The cats claim cites an unknown source: nothing to redact, so it is scored as uncited.
-    cats = report.claims[2]
-    assert cats.prefilters[0].grounding is not None and cats.prefilters[0].grounding.has_citations is False
+    # The cats claim cites a source that was not given: it cites (seed 002's claim-to-document map), nothing can be
+    # redacted, and a missing source grounds nothing (seed 000: an invalid citation).
+    cats = report.claims[2].prefilters[0]
+    assert cats.grounding is not None and cats.grounding.has_citations is True
+    assert (cats.grounding.grounded, cats.grounding.invalid_citations) == (False, ["9"])
+    assert "cites source(s) that were not given: 9" in cats.reason
     summary = report.prefilter
     assert summary is not None and summary.decided == 1 and summary.debate_calls_saved == 7
     assert summary.prefilter_calls == 2 + 2 + 2  # seed 002: two calls per claim

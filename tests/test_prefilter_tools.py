@@ -66,7 +66,10 @@ def test_valid_call_has_no_findings(checker: ToolCallChecker) -> None:
 def test_misspelled_tool_gets_the_closest_name(checker: ToolCallChecker) -> None:
     [finding] = checker.check("get_wether", {"city": "Paris", "bogus": 1})  # stops at the name
     assert (finding.kind, finding.confidence) == ("tool_name", 0.9)
-    assert finding.correction == "call 'get_weather'"
+    assert (finding.evidence, finding.correction) == (
+        "tool 'get_wether' does not exist",
+        "you may have meant to call 'get_weather'",
+    )
 
 
 def test_unknown_tool_lists_the_available_ones(checker: ToolCallChecker) -> None:
@@ -80,24 +83,25 @@ def test_parameter_findings(checker: ToolCallChecker) -> None:
         "get_weather",
         {"days": 0, "unit": "kelvin", "colour": "red", "options": {}, "tags": ["ok", 3]},
     )
-    by_text = {f.evidence: (f.kind, f.confidence) for f in findings}
-    assert by_text == {
-        "parameter 'colour' is not in the tool definition": ("parameter", 0.8),
-        "missing required parameter 'city'": ("parameter", 0.95),
-        "'days'=0 is below the minimum 1": ("parameter", 0.9),
-        '\'unit\'="kelvin" is not one of ["celsius", "fahrenheit"]': ("parameter", 0.95),
-        "missing required parameter 'options.hourly'": ("parameter", 0.95),
-        "'tags[1]' is an integer, the schema wants string": ("parameter", 0.9),
-    }
+    # The tool-call source's parameter layer first, in the call's order; then the schema checks beyond it.
+    assert [(f.evidence, f.confidence) for f in findings] == [
+        ("parameter 'days' value 0 is less than the minimum 1", 0.9),
+        ("parameter 'unit' value 'kelvin' is not in the allowed list", 0.95),
+        ("parameter 'colour' is not in the tool definition", 0.8),
+        ("missing required parameter 'city'", 0.95),
+        ("missing required parameter 'options.hourly'", 0.95),
+        ("'tags[1]' is an integer, the schema wants string", 0.9),
+    ]
+    assert all(f.kind == "parameter" for f in findings)
     colour = next(f for f in findings if "colour" in f.evidence)
-    assert colour.correction == "allowed parameters: city, days, unit, options, tags"
+    assert colour.correction == "allowed parameters: ['city', 'days', 'unit', 'options', 'tags']"
 
 
 def test_above_maximum_and_wrong_types(checker: ToolCallChecker) -> None:
     findings = checker.check("get_weather", {"city": 7, "days": 30})
     assert [f.evidence for f in findings] == [
+        "parameter 'days' value 30 is greater than the maximum 14",
         "'city' is an integer, the schema wants string",
-        "'days'=30 is above the maximum 14",
     ]
     [boolean] = checker.check("get_weather", {"city": "x", "days": True})
     assert boolean.evidence == "'days' is a boolean, the schema wants integer"
@@ -123,7 +127,7 @@ def test_the_named_departures_prefix_endpoints_and_destructive_actions() -> None
     )  # fmt: skip
     assert checker.check("http_get", {"url": "https://api.example.com/v1/items"}) == []
     [fact] = checker.check("http_get", {"url": "https://evil.example.net/"})
-    assert (fact.kind, fact.confidence) == ("fact", 0.85) and "not in the knowledge base" in fact.evidence
+    assert (fact.kind, fact.confidence) == ("fact", 0.85) and "does not exist in the knowledge base" in fact.evidence
     assert checker.check("run_sql", {"query": "SELECT * FROM users"}) == []
     [drop] = checker.check("run_sql", {"query": "drop table users"})
     assert (drop.kind, drop.confidence) == ("fact", 0.9) and "DROP" in drop.evidence and "'db:write'" in drop.evidence
@@ -184,7 +188,7 @@ async def test_self_correction_is_bounded_and_a_valid_call_costs_nothing() -> No
     result = await self_correct(checker, ToolCall(name="get_weather", arguments={}), client, max_attempts=2)
     assert result.corrected is None and result.attempts == 2 and client.remaining == 0
     assert [f.evidence for f in result.findings] == [
-        "missing required parameter 'city'", "'days'=0 is below the minimum 1",
+        "parameter 'days' value 0 is less than the minimum 1", "missing required parameter 'city'",
     ]  # fmt: skip
     untouched = ScriptedChatClient({"tool_correction": []})
     valid = ToolCall(name="get_weather", arguments={"city": "Oslo"})
@@ -194,9 +198,16 @@ async def test_self_correction_is_bounded_and_a_valid_call_costs_nothing() -> No
 
 def test_correction_message_lists_every_fix(checker: ToolCallChecker) -> None:
     message = correction_message(checker.check("get_weather", {"days": 0}))
-    assert message.splitlines()[0] == "Your tool call was not executed because it has problems:"
-    assert "1. missing required parameter 'city'. Fix: provide 'city'." in message
-    assert "2. 'days'=0 is below the minimum 1. Fix: use a value >= 1 for 'days'." in message
+    assert message.splitlines() == [
+        "I found the following problems in your last message, please try again:",
+        "",
+        "- parameter 'days' value 0 is less than the minimum 1",
+        "  Suggestion: please use a value not less than 1",
+        "- missing required parameter 'city'",
+        "  Suggestion: provide 'city'",
+        "",
+        "Please call the correct tool again.",
+    ]
     assert correction_message([]) == "The tool call passed all checks."
 
 
@@ -223,9 +234,12 @@ def test_check_tools_command(tmp_path: Path) -> None:
     found = _cli("check-tools", "--registry", str(registry), "--call", str(bad), "--json")
     assert found.returncode == 1
     assert [f["evidence"] for f in json.loads(found.stdout)] == [
+        "parameter 'days' value 99 is greater than the maximum 14",
         "missing required parameter 'city'",
-        "'days'=99 is above the maximum 14",
     ]
+    chinese = _cli("check-tools", "--registry", str(registry), "--call", str(bad), "--language", "zh")
+    assert chinese.returncode == 1
+    assert "参数 'days' 值 99 大于最大值 14" in chinese.stdout and "请重新调用正确的工具。" in chinese.stdout
     fetch = tmp_path / "fetch.json"
     fetch.write_text(json.dumps({"name": "http_get", "arguments": {"url": "https://evil.example.net/x"}}))
     audited = _cli("check-tools", "--registry", str(registry), "--call", str(fetch), "--json",

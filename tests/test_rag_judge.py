@@ -1,5 +1,6 @@
 """Seed 000's judge (`../shared/seeds/000-rag-citation-rules-and-judge.md`): its output format, its decision flow
-(the judge only on moderate rules risk), the combined criteria, the risk table's actions, the two-step mode."""
+(the judge unless the rules' score is above 0.6; only on moderate risk as a named variant), the combined criteria,
+the risk table's actions, the two-step mode."""
 
 from __future__ import annotations
 
@@ -44,40 +45,47 @@ def test_the_fixture_answers_have_the_rule_levels_they_are_named_for() -> None:
     assert levels == ["low", "moderate", "high"]
 
 
-@pytest.mark.parametrize(("answer", "risk", "action"), [(LOW, "low", "accept"), (HIGH, "high", "reject")])
-async def test_the_judge_is_called_only_on_moderate_rules_risk(answer: str, risk: str, action: str) -> None:
-    """Seed 000 "判定流程": a rules score above 0.6 is high at once; "多層檢測策略": the LLM evaluation runs when the
-    rules find moderate risk. The scripted client has no rag-judge reply: a call would fail the test."""
+UNCITED_ONLY = "Paris is the capital of France. The Seine flows through Paris."  # no citation: score 1.0
+
+
+async def test_a_rules_score_above_the_high_threshold_is_high_at_once_without_the_judge() -> None:
+    """Seed 000 "判定流程": "如果風險分數 > 0.6 → 直接判定為高風險". The scripted client has no rag-judge reply: a
+    call would fail the test."""
     client = ScriptedChatClient({"debate": [op(True)] * 2})
     async with verifier(client) as v:
+        report = await v.verify(UNCITED_ONLY, reference=SOURCES, task="rag")
+    assert report.prefilter is not None and report.prefilter.judge is not None
+    judgment = report.prefilter.judge
+    assert judgment.rubric is None and judgment.judge_risk is None
+    assert (judgment.combined_risk, judgment.action, report.prefilter.prefilter_calls) == ("high", "reject", 0)
+    assert "rag-judge" not in client.purposes()
+
+
+@pytest.mark.parametrize(("answer", "rules", "combined"), [(LOW, "low", "moderate"), (HIGH, "high", "high")])
+async def test_the_decision_flow_judges_every_answer_whose_score_is_not_above_the_threshold(
+    answer: str, rules: str, combined: str
+) -> None:
+    """Seed 000 "判定流程" then "綜合判定": the judge runs and both are combined, a low rules risk included (the
+    low-risk criteria need the judge's hallucination_risk <= 0.3); HIGH's score is 0.5 (an invalid id)."""
+    client = ScriptedChatClient({"rag-judge": [rubric(hallucination_risk=0.45)], "debate": [op(True)] * 2})
+    async with verifier(client) as v:
+        report = await v.verify(answer, reference=SOURCES, task="rag")
+    assert report.prefilter is not None and report.prefilter.judge is not None
+    judgment = report.prefilter.judge
+    assert (judgment.rules_risk, judgment.combined_risk, report.prefilter.prefilter_calls) == (rules, combined, 1)
+
+
+@pytest.mark.parametrize(("answer", "risk", "action"), [(LOW, "low", "accept"), (HIGH, "high", "reject")])
+async def test_judge_on_moderate_is_the_named_variant(answer: str, risk: str, action: str) -> None:
+    """Seed 000 "多層檢測策略": the LLM evaluation only when the rules find moderate risk."""
+    client = ScriptedChatClient({"debate": [op(True)] * 2})
+    async with verifier(client, judge_on="moderate") as v:
         report = await v.verify(answer, reference=SOURCES, task="rag")
     assert report.prefilter is not None and report.prefilter.judge is not None
     judgment = report.prefilter.judge
     assert judgment.rubric is None and judgment.judge_risk is None
     assert (judgment.combined_risk, judgment.action, report.prefilter.prefilter_calls) == (risk, action, 0)
     assert "rag-judge" not in client.purposes()
-
-
-async def test_on_moderate_risk_the_judge_reports_the_seed_fields() -> None:
-    client = ScriptedChatClient({"rag-judge": [rubric()], "debate": [op(True)] * 3})
-    async with verifier(client) as v:
-        report = await v.verify(MODERATE, question="What about Paris?", reference=SOURCES, task="rag")
-    assert report.prefilter is not None and report.prefilter.judge is not None
-    judgment = report.prefilter.judge
-    assert judgment.rubric is not None
-    assert (judgment.rubric.score, judgment.rubric.decision, judgment.rubric.hallucination_risk) == (
-        0.85, "synthesize", 0.1,
-    )  # fmt: skip
-    # The judge sees low risk, the rules moderate: combined moderate, the seed's action "優化搜尋".
-    assert (judgment.judge_risk, judgment.rules_risk, judgment.combined_risk) == ("low", "moderate", "moderate")
-    assert judgment.action == "refine_search" and report.prefilter.prefilter_calls == 1
-    request = client.calls[0].request
-    assert request.purpose == "rag-judge" and request.response_schema is not None
-    prompt = "\n".join(m.content for m in request.messages)
-    # "提示設計技巧": the context is "expert advice", the answer a "candidate answer".
-    assert "expert advice" in prompt.lower() and "candidate answer" in prompt.lower()
-    assert "[1] Paris is the capital" in prompt and "What about Paris?" in prompt
-    assert [c.decided_by for c in report.claims] == ["debate"] * 3  # the judge never decides a claim
 
 
 @pytest.mark.parametrize(
@@ -111,12 +119,14 @@ def test_notes_name_unsupported_claims_only_on_their_own_lines() -> None:
     assert unsupported_claims("There is no unsupported claim in this answer.") == []
 
 
-async def test_judge_always_is_the_named_departure() -> None:
+async def test_judge_always_and_configurations_written_with_judge_always_still_load() -> None:
     client = ScriptedChatClient({"rag-judge": [rubric(hallucination_risk=0.45)], "debate": [op(True)] * 2})
     async with verifier(client, judge_always=True) as v:
-        report = await v.verify(LOW, reference=SOURCES, task="rag")
+        report = await v.verify(UNCITED_ONLY, reference=SOURCES, task="rag")
+    assert PrefilterConfig.model_validate({"judge_always": True}).judge_on == "always"
     assert report.prefilter is not None and report.prefilter.judge is not None
-    assert (report.prefilter.judge.rules_risk, report.prefilter.judge.combined_risk) == ("low", "moderate")
+    assert (report.prefilter.judge.rules_risk, report.prefilter.judge.combined_risk) == ("high", "high")
+    assert report.prefilter.prefilter_calls == 1
 
 
 async def test_two_step_self_critique_then_a_smaller_model_converts() -> None:
@@ -178,7 +188,7 @@ async def test_the_response_risk_is_the_highest_of_its_checks() -> None:
 async def test_monitoring_figures_over_a_results_log(tmp_path: Path) -> None:
     """Seed 000 "日誌和監控": average risk score, high-risk share, invalid-citation and uncited-claim frequency, in
     `debate report` for a results log of RAG answers."""
-    client = ScriptedChatClient({"rag-judge": [rubric(hallucination_risk=0.2)], "debate": [op(True)] * 7})
+    client = ScriptedChatClient({"rag-judge": [rubric(hallucination_risk=0.2)] * 3, "debate": [op(True)] * 7})
     records: list[Record] = []
     async with verifier(client) as v:
         for answer in (LOW, MODERATE, HIGH):
@@ -186,7 +196,7 @@ async def test_monitoring_figures_over_a_results_log(tmp_path: Path) -> None:
             records.append(ResultRecord(id=answer[:5], line=len(records) + 1, result=report))
     records.append(ErrorRecord(id="bad", line=4, error=ErrorInfo(kind="input", message="no response")))
     figures = rag_monitoring(records)
-    assert (figures.answers, figures.skipped, figures.judged) == (3, 1, 1)
+    assert (figures.answers, figures.skipped, figures.judged) == (3, 1, 3)  # no rules score above 0.6: all judged
     scores = [citation_check(a, list(SOURCES)).hallucination_risk_score for a in (LOW, MODERATE, HIGH)]
     assert figures.average_risk_score == pytest.approx(sum(scores) / 3)
     assert figures.high_risk_share == pytest.approx(1 / 3)  # HIGH: an invalid id

@@ -54,7 +54,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], set[str]]] = [
     ("dialogue", {"question": "A: Where should I go?", "reference": PARIS}, {}, {"extract", "debate:initial"}),
     ("general", {"reference": PARIS}, {"prefilters": ["logprob"]}, {"extract", "debate:initial"}),
     ("rag", {"question": "Capital of France?", "reference": {"1": PARIS}},
-     {"prefilters": ["rules", "rag-judge"], "judge_always": True}, {"rag-judge", "debate:initial"}),
+     {"prefilters": ["rules", "rag-judge"], "judge_on": "always"}, {"rag-judge", "debate:initial"}),
 ]  # fmt: skip
 
 

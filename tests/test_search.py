@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.config import SearchConfig
 from debate.errors import EvidenceUnavailableError
-from debate.search import LocalCollectionSearch, SerperSearch
+from debate.search import LocalCollectionSearch, SerperSearch, factool_snippets
 from debate.testing import ScriptedChatClient
 
 BODY = {
@@ -72,8 +72,8 @@ def serper(request: pytest.FixtureRequest) -> Iterator[FakeSerper]:
 async def test_serper_hits_and_key(serper: FakeSerper) -> None:
     backend = SerperSearch(SearchConfig(backend="serper", base_url=serper.url, api_key="k-123"))
     hits = await backend.search("US reactors", 3)
-    # Factool's rule: an answer box is the evidence alone.
-    assert [(h.title, h.snippet, h.url) for h in hits] == [("Reactors", "94 reactors", "https://example.org/box")]
+    # Factool's rule: an answer box is the evidence alone (its source, "None" in Factool, is named here).
+    assert [(h.title, h.snippet, h.url) for h in hits] == [("Reactors", "94 reactors", "serper:answerBox")]
     serper.body = {k: v for k, v in BODY.items() if k != "answerBox"}
     hits = await backend.search("US reactors", 3)
     await backend.aclose()
@@ -82,7 +82,7 @@ async def test_serper_hits_and_key(serper: FakeSerper) -> None:
         ("Other", "France operates 56 reactors.", "https://example.org/c"),
     ]
     body, headers = serper.requests[0]
-    assert body == {"q": "US reactors", "num": 3} and headers["x-api-key"] == "k-123"
+    assert body == {"q": "US reactors", "num": 6} and headers["x-api-key"] == "k-123"  # Factool reads 2k results
     assert SearchConfig(backend="serper", api_key="k").results_per_query == 5  # Factool's 5 per query
 
 
@@ -133,7 +133,7 @@ async def test_serper_evidence_reaches_the_debate(serper: FakeSerper) -> None:
     async with Verifier(config=config, client=client) as verifier:
         report = await verifier.verify("The US has 94 reactors.", task="kbqa")
     evidence = report.claims[0].evidence
-    assert [e.source for e in evidence] == ["https://example.org/box"]
+    assert [e.source for e in evidence] == ["serper:answerBox"]
     assert "[1] 94 reactors" in client.calls[2].request.messages[-1].content
 
 
@@ -144,3 +144,40 @@ def test_local_collection_names_the_bad_line(tmp_path: Path) -> None:
         LocalCollectionSearch(SearchConfig(backend="local", collection=str(path)))
     with pytest.raises(ValueError, match="needs `collection`"):
         SearchConfig(backend="local")
+
+
+async def test_a_claims_two_queries_keep_both_snippet_lists_as_factool_does(serper: FakeSerper) -> None:
+    """Factool's `run` joins the two queries' snippet lists as they come (no de-duplication); `dedupe` is a named
+    variant. A search with nothing found gives Factool's placeholder, never an empty evidence list."""
+    serper.body = {"organic": [{"title": "t", "link": "https://example.org/a", "snippet": "The US has 94."}]}
+    replies = [json.dumps({"claims": ["The US has 94 reactors."]}), json.dumps({"queries": ["q1", "q2"]}), op(True)]
+    for dedupe, expected in ((False, ["The US has 94.", "The US has 94."]), (True, ["The US has 94."])):
+        client = ScriptedChatClient(list(replies))
+        search = SearchConfig(backend="serper", base_url=serper.url, api_key="k", dedupe=dedupe)
+        config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0), search=search)
+        async with Verifier(config=config, client=client) as verifier:
+            report = await verifier.verify("The US has 94 reactors.", task="kbqa")
+        assert [e.text for e in report.claims[0].evidence] == expected
+    serper.body = {"organic": []}
+    backend = SerperSearch(SearchConfig(backend="serper", base_url=serper.url, api_key="k"))
+    hits = await backend.search("nothing", 5)
+    await backend.aclose()
+    assert [(h.snippet, h.url) for h in hits] == [("No good Google Search Result was found", "serper:none")]
+
+
+def test_the_knowledge_graph_and_attributes_come_first_as_in_factool() -> None:
+    body = {
+        "knowledgeGraph": {"title": "Eiffel Tower", "type": "Tower", "description": "A tower in Paris.",
+                           "attributes": {"Height": "330 m"}},
+        "organic": [{"title": "w", "link": "https://example.org/w", "snippet": "Built in 1889.",
+                     "attributes": {"Opened": "1889"}}],
+        "answerBox": {"title": "empty box"},
+    }  # fmt: skip
+    assert [(h.snippet, h.url) for h in factool_snippets(body, 5)] == [
+        ("Eiffel Tower: Tower", "serper:knowledgeGraph"),
+        ("A tower in Paris.", "serper:knowledgeGraph"),
+        ("Height: 330 m", "serper:knowledgeGraph"),
+        ("Built in 1889.", "https://example.org/w"),
+        ("Opened: 1889", "https://example.org/w"),
+    ]
+    assert len(factool_snippets(body, 2)) == 2  # k snippets kept, the knowledge graph's first

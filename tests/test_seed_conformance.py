@@ -115,6 +115,42 @@ TABLE_9: list[tuple[str, str]] = [
 ]  # fmt: skip
 
 
+# The sentences that carry the tables' framing and Table 12's inputs rather than one instruction each.
+FRAMING: list[tuple[str, str]] = [
+    ("你是三个代理人中的*信任*代理人 / *Skeptic*代理 / *领导*代理", "You are the $role agent."),
+    ("请参考声明[text]和证据[evidences]，分析前一个代理人的意见[previous opinions]",
+     "You are given the claim, the evidence, and the earlier opinion(s) of other agents."),
+    ("首先分析前一个代理人的意见，指出你认为它的意见中正确或错误的地方并解释原因",
+     "First analyse the earlier opinion(s): say which parts are right and which are wrong, and why."),
+    ("然后根据证据[evidences]，描述你对声明[text]的事实性的看法", "Then judge the claim against the evidence."),
+    ("不同错误严重性等级的定义如下", "The error severity levels are defined as follows:"),
+    ("[响应格式]: {{ \"opinion\": ..., \"factuality\": ..., \"Error severity\": ... }}",
+     '{"opinion": "<your analysis, then your judgment>", "factuality": True or False, "Error severity": <an integer '
+     'from 0 to 5>}'),
+    ("表 12: 提示 + 声明与证据 (the [text] and [evidences] of the prompt)", "Evidence: $evidence Claim: $claim"),
+    ("表 12: 怀疑提示 + \"以下是前一个代理的回应：\" + 初始答案", "Here is the previous agent's response: $previous"),
+    ("表 12: 领导代理: 两个代理的回应", "$opinions"),
+]  # fmt: skip
+# Headings and list numbers that carry no instruction of their own.
+LAYOUT = {"How to work:", "1.", "2.", "3."}
+
+
+def test_001_no_sentence_of_the_paper_set_goes_beyond_tables_6_to_9_and_12() -> None:
+    """The reverse of the test above: every sentence of the Trust, Skeptic and Leader prompts carries one of the
+    tables' instructions, their framing or Table 12's inputs; a sentence added beyond them fails here."""
+    from debate.sentences import split_sentences
+
+    for role in ("trust", "skeptic", "leader"):
+        carried = [ours.replace("$role", role.capitalize()) for _, ours in
+                   [*SHARED_6_TO_8, *ROLE_INSTRUCTIONS[role], *FRAMING]]  # fmt: skip
+        prompt = load_prompt(role, "paper")
+        sentences = [s for line in (prompt.system + "\n" + prompt.user).splitlines() for s in split_sentences(line)]
+        beyond = [s for s in sentences if s not in LAYOUT and not any(s in c or c in s for c in carried)]
+        whole = " ".join(sentences)
+        beyond += [c for c in ("Evidence: $evidence Claim: $claim",) if c not in whole]
+        assert (role, beyond) == (role, [])
+
+
 def _rendered(name: str, prompt_set: str = "paper") -> str:
     prompt = load_prompt(name, prompt_set)
     return " ".join((prompt.system + "\n" + prompt.user).split())
@@ -338,7 +374,7 @@ def test_003_layer_1_tool_names() -> None:
     """003 层 1: similarity > 0.6 is a typo (0.9, "you may want to call"); otherwise 0.95 with the first five
     available tools."""
     [typo] = ENGINE.check("serch", {})
-    assert (typo.confidence, typo.correction) == (0.9, "call 'search'")
+    assert (typo.confidence, typo.correction) == (0.9, "you may have meant to call 'search'")
     [invented] = ENGINE.check("send_email_to_ceo", {"message": "Hello"})
     assert invented.confidence == 0.95
     assert invented.correction == "available tools: post_message, read_file, api_call, delete_database, search"
@@ -348,9 +384,9 @@ def test_003_layer_2_parameters() -> None:
     """003 层 2: a parameter not in the definition (0.8, with the allowed ones) even where the schema allows extra
     properties; a value below the minimum or above the maximum (0.9); a value outside the enum (0.95)."""
     [undefined] = ENGINE.check("api_call", {"endpoint": "example.com/api/v1", "verb": "DELETE"})
-    assert (undefined.confidence, undefined.correction) == (0.8, "allowed parameters: endpoint")
+    assert (undefined.confidence, undefined.correction) == (0.8, "allowed parameters: ['endpoint']")
     assert [(f.confidence, f.evidence) for f in ENGINE.check("search", {"limit": 0})] == [
-        (0.9, "'limit'=0 is below the minimum 1")
+        (0.9, "parameter 'limit' value 0 is less than the minimum 1")
     ]
     assert [f.confidence for f in ENGINE.check("search", {"limit": 51})] == [0.9]
 
@@ -365,7 +401,7 @@ async def test_003_flow_example_and_self_correction() -> None:
     assert result.suggestion == reply and result.attempts == 1 and result.error is None
     assert result.corrected == ToolCall(name="post_message", arguments={"to": "ceo@example.com", "message": "Hello"})
     sent = client.calls[0].request.messages[-1].content
-    assert "no tool named 'send_email_to_ceo'" in sent
+    assert "- tool 'send_email_to_ceo' does not exist at all" in sent
 
 
 # --- 004-refchecker-readme.md -------------------------------------------------------------------------------------
@@ -417,5 +453,7 @@ def test_004_evaluation_metric_example() -> None:
     rates = evaluation_rates([one])
     assert rates.rates == pytest.approx({"Entailment": 0.3, "Neutral": 0.5, "Contradiction": 0.2, "Abstain": 0.0})
     averaged = evaluation_rates([one, {"ys": []}, {"ys": ["Entailment", None]}, {"error": {}, "ys": []}])
-    assert (averaged.responses, averaged.excluded) == (2, 2)
-    assert averaged.rates == pytest.approx({"Entailment": 0.15, "Neutral": 0.25, "Contradiction": 0.1, "Abstain": 0.5})
+    # RefChecker's evaluate.py: the abstaining response is left out of the label averages and makes the abstain
+    # rate; a label other than the three (a failed claim's None) counts as Neutral; an error item is ours to skip.
+    assert (averaged.responses, averaged.abstained, averaged.unlabelled_claims, averaged.excluded) == (3, 1, 1, 1)
+    assert averaged.rates == pytest.approx({"Entailment": 0.4, "Neutral": 0.5, "Contradiction": 0.1, "Abstain": 1 / 3})

@@ -8,7 +8,8 @@ from conftest import op
 
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.config import RetrievalConfig
-from debate.spans import ground_claims, sentence_spans
+from debate.sentences import sentence_spans
+from debate.spans import ground_claims
 from debate.testing import ScriptedChatClient
 from debate.types import Claim
 

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from debate.chain import CHAINS, load_chain
 from debate.cli.conventions import add_command, examples, out
 from debate.cli.options import read_json
@@ -83,6 +85,10 @@ def _register_check_tools(sub: Any) -> None:
         help="a permission the caller holds (repeatable; given: delete_database needs 'delete:database', 0.9)",
     )  # fmt: skip
     tools.add_argument(
+        "--language", choices=["en", "zh"], default="en",
+        help="the findings' and correction's words: en (our English) or zh (the tool-call source's Chinese exactly)",
+    )  # fmt: skip
+    tools.add_argument(
         "--permission-check", choices=["seed", "destructive"], default="seed",
         help="seed (seed 003: the delete_database tool) or destructive: DROP/DELETE/TRUNCATE/ALTER in any tool "
         "need 'db:write'",
@@ -134,17 +140,20 @@ def _check_tools(args: argparse.Namespace) -> int:
         raise UsageError(f'--call {args.call}: expected {{"name": ..., "arguments": ...}}')
     fact_checkers: list[FactChecker] = []
     if args.allow_endpoint:
-        fact_checkers.append(APIEndpointChecker(args.allow_endpoint, match=args.endpoint_match))
+        fact_checkers.append(APIEndpointChecker(args.allow_endpoint, match=args.endpoint_match, language=args.language))
     if args.granted is not None:
-        permissions = PermissionChecker if args.permission_check == "seed" else DestructiveActionChecker
-        fact_checkers.append(permissions(args.granted))
-    findings = ToolCallChecker(registry, fact_checkers=fact_checkers).check(body["name"], body.get("arguments", {}))
+        seed = args.permission_check == "seed"
+        fact_checkers.append(
+            PermissionChecker(args.granted, language=args.language) if seed else DestructiveActionChecker(args.granted)
+        )
+    checker = ToolCallChecker(registry, fact_checkers=fact_checkers, language=args.language)
+    findings = checker.check(body["name"], body.get("arguments", {}))
     if args.json:
         sys.stdout.write(json.dumps([f.model_dump() for f in findings], indent=2) + "\n")
     elif findings:
         for f in findings:
-            out.print(f"[red]{f.kind}[/] ({f.confidence:.2f}): {f.evidence}\n  fix: {f.correction}")
-        out.print(f"\n{correction_message(findings)}")
+            out.print(f"[red]{f.kind}[/] ({f.confidence:.2f}): {escape(f.evidence)}\n  fix: {escape(f.correction)}")
+        out.print(f"\n{correction_message(findings, args.language)}", markup=False)
     else:
         out.print("[green]no findings[/]: the call matches its tool definition")
     return 1 if findings else 0

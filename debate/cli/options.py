@@ -79,6 +79,9 @@ class _VerifierOptions:
         self.opt(claims, ["--collection"], SearchConfig, "collection", metavar="JSONL")
         self.opt(claims, ["--results-per-query"], SearchConfig, "results_per_query", type=int)
         self.opt(claims, ["--rollup"], VerifierConfig, "rollup", choices=ROLLUPS.names())
+        if "localize" not in self.fixed:
+            help_text = "RefChecker's evidence localization: the evidence sentences each claim rests on"
+            claims.add_argument("--localize", action="store_true", help=help_text)
 
     def prefilters(self) -> None:
         pre = self.parser.add_argument_group("prefilters (cheap checks before the debate)")
@@ -306,6 +309,7 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
                 results_per_query=args.results_per_query,
             ),
             rollup=args.rollup,
+            localize=getattr(args, "localize", False),
             prefilter=PrefilterConfig(prefilters=_prefilters(args.prefilter), trust_grounded=args.trust_grounded,
                                       grounded_confidence=args.grounded_confidence,
                                       judge_two_step=args.judge_two_step, judge_model=args.judge_model,

@@ -125,6 +125,8 @@ def _render_claim(
             _plain(console, f"    [{number}] {_excerpt(item.text, 200)}{source}")
     else:
         _plain(console, "  evidence: none (judged from the model's own knowledge)")
+    for located in claim.localized:
+        _plain(console, f"  {located.role} ({located.element}): [{located.evidence + 1}] {_excerpt(located.text, 160)}")
     for decision in claim.prefilters:
         _plain(console, f"  prefilter {decision.name}: {decision.decision} ({decision.reason})")
     if claim.debate is None:

@@ -138,10 +138,15 @@ class BatchPaths:
         if self.output_format != "refchecker":
             return
         rates = write_refchecker(read_records(self.results_log), self.output, self.aggregator)
-        shares = ", ".join(f"{label} {rate:.3f}" for label, rate in rates.rates.items())
+        shares = ", ".join(f"{label} {'n/a' if rate is None else f'{rate:.3f}'}" for label, rate in rates.rates.items())
+        notes = [
+            *([f"label shares over the {rates.responses - rates.abstained} responses with claims"]),
+            *([f"{rates.unlabelled_claims} claim(s) without a label (a failed check) counted as Neutral, as "
+               "RefChecker's evaluation counts them"] if rates.unlabelled_claims else []),
+            *([f"{rates.excluded} left out: an error"] if rates.excluded else []),
+        ]  # fmt: skip
         out.print(
-            f"RefChecker rates over {rates.responses} responses: {shares}"
-            + (f" ({rates.excluded} left out: an error or a failed claim)" if rates.excluded else ""),
+            f"RefChecker rates over {rates.responses} responses: {shares} ({'; '.join(notes)})",
             markup=False, highlight=False, soft_wrap=True,
         )  # fmt: skip
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from debate.retrieval import split_sentences
+from debate.sentences import split_sentences
 from debate.stages import PREFILTERS, Plan, StageContext
 from debate.types import (
     CitationReport,

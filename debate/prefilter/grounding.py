@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Literal
 
 from debate.llm import ChatClient, ChatMessage, ChatRequest, ChatResponse
+from debate.prefilter.citations import known_source_ids
 from debate.prompts import load_prompt
+from debate.sentences import guess_language
 from debate.stages import PREFILTERS, Plan, StageContext
 from debate.types import (
     Claim,
@@ -30,13 +32,16 @@ from debate.types import (
 
 __all__ = [
     "GROUNDED_SHARE",
+    "WARNING_LANGUAGES",
     "GroundingResult",
     "LogprobGroundingCheck",
     "LogprobPrefilter",
+    "claim_warning",
     "grounding_score",
     "hallucination_check",
     "kl_bernoulli",
     "max_confidence",
+    "response_warning",
     "yes_probability",
 ]
 
@@ -64,13 +69,15 @@ def _band(gap_bits: float) -> GroundingBand:
 
 
 def grounding_score(
-    p1: float, p0: float, has_citations: bool, *, target: float = 0.95, unit: Literal["bits", "nats"] = "bits",
+    p1: float, p0: float, has_citations: bool, *, target: float = 0.95, unit: Literal["bits", "nats"] = "nats",
     budget: Literal["seed", "strawberry"] = "seed",
 ) -> GroundingResult:  # fmt: skip
     """Both signals from the two probabilities (formulas in the field docs). `flagged` means not grounded.
 
     budget seed (default, seed 002 "KL Divergence Calculation"): observed = KL(Ber(p1) || Ber(0.5)), required =
     KL(Ber(p1) || Ber(p0)), gap = observed - required, no bands: the gap is reported, the decision is `grounded`.
+    The source computes the KL with the natural logarithm and calls it bits: the gap is in nats by default (`unit`),
+    observed_bits / required_bits / budget_gap_bits divide by ln 2.
     budget strawberry (a named departure, the Strawberry paper's budget): observed = KL(Ber(p1) || Ber(p0)),
     required = KL(Ber(target) || Ber(p0)), gap = required - observed, read through the paper's bands."""
     use = max(0.0, p1 - p0)
@@ -113,16 +120,32 @@ GROUNDED_SHARE = 0.7
 CLAIM_WARNING = "no sufficient source was found for this claim"
 """The seed's per-claim warning, in English (seed 002 "Response Format")."""
 
+# The source's own Hebrew warnings, word for word, and our English rendering of them.
+_WARNINGS: dict[str, tuple[str, str]] = {
+    "en": (CLAIM_WARNING, "Note: {n} claim(s) in the answer are not fully supported by the sources."),
+    "he": ("לא נמצא מקור מספק", "שים לב: {n} טענות בתשובה לא נתמכות במלואן על ידי המקורות."),
+}
+WARNING_LANGUAGES = tuple(_WARNINGS)
+"""Languages the grounding warnings are written in; any other language gets the English ones."""
 
-def response_warning(ungrounded: int) -> str:
-    """The seed's top-level warning: how many claims the sources do not fully support."""
-    return f"Note: {ungrounded} claim(s) in the answer are not fully supported by the sources."
+
+def claim_warning(language: str = "en") -> str:
+    """The per-claim warning in `language` (English when there is no text for it)."""
+    return _WARNINGS.get(language, _WARNINGS["en"])[0]
 
 
-def hallucination_check(scored: Sequence[tuple[str, Sequence[str], GroundingResult]]) -> HallucinationCheck:
+def response_warning(ungrounded: int, language: str = "en") -> str:
+    """The seed's top-level warning in `language`: how many claims the sources do not fully support."""
+    return _WARNINGS.get(language, _WARNINGS["en"])[1].format(n=ungrounded)
+
+
+def hallucination_check(
+    scored: Sequence[tuple[str, Sequence[str], GroundingResult]], language: str = "en"
+) -> HallucinationCheck:
     """The seed's response block from (claim text, cited ids, grounding result) per scored claim: every ungrounded
     claim carries the warning, and the block carries the response warning whenever any claim is ungrounded, even
-    when the answer is overall grounded (seed 002 "Response Format")."""
+    when the answer is overall grounded (seed 002 "Response Format"); the warnings are in `language` (the seed's
+    own Hebrew for he, English otherwise)."""
     claims = [
         GroundedClaim(
             text=text,
@@ -131,7 +154,7 @@ def hallucination_check(scored: Sequence[tuple[str, Sequence[str], GroundingResu
             p0=r.p0,
             confidence=r.confidence,
             grounded=r.grounded,
-            warning=None if r.grounded else CLAIM_WARNING,
+            warning=None if r.grounded else claim_warning(language),
         )
         for text, citing, r in scored
     ]
@@ -141,11 +164,18 @@ def hallucination_check(scored: Sequence[tuple[str, Sequence[str], GroundingResu
     return HallucinationCheck(
         overall_grounded=bool(claims) and ratio >= GROUNDED_SHARE, grounded_claims=grounded,
         total_claims=len(claims), grounding_ratio=ratio, claims=claims,
-        warning=response_warning(ungrounded) if ungrounded else None,
+        warning=response_warning(ungrounded, language) if ungrounded else None,
     )  # fmt: skip
 
 
-def response_hallucination_check(verdicts: Sequence[ClaimVerdict], plan: Plan) -> HallucinationCheck | None:
+def warning_language(configured: str | None, response: str) -> str:
+    """The language of the grounding warnings: the configured one, else the response's (guessed from its script)."""
+    return configured or guess_language(response)
+
+
+def response_hallucination_check(
+    verdicts: Sequence[ClaimVerdict], plan: Plan, language: str = "en"
+) -> HallucinationCheck | None:
     """The block for a RAG answer whose claims the logprob check scored; None otherwise."""
     if plan.sources is None:
         return None
@@ -156,7 +186,7 @@ def response_hallucination_check(verdicts: Sequence[ClaimVerdict], plan: Plan) -
         for d in v.prefilters
         if d.grounding is not None
     ]
-    return hallucination_check(scored) if scored else None
+    return hallucination_check(scored, language) if scored else None
 
 
 def yes_probability(response: ChatResponse) -> float | None:
@@ -178,8 +208,10 @@ class LogprobGroundingCheck:
     """Asks the endpoint one-token YES/NO/UNSURE questions and reads P(YES) from its logprobs."""
 
     def __init__(self, client: ChatClient, *, target: float = 0.95, top_logprobs: int = 10,
-                 prompts_dir: str | None = None, budget: Literal["seed", "strawberry"] = "seed") -> None:  # fmt: skip
+                 prompts_dir: str | None = None, budget: Literal["seed", "strawberry"] = "seed",
+                 unit: Literal["nats", "bits"] = "nats") -> None:  # fmt: skip
         self._client = client
+        self._unit: Literal["nats", "bits"] = unit
         self._budget: Literal["seed", "strawberry"] = budget
         self._target = target
         self._top = top_logprobs
@@ -200,27 +232,38 @@ class LogprobGroundingCheck:
         return yes_probability(response), response.usage
 
     async def check_claim(
-        self, claim: str, citations: Sequence[str], sources: Mapping[str, str], *, site: str | None = None
-    ) -> tuple[GroundingResult | None, Usage]:
+        self, claim: str, citations: Sequence[str], sources: Mapping[str, str], *, site: str | None = None,
+        invalid: Sequence[str] = (),
+    ) -> tuple[GroundingResult | None, Usage]:  # fmt: skip
         """Signals for one claim; None when the endpoint gives no logprobs. The calls' sites are `site` + ":p1" and
         ":p0"."""
         p1, usage = await self.probability(claim, _context(sources, []), site=site and f"{site}:p1")
         if p1 is None:
             return None, usage
-        result, more = await self.score(claim, p1, citations, sources, site=site)
+        result, more = await self.score(claim, p1, citations, sources, site=site, invalid=invalid)
         return result, usage + more
 
     async def score(
-        self, claim: str, p1: float, citations: Sequence[str], sources: Mapping[str, str], *, site: str | None = None
-    ) -> tuple[GroundingResult | None, Usage]:
+        self, claim: str, p1: float, citations: Sequence[str], sources: Mapping[str, str], *, site: str | None = None,
+        invalid: Sequence[str] = (),
+    ) -> tuple[GroundingResult | None, Usage]:  # fmt: skip
         """The grounding result given P(yes) with every source (`p1`): the second call, with the cited sources
         redacted. An uncited claim has nothing to redact and still gets its second call, as the seed makes two
-        calls per claim (seed 002 "Cost Considerations"); at a sampling temperature the two can differ."""
+        calls per claim (seed 002 "Cost Considerations"); at a sampling temperature the two can differ.
+
+        `invalid`: the claim's cited ids that name no given source. The claim cites (its confidence is a cited
+        claim's), nothing of it can be redacted, and it is never grounded: a missing source supports nothing."""
         cited = [c for c in dict.fromkeys(citations) if c in sources]
         p0, usage = await self.probability(claim, _context(sources, cited), site=site and f"{site}:p0")
         if p0 is None:
             return None, usage
-        return grounding_score(p1, p0, bool(cited), target=self._target, budget=self._budget), usage
+        missing = list(dict.fromkeys(c for c in invalid if c not in sources))
+        result = grounding_score(
+            p1, p0, bool(cited or missing), target=self._target, budget=self._budget, unit=self._unit
+        )
+        if missing:
+            result = result.model_copy(update={"grounded": False, "flagged": True, "invalid_citations": missing})
+        return result, usage
 
 
 def max_confidence(p1: float, has_citations: bool) -> float:
@@ -248,8 +291,9 @@ class LogprobPrefilter:
         self._config = ctx.config.prefilter
         self._check = LogprobGroundingCheck(
             ctx.client, target=self._config.target, top_logprobs=self._config.top_logprobs,
-            prompts_dir=ctx.prompts_dir, budget=self._config.budget,
+            prompts_dir=ctx.prompts_dir, budget=self._config.budget, unit=self._config.budget_unit,
         )  # fmt: skip
+        self._language = ctx.config.language
         self.logprobs_unavailable = False
 
     def prompt_hashes(self) -> dict[str, str]:
@@ -275,11 +319,12 @@ class LogprobPrefilter:
             return self._skip(f"beyond the first {cfg.max_claims} claims of the response")
         if plan.sources is not None:
             context = {s.id: s.text for s in plan.sources}
-            cited = {c for c in claim.citations}
+            cited = set(claim.citations)
             cited_ids = [
                 s.id for s in plan.sources if s.id in cited or (s.parent_id is not None and s.parent_id in cited)
             ]
-            result, usage = await self._check.check_claim(claim.text, cited_ids, context, site=site)
+            invalid = [c for c in claim.citations if c not in known_source_ids(plan.sources)]
+            result, usage = await self._check.check_claim(claim.text, cited_ids, context, site=site, invalid=invalid)
         else:
             # Outside RAG answers the check's only use is deciding (there is no grounding report to fill), so it
             # makes no call that cannot change a decision: none at all without trust_grounded, none when no P(yes)
@@ -303,9 +348,11 @@ class LogprobPrefilter:
             return self._no_logprobs(usage)
         summary = (
             f"p1={result.p1:.3f} p0={result.p0:.3f} confidence={result.confidence:.2f} "
-            f"grounded={result.grounded} budget gap={result.budget_gap_bits:.2f} bits"
+            f"grounded={result.grounded} budget gap={result.budget_gap:.2f} {result.unit}"
             + (f" ({result.band})" if result.band else "")
-        )
+            + (f"; cites source(s) that were not given: {', '.join(result.invalid_citations)}"
+               if result.invalid_citations else "")
+        )  # fmt: skip
         if cfg.trust_grounded and result.grounded and result.confidence >= cfg.grounded_confidence:
             return PrefilterDecision(
                 name=self.name, decision="factual", reason=f"strongly grounded: {summary}", error_severity=0,
@@ -317,7 +364,8 @@ class LogprobPrefilter:
         return None
 
     def summarize(self, verdicts: Sequence[ClaimVerdict], plan: Plan) -> ResponseCheck | None:
-        block = response_hallucination_check(verdicts, plan)
+        response = " ".join(c.text for c in plan.claims)
+        block = response_hallucination_check(verdicts, plan, warning_language(self._language, response))
         if block is None:
             return None
         risk: RiskLevel = "low" if block.overall_grounded else "high"

@@ -1,8 +1,11 @@
 """The `rag-judge` prefilter: seed 000's LLM-as-a-judge of a whole RAG answer, combined with its citation rules.
 
-Decision flow (seed 000 "判定流程" and "多層檢測策略"): the rules run first; a rules risk score above 0.6 is high risk
-at once, and the judge is called only when the rules find moderate risk (`judge_always`, a named departure, calls it
-on every answer with something to check). The combined decision then follows the seed's criteria:
+When the judge is called (`judge_on`): the source says it twice, differently. Its decision flow ("判定流程") runs
+the rules first, calls a rules risk score above 0.6 high at once, and otherwise calls the judge and combines both;
+its implementation advice ("多層檢測策略") calls the judge only on moderate rules risk. We follow the decision flow
+(`flow`, the default) because the source's own low-risk criteria include the judge's hallucination_risk <= 0.3,
+which cannot hold without asking it; `moderate` is the advice, a named variant; `always` judges every answer with
+claims. The combined decision then follows the seed's criteria:
 - high if any of: the rules' risk is high (score > 0.6, an invalid citation, 3 or more uncited long sentences, or a
   ratio below 0.3 with 3 or more claims); the judge's hallucination_risk > 0.6; the judge's notes name an
   unsupported claim;
@@ -74,7 +77,9 @@ _EXPECTED = (
     'a JSON object {"score": 0.0-1.0, "reasoning": "...", "confidence": 0.0-1.0, "decision": "continue", '
     '"refine_search" or "synthesize", "hallucination_risk": 0.0-1.0, "hallucination_notes": "..."}'
 )
-_UNSUPPORTED = re.compile(r"^\s*[-*]?\s*unsupported claim\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+# Spaces and tabs only, and one greedy group stripped afterwards: nested \s* runs across lines backtrack for ever
+# on a reply of blank lines.
+_UNSUPPORTED = re.compile(r"^[ \t]*[-*]?[ \t]*unsupported claim[ \t]*:(.*)$", re.IGNORECASE | re.MULTILINE)
 _ACTIONS: dict[RiskLevel, RiskAction] = {"low": "accept", "moderate": "refine_search", "high": "reject"}
 
 
@@ -125,9 +130,16 @@ def combine_risk(rules: CitationReport, rubric: JudgeRubric | None) -> tuple[Ris
     return "low", ["no rule or judge condition for a higher risk"]
 
 
+def _judge_wanted(judge_on: str, rules: CitationReport) -> bool:
+    if rules.risk_level == "none":
+        return False
+    if judge_on == "moderate":
+        return rules.risk_level == "moderate"
+    return judge_on == "always" or rules.hallucination_risk_score <= HIGH_RISK
+
+
 class RagJudgePrefilter:
-    """Seed 000's rules + judge: the judge (one call, or two with judge_two_step) runs when the rules find moderate
-    risk."""
+    """The RAG rules + judge: the judge (one call, or two with judge_two_step) runs as `judge_on` says."""
 
     name = "rag-judge"
 
@@ -136,7 +148,7 @@ class RagJudgePrefilter:
         self._config = ctx.config
         options = ctx.config.prefilter
         self._two_step = options.judge_two_step
-        self._always = options.judge_always
+        self._judge_on = options.judge_on
         self._convert_model = options.judge_model if self._two_step else None
         names = ("rag_judge_freeform", "rag_judge_convert") if self._two_step else ("rag_judge",)
         self._prompts = [load_prompt(name, ctx.prompts_dir) for name in names]
@@ -183,7 +195,7 @@ class RagJudgePrefilter:
         if plan.sources is None:
             return None
         rules = citation_check(response, plan.sources, variant=self._config.prefilter.citation_variant)
-        wanted = rules.risk_level == "moderate" or (self._always and rules.risk_level != "none")
+        wanted = _judge_wanted(self._judge_on, rules)
         rubric, usage = await self._judge(response, plan) if wanted else (None, Usage())
         risk, reasons = combine_risk(rules, rubric)
         judgment = RagJudgment(
@@ -210,5 +222,7 @@ class RagJudgePrefilter:
 
 
 PREFILTERS.register(
-    "rag-judge", RagJudgePrefilter, description="seed 000: the citation rules, and an LLM judge on moderate risk"
+    "rag-judge",
+    RagJudgePrefilter,
+    description="the RAG citation rules, then an LLM judge unless the rules' score is above 0.6",
 )

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
+from debate.prefilter.tool_messages import MessageLanguage, message
 from debate.types.tools import ToolCallFinding
 
 __all__ = ["APIEndpointChecker", "DestructiveActionChecker", "EndpointMatch", "FactChecker", "PermissionChecker"]
@@ -32,10 +33,12 @@ class APIEndpointChecker:
 
     confidence = 0.85
 
-    def __init__(self, known: Sequence[str] | Mapping[str, str], *, match: EndpointMatch = "exact") -> None:
+    def __init__(self, known: Sequence[str] | Mapping[str, str], *, match: EndpointMatch = "exact",
+                 language: MessageLanguage = "en") -> None:  # fmt: skip
         # The seed keeps a name -> endpoint dict and checks the values; a plain list is the same set of values.
         self._known = tuple(known.values()) if isinstance(known, Mapping) else tuple(known)
         self._match = match
+        self._language: MessageLanguage = language
 
     def _targets(self, name: str, arguments: Mapping[str, Any]) -> list[tuple[str, Any]]:
         if self._match == "exact":
@@ -52,8 +55,8 @@ class APIEndpointChecker:
             ToolCallFinding(
                 kind="fact",
                 confidence=self.confidence,
-                evidence=f"API endpoint {value!r} ({parameter}) is not in the knowledge base of known endpoints",
-                correction="use a known API endpoint: " + (", ".join(self._known) or "(none)"),
+                evidence=message("endpoint", self._language, endpoint=value),
+                correction=message("endpoint_fix", self._language),
             )
             for parameter, value in self._targets(name, arguments)
             if not self._known_endpoint(value)
@@ -71,7 +74,8 @@ class PermissionChecker:
     confidence = 0.9
 
     def __init__(self, granted: Iterable[str], *, tool: str = "delete_database",
-                 permission: str = "delete:database") -> None:  # fmt: skip
+                 permission: str = "delete:database", language: MessageLanguage = "en") -> None:  # fmt: skip
+        self._language: MessageLanguage = language
         self._granted = set(granted)
         self._tool = tool
         self._permission = permission
@@ -79,15 +83,12 @@ class PermissionChecker:
     def check(self, name: str, arguments: Mapping[str, Any]) -> list[ToolCallFinding]:
         if name != self._tool or self._permission in self._granted:
             return []
-        target = arguments.get("database", "")
         return [
             ToolCallFinding(
                 kind="fact",
                 confidence=self.confidence,
-                evidence=f"the user lacks the {self._permission!r} permission that {name}"
-                + (f" of {target!r}" if target else "")
-                + " needs",
-                correction="the delete cannot be executed",
+                evidence=message("permission", self._language),
+                correction=message("permission_fix", self._language),
             )
         ]
 

@@ -23,6 +23,7 @@ from debate.prefilter.tool_facts import (
     FactChecker,
     PermissionChecker,
 )
+from debate.prefilter.tool_messages import MessageLanguage, message
 from debate.prompts import load_prompt
 from debate.types.tools import CorrectionResult, ToolCall, ToolCallFinding
 
@@ -32,6 +33,7 @@ __all__ = [
     "DestructiveActionChecker",
     "EndpointMatch",
     "FactChecker",
+    "MessageLanguage",
     "PermissionChecker",
     "ToolCall",
     "ToolCallChecker",
@@ -165,13 +167,58 @@ def _parameter(confidence: float, evidence: str, correction: str) -> ToolCallFin
     return ToolCallFinding(kind="parameter", confidence=confidence, evidence=evidence, correction=correction)
 
 
-class ToolCallChecker:
-    """Schema checks (the tool's name; its arguments through the `jsonschema` library, Draft 2020-12) and then
-    pluggable fact checks."""
+def _seed_parameters(
+    schema: Mapping[str, Any], arguments: Mapping[str, Any], language: MessageLanguage
+) -> list[ToolCallFinding]:
+    """The tool-call source's parameter layer, rule for rule and in its order: each argument in the call's order is
+    undefined (0.8, and nothing more is checked of it), below `minimum` / above `maximum` when it is a number in
+    Python's sense (a boolean is one: True is 1), then outside `enum` by Python's `in` (1 matches True); strings,
+    None and the rest go unchecked for range, as there."""
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    findings: list[ToolCallFinding] = []
+    for name, value in arguments.items():
+        if name not in properties:
+            findings.append(_parameter(0.8, message("undefined", language, name=name),
+                                       message("undefined_fix", language, allowed=list(properties))))  # fmt: skip
+            continue
+        rule = properties[name] if isinstance(properties[name], Mapping) else {}
+        if ("minimum" in rule or "maximum" in rule) and isinstance(value, int | float):
+            low, high = rule.get("minimum"), rule.get("maximum")
+            if low is not None and value < low:
+                findings.append(_parameter(0.9, message("below", language, name=name, value=value, limit=low),
+                                           message("below_fix", language, limit=low)))  # fmt: skip
+            if high is not None and value > high:
+                findings.append(_parameter(0.9, message("above", language, name=name, value=value, limit=high),
+                                           message("above_fix", language, limit=high)))  # fmt: skip
+        if "enum" in rule and isinstance(rule["enum"], list) and value not in rule["enum"]:
+            findings.append(_parameter(0.95, message("enum", language, name=name, value=value),
+                                       message("enum_fix", language, allowed=rule["enum"])))  # fmt: skip
+    return findings
 
-    def __init__(self, registry: ToolRegistry, *, fact_checkers: Sequence[FactChecker] = ()) -> None:
+
+# What the source's parameter layer already says of a top-level argument; the schema check only adds the rest.
+_SEED_RULES = frozenset({"minimum", "maximum", "enum"})
+
+
+def _beyond_the_seed(error: ValidationError) -> bool:
+    path = error.absolute_path
+    if not path and error.validator == "additionalProperties":
+        return False
+    return not (len(path) == 1 and error.validator in _SEED_RULES)
+
+
+class ToolCallChecker:
+    """The tool-call source's checks: the tool's name (stop there when unknown), its parameter layer (undefined,
+    minimum/maximum, enum, in the call's order), then, beyond the source, the rest of the JSON schema through the
+    `jsonschema` library (Draft 2020-12: types, required, nested objects, patterns, ...), then the fact checks.
+    `language`: the words of the source's findings and correction (en, or zh for its Chinese exactly)."""
+
+    def __init__(self, registry: ToolRegistry, *, fact_checkers: Sequence[FactChecker] = (),
+                 language: MessageLanguage = "en") -> None:  # fmt: skip
         self._registry = registry
         self._fact_checkers = list(fact_checkers)
+        self.language: MessageLanguage = language
         self._validators = {
             name: Draft202012Validator(_closed(tool.parameters)) for name, tool in registry.tools.items()
         }
@@ -184,62 +231,66 @@ class ToolCallChecker:
         tool = self._registry.tools.get(name)
         if tool is None:
             return [self._unknown_tool(name)]
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError as exc:
-                return [
-                    _parameter(
-                        0.95,
-                        f"the arguments are not valid JSON ({exc.msg} at character {exc.pos})",
-                        "send the arguments as one JSON object",
-                    )
-                ]
-        if not isinstance(arguments, Mapping):
-            return [
-                _parameter(
-                    0.95,
-                    f"the arguments are JSON {_with_article(_type_name(arguments))}, not an object",
-                    "send the arguments as one JSON object",
-                )
-            ]
-        errors = sorted(self._validators[name].iter_errors(arguments), key=lambda e: (e.validator != "required",
-                        e.validator != "additionalProperties", list(e.absolute_path)))  # fmt: skip
-        findings = [finding for error in errors for finding in _finding(error)]
+        parsed = _arguments(arguments)
+        if isinstance(parsed, ToolCallFinding):
+            return [parsed]
+        errors = sorted(
+            (e for e in self._validators[name].iter_errors(parsed) if _beyond_the_seed(e)),
+            key=lambda e: (e.validator != "required", list(map(str, e.absolute_path))),
+        )
+        findings = _seed_parameters(tool.parameters, parsed, self.language)
+        findings.extend(finding for error in errors for finding in _finding(error))
         for checker in self._fact_checkers:
-            findings.extend(checker.check(name, arguments))
+            findings.extend(checker.check(name, parsed))
         return findings
 
     def _unknown_tool(self, name: str) -> ToolCallFinding:
         names = list(self._registry.tools)
-        # A stable sort by similarity, like the seed's: ties keep registry order.
+        # A stable sort by similarity, like the source's: ties keep registry order.
         scored = sorted(((difflib.SequenceMatcher(None, name, n).ratio(), n) for n in names), key=lambda m: -m[0])
+        language = self.language
         if scored and scored[0][0] > 0.6:
-            best = scored[0][1]
-            return ToolCallFinding(
-                kind="tool_name",
-                confidence=0.9,
-                evidence=f"no tool named {name!r}; {best!r} is the closest (similarity {scored[0][0]:.2f})",
-                correction=f"call {best!r}",
+            evidence, correction = (
+                message("tool_close", language, name=name),
+                message("tool_close_fix", language, best=scored[0][1]),
             )
-        return ToolCallFinding(
-            kind="tool_name",
-            confidence=0.95,
-            evidence=f"no tool named {name!r}",
-            # The seed lists the first five, in registry order.
-            correction=f"available tools: {', '.join(names[:5]) or '(none registered)'}",
+            return ToolCallFinding(kind="tool_name", confidence=0.9, evidence=evidence, correction=correction)
+        # The source lists the first five, in registry order.
+        evidence, correction = (
+            message("tool_none", language, name=name),
+            message("tool_none_fix", language, tools=", ".join(names[:5])),
         )
+        return ToolCallFinding(kind="tool_name", confidence=0.95, evidence=evidence, correction=correction)
 
 
-def correction_message(findings: Sequence[ToolCallFinding]) -> str:
-    """Feedback for the agent, so it can correct its call."""
+_ONE_OBJECT = "send the arguments as one JSON object"
+
+
+def _arguments(arguments: Mapping[str, Any] | str) -> Mapping[str, Any] | ToolCallFinding:
+    """The arguments as an object, or the finding that they are not one (beyond the source, which takes a dict)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except (ValueError, RecursionError) as exc:
+            where = f" ({exc.msg} at character {exc.pos})" if isinstance(exc, json.JSONDecodeError) else ""
+            return _parameter(0.95, f"the arguments are not valid JSON{where}", _ONE_OBJECT)
+    if not isinstance(arguments, Mapping):
+        kind = _with_article(_type_name(arguments))
+        return _parameter(0.95, f"the arguments are JSON {kind}, not an object", _ONE_OBJECT)
+    return arguments
+
+
+def correction_message(findings: Sequence[ToolCallFinding], language: MessageLanguage = "en") -> str:
+    """Feedback for the agent, built as the source's `_build_correction_prompt` builds it: an opening line, a blank
+    line, "- evidence" and "  Suggestion: correction" per finding, a blank line and the closing request."""
     if not findings:
-        return "The tool call passed all checks."
-    lines = ["Your tool call was not executed because it has problems:"]
-    for i, finding in enumerate(findings, start=1):
-        lines.append(f"{i}. {finding.evidence}. Fix: {finding.correction}.")
-    lines.append("Send a corrected tool call.")
-    return "\n".join(lines)
+        return message("passed", language)
+    lines = [message("intro", language), ""]
+    for finding in findings:
+        lines.append(f"- {finding.evidence}")
+        if finding.correction:
+            lines.append(f"  {message('suggestion', language)}: {finding.correction}")
+    return "\n".join([*lines, "", message("outro", language)])
 
 
 _CALL_SCHEMA: dict[str, Any] = {
@@ -278,11 +329,12 @@ async def self_correct(
     ends the loop with `error` set (the seed's `corrected: False, error`)."""
     findings = checker.check(call.name, call.arguments)
     if not findings:
-        return CorrectionResult(corrected=call, original=call, suggestion=None, feedback=correction_message([]),
+        return CorrectionResult(corrected=call, original=call, suggestion=None,
+                                feedback=correction_message([], checker.language),
                                 attempts=0, findings=[])  # fmt: skip
     prompt = load_prompt("tool_correction", prompts_dir)
     messages = [*context, ChatMessage(role="assistant", content=call.model_dump_json())]
-    current, feedback, reply = call, correction_message(findings), None
+    current, feedback, reply = call, correction_message(findings, checker.language), None
     for attempt in range(1, max_attempts + 1):
         _, user = prompt.render(correction=feedback, tools=_tools_json(checker.registry, current.name))
         messages.append(ChatMessage(role="user", content=user))
@@ -300,13 +352,13 @@ async def self_correct(
             current = _parse_call(reply)
         except ReplyUnusableError as exc:
             findings = [_parameter(0.95, f"the reply is not a tool call ({exc})", "reply with one tool call")]
-            feedback = correction_message(findings)
+            feedback = correction_message(findings, checker.language)
             continue
         findings = checker.check(current.name, current.arguments)
         if not findings:
             await client.accept(response)
             return CorrectionResult(corrected=current, original=call, suggestion=reply, feedback=feedback,
                                     attempts=attempt, findings=[])  # fmt: skip
-        feedback = correction_message(findings)
+        feedback = correction_message(findings, checker.language)
     return CorrectionResult(corrected=None, original=call, suggestion=reply, feedback=feedback,
                             attempts=max_attempts, findings=findings)  # fmt: skip

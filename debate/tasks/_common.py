@@ -74,7 +74,13 @@ def reference_evidence(reference: Reference | None, ctx: StageContext, notes: li
     configured; else no evidence (knowledge-free, said in a note)."""
     document = as_document(reference)
     if document is not None:
-        return DocumentEvidence(document, retriever=ctx.retriever(), k=ctx.config.retrieval.top_k, cache=ctx.cache)
+        return DocumentEvidence(
+            document,
+            retriever=ctx.retriever(),
+            k=ctx.config.retrieval.top_k,
+            cache=ctx.cache,
+            language=ctx.config.language,
+        )
     backend = ctx.search_backend()
     if backend is not None:
         assert ctx.config.search is not None

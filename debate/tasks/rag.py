@@ -57,8 +57,13 @@ class RagTask:
         if item.reference is None:
             raise InputError("task rag needs the sources as `reference`: {id: text} or [{id, text, parent_id}]")
         sources = sources_from(item.reference)
-        claims = rag_claims(item.response, ctx.config.prefilter.citation_variant)
-        return Plan(claims, ExtractionInfo(method="rag-sentences"), CitedSources(sources),
+        config = ctx.config
+        found = rag_claims(
+            item.response, config.prefilter.citation_variant, min_chars=config.claims.min_chars,
+            max_claims=config.claims.max_claims, language=config.language,
+        )  # fmt: skip
+        notes = found.notes(config.claims.min_chars, config.claims.max_claims)
+        return Plan(found.claims, ExtractionInfo(method="rag-sentences"), CitedSources(sources), notes=notes,
                     sources=sources)  # fmt: skip
 
 

@@ -24,7 +24,7 @@ from debate.types.names import (
 )
 from debate.types.prefilter import PrefilterDecision, PrefilterSummary, ResponseCheck
 from debate.types.rag import CitationReport, JudgeRubric, RagJudgment, RiskAction
-from debate.types.report import ClaimRatios, ClaimVerdict, ExtractionInfo, Report, RunMeta
+from debate.types.report import ClaimRatios, ClaimVerdict, ExtractionInfo, LocatedEvidence, Report, RunMeta
 from debate.types.tools import CorrectionResult, ToolCall, ToolCallFinding
 from debate.types.transcript import CallInfo, DebateResult, Opinion, SentMessage, StateRecord, Turn
 
@@ -50,6 +50,7 @@ __all__ = [
     "GroundingResult",
     "HallucinationCheck",
     "JudgeRubric",
+    "LocatedEvidence",
     "Opinion",
     "PrefilterDecision",
     "PrefilterName",

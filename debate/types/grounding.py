@@ -26,7 +26,9 @@ class GroundingResult(_Model):
     confidence: float = Field(ge=0, le=1)
     """Cited: min(1, 1.5 * use + (0.3 if p1 > 0.7 else 0)); uncited: 0.7 * p1 if p1 > 0.7 else 0.4 * p1."""
     grounded: bool
-    """confidence > 0.45 and (use > 0.15 or uncited)."""
+    """confidence > 0.45 and (use > 0.15 or uncited), and no citation names a source that was not given."""
+    invalid_citations: list[str] = Field(default_factory=list)
+    """Cited ids that name no given source (a missing source supports nothing: the claim is not grounded)."""
     budget: Literal["seed", "strawberry"] = "seed"
     """Which information-budget definition the next fields follow."""
     observed_bits: float
@@ -35,7 +37,7 @@ class GroundingResult(_Model):
     """seed: KL(Ber(p1) || Ber(p0)); strawberry: KL(Ber(target) || Ber(p0)); in bits."""
     budget_gap: float
     """seed: observed - required; strawberry: required - observed; in `unit`."""
-    unit: Literal["bits", "nats"] = "bits"
+    unit: Literal["bits", "nats"] = "nats"
     """Unit of budget_gap."""
     budget_gap_bits: float
     """budget_gap in bits."""
@@ -52,7 +54,7 @@ class GroundedClaim(_Model):
     text: str
     """The claim."""
     citing: list[str]
-    """The source ids it cites (and that were given)."""
+    """The source ids it cites, as written (a cited id that names no given source included)."""
     p1: float = Field(ge=0, le=1)
     """P(YES | full context)."""
     p0: float = Field(ge=0, le=1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -15,7 +15,26 @@ from debate.types.transcript import DebateResult, Opinion
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ClaimRatios", "ClaimVerdict", "ExtractionInfo", "Report", "RunMeta"]
+__all__ = ["ClaimRatios", "ClaimVerdict", "ExtractionInfo", "LocatedEvidence", "Report", "RunMeta"]
+
+
+class LocatedEvidence(_Model):
+    """One evidence sentence a claim's verdict rests on (RefChecker's evidence localization)."""
+
+    evidence: int = Field(ge=0)
+    """Index of the evidence item (in the claim's `evidence`) the sentence is in."""
+    start: int = Field(ge=0)
+    """Where the sentence starts in that item's text."""
+    end: int = Field(ge=0)
+    """Where it ends."""
+    text: str
+    """The sentence."""
+    element: Literal["claim", "subject", "predicate", "object"]
+    """What of the claim it was matched to: the claim text, or one element of its triplet."""
+    score: float
+    """The retriever's similarity (cosine for dense, BM25 score for bm25)."""
+    role: Literal["supports", "contradicts", "related"]
+    """From the claim's label: factual supports, non_factual contradicts, not_enough_evidence related."""
 
 
 class ClaimVerdict(_Model):
@@ -52,6 +71,8 @@ class ClaimVerdict(_Model):
     """`debate`, or the prefilter that was confident enough to decide without one."""
     prefilters: list[PrefilterDecision] = Field(default_factory=list)
     """Every prefilter that looked at the claim, in order."""
+    localized: list[LocatedEvidence] = Field(default_factory=list)
+    """With `localize` on: for each element of the claim, the evidence sentence that matches it best."""
 
     @classmethod
     def unverifiable(
