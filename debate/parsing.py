@@ -62,22 +62,25 @@ _OPEN_ATTEMPTS = 16
 """Opening braces tried as the start of the object, each a fresh scan: bounds the work on a reply of stray braces."""
 
 
-def _balanced_from(text: str, start: int) -> tuple[str | None, bool]:
-    """The first balanced {...} in one scan from `start` (strings respected), and whether the scan reached the
-    end with an object still open. An object closing at depth 0 is returned at once; when the outermost brace never
-    closes, the earliest-opened object that did close is the answer."""
+def _string_step(ch: str, escaped: bool) -> tuple[bool, bool]:
+    """Inside a JSON string: whether the string goes on after `ch`, and whether the next character is escaped."""
+    if escaped:
+        return True, False
+    if ch == "\\":
+        return True, True
+    return ch != '"', False
+
+
+def _balanced_from(text: str, start: int) -> str | None:
+    """The first balanced {...} in one scan from `start` (strings respected). An object closing at depth 0 is
+    returned at once; when the outermost brace never closes, the earliest-opened object that did close is."""
     opened: list[int] = []
     best: tuple[int, int] | None = None
     in_string = escaped = False
     for i in range(start, len(text)):
         ch = text[i]
         if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
+            in_string, escaped = _string_step(ch, escaped)
         elif ch == '"':
             in_string = True
         elif ch == "{":
@@ -85,10 +88,10 @@ def _balanced_from(text: str, start: int) -> tuple[str | None, bool]:
         elif ch == "}" and opened:
             begin = opened.pop()
             if not opened:
-                return text[begin : i + 1], False
+                return text[begin : i + 1]
             if best is None or begin < best[0]:
                 best = (begin, i + 1)
-    return (text[best[0] : best[1]] if best else None), bool(opened)
+    return text[best[0] : best[1]] if best else None
 
 
 def _first_json_object(text: str) -> str | None:
@@ -98,7 +101,7 @@ def _first_json_object(text: str) -> str | None:
     for _ in range(_OPEN_ATTEMPTS):
         if start == -1:
             return None
-        found, _still_open = _balanced_from(text, start)
+        found = _balanced_from(text, start)
         if found is not None:
             return found
         start = text.find("{", start + 1)
@@ -125,12 +128,7 @@ def _pythonish_to_json(candidate: str) -> str:
         ch = candidate[i]
         if in_string:
             out.append(ch)
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
+            in_string, escaped = _string_step(ch, escaped)
             i += 1
             continue
         if ch == '"':

@@ -87,13 +87,23 @@ async def test_summarization_item_end_to_end(embedded_server: str) -> None:
         report = await verifier.verify(summary, reference=record["document"], task="summarization")
     assert report.task == "summarization" and report.extraction.method == "llm-sentences"
     assert 1 <= len(report.claims) <= 2
-    document = record["document"]
+    document = " ".join(record["document"].split())
+    calls = 1
     for claim in report.claims:
         assert len(claim.evidence) == 10
         assert all(e.kind == "document" and e.text in document for e in claim.evidence)
-        assert claim.status == "verified" and claim.debate is not None and claim.debate.rounds == 1
-    assert report.usage.llm_calls == 1 + 4 * len(report.claims)
-    assert report.score is not None and report.verdict in ("factual", "non_factual")
+        assert claim.debate is not None
+        if claim.status == "verified":
+            assert claim.debate.rounds == 1
+            calls += 4
+        else:
+            # The 135M model sometimes runs a constrained reply to the token limit (cut mid-string): the bounded
+            # re-asks happen and the claim is unverifiable, never guessed.
+            assert claim.failure is not None and claim.failure.kind == "reply_unusable"
+            calls += claim.debate.states[0].turns[0].call.attempts
+    assert any(c.status == "verified" for c in report.claims)
+    assert report.usage.llm_calls == calls
+    assert report.score is not None and report.verdict in ("factual", "non_factual", "unverifiable")
 
 
 async def test_logprob_prefilter_reads_real_logprobs_from_llama_cpp(embedded_server: str) -> None:

@@ -85,3 +85,20 @@ async def test_a_citation_to_a_source_that_was_not_given_is_never_grounded(p0: f
     assert check.hallucination_check is not None and check.hallucination_check.grounded_claims == 0
     redacted = [c.request.messages[-1].content for c in client.calls if c.request.purpose == "grounding"]
     assert all("[REDACTED]" not in text for text in redacted)  # nothing of S0-S2 is cited, nothing is redacted
+
+
+async def test_the_ten_claim_cap_of_the_source_is_said_where_the_block_is_read() -> None:
+    """Seed 002 "Limits": at most 10 claims verified per response; the eleventh and twelfth are debated, unscored,
+    and the response's logprob line says so."""
+    answer = " ".join(f"Sentence number {i} is a claim of its own [S0]." for i in range(12))
+    client = ScriptedChatClient({"grounding": [yes_no_response(0.9), yes_no_response(0.2)] * 10,
+                                 "debate": [op(True)] * 12})  # fmt: skip
+    config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0),
+                            prefilter=PrefilterConfig(prefilters=["logprob"]))  # fmt: skip
+    async with Verifier(config=config, client=client) as verifier:
+        report = await verifier.verify(answer, reference={"S0": "Numbers."}, task="rag")
+    assert len(report.claims) == 12 and client.remaining == 0
+    assert report.prefilter is not None
+    [check] = [c for c in report.prefilter.checks if c.name == "logprob"]
+    assert check.hallucination_check is not None and check.hallucination_check.total_claims == 10
+    assert "2 claim(s) beyond the first 10 were not scored" in check.reason

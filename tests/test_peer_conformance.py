@@ -3,8 +3,8 @@
 generated inputs. Their modules are loaded from the installed files one by one, because the packages' own
 `__init__` imports models and SDKs we do not install; the functions used import nothing of that.
 
-RefChecker's evaluation script is not in its package: its outputs on generated inputs are recorded once in
-tests/fixtures/peers/refchecker_evaluate.json (tests/fixtures/peers/README.md has the command that made them).
+RefChecker's evaluation script and HaluEval's are in no package: their outputs on generated inputs are recorded once
+in tests/fixtures/peers/ (its README.md has the commands that made them).
 
 Without the packages these tests skip, except where DEBATE_REQUIRE_PEERS=1 (CI), where a missing one fails."""
 
@@ -69,7 +69,10 @@ def _peer_module(
 
 def _serper_body(rng: random.Random) -> dict[str, Any]:
     words = ["Paris", "capital", "France", "1889", "tower", "Eiffel", "\n", "river", ""]
-    text = lambda: " ".join(rng.choice(words) for _ in range(rng.randint(0, 5)))  # noqa: E731
+
+    def text() -> str:
+        return " ".join(rng.choice(words) for _ in range(rng.randint(0, 5)))
+
     body: dict[str, Any] = {"organic": []}
     if rng.random() < 0.3:
         box: dict[str, Any] = {}
@@ -176,4 +179,17 @@ def test_refchecker_evaluation_rates_match_the_recorded_outputs_of_its_script() 
             got = None if value is None else value * 100
             if (expected is None) != (got is None) or (got is not None and abs(got - expected) > 1e-9):
                 mismatches.append((case["ys"], key, expected, got))
+    assert mismatches == []
+
+
+# --- HaluEval: its judge-reply reading (evaluation/evaluate.py, recorded) --------------------------------------------
+
+
+def test_halueval_reply_reading_matches_the_recorded_outputs_of_its_script() -> None:
+    from experiments.methods import halueval_judgement
+
+    recorded = json.loads((FIXTURES / "halueval_judgements.json").read_text(encoding="utf-8"))
+    assert len(recorded["cases"]) == 3000
+    read = {None: "failed!", True: "Yes", False: "No"}
+    mismatches = [c for c in recorded["cases"] if read[halueval_judgement(c["reply"])] != c["judgement"]]
     assert mismatches == []

@@ -299,6 +299,9 @@ class LogprobPrefilter:
     def prompt_hashes(self) -> dict[str, str]:
         return {"grounding": self._check.prompt_hash}
 
+    def _beyond(self) -> str:
+        return f"beyond the first {self._config.max_claims} claims of the response"
+
     def _no_logprobs(self, usage: Usage) -> PrefilterDecision:
         if not self.logprobs_unavailable:
             log.warning(_NO_LOGPROBS)
@@ -316,7 +319,7 @@ class LogprobPrefilter:
         if len(claim.text) < cfg.min_chars:
             return self._skip(f"shorter than {cfg.min_chars} characters")
         if index >= cfg.max_claims:
-            return self._skip(f"beyond the first {cfg.max_claims} claims of the response")
+            return self._skip(self._beyond())
         if plan.sources is not None:
             context = {s.id: s.text for s in plan.sources}
             cited = set(claim.citations)
@@ -370,6 +373,9 @@ class LogprobPrefilter:
             return None
         risk: RiskLevel = "low" if block.overall_grounded else "high"
         reason = block.warning or f"{block.grounded_claims} of {block.total_claims} claims grounded"
+        beyond = sum(1 for v in verdicts for d in v.prefilters if d.name == self.name and d.reason == self._beyond())
+        if beyond:
+            reason += f"; {beyond} claim(s) beyond the first {self._config.max_claims} were not scored (the cap)"
         return ResponseCheck(name=self.name, risk_level=risk, reason=reason, hallucination_check=block)
 
     def note(self) -> str | None:
