@@ -326,7 +326,8 @@ class LogprobPrefilter:
             cited_ids = [
                 s.id for s in plan.sources if s.id in cited or (s.parent_id is not None and s.parent_id in cited)
             ]
-            invalid = [c for c in claim.citations if c not in known_source_ids(plan.sources)]
+            known = known_source_ids(plan.sources)
+            invalid = [c for c in claim.citations if c not in known]
             result, usage = await self._check.check_claim(claim.text, cited_ids, context, site=site, invalid=invalid)
         else:
             # Outside RAG answers the check's only use is deciding (there is no grounding report to fill), so it
