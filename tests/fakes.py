@@ -35,6 +35,8 @@ class Reply:
     body: str | None = None
     """A raw 200 body sent as is (HTML, truncated JSON, ...) instead of a completion."""
     content_type: str = "application/json"
+    hold: threading.Event | None = None
+    """When set, the reply waits (up to 60 s) for this event: a writer kept busy for as long as a test needs."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,8 @@ class FakeOpenAI:
                     reply = self.script.pop(0)
                 else:
                     reply = Reply(status=599, error_message="fake server script exhausted")
+            if reply.hold is not None:
+                await asyncio.to_thread(reply.hold.wait, 60)
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
             if reply.body is not None:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -109,8 +110,11 @@ def test_a_second_writer_on_the_same_output_is_refused(tmp_path: Path) -> None:
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     _items(source, 6)
 
+    second_done = threading.Event()
+
     def slow(body: dict[str, Any]) -> Reply:
-        return Reply(content=op(True), delay_s=0.3)
+        # the first writer stays busy until the second has been refused, however slow a loaded machine starts it
+        return Reply(content=op(True), hold=second_done)
 
     with FakeOpenAI(responder=slow) as server:
         args = [sys.executable, "-m", "debate.cli", "verify", "--input", str(source), "--output", str(out),
@@ -122,7 +126,10 @@ def test_a_second_writer_on_the_same_output_is_refused(tmp_path: Path) -> None:
         while time.monotonic() < deadline and not (lock.exists() and lock.read_text().strip()):
             time.sleep(0.05)
         started = time.monotonic()
-        second = _batch(source, out, server.base_url)
+        try:
+            second = _batch(source, out, server.base_url)
+        finally:
+            second_done.set()
         assert time.monotonic() - started < 20
         assert second.returncode == 2, second.stderr
         assert f"being written by another process (PID {first.pid})" in second.stderr
