@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import signal
+import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["gather_ordered", "ordered_map", "run_blocking"]
+__all__ = ["Terminated", "cancel_on_sigterm", "gather_ordered", "ordered_map", "run_blocking"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,51 @@ async def gather_ordered(items: Iterable[T], fn: Callable[[T], Awaitable[R]], *,
     return [result async for result in ordered_map(items, fn, limit=limit)]
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived while `run_blocking` ran with `cancel_on_sigterm`: the work was cancelled as a Ctrl-C
+    cancels it, so everything unwound in order (the embedded model stopped, finished records kept)."""
+
+
+_SIGTERM_CANCELS = False
+
+
+def cancel_on_sigterm(enabled: bool = True) -> None:
+    """Make SIGTERM cancel the work of `run_blocking` as Ctrl-C does (the CLI's choice; a library leaves the
+    process's signal handling alone). Raising from a signal handler at an arbitrary point of the event loop would
+    tear through asyncio and autogen instead, and print their shutdown errors."""
+    global _SIGTERM_CANCELS
+    _SIGTERM_CANCELS = enabled
+
+
+async def _cancelled_by_sigterm(work: Coroutine[Any, Any, R], terminated: list[bool]) -> R:
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    if task is None or threading.current_thread() is not threading.main_thread():
+        return await work
+
+    def terminate() -> None:
+        terminated.append(True)
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, terminate)
+    try:
+        return await work
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _run(work: Coroutine[Any, Any, R]) -> R:
+    if not _SIGTERM_CANCELS:
+        return asyncio.run(work)
+    terminated: list[bool] = []
+    try:
+        return asyncio.run(_cancelled_by_sigterm(work, terminated))
+    except asyncio.CancelledError:
+        if terminated:
+            raise Terminated from None
+        raise
+
+
 def run_blocking(work: Coroutine[Any, Any, R]) -> R:
     """Run a coroutine to completion from synchronous code: `asyncio.run` normally; inside a running event loop
     (Jupyter, an async test), on a worker thread with its own loop, blocking until it is done.
@@ -62,7 +109,7 @@ def run_blocking(work: Coroutine[Any, Any, R]) -> R:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(work)
+            return _run(work)
         log.info("called inside a running event loop: running in a worker thread (await the async form to avoid)")
         with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="debate-sync") as pool:
             return pool.submit(asyncio.run, work).result()

@@ -117,6 +117,9 @@ class ModelConfig(_Config):
     """auto: try json_schema, fall back to llama.cpp's json_object+schema, then plain prompting."""
     max_concurrency: int = Field(default=4, ge=1)
     """Model requests in flight at once: the one limit on model calls (a slot is held for one HTTP attempt)."""
+    max_string_chars: int | None = Field(default=None, ge=16)
+    """Bound every string of a structured reply to this many characters, and raise the token limit to the schema's
+    worst case, so a grammar-constrained reply always closes (the embedded model: 300)."""
 
     @field_validator("base_url")
     @classmethod

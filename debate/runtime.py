@@ -10,7 +10,7 @@ from debate.config import ModelConfig, VerifierConfig
 from debate.errors import InputError
 from debate.llm import ChatClient
 from debate.llm.cache import CachingChatClient
-from debate.llm.embedded import EMBEDDED_MODEL_NAME, EmbeddedServer
+from debate.llm.embedded import EMBEDDED_MAX_STRING_CHARS, EMBEDDED_MODEL_NAME, EmbeddedServer
 from debate.llm.openai_client import OpenAIChatClient
 from debate.provenance import git_commit, package_version
 from debate.retrieval import RetrievalCache
@@ -162,6 +162,8 @@ class Runtime:
                     else model_config.structured_output,
                     # One model instance answers one request at a time; more in flight only queue.
                     "max_concurrency": 1,
+                    # A 135M model under a grammar can write one string until the token limit cuts the reply.
+                    "max_string_chars": model_config.max_string_chars or EMBEDDED_MAX_STRING_CHARS,
                 }
             )
         client = OpenAIChatClient(config=model_config)
@@ -171,7 +173,7 @@ class Runtime:
 
     def _wrap_in_cache(self, path: str) -> None:
         settings = self.model_config.model_dump(
-            mode="json", include={"temperature", "max_tokens", "seed", "structured_output"}
+            mode="json", include={"temperature", "max_tokens", "seed", "structured_output", "max_string_chars"}
         )
         endpoint = self.model_config.base_url or "scripted"
         if self.embedded:

@@ -18,7 +18,7 @@ from debate.cli import (
     progress_bar,
     verifier_config,
 )
-from debate.cli.conventions import err
+from debate.cli.conventions import err, kept_records, on_interrupt
 from debate.concurrency import run_blocking
 from debate.config import ClaimConfig, VerifierConfig
 from debate.extras import require_extra
@@ -203,6 +203,7 @@ def duration(seconds: float) -> str:
 
 def run_one(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None) -> tuple[Path, dict[str, Any]]:
     run_dir = open_run_dir(spec, out=out if out is not None else args.out, runs_root=args.runs_root)
+    on_interrupt(kept_records(run_dir / "results.jsonl"))
     if args.backend == "ray":
         require_extra("ray", "--backend ray")
         from experiments.ray_backend import run_with_ray

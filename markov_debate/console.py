@@ -12,6 +12,6 @@ def main() -> int:
     try:
         from debate import cli
     except KeyboardInterrupt:
-        sys.stderr.write("debate: interrupted; finished records are kept\n")
+        sys.stderr.write("debate: interrupted\n")
         return 130
     return cli.main()

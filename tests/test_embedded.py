@@ -176,8 +176,8 @@ async def test_cancelling_at_any_point_leaves_no_llama_process(cancel_after_s: f
 
 
 @pytest.mark.parametrize(("signum", "code", "line"), [
-    (signal.SIGINT, 130, "debate: interrupted; finished records are kept"),  # Ctrl-C during start-up
-    (signal.SIGTERM, 143, "debate: terminated; finished records are kept"),
+    (signal.SIGINT, 130, "debate: interrupted"),  # Ctrl-C during start-up
+    (signal.SIGTERM, 143, "debate: terminated"),
     (signal.SIGKILL, -9, None),  # no chance to clean up: the kernel ends the server with its parent (Linux)
 ])  # fmt: skip
 def test_a_signal_during_startup_leaves_no_llama_process(signum: int, code: int, line: str | None) -> None:
@@ -200,3 +200,16 @@ def test_a_signal_during_startup_leaves_no_llama_process(signum: int, code: int,
     if line is not None:
         assert err.decode().strip().splitlines()[-1] == line and b"Traceback" not in err
     assert _wait_gone(started) == set()
+
+
+def test_the_tour_shows_a_finished_debate_on_the_embedded_model() -> None:
+    """Bounded strings in the grammar and a token limit that fits the schema: the 135M model's replies always
+    close, so the tour's debate runs to its end and prints its chain (its verdict is the model's, not checked)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "DEBATE_MODEL")}
+    done = subprocess.run([sys.executable, "-m", "debate.cli", "tour"], capture_output=True, text=True,
+                          timeout=900, env=env | {"COLUMNS": "200"})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "the machinery, not the method's accuracy" in done.stderr
+    assert "chain: S0 (initial said" in done.stdout, done.stdout
+    assert "stopped: consensus" in done.stdout or "stopped: max_rounds" in done.stdout, done.stdout
+    assert "unverifiable" not in done.stdout and "no JSON object" not in done.stdout, done.stdout

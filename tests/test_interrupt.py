@@ -15,11 +15,17 @@ import pytest
 from conftest import cli_env, op, sigint_default
 from fakes import FakeOpenAI, Reply
 
-INTERRUPTED = "debate: interrupted; finished records are kept"
+INTERRUPTED = "debate: interrupted"
+ANY_LINE = ""
+"""For _interrupt: the caller checks the last line itself."""
 
 
 def _slow(body: dict[str, Any]) -> Reply:
     return Reply(content=op(True), delay_s=0.4)
+
+
+def _stuck(body: dict[str, Any]) -> Reply:
+    return Reply(content=op(True), delay_s=30)
 
 
 def _start(args: list[str]) -> subprocess.Popen[str]:
@@ -33,14 +39,19 @@ def _start(args: list[str]) -> subprocess.Popen[str]:
     )
 
 
-def _interrupt(proc: subprocess.Popen[str]) -> str:
-    proc.send_signal(signal.SIGINT)
+def _interrupt(proc: subprocess.Popen[str], signum: int = signal.SIGINT, line: str = INTERRUPTED) -> str:
+    """Send the signal; the command ends with exactly `line` (its last), its exit code, and no noise. The endpoint's
+    replies take longer than the 10 s allowed here, so a command that waited for one would fail."""
+    sent = time.monotonic()
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    waited = time.monotonic() - sent
+    assert proc.returncode == (143 if signum == signal.SIGTERM else 130), err
     lines = err.strip().splitlines()
-    assert lines[-1] == INTERRUPTED, err
-    for noise in ("Traceback", "ERROR", "CancelledError", "KeyboardInterrupt"):
+    assert line == ANY_LINE or lines[-1] == line, err
+    for noise in ("Traceback", "ERROR", "CancelledError", "KeyboardInterrupt", "task_done", "Exception"):
         assert noise not in err, err
+    assert waited < 10, f"{waited:.1f} s to stop: it waited for the endpoint"
     return err
 
 
@@ -97,8 +108,12 @@ def test_ctrl_c_during_start_up(after_s: float) -> None:
     _interrupt(proc)
 
 
-def test_ctrl_c_mid_debate() -> None:
-    with FakeOpenAI(responder=_slow) as server:
+@pytest.mark.parametrize(("signum", "line"), [(signal.SIGINT, INTERRUPTED), (signal.SIGTERM, "debate: terminated")])
+def test_a_signal_mid_debate_is_one_line_and_does_not_wait_for_the_endpoint(signum: int, line: str) -> None:
+    """Nothing was written, so nothing is said to be kept; SIGTERM cancels the work as Ctrl-C does (no asyncio or
+    autogen shutdown errors)."""
+    replies = iter([Reply(content=op(True))])
+    with FakeOpenAI(responder=lambda body: next(replies, None) or _stuck(body)) as server:
         proc = _start(
             [
                 "verify",
@@ -115,7 +130,19 @@ def test_ctrl_c_mid_debate() -> None:
             ]
         )
         _wait(lambda: len(server.requests) >= 2)  # the initial agent answered, the chain is running
-        _interrupt(proc)
+        _interrupt(proc, signum, line)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_before_any_record_says_none_was_kept(tmp_path: Path, signum: int) -> None:
+    source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    _items(source, 4)
+    with FakeOpenAI(responder=_stuck) as server:
+        proc = _start(["verify", "--input", str(source), "--output", str(out), "--base-url", server.base_url,
+                       "--model", "fake-model"])  # fmt: skip
+        _wait(lambda: len(server.requests) >= 1)
+        how = "terminated" if signum == signal.SIGTERM else "interrupted"
+        _interrupt(proc, signum, f"debate: {how}; no record was finished")
 
 
 def test_ctrl_c_mid_batch_keeps_finished_records_and_resumes(tmp_path: Path) -> None:
@@ -137,8 +164,10 @@ def test_ctrl_c_mid_batch_keeps_finished_records_and_resumes(tmp_path: Path) -> 
     with FakeOpenAI(responder=_slow) as server:
         proc = _start([*args, "--base-url", server.base_url, "--model", "fake-model"])
         _wait(lambda: out.exists() and out.read_text().count("\n") >= 2)
-        _interrupt(proc)
+        err = _interrupt(proc, line=ANY_LINE)
         kept = [json.loads(line) for line in out.read_text().splitlines()]
+        said = f"debate: interrupted; {len(kept)} finished record(s) kept in {out}; run the same command to resume"
+        assert err.strip().splitlines()[-1] == said
         assert 2 <= len(kept) < 12 and all(r["result"]["verdict"] == "factual" for r in kept)
         assert not out.with_name(out.name + ".lock").exists()
         again = subprocess.run(

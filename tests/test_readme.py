@@ -1,10 +1,11 @@
-"""Every code block of README.md runs, so the README cannot drift from the code.
+"""Every code block of README.md and of the docs site (docs/, in mkdocs.yml's nav order) runs, so neither can drift
+from the code.
 
-Blocks run in README order in one working directory (so a file the tour writes is there for later blocks), with
-`debate` against a scripted OpenAI-compatible endpoint on 127.0.0.1: OPENAI_BASE_URL points at it and every
-`http(s)://.../v1` in a block is replaced by its URL (the README's examples name OpenAI, vLLM and Ollama). The
-endpoint routes by the X-Debate-Purpose header each request declares; its agents judge a claim false when it
-carries one of the README's wrong answers ("1925", "Marlowe"). What each kind of block gets:
+The README's blocks run in README order in one working directory, the docs pages' in another (so a file an earlier
+block writes is there for later blocks), with `debate` against a scripted OpenAI-compatible endpoint on 127.0.0.1:
+OPENAI_BASE_URL points at it and every `http(s)://.../v1` in a block is replaced by its URL (the README's examples
+name OpenAI, vLLM and Ollama). The endpoint routes by the X-Debate-Purpose header each request declares; its agents
+judge a claim false when it carries one of the README's wrong answers ("1925", "Marlowe"). What each kind of block gets:
 
 - `bash`: run with `bash -e -o pipefail`; it must exit 0 (blocks that gate on exit 3 say so themselves).
 - `python`: run as a script; a block defining `test_*` functions is run by plain pytest with no endpoint configured
@@ -52,14 +53,30 @@ class Block:
     lang: str
     marker: str
     body: str
+    path: str = "README.md"
+
+
+def doc_blocks(path: Path) -> list[Block]:
+    text = path.read_text()
+    where = path.relative_to(ROOT)
+    return [
+        Block(text.count("\n", 0, m.start()) + 1, m["lang"], (m["marker"] or "").strip(), m["body"], str(where))
+        for m in _BLOCK.finditer(text)
+    ]
 
 
 def readme_blocks() -> list[Block]:
-    text = (ROOT / "README.md").read_text()
-    return [
-        Block(text.count("\n", 0, m.start()) + 1, m["lang"], (m["marker"] or "").strip(), m["body"])
-        for m in _BLOCK.finditer(text)
-    ]
+    return doc_blocks(ROOT / "README.md")
+
+
+def docs_pages() -> list[Path]:
+    """The docs pages in the site's nav order (a page's blocks may use a file an earlier page made)."""
+    nav = re.findall(r"^\s*- (?:[^:\n]+: )?([\w-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    return [ROOT / "docs" / name for name in nav]
+
+
+def docs_blocks() -> list[Block]:
+    return [block for page in docs_pages() for block in doc_blocks(page)]
 
 
 def _respond(unknown: list[str]) -> Any:
@@ -108,15 +125,29 @@ def _run(cmd: list[str], work: Path, env: dict[str, str], block: Block, timeout:
 
 
 def _rewrite(body: str, base_url: str) -> str:
-    return re.sub(r"https?://[A-Za-z0-9.\-]+(?::\d+)?/v1\b", base_url, body)
+    # an API root: a host, an optional port and path prefix (Azure's /openai), then /v1
+    return re.sub(r"https?://[A-Za-z0-9.\-]+(?::\d+)?(?:/[A-Za-z0-9_\-]+)*?/v1\b", base_url, body)
 
 
 def test_every_readme_block_runs(tmp_path: Path) -> None:
-    """Blocks run in an empty folder: every file an example reads is made by a block the reader sees. The benchmark
-    data comes from the README's own `debate data fetch`, served by a local mirror of the test fixtures."""
-    assert shutil.which("debate"), "the debate command is not installed (pip install -e .)"
+    """Blocks run in an empty folder: every file an example reads is made by a block the reader sees."""
     blocks = readme_blocks()
-    assert len(blocks) >= 20
+    assert len(blocks) >= 4
+    server = _run_all(blocks, tmp_path)
+    assert len(server.requests) > 5  # the blocks really ran the engine
+
+
+def test_every_docs_block_runs(tmp_path: Path) -> None:
+    """The docs pages' blocks, in nav order, in one empty folder. The benchmark data comes from the docs' own
+    `debate data fetch`, served by a local mirror of the test fixtures."""
+    blocks = docs_blocks()
+    assert len(blocks) >= 45
+    server = _run_all(blocks, tmp_path)
+    assert len(server.requests) > 100  # the blocks really ran the engine
+
+
+def _run_all(blocks: list[Block], tmp_path: Path) -> PurposeServer:
+    assert shutil.which("debate"), "the debate command is not installed (pip install -e .)"
     work = tmp_path / "work"
     work.mkdir()
     server = PurposeServer()
@@ -137,16 +168,16 @@ def test_every_readme_block_runs(tmp_path: Path) -> None:
                 try:
                     desk_url, started = _run_block(block, work, env, server, desk_url, tmp_path)
                 except (AssertionError, subprocess.TimeoutExpired, OSError) as exc:
-                    failures.append(f"README line {block.line} ({block.lang or 'text'}): {exc}")
+                    failures.append(f"{block.path} line {block.line} ({block.lang or 'text'}): {exc}")
                     continue
                 desk = started or desk
         finally:
             if desk is not None:
                 desk.terminate()
                 desk.wait(timeout=30)
-    assert not failures, f"{len(failures)} README block(s) failed:\n\n" + "\n\n".join(failures)
-    assert server.unknown == [], f"requests the README endpoint could not answer: {sorted(set(server.unknown))}"
-    assert len(server.requests) > 100  # the blocks really ran the engine
+    assert not failures, f"{len(failures)} block(s) failed:\n\n" + "\n\n".join(failures)
+    assert server.unknown == [], f"requests the endpoint could not answer: {sorted(set(server.unknown))}"
+    return server
 
 
 def _run_block(
@@ -180,18 +211,22 @@ def _run_block(
         assert "Traceback" not in out and "Internal Server Error" not in out, out
     elif block.lang == "python" and "def test_" in body:
         # as a user runs it: plain pytest, nothing configured, so the test's debate_script marker answers
-        script = work / f"test_readme_block_{block.line}.py"
+        script = work / f"test_readme_block_{_slug(block)}.py"
         script.write_text(body)
         offline = {k: v for k, v in env.items() if k != "OPENAI_BASE_URL"}
         _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", script.name], work, offline, block)
     elif block.lang == "python":
-        script = work / f"readme_block_{block.line}.py"
+        script = work / f"readme_block_{_slug(block)}.py"
         script.write_text(body)
         _run([sys.executable, script.name], work, env, block)
     elif block.lang in ("toml", "json"):
         raise AssertionError(f"a {block.lang} block with no readme marker")
     # any other block (text) is an output excerpt
     return desk_url, None
+
+
+def _slug(block: Block) -> str:
+    return re.sub(r"\W", "_", f"{Path(block.path).stem}_{block.line}")
 
 
 def _wait_for(url: str) -> None:
@@ -237,7 +272,7 @@ def _check_layout(body: str) -> None:
 
 
 def test_block_parser_sees_markers() -> None:
-    kinds = {b.marker for b in readme_blocks()}
+    kinds = {b.marker for b in readme_blocks() + docs_blocks()}
     assert {"setup", "serve", "report-schema", "layout"} <= kinds
     assert any(k.startswith("file ") for k in kinds)
     assert os.path.basename(__file__) == "test_readme.py"

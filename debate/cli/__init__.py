@@ -24,12 +24,15 @@ from debate.cli.conventions import (
     add_command_group,
     err,
     examples,
+    interrupted_line,
     log_handler,
+    on_interrupt,
     package_version,
     progress_bar,
     walk,
 )
 from debate.cli.options import add_verifier_arguments, items_in_flight, secret_from_file, verifier_config
+from debate.concurrency import Terminated, cancel_on_sigterm
 from debate.errors import DebateError, InputError, UsageError
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "examples",
     "items_in_flight",
     "main",
+    "on_interrupt",
     "progress_bar",
     "secret_from_file",
     "verifier_config",
@@ -84,28 +88,22 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-INTERRUPTED = "debate: interrupted; finished records are kept"
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where Ctrl-C would be, so that a `kill` stops the same orderly way: tasks are cancelled,
-    the embedded model server is stopped, finished records are kept."""
-
-
 def _on_sigterm(signum: int, frame: object) -> None:
-    raise _Terminated
+    # Outside the event loop (imports, argparse, writing the output): stop where we are, as Ctrl-C would.
+    raise Terminated
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one `debate` command; Ctrl-C at any moment is one line and exit 130."""
+    """Run one `debate` command; Ctrl-C (exit 130) or SIGTERM (143) at any moment is one line."""
     try:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _on_sigterm)
+            cancel_on_sigterm()
         return _main(argv)
     except KeyboardInterrupt as exc:
         logging.disable(logging.CRITICAL)  # nothing the shutdown logs after this is news to the user
-        terminated = isinstance(exc, _Terminated)
-        print(INTERRUPTED.replace("interrupted", "terminated") if terminated else INTERRUPTED, file=sys.stderr)
+        terminated = isinstance(exc, Terminated)
+        print(interrupted_line("terminated" if terminated else "interrupted"), file=sys.stderr)
         return 143 if terminated else 130
 
 

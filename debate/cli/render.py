@@ -11,13 +11,23 @@ from debate.chain import MarkovChain, explain_moves, load_chain
 from debate.errors import DebateError
 from debate.types import ClaimVerdict, Report
 
-__all__ = ["render_report"]
+__all__ = ["SEVERITY", "render_report", "severity_text"]
 
 
 _COLOUR = {
     "factual": "green", "non_factual": "red", "not_enough_evidence": "magenta", "unverifiable": "yellow",
     "no_claims": "blue",
 }  # fmt: skip
+
+
+SEVERITY = ("no error", "minor", "moderate", "significant", "severe", "made up")
+"""The paper's 0-5 error severity scale (prompts/paper/severity_rubric.txt), in one word per level."""
+SEVERITY_KEY = "sev: error severity, the agents' 0-5 rating: " + ", ".join(f"{n} {w}" for n, w in enumerate(SEVERITY))
+
+
+def severity_text(severity: int | None) -> str:
+    """A severity as the reader needs it: the number and what it means on the scale."""
+    return "-" if severity is None else f"{severity}/5 ({SEVERITY[severity] if 0 <= severity < 6 else '?'})"
 
 
 def _excerpt(text: str, limit: int = 90) -> str:
@@ -33,14 +43,15 @@ def _claim_label(claim: ClaimVerdict) -> str:
     return claim.status if claim.status == "unverifiable" or claim.label is None else claim.label
 
 
-def render_report(report: Report, console: Console, *, brief: bool = False, show_prompts: bool = False) -> None:
+def render_report(report: Report, console: Console, *, brief: bool = False, show_prompts: bool = False,
+                  banner: str | None = None) -> None:  # fmt: skip
     """The readable report, in the order an auditor reads it: the verdict, a summary of every claim with where it
     sits in the response, then (unless `brief`) per claim the evidence the agents saw, the chain with why it
-    moved, and the opinions."""
+    moved, and the opinions. A `banner` (e.g. that the agents were simulated) is in the verdict's own title."""
     score = "n/a" if report.score is None else f"{report.score:.2f}"
     colour = _COLOUR[report.verdict]
     console.print(Panel.fit(f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  (rollup {report.rollup})",
-                         title="verdict"))  # fmt: skip
+                         title="verdict" if banner is None else f"verdict: {banner}"))  # fmt: skip
     _plain(console, f"task: {report.task}   claims: {len(report.claims)} ({report.extraction.method})")
     if report.failure is not None:
         _plain(console, f"failed ({report.failure.kind}, {report.failure.stage}): {report.failure.message}")
@@ -60,6 +71,7 @@ def render_report(report: Report, console: Console, *, brief: bool = False, show
                 claim.decided_by, escape(_excerpt(claim.text, 70)), escape(where),
             )  # fmt: skip
         console.print(summary)
+        _plain(console, SEVERITY_KEY)
     for dropped in report.extraction.dropped:
         _plain(console, f"dropped (nothing in the response supports it): {dropped!r}")
     if brief:
@@ -116,8 +128,9 @@ def _render_claim(
         kind = f" ({claim.failure.kind})" if claim.failure is not None else ""
         console.print(f"  [yellow]unverifiable[/]{kind}: {escape(claim.reason or '')}", highlight=False)
     else:
-        console.print(f"  [{_COLOUR.get(label, 'white')}]{label}[/]   error severity: {claim.error_severity}"
-                   f"   decided by: {claim.decided_by}")  # fmt: skip
+        severity = severity_text(claim.error_severity)
+        console.print(f"  [{_COLOUR.get(label, 'white')}]{label}[/]   error severity: {severity}"
+                      f"   decided by: {claim.decided_by}")  # fmt: skip
     if claim.evidence:
         _plain(console, f"  evidence ({len(claim.evidence)}):")
         for number, item in enumerate(claim.evidence, 1):

@@ -13,7 +13,16 @@ from rich.progress import TextColumn
 
 from debate.api import Verifier
 from debate.batch import BatchSummary, count_pending, run_batch
-from debate.cli.conventions import EXIT_CODES, add_command, err, examples, out, progress_bar
+from debate.cli.conventions import (
+    EXIT_CODES,
+    add_command,
+    err,
+    examples,
+    kept_records,
+    on_interrupt,
+    out,
+    progress_bar,
+)
 from debate.cli.options import add_verifier_arguments, items_in_flight, read_json, read_text_arg, verifier_config
 from debate.cli.render import render_report
 from debate.concurrency import run_blocking
@@ -209,6 +218,7 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
         paths.write_output_format()
         print(f"done: 0 written, {done} already done -> {paths.output}", file=sys.stderr)
         return 0
+    on_interrupt(kept_records(paths.results_log))
     async with Verifier(config=config) as verifier:
         _model_line(verifier, config)
         summary = await _run_batch(verifier, args, paths)

@@ -23,6 +23,7 @@ from debate.errors import DebateError
 from debate.extras import EMBEDDED_INSTALL
 
 __all__ = [
+    "EMBEDDED_MAX_STRING_CHARS",
     "EMBEDDED_MODEL_NAME",
     "EmbeddedModelError",
     "EmbeddedServer",
@@ -34,6 +35,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
+EMBEDDED_MAX_STRING_CHARS = 300
+"""Every string of the embedded model's structured replies is bounded so (ModelConfig.max_string_chars)."""
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL_HINT = EMBEDDED_INSTALL
 
@@ -241,7 +244,9 @@ class EmbeddedServer:
         if proc is not None and proc.poll() is None:
             proc.terminate()
             try:
-                proc.wait(timeout=10)
+                # uvicorn's graceful shutdown waits for the generation in flight; nothing of this server's state
+                # is worth keeping, and a Ctrl-C must end the command within 2 s.
+                proc.wait(timeout=0.5)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()

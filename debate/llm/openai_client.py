@@ -34,6 +34,7 @@ from debate.llm.base import (
     TopLogprob,
     current_item,
 )
+from debate.llm.bounds import bounded_strings, worst_case_tokens
 from debate.llm.diagnosis import (
     KEY_HINT,
     MODEL_HINT,
@@ -245,11 +246,17 @@ class OpenAIChatClient:
         return {"type": "json_object", "schema": schema}
 
     def _payload(self, request: ChatRequest, mode: StructuredOutputMode) -> bytes:
+        max_tokens = request.max_tokens or self._config.max_tokens
+        bound = self._config.max_string_chars
+        if bound is not None and request.response_schema is not None and mode != "none":
+            schema = bounded_strings(request.response_schema, bound)
+            request = request.model_copy(update={"response_schema": schema})
+            max_tokens = max(max_tokens, worst_case_tokens(schema) or 0)
         body: dict[str, Any] = {
             "model": request.model or self.model_name,
             "messages": _messages(request),
             "temperature": self._config.temperature,
-            "max_tokens": request.max_tokens or self._config.max_tokens,
+            "max_tokens": max_tokens,
         }
         if self._config.seed is not None:
             body["seed"] = self._config.seed

@@ -91,7 +91,9 @@ def load_population(path: Path) -> Population:
 class SimulatedAgents:
     """A ChatClient whose every debate turn is the population's draw."""
 
-    def __init__(self, population: Population, chain: MarkovChain, labels: Mapping[str, bool]) -> None:
+    def __init__(self, population: Population, chain: MarkovChain, labels: Mapping[str, bool], *,
+                 explain: bool = False) -> None:  # fmt: skip
+        self._explain = explain
         self._population = population
         self._chain = chain
         self._labels = labels
@@ -118,9 +120,20 @@ class SimulatedAgents:
         said.append(verdict)
         return verdict
 
+    def opinion(self, role: str, verdict: bool) -> str:
+        """What a simulated turn says: how its verdict was drawn, never an argument no one made."""
+        if not self._explain:
+            return "simulated"
+        r = self._population.role(role)
+        return (f"[simulated {role}] says {str(verdict).lower()}: drawn at its stated rates (true for "
+                f"{r.factual_true:.0%} of factual and {r.hallucinated_true:.0%} of wrong claims; repeats the opinion "
+                f"it is shown {r.conformity:.0%} of the time)")  # fmt: skip
+
     async def complete(self, request: ChatRequest) -> ChatResponse:
         verdict = self.answer(request.purpose, request.site, current_item())
-        text = json.dumps({"opinion": "simulated", "factuality": verdict, "Error severity": 0 if verdict else 3})
+        role = request.purpose.split(":", 1)[-1]
+        text = json.dumps({"opinion": self.opinion(role, verdict), "factuality": verdict,
+                           "Error severity": 0 if verdict else 3})  # fmt: skip
         return ChatResponse(text=text, usage=Usage(llm_calls=1), model="simulated", latency_s=0.0,
                             finish_reason="stop")  # fmt: skip
 
