@@ -16,6 +16,7 @@ from fastapi.templating import Jinja2Templates
 from sqlalchemy.exc import SQLAlchemyError
 
 from debate.provenance import package_version
+from debate.severity import severity_text
 from debate.stages import TASKS
 from debate.types import ReportVerdict
 from desk.deps import html_error, wants_html
@@ -42,6 +43,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     )
     templates = Jinja2Templates(directory=str(_TEMPLATES))
     templates.env.autoescape = True  # every template, whatever its name: nothing a user or model wrote is markup
+    templates.env.filters["severity"] = severity_text
     templates.env.globals.update(version=package_version(), verdicts=get_args(ReportVerdict), tasks=TASKS.names())
 
     @asynccontextmanager

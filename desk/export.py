@@ -62,6 +62,7 @@ _CSV_FIELDS = [
     "audit_id",
     "task",
     "verdict",
+    "reviewed_verdict",
     "claim_id",
     "claim",
     "engine_label",
@@ -75,6 +76,18 @@ _CSV_FIELDS = [
 ]
 
 
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""What makes a spreadsheet read a cell as a formula (OWASP, CSV injection)."""
+
+
+def _cell(value: object) -> object:
+    """A cell a spreadsheet shows as text, never runs: a text starting like a formula gets OWASP's leading single
+    quote (numbers, such as a severity, are left as they are)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
 def _export_csv(store: Store) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=_CSV_FIELDS)
@@ -85,19 +98,23 @@ def _export_csv(store: Store) -> Iterator[str]:
             review = latest.get(claim["claim_id"])
             writer.writerow(
                 {
-                    "audit_id": row.id,
-                    "task": row.task,
-                    "verdict": row.verdict,
-                    "claim_id": claim["claim_id"],
-                    "claim": claim["text"],
-                    "engine_label": engine_label(claim),
-                    "decided_by": claim.get("decided_by", "debate"),
-                    "error_severity": claim.get("error_severity"),
-                    "review_decision": review.decision if review else "",
-                    "review_label": review.label if review else "",
-                    "reviewer": review.reviewer if review else "",
-                    "reviewed_at": review.created_at.isoformat() + "Z" if review else "",
-                    "review_note": review.note if review else "",
+                    key: _cell(value)
+                    for key, value in {
+                        "audit_id": row.id,
+                        "task": row.task,
+                        "verdict": row.verdict,
+                        "reviewed_verdict": row.reviewed_verdict or "",
+                        "claim_id": claim["claim_id"],
+                        "claim": claim["text"],
+                        "engine_label": engine_label(claim),
+                        "decided_by": claim.get("decided_by", "debate"),
+                        "error_severity": claim.get("error_severity"),
+                        "review_decision": review.decision if review else "",
+                        "review_label": review.label if review else "",
+                        "reviewer": review.reviewer if review else "",
+                        "reviewed_at": review.created_at.isoformat() + "Z" if review else "",
+                        "review_note": review.note if review else "",
+                    }.items()
                 }
             )
         yield buffer.getvalue()

@@ -242,7 +242,9 @@ class AuditSummary(BaseModel):
     submitted_by: str
     batch_id: int | None
     verdict: str | None
-    """The report's verdict once done."""
+    """The report's verdict once done (the engine's)."""
+    reviewed_verdict: str | None = None
+    """The verdict with the reviewers' labels, once a review overturned a claim (None: the engine's stands)."""
     question: str | None
     response_excerpt: str
     claims: int

@@ -53,6 +53,8 @@ class AuditRow(Base):
     started_at: Mapped[datetime | None] = mapped_column(DateTime)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
     verdict: Mapped[str | None] = mapped_column(String(40), index=True)
+    reviewed_verdict: Mapped[str | None] = mapped_column(String(40), index=True)
+    """The verdict with the reviewers' labels, once a review overturned a claim (None: the engine's stands)."""
     report_json: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
     llm_calls: Mapped[int] = mapped_column(Integer, default=0)

@@ -80,7 +80,7 @@ def test_submit_run_and_read_back(desk: ThreadedDesk) -> None:
     paged = client.get("/v1/audits", params={"per_page": 1, "page": 2}).json()
     assert paged["total"] == 2 and [i["id"] for i in paged["items"]] == [first]
     assert client.get("/v1/audits/999").status_code == 404
-    assert client.get("/v1/health").json()["schema"] == "0002"
+    assert client.get("/v1/health").json()["schema"] == "0003"
 
 
 def test_reviews_queue_stats_and_exports(desk: ThreadedDesk) -> None:
@@ -108,7 +108,16 @@ def test_reviews_queue_stats_and_exports(desk: ThreadedDesk) -> None:
     stats = client.get("/v1/stats").json()
     assert stats["reviews"] == 2 and stats["agreement"] == 0.5
     assert stats["kappa"] == pytest.approx(0.0)
-    assert stats["by_verdict"] == {"factual": 1, "non_factual": 1} and stats["llm_calls"] == 14
+    # counted as they stand: the overturn made `right` non-factual (the engine's verdict stays in the report)
+    assert stats["by_verdict"] == {"non_factual": 2} and stats["llm_calls"] == 14
+    listed = {a["id"]: a for a in client.get("/v1/audits").json()["items"]}
+    assert (listed[right]["verdict"], listed[right]["reviewed_verdict"]) == ("factual", "non_factual")
+    assert listed[wrong]["reviewed_verdict"] is None  # confirmed: the engine's verdict stands
+    assert client.get("/v1/audits", params={"verdict": "factual"}).json()["total"] == 0
+    page = client.get("/").text
+    assert "after review; engine said factual" in page and page.count('class="badge badge-non_factual"') == 2
+    dashboard = client.get("/dashboard").text
+    assert "By verdict, as reviewed" in dashboard
     assert len(stats["over_time"]) == 1 and stats["over_time"][0]["reviews"] == 2
     assert client.get("/v1/review-queue", params={"sample": 1}).json() == []
     assert client.get("/v1/audits", params={"reviewed": "true"}).json()["total"] == 2
@@ -118,16 +127,40 @@ def test_reviews_queue_stats_and_exports(desk: ThreadedDesk) -> None:
     lines = [json.loads(x) for x in client.get("/v1/audits/export", params={"format": "jsonl"}).text.splitlines()]
     assert [x["audit_id"] for x in lines] == [wrong, right] and lines[0]["reviews"][0]["decision"] == "confirm"
     rows = list(csv.DictReader(io.StringIO(client.get("/v1/audits/export", params={"format": "csv"}).text)))
-    assert [(r["audit_id"], r["engine_label"], r["review_decision"], r["review_label"]) for r in rows] == [
-        (str(wrong), "non_factual", "confirm", "non_factual"),
-        (str(right), "factual", "overturn", "non_factual"),
-    ]
+    assert [(r["audit_id"], r["engine_label"], r["review_decision"], r["review_label"], r["reviewed_verdict"])
+            for r in rows] == [
+        (str(wrong), "non_factual", "confirm", "non_factual", ""),
+        (str(right), "factual", "overturn", "non_factual", "non_factual"),
+    ]  # fmt: skip
     ref = client.get("/v1/audits/export", params={"format": "refchecker"}).json()
     # RefChecker's default aggregator, soft: the share of each label.
     assert [(r["Y"]["Contradiction"], r["Y"]["Entailment"], r["ys"]) for r in ref] == [
         (1.0, 0.0, ["Contradiction"]), (0.0, 1.0, ["Entailment"]),
     ]  # fmt: skip
     assert client.get("/v1/audits/export", params={"format": "xml"}).status_code == 422
+
+
+def test_the_csv_export_never_starts_a_formula(desk: ThreadedDesk) -> None:
+    """OWASP's CSV injection: a submitted claim or a reviewer's note that starts with = + - @ (or a tab or carriage
+    return) is exported with a leading single quote, so a spreadsheet shows it as text instead of running it."""
+    client = desk.client()
+    formula = '=HYPERLINK("http://evil.example","click")'
+    given = {**FRANCE, "response": "The capital of France is Paris.",
+             "claims": [[formula, "is", "a link"], ["+1", "plus", "-2"]]}  # fmt: skip
+    audit = submit(client, given)
+    wait_done(client, audit)
+    for claim, note in (("c0", "@SUM(A1:A9)"), ("c1", "-1+1")):
+        decision = {"decision": "overturn", "label": "factual", "note": note}
+        response = client.post(f"/v1/audits/{audit}/claims/{claim}/reviews", json=decision)
+        if response.status_code == 400:  # the engine already said factual
+            response = client.post(f"/v1/audits/{audit}/claims/{claim}/reviews",
+                                   json={"decision": "confirm", "note": note})  # fmt: skip
+        assert response.status_code == 201, response.text
+    rows = list(csv.DictReader(io.StringIO(client.get("/v1/audits/export", params={"format": "csv"}).text)))
+    cells = [value for row in rows for value in row.values()]
+    assert not [c for c in cells if c and c[0] in "=+-@\t\r"], cells
+    assert rows[0]["claim"].startswith("'=HYPERLINK(") and rows[1]["claim"].startswith("'+1")
+    assert [r["review_note"] for r in rows] == ["'@SUM(A1:A9)", "'-1+1"]
 
 
 def test_batches_upload_progress_and_bad_lines(desk: ThreadedDesk) -> None:
@@ -238,6 +271,9 @@ def test_cancel_stops_pending_and_running_work(tmp_path: Path) -> None:
             audit = client.get(f"/v1/audits/{audit_id}").json()
             assert audit["status"] == "cancelled" and audit["report"] is None
             assert "finished" not in _kinds(client, audit_id)
+            assert 'class="badge badge-status-cancelled">cancelled<' in client.get(f"/audits/{audit_id}").text
+        page = client.get("/").text  # a cancelled audit says so; it has no verdict, pending or other
+        assert page.count('class="badge badge-status-cancelled">cancelled<') == 2 and "badge-none" not in page
 
 
 def _kinds(client: httpx.Client, audit_id: int) -> list[str]:
@@ -393,11 +429,41 @@ def test_new_key_line_is_accepted_by_the_keys_file(tmp_path: Path) -> None:
 def test_store_migrates_and_reopens(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/m.sqlite"
     first = Store(url)
-    assert first.schema_revision() == "0002"
+    assert first.schema_revision() == "0003"
     first.close()
     again = Store(url)  # an up-to-date store is left as it is
-    assert again.schema_revision() == "0002"
+    assert again.schema_revision() == "0003"
     again.close()
+
+
+def test_the_migration_gives_audits_reviewed_before_it_their_verdict_as_reviewed(tmp_path: Path,
+                                                                                model: FakeOpenAI) -> None:  # fmt: skip
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    import desk.store.db as db
+
+    url = f"sqlite:///{tmp_path}/old.sqlite"
+    with ThreadedDesk(settings_for(url, model.base_url)) as desk:
+        client = desk.client()
+        audit = submit(client, RIGHT)
+        wait_done(client, audit)
+        overturn = {"decision": "overturn", "label": "non_factual"}
+        assert client.post(f"/v1/audits/{audit}/claims/c0/reviews", json=overturn).status_code == 201
+    config = Config()
+    config.set_main_option("script_location", str(db._MIGRATIONS))
+    engine = create_engine(url)
+    with engine.begin() as conn:  # the store as revision 0002 left it: no reviewed verdict anywhere
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0002")
+    engine.dispose()
+    store = Store(url)
+    try:
+        assert store.schema_revision() == "0003"
+        assert store.audit(audit).reviewed_verdict == "non_factual"
+    finally:
+        store.close()
 
 
 def test_pages_show_the_reference_pending_or_not_one_cost_wording_and_a_batch_task(

@@ -9,25 +9,16 @@ from rich.table import Table
 
 from debate.chain import MarkovChain, explain_moves, load_chain
 from debate.errors import DebateError
+from debate.severity import SEVERITY_KEY, severity_text
 from debate.types import ClaimVerdict, Report
 
-__all__ = ["SEVERITY", "render_report", "severity_text"]
+__all__ = ["render_report"]
 
 
 _COLOUR = {
     "factual": "green", "non_factual": "red", "not_enough_evidence": "magenta", "unverifiable": "yellow",
     "no_claims": "blue",
 }  # fmt: skip
-
-
-SEVERITY = ("no error", "minor", "moderate", "significant", "severe", "made up")
-"""The paper's 0-5 error severity scale (prompts/paper/severity_rubric.txt), in one word per level."""
-SEVERITY_KEY = "sev: error severity, the agents' 0-5 rating: " + ", ".join(f"{n} {w}" for n, w in enumerate(SEVERITY))
-
-
-def severity_text(severity: int | None) -> str:
-    """A severity as the reader needs it: the number and what it means on the scale."""
-    return "-" if severity is None else f"{severity}/5 ({SEVERITY[severity] if 0 <= severity < 6 else '?'})"
 
 
 def _excerpt(text: str, limit: int = 90) -> str:

@@ -166,6 +166,7 @@ class AuditStore(SessionStore):
             "submitted_by": row.submitted_by,
             "batch_id": row.batch_id,
             "verdict": row.verdict,
+            "reviewed_verdict": row.reviewed_verdict,
             "question": request.get("question"),
             "response_excerpt": response if len(response) <= 160 else response[:157] + "...",
             "claims": claims,
@@ -247,7 +248,7 @@ class AuditStore(SessionStore):
         """Audits, newest first, filtered."""
         conditions = []
         if verdict:
-            conditions.append(AuditRow.verdict == verdict)
+            conditions.append(func.coalesce(AuditRow.reviewed_verdict, AuditRow.verdict) == verdict)
         if task:
             conditions.append(AuditRow.task == task)
         if status:
@@ -318,11 +319,9 @@ class AuditStore(SessionStore):
         (time, engine label, human label, audit, claim), oldest first."""
         with self._session() as s:
             by_status = dict(s.execute(select(AuditRow.status, func.count()).group_by(AuditRow.status)).all())
-            by_verdict = dict(
-                s.execute(
-                    select(AuditRow.verdict, func.count()).where(AuditRow.status == "done").group_by(AuditRow.verdict)
-                ).all()
-            )
+            standing = func.coalesce(AuditRow.reviewed_verdict, AuditRow.verdict)  # as reviewed, where reviewed
+            done = select(standing, func.count()).where(AuditRow.status == "done")
+            by_verdict = dict(s.execute(done.group_by(standing)).all())
             by_task = dict(s.execute(select(AuditRow.task, func.count()).group_by(AuditRow.task)).all())
             calls, prompt, completion = s.execute(
                 select(

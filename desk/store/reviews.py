@@ -7,6 +7,7 @@ import random
 from typing import Literal
 
 from sqlalchemy import exists, select
+from sqlalchemy.orm import Session
 
 from debate.types import Report
 from desk.auth import Principal
@@ -18,6 +19,7 @@ from desk.models import (
 from desk.store.audits import AuditStore, review_info
 from desk.store.db import NotFoundError, StoreError, utcnow
 from desk.tables import AuditRow, ClaimRow, EventRow, ReviewRow
+from desk.views import reviewed_verdict
 
 __all__ = ["ReviewStore"]
 
@@ -61,6 +63,7 @@ class ReviewStore(AuditStore):
             )
             s.add(row)
             s.flush()
+            _standing_verdict(s, audit_id)
             s.add(
                 EventRow(
                     audit_id=audit_id,
@@ -125,3 +128,14 @@ def _queue_item(claim: ClaimRow, task: str, reason: Literal["needs-review", "spo
 def _sampled(seed: int, claim: ClaimRow, rate: float) -> bool:
     # Each claim's draw depends only on (seed, audit, claim): the sample does not shift as new audits arrive.
     return random.Random(f"{seed}:{claim.audit_id}:{claim.claim_id}").random() < rate
+
+
+def _standing_verdict(s: Session, audit_id: int) -> None:
+    """Keep the audit's verdict as reviewed (lists, filters and counts read it): the report's rollup over the
+    claims with each one's latest review."""
+    audit = s.get(AuditRow, audit_id)
+    if audit is None or audit.report_json is None:
+        return
+    reviews = s.scalars(select(ReviewRow).where(ReviewRow.audit_id == audit_id).order_by(ReviewRow.id))
+    latest = {r.claim_id: review_info(r) for r in reviews}
+    audit.reviewed_verdict = reviewed_verdict(Report.model_validate_json(audit.report_json), latest)
