@@ -133,17 +133,18 @@ def report_rows(runs: list[Path], *, skipped: Callable[[Path, str], None]) -> li
     model-free baselines once: runs of the same setting share one sample and so the same baseline figures."""
     by_setting: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     baselines: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for run in runs:
+    for run in _run_folders(runs, skipped):
         metrics_path, config_path = run / "metrics.json", run / "config.json"
-        if not config_path.is_file():
-            skipped(run, "not a run folder (no config.json)")
-            continue
         if not metrics_path.is_file():
             skipped(run, "not finished (no metrics.json); re-run its command to finish it")
             continue
         metrics = json.loads(metrics_path.read_text())
         config = json.loads(config_path.read_text())
         spec = config["spec"]
+        if spec["benchmark"] == "simulated":
+            row = _simulated_row(run, spec, metrics)
+            by_setting.setdefault((row["setting"], metrics["n"]), []).append(row)
+            continue
         what = spec["task"] if spec["benchmark"] == "halueval" else f"{spec['level']}-level"
         if spec["benchmark"] == "factprompts" and not spec.get("verifier", {}).get("search"):
             what += " (no search: knowledge-free)"
@@ -166,6 +167,31 @@ def report_rows(runs: list[Path], *, skipped: Callable[[Path, str], None]) -> li
             rows.append({"setting": key[0], "method": name, "model": "", "endpoint": "", "run": "",
                          **_flat(baseline), "metrics": baseline})  # fmt: skip
     return rows
+
+
+def _run_folders(paths: list[Path], skipped: Callable[[Path, str], None]) -> list[Path]:
+    """The run folders among `paths`: a folder of runs (an ablation's, `runs/`) stands for the runs in it, so every
+    folder the project writes is read; anything else is said to be skipped, with why."""
+    found = []
+    for path in paths:
+        inner = sorted(p for p in path.iterdir() if (p / "config.json").is_file()) if path.is_dir() else []
+        if (path / "config.json").is_file():
+            found.append(path)
+        elif inner:
+            found += inner
+        elif not path.exists():
+            skipped(path, "no such folder")
+        else:
+            skipped(path, "neither a run folder (no config.json) nor a folder of runs")
+    return found
+
+
+def _simulated_row(run: Path, spec: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
+    debate = spec.get("verifier", {}).get("debate", {})
+    setting = (f"simulated qa (agents of stated accuracies, not a model; {debate.get('chain', '?')}, "
+               f"min {debate.get('min_rounds', '?')}, max {debate.get('max_rounds', '?')})")  # fmt: skip
+    return {"setting": setting, "method": spec.get("method", "mcmad"), "model": "simulated",
+            "endpoint": "127.0.0.1", "run": str(run), **_flat(metrics), "metrics": metrics}  # fmt: skip
 
 
 _COLUMNS = ("n", "accuracy", "precision", "recall", "f1", "f1_hallucination", "auroc", "unverifiable",

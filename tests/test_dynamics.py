@@ -159,3 +159,12 @@ def test_the_commands_simulate_over_http_fit_predict_plot_and_validate(tmp_path:
     (tmp_path / "bad.toml").write_text("[roles.trust]\nconformity = 2\n")
     bad = debate("dynamics", "simulate", "--roles", str(tmp_path / "bad.toml"), "--out", str(tmp_path / "x"))
     assert bad.returncode == 2 and "roles.trust.conformity: Input should be less than or equal to 1" in bad.stderr
+    # `debate report` reads a simulated run folder like any run, labelled as simulated, and a folder of runs too
+    reported = debate("report", str(tmp_path / "true-to-skeptic"), "--format", "json")
+    assert reported.returncode == 0 and "skipped" not in reported.stderr, reported.stderr
+    [row] = json.loads(reported.stdout)
+    assert row["setting"].startswith("simulated qa (agents of stated accuracies, not a model; true-to-skeptic")
+    assert row["model"] == "simulated" and row["n"] == 150
+    both = debate("report", str(tmp_path), "--format", "json")
+    assert both.returncode == 0 and len(json.loads(both.stdout)) == 2, both.stderr
+    assert "skipped" in debate("report", str(tmp_path / "plots"), str(tmp_path / "always-trust")).stderr

@@ -21,6 +21,7 @@ from experiments.dynamics.simulate import (
     load_population,
     simulated_reports,
 )
+from experiments.metrics import Outcome, summarize
 
 __all__ = ["simulate_run"]
 
@@ -58,11 +59,19 @@ def simulate_run(roles: Path, *, chain: str, min_rounds: int, max_rounds: int, n
                              "package_version": package_version()}}  # fmt: skip
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     correct = 0
+    outcomes = []
     with (out / "results.jsonl").open("w", encoding="utf-8") as fh:
         for (item, label), report in zip(labels.items(), reports, strict=True):
             correct += report.factual == label
+            outcomes.append(Outcome(label=label, pred=report.factual, score=report.score))
             record = PredictionRecord(id=item, task="qa", label_factual=label, pred_factual=report.factual,
                                       decided_by="debate", llm_calls=report.usage.llm_calls,
                                       report=report.model_dump(mode="json"))  # fmt: skip
             fh.write(record.to_json() + "\n")
+    # The same metrics as an eval run's, so `debate report` reads the folder like any run (no baselines: the
+    # simulated items have no text for a length baseline to read).
+    metrics = summarize(outcomes, seed=labels_seed) | {
+        "llm_calls_per_item": sum(r.usage.llm_calls for r in reports) / max(1, n)
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return f"{n} simulated claims in {out}: accuracy {correct / n:.3f} ({chain}, min {min_rounds}, max {max_rounds})"
