@@ -93,6 +93,11 @@ def test_endpoint_failures_say_what_they_are() -> None:
     down = debate("verify", "--answer", "x", "--base-url", "http://127.0.0.1:9/v1", "--timeout", "1")
     assert down.returncode == 1
     assert "nothing answers at http://127.0.0.1:9/v1" in _error(down) and "is the server running?" in _error(down)
+    # one line per retry, in plain words: no transport internals (aiohttp's "ssl:default", its connector repr)
+    lines = down.stderr.strip().splitlines()
+    retry = "WARNING debate.retry: remote call failed (connection refused by 127.0.0.1:9); retry {} of 4"
+    assert lines[:-1] == [retry.format(n) for n in range(1, 5)], down.stderr
+    assert "ssl:default" not in down.stderr and "Connect call failed" not in down.stderr
 
     with FakeOpenAI(models=("llama3.1:8b", "qwen2.5:7b")) as server:
         root = server.base_url.removesuffix("/v1")

@@ -83,3 +83,15 @@ def test_errors_are_exported_and_embedded_start_is_announced(
     (message,) = [r.getMessage() for r in caplog.records if r.name == "debate.llm.embedded"]
     assert message.startswith("no endpoint configured: starting the embedded model SmolLM2-135M-Instruct-Q4_1")
     assert "takes " in message and "ModelConfig.base_url" in message
+
+
+def test_an_unreachable_endpoint_raises_the_projects_error_with_a_hint() -> None:
+    """The Python API's user sees one error of ours, saying what to set, not aiohttp's chain of causes."""
+    config = debate.VerifierConfig(model=debate.ModelConfig(base_url="http://127.0.0.1:9/v1", model="m",
+                                                            max_attempts=2, backoff_initial_s=0.01))  # fmt: skip
+    with pytest.raises(debate.ModelUnavailableError) as caught:
+        debate.verify("Christopher Marlowe", question="Who wrote Hamlet?", reference="Hamlet.", config=config)
+    message = str(caught.value)
+    assert message.startswith("nothing answers at http://127.0.0.1:9/v1 (connection refused by 127.0.0.1:9")
+    assert "is the server running? check ModelConfig.base_url" in message and "ssl:default" not in message
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__

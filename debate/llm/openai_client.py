@@ -188,7 +188,8 @@ class OpenAIChatClient:
         except TimeoutError as exc:  # aiohttp's own timeout errors are TimeoutErrors too
             raise EndpointConnectionError(method=method, url=url, timeout=True) from exc
         except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body
-            raise EndpointConnectionError(method=method, url=url, timeout=False) from exc
+            reason = connection_problem(exc, urlparse(url).netloc)
+            raise EndpointConnectionError(method=method, url=url, timeout=False, reason=reason) from exc
 
     async def resolve_model(self) -> str:
         """Check that the endpoint answers (so a down server stops the run before any work), then use the
@@ -226,7 +227,8 @@ class OpenAIChatClient:
             error = ModelRequestError(f"listing models at {base} failed ({malformed})", status=None)
             raise error.with_hint(*MODEL_HINT) from malformed
         except EndpointConnectionError as down:
-            raise nothing_answers(base, down, attempts) from down
+            # from None: the one line says what happened; aiohttp's chain beneath it is only noise to a reader
+            raise nothing_answers(base, down, attempts) from None
         except EndpointHTTPError as exc:
             diagnosed = listing_failure(
                 exc, base, model=self._model, has_key=self._config.api_key is not None, attempts=attempts
@@ -358,3 +360,21 @@ class OpenAIChatClient:
 
 def _messages(request: ChatRequest) -> list[ChatCompletionMessageParam]:
     return [cast("ChatCompletionMessageParam", {"role": m.role, "content": m.content}) for m in request.messages]
+
+
+def connection_problem(exc: aiohttp.ClientError, where: str) -> str:
+    """A connection failure in plain words, without aiohttp's internals (`ssl:default`, the connector's repr)."""
+    os_error = getattr(exc, "os_error", None)
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return f"host not found: {where}"
+    if isinstance(os_error, ConnectionRefusedError) or (isinstance(os_error, OSError) and os_error.errno == 111):
+        return f"connection refused by {where}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect to {where} ({os_error.strerror if isinstance(os_error, OSError) else 'no route'})"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return f"{where} closed the connection before replying"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return f"the reply from {where} was cut off"
+    if isinstance(exc, aiohttp.ClientOSError) and exc.strerror:
+        return f"{exc.strerror.lower()} ({where})"
+    return f"connection to {where} failed ({type(exc).__name__})"

@@ -60,9 +60,11 @@ class EndpointHTTPError(TransportError):
 class EndpointConnectionError(TransportError):
     """No answer: the connection was refused, reset or dropped mid-body, or the request timed out."""
 
-    def __init__(self, *, method: str, url: str, timeout: bool) -> None:
+    def __init__(self, *, method: str, url: str, timeout: bool, reason: str = "connection error") -> None:
         self.method, self.url, self.timeout = method, url, timeout
-        super().__init__("request timed out" if timeout else "connection error")
+        self.reason = "request timed out" if timeout else reason
+        """What went wrong in plain words (no transport internals such as aiohttp's `ssl:default`)."""
+        super().__init__(self.reason)
 
 
 class MalformedReplyError(TransportError):
@@ -89,5 +91,5 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, EndpointHTTPError):
         return f"HTTP {exc.status}: {exc.message}"
     if isinstance(exc, EndpointConnectionError):
-        return "request timed out" if exc.timeout else f"connection error: {exc.__cause__ or exc}"
+        return exc.reason
     return f"{type(exc).__name__}: {exc}"
