@@ -23,6 +23,7 @@ import pytest
 from debate.api import Verifier, run_blocking
 from debate.config import ModelConfig, VerifierConfig
 from debate.llm.base import ChatClient
+from debate.severity import severity_text
 from debate.testing import ScriptedChatClient, Step
 from debate.types import ClaimVerdict, Report, ReportVerdict
 
@@ -93,9 +94,8 @@ def describe_report(report: Report, *, expected: Sequence[str]) -> str:
 
 def _claim_lines(index: int, claim: ClaimVerdict) -> str:
     label = claim.label or claim.status
-    head = (
-        f"  claim {index} [{label}, severity {claim.error_severity}, by {claim.decided_by}]: {_short(claim.text, 160)}"
-    )
+    severity = f"error severity {severity_text(claim.error_severity)}"
+    head = f"  claim {index} [{label}, {severity}, by {claim.decided_by}]: {_short(claim.text, 160)}"
     why = claim.reason or (claim.debate.final.opinion if claim.debate and claim.debate.final else "")
     return head + (f"\n    why: {_short(why, 300)}" if why else "")
 

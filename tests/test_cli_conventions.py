@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from conftest import debate
+from conftest import debate, op
 from fakes import FakeOpenAI, Reply
 
 from debate.cli import build_parser, walk
@@ -168,3 +170,44 @@ def test_batch_progress_counts_verdicts_and_retries() -> None:
     progress.add(ResultRecord(line=3, result=sample_report(["factual"])))
     progress.add(ErrorRecord(line=4, error=ErrorInfo(kind="input", message="line 4: bad")))
     assert progress.text() == "error 1 factual 2 non_factual 1  retries 1"
+
+
+def test_no_debug_line_by_default(tmp_path: Path) -> None:
+    """bm25s sets its own logger to DEBUG; nothing below WARNING reaches the terminal without -v."""
+    article = tmp_path / "article.txt"
+    article.write_text("The Eiffel Tower is in Paris. It was completed in 1889. It is 300 metres tall.\n")
+    extract = Reply(content='{"claims": ["The Eiffel Tower is in Paris."]}')
+    with FakeOpenAI(routes={"extract": [extract, extract], "debate": lambda call: Reply(content=op(True))}) as server:
+        args = [
+            "verify",
+            "--task",
+            "summarization",
+            "--response",
+            "The Eiffel Tower is in Paris.",
+            "--reference",
+            f"@{article}",
+            "--retriever",
+            "bm25",
+            "--base-url",
+            server.base_url,
+            "--model",
+            "fake-model",
+            "--brief",
+        ]
+        quiet, verbose = debate(*args), debate(*args, "-v")
+    assert quiet.returncode == 0 and verbose.returncode == 0, quiet.stderr
+    assert "DEBUG" not in quiet.stderr and "DEBUG" not in verbose.stderr, quiet.stderr
+
+
+def test_version_answers_without_importing_the_engine() -> None:
+    """`debate --version` is what people run first (and scripts run often): it answers from the package metadata,
+    never importing the engine (seconds). benchmarks/bench_startup.py prints its time."""
+    code = (
+        "import sys; sys.argv = ['debate', '--version']; from markov_debate.console import main; main(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('debate', 'agents', 'experiments', 'desk')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["debate (markov-debate) 0.1.0", "[]"]
+    full = subprocess.run([sys.executable, "-m", "debate.cli", "--version"], capture_output=True, text=True)
+    assert full.stdout.strip() == "debate (markov-debate) 0.1.0"  # the same line as the full parser's

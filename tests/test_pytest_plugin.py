@@ -51,7 +51,10 @@ def test_scripted_verifier_passes_and_fails_with_a_clear_report(pytester: pytest
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     assert "response judged non_factual (score 0.08, rollup any-false); expected factual\nresponse: Lyon\n" in out
-    assert "  claim 1 [non_factual, severity 4, by debate]: Question: Capital of France? Answer: Lyon\n" in out
+    assert (
+        "  claim 1 [non_factual, error severity 4/5 (severe), by debate]: Question: Capital of France? Answer: Lyon\n"
+        in out
+    )
     assert "    why: the knowledge says Paris\n" in out
     missing = pytester.runpytest_subprocess("-k", "endpoint", "-p", "no:cacheprovider")
     missing.stdout.fnmatch_lines(["*debate_verifier: no endpoint configured; pass --debate-base-url URL*"])

@@ -109,8 +109,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser(argv).parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[log_handler(err)],
-                        force=True)  # fmt: skip
+    level = logging.INFO if args.verbose else logging.WARNING
+    console_log = log_handler(err)
+    # On the handler too: a library that sets its own logger to DEBUG (bm25s does) would otherwise reach the
+    # terminal past the root logger's level, which only filters records logged at the root.
+    console_log.setLevel(level)
+    logging.basicConfig(level=level, handlers=[console_log], force=True)
     handler: Handler = args.handler
     try:
         return handler(args)
