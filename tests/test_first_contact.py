@@ -55,7 +55,7 @@ def test_embedded_install_hint_is_the_readme_command(monkeypatch: pytest.MonkeyP
     assert "\n" not in message and message.endswith(EMBEDDED_INSTALL)
     # the same flags as README set-up command 1, which builds llama.cpp for AVX2 (AVX-512 traps on some VMs)
     readme = (ROOT / "README.md").read_text()
-    assert EMBEDDED_INSTALL.removesuffix(' pip install "markov-debate[embedded]"') in readme
+    assert EMBEDDED_INSTALL.split(" pip install", 1)[0] in readme
     assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF' in install_command("embedded")
 
 

@@ -88,6 +88,14 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_second() -> None:
     assert "debate verify" in install_and_run and "--base-url" not in install_and_run
     ci = (ROOT / ".ci" / "run").read_text()
     assert install_and_test in ci.splitlines()
+    # pip checks what it installs against the environment: a package already installed --no-deps (its own
+    # dependencies absent on purpose) would be reported as an ERROR on a clean install. They go last, --no-deps
+    # installs skip that check.
+    for command in commands:
+        steps = command.split(" && ")
+        no_deps = [i for i, step in enumerate(steps) if "--no-deps" in step]
+        resolved = [i for i, step in enumerate(steps) if "pip install" in step and "--no-deps" not in step]
+        assert no_deps and resolved and max(resolved) < min(no_deps), command
 
 
 def test_no_function_over_60_lines_and_no_module_over_400() -> None:
