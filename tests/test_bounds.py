@@ -19,8 +19,8 @@ REQUEST = ChatRequest(messages=[ChatMessage(role="user", content="x")], response
 
 
 def test_every_string_is_bounded_and_tighter_bounds_are_kept() -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array", "maxItems": 2,
-              "items": {"type": "string", "maxLength": 40}}}}  # fmt: skip
+    schema: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "array",
+                              "maxItems": 2, "items": {"type": "string", "maxLength": 40}}}}  # fmt: skip
     bounded = bounded_strings(schema, 300)
     assert bounded["properties"]["a"]["maxLength"] == 300 and bounded["properties"]["b"]["items"]["maxLength"] == 40
     assert "maxLength" not in schema["properties"]["a"]  # the caller's schema is not changed
@@ -51,5 +51,6 @@ async def test_the_client_sends_bounded_strings_and_a_token_limit_that_fits() ->
     first, second = server.requests
     schema = first["response_format"]["schema"]
     assert schema["properties"]["opinion"]["maxLength"] == 300
-    assert first["max_tokens"] == worst_case_tokens(schema) > 256  # raised to the schema's worst case
+    worst = worst_case_tokens(schema)
+    assert worst is not None and first["max_tokens"] == worst > 256  # raised to the schema's worst case
     assert "maxLength" not in json.dumps(second["response_format"]) and second["max_tokens"] == 256

@@ -69,7 +69,7 @@ async def test_connection_refused_is_unavailable() -> None:
     with FakeOpenAI([]) as server:
         url = server.base_url
     client = OpenAIChatClient(config=ModelConfig(base_url=url, model="m", max_attempts=2, backoff_initial_s=0.01))
-    with pytest.raises(ModelUnavailableError, match="connection error"):
+    with pytest.raises(ModelUnavailableError, match=r"connection refused by 127\.0\.0\.1:"):
         await client.complete(REQUEST)
     await client.aclose()
 
