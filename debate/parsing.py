@@ -156,9 +156,11 @@ def load_json_object(text: str) -> dict[str, Any]:
     problem = "it is not an object"
     for fix in (None, _pythonish_to_json):  # the repair is costly and rarely needed: only when plain JSON fails
         try:
-            value = json.loads(candidate if fix is None else fix(candidate))
+            # strict=False: a raw newline or tab inside a string is format, not meaning, and grammar-constrained
+            # servers allow it (llama.cpp's JSON grammar takes any character but a quote or a backslash)
+            value = json.loads(candidate if fix is None else fix(candidate), strict=False)
         except json.JSONDecodeError as exc:
-            problem = f"{exc.msg} at character {exc.pos}"
+            problem = f"{exc.msg} (character {exc.pos})"
             continue
         except (ValueError, RecursionError) as exc:  # an integer over Python's digit limit; nesting too deep
             problem = str(exc) or type(exc).__name__

@@ -38,6 +38,10 @@ from debate.types import Opinion
             'preamble {"opinion": "a } b", "factuality": true, "Error severity": "2/5"} trailing',
             Opinion(opinion="a } b", factuality=True, error_severity=2),
         ),
+        (  # a raw newline and tab inside the string, as llama.cpp's JSON grammar lets a model write them
+            '{"opinion": "first line\nsecond\tline", "factuality": true, "Error severity": 0}',
+            Opinion(opinion="first line\nsecond\tline", factuality=True, error_severity=0),
+        ),
     ],
 )
 def test_tolerant_of_format(text: str, expected: Opinion) -> None:
