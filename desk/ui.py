@@ -34,7 +34,7 @@ from desk.models import AuditOverrides, AuditRequest, ReviewIn, ReviewInfo
 from desk.routes.batches import upload_batch
 from desk.security import SESSION_COOKIE
 from desk.stats import stats as compute_stats
-from desk.views import Segment, agreement_png, chain_diagrams, claim_label, reviewed_claims, reviewed_verdict, segments
+from desk.views import Segment, agreement_png, chain_diagrams, claim_label, reviewed_claims, segments
 
 __all__ = ["STATIC", "router", "swagger_assets"]
 
@@ -133,7 +133,6 @@ def audit_page(
     latest: dict[str, ReviewInfo] = {r.claim_id: r for r in detail.reviews}
     claims = []
     shown: list[Segment] = []
-    verdict_after_review = None
     if detail.report is not None:
         diagrams = chain_diagrams(detail.report)
         reviewed = reviewed_claims(detail.report, latest)
@@ -143,10 +142,10 @@ def audit_page(
                            "review": review, "overturned": review is not None and review.decision == "overturn",
                            "diagram": diagrams[claim.claim_id]})  # fmt: skip
         shown = segments(detail.report, reviewed)
-        verdict_after_review = reviewed_verdict(detail.report, latest)
+    # The audit's verdict as reviewed is stored with each review (detail.reviewed_verdict); audit_badge shows it.
     return render(request, "audit.html", principal, audit=detail, claims=claims, segments=shown,
-                  present=sorted({seg.label for seg in shown if seg.label}), verdict_after_review=verdict_after_review,
-                  cost=detail.cost, priced=settings.priced, labels=_LABELS)  # fmt: skip
+                  present=sorted({seg.label for seg in shown if seg.label}), cost=detail.cost,
+                  priced=settings.priced, labels=_LABELS)  # fmt: skip
 
 
 @router.post("/audits/{audit_id}/claims/{claim_id}/review", dependencies=[Depends(csrf)])

@@ -174,10 +174,11 @@ def _run_folders(paths: list[Path], skipped: Callable[[Path, str], None]) -> lis
     folder the project writes is read; anything else is said to be skipped, with why."""
     found = []
     for path in paths:
-        inner = sorted(p for p in path.iterdir() if (p / "config.json").is_file()) if path.is_dir() else []
         if (path / "config.json").is_file():
             found.append(path)
-        elif inner:
+            continue
+        inner = sorted(p for p in path.iterdir() if (p / "config.json").is_file()) if path.is_dir() else []
+        if inner:
             found += inner
         elif not path.exists():
             skipped(path, "no such folder")
