@@ -1,22 +1,38 @@
-"""Debate dynamics: each role's behaviour fitted from recorded turns, and exact predictions of other chains and
-minimum rounds from it (see README, "Debate dynamics")."""
+"""Debate dynamics: each role's behaviour fitted from recorded turns, the assumptions behind it checked, and exact
+predictions of other chains and minimum rounds from it (see docs/dynamics.md)."""
 
-from experiments.dynamics.fit import DynamicsFit, MarkovCheck, fit, markov_check
+from experiments.dynamics.diagnostics import (
+    Check,
+    heterogeneity_check,
+    markov_check,
+    overdispersion_check,
+    state_check,
+)
+from experiments.dynamics.fit import DynamicsFit, fit
+from experiments.dynamics.fitted import Diagnostics, FittedModel, ModelChoice, diagnose, fit_model
 from experiments.dynamics.observe import Observation, RunObservations, observations, read_run
 from experiments.dynamics.predict import Outcome, Predicted, Setting, outcome, predict
 
 __all__ = [
+    "Check",
+    "Diagnostics",
     "DynamicsFit",
-    "MarkovCheck",
+    "FittedModel",
+    "ModelChoice",
     "Observation",
     "Outcome",
     "Predicted",
     "RunObservations",
     "Setting",
+    "diagnose",
     "fit",
+    "fit_model",
+    "heterogeneity_check",
     "markov_check",
     "observations",
     "outcome",
+    "overdispersion_check",
     "predict",
     "read_run",
+    "state_check",
 ]

@@ -12,9 +12,11 @@ from typing import Any
 
 from debate.cli.conventions import add_command_group, err, examples
 from debate.errors import UsageError
-from experiments.dynamics.fit import DynamicsFit, fit
+from experiments.dynamics.fit import fit
+from experiments.dynamics.fitted import FittedModel, diagnose, fit_model
 from experiments.dynamics.observe import RunObservations, read_run
 from experiments.dynamics.predict import Predicted, Setting, predict
+from experiments.dynamics.report import Checked, SelfCheck, fit_table, predict_table, self_check, validate_table
 
 __all__ = ["register"]
 
@@ -41,7 +43,8 @@ def register(sub: Any) -> None:
     )
     f = dyn.add_parser(
         "fit",
-        help="each role's P(verdict true | what it was shown), flip and conformity rates, the Markov check",
+        help="each role's P(verdict true | what it was shown), flip, conformity and excess agreement, and the "
+        "checks of the model's assumptions",
         epilog=examples("debate dynamics fit results/embedded/*-qa-mcmad-*/"),
     )
     f.add_argument("runs", nargs="+", type=Path, help="experiment run folders (mcmad method)")
@@ -67,13 +70,26 @@ def register(sub: Any) -> None:
     v.add_argument("run", type=Path, help="the run to fit")
     v.add_argument("others", nargs="+", type=Path, help="runs of other settings to check the prediction against")
     v.set_defaults(handler=_validate)
+    _add_simulate(dyn)
+    for parser in (f, p, v):
+        parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates over items")
+        parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+        parser.add_argument("--json", action="store_true", help="JSON instead of tables (the checks included)")
+        parser.add_argument("--model", choices=["auto", "one-class", "mixture"], default="auto",
+                            help="auto: a mixture of item classes when a heterogeneity check fails, else the "
+                            "number of classes BIC prefers (1..3); one-class: every item alike; mixture: 2 or 3 "
+                            "classes")  # fmt: skip
+
+
+def _add_simulate(dyn: Any) -> None:
     s = dyn.add_parser(
         "simulate",
         help="the real engine against a simulated population on 127.0.0.1",
         epilog=examples("debate dynamics simulate --roles roles.toml --n 2000 --out runs/sim"),
     )
     s.add_argument("--roles", type=Path, required=True, help="a roles file: [roles.NAME] factual_true, "
-                   "hallucinated_true, conformity, memory; and seed")  # fmt: skip
+                   "hallucinated_true, conformity, memory, [roles.NAME.states.STATE]; [[classes]] share, "
+                   "factual_true, hallucinated_true, [classes.roles.NAME]; and seed")  # fmt: skip
     s.add_argument("--chain", default="true-to-skeptic", metavar="NAME|FILE", help="the chain to run")
     s.add_argument("--min-rounds", type=int, default=2, help="minimum debate rounds")
     s.add_argument("--max-rounds", type=int, default=5, help="maximum debate rounds")
@@ -85,11 +101,6 @@ def register(sub: Any) -> None:
     s.add_argument("--out", type=Path, required=True, help="the run folder to write (fit, predict and validate "
                    "read it)")  # fmt: skip
     s.set_defaults(handler=_simulate)
-    for parser in (f, p, v):
-        parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates over items")
-        parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    for parser in (f, p, v):
-        parser.add_argument("--json", action="store_true", help="JSON instead of tables")
 
 
 def _share(run: RunObservations) -> float:
@@ -101,63 +112,28 @@ def _observed(run: RunObservations) -> tuple[float, float]:
     return sum(label == v for label, v, _ in finals) / len(finals), sum(c for *_, c in finals) / len(finals)
 
 
-def _fmt(x: float | None, ci: tuple[float, float] | None = None) -> str:
-    if x is None:
-        return "-"
-    return f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+def _model(run: RunObservations, args: argparse.Namespace, others: list[RunObservations]) -> FittedModel:
+    shared = [run.observations] + [o.observations for o in others] if others else []
+    return fit_model(run.observations, model=args.model, bootstrap=args.bootstrap, seed=args.seed, runs=shared)
 
 
-def fit_table(result: DynamicsFit) -> str:
-    """The fit as markdown."""
-    lines = [
-        f"# Dynamics of {', '.join(result.runs)}",
-        "",
-        f"chain {result.chain}, min rounds {result.min_rounds}, max rounds {result.max_rounds}; "
-        f"{result.claims} debated claims, {result.turns} turns, {result.calls_per_turn:.2f} calls per turn",
-        "",
-        "| role | state | label | shown | n | P(verdict true) [95% CI] |",
-        "|---|---|---|---|---|---|",
-    ]
-    for c in result.contexts:
-        shown = ",".join("T" if s else "F" for s in c.shown) or "-"
-        label = "factual" if c.label else "hallucinated"
-        lines.append(f"| {c.role} | {c.state} | {label} | {shown} | {c.n} | {_fmt(c.p_true, (c.low, c.high))} |")
-    lines += ["", "| role | label | turns | flip rate | conformity (to a wrong opinion) |", "|---|---|---|---|---|"]
-    for r in result.roles:
-        label = "factual" if r.label else "hallucinated"
-        lines.append(f"| {r.role} | {label} | {r.turns} | {_fmt(r.flip, r.flip_interval)} | "
-                     f"{_fmt(r.conformity, r.conformity_interval)} |")  # fmt: skip
-    m = result.markov
-    verdict = "rejected: turns depend on earlier opinions too" if m.rejected else "not rejected"
-    lines += ["", f"Markov check (LR test vs. also conditioning on the opinion before those shown): G = "
-              f"{m.statistic:.2f}, df = {m.df}, p = {m.p_value:.3g}: {verdict}", ""]  # fmt: skip
-    return "\n".join(lines)
+def _self_check(run: RunObservations, fitted: FittedModel) -> SelfCheck:
+    [own] = predict(run.observations, [Setting(run.chain, run.min_rounds, run.max_rounds)], share_true=_share(run),
+                    fitted=fitted)  # fmt: skip
+    return self_check(own, *_observed(run))
 
 
 def _fit(args: argparse.Namespace) -> int:
     runs = [read_run(r) for r in args.runs]
     seen = [o for run in runs for o in run.observations]
     first = runs[0]
+    per_run = [run.observations for run in runs]
+    fitted = fit_model(seen, model=args.model, bootstrap=args.bootstrap, seed=args.seed, runs=per_run)
     result = fit(seen, runs=[str(r) for r in args.runs], chain=first.chain, min_rounds=first.min_rounds,
-                 max_rounds=first.max_rounds, bootstrap=args.bootstrap, seed=args.seed)  # fmt: skip
+                 max_rounds=first.max_rounds, bootstrap=args.bootstrap, seed=args.seed, fitted=fitted,
+                 run_observations=per_run)  # fmt: skip
     sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else fit_table(result))
     return 0
-
-
-def predict_table(rows: list[Predicted], observed: tuple[str, float, float] | None) -> str:
-    """Predictions as markdown, with the observed point of the fitted run."""
-    lines = ["| chain | min | max | accuracy [95% CI] | F1 [95% CI] | calls per claim [95% CI] |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
-    for r in rows:
-        lines.append(f"| {r.chain} | {r.min_rounds} | {r.max_rounds} | {_fmt(r.accuracy, r.accuracy_interval)} | "
-                     f"{_fmt(r.f1, r.f1_interval)} | {_fmt(r.calls_per_claim, r.calls_interval)} |")  # fmt: skip
-    if observed is not None:
-        lines += ["", f"observed on the fitted run ({observed[0]}): accuracy {observed[1]:.3f}, "
-                  f"{observed[2]:.2f} calls per claim"]  # fmt: skip
-    backed = sorted({b for r in rows for b in r.backed_off})
-    if backed:
-        lines += ["", "contexts the fitted run never showed (answered by back-off): " + "; ".join(backed)]
-    return "\n".join(lines) + "\n"
 
 
 def plot_predictions(rows: list[Predicted], observed: tuple[str, float, float], folder: Path) -> list[Path]:
@@ -194,13 +170,17 @@ def _predict(args: argparse.Namespace) -> int:
     chains = args.chain or [run.chain]
     settings = [Setting(chain, m, args.max_rounds if args.max_rounds is not None else max(run.max_rounds, m))
                 for chain in chains for m in (args.min_rounds or [run.min_rounds])]  # fmt: skip
-    rows = predict(run.observations, settings, share_true=_share(run), bootstrap=args.bootstrap, seed=args.seed)
-    accuracy, calls = _observed(run)
-    observed = (f"{run.chain}, min {run.min_rounds}", accuracy, calls)
+    fitted = _model(run, args, [])
+    rows = predict(run.observations, settings, share_true=_share(run), fitted=fitted)
+    diagnostics = diagnose(run.observations, fitted.choice)
+    check = _self_check(run, fitted)
     if args.json:
-        sys.stdout.write(json.dumps([r.model_dump(mode="json") for r in rows], indent=2) + "\n")
+        body = {"diagnostics": diagnostics.model_dump(mode="json"), "self_check": check.model_dump(mode="json"),
+                "predictions": [r.model_dump(mode="json") for r in rows]}  # fmt: skip
+        sys.stdout.write(json.dumps(body, indent=2) + "\n")
     else:
-        sys.stdout.write(predict_table(rows, observed))
+        sys.stdout.write(predict_table(rows, diagnostics, check))
+    observed = (f"{run.chain}, min {run.min_rounds}", check.observed_accuracy, check.observed_calls)
     for path in plot_predictions(rows, observed, args.out or args.run / "dynamics"):
         err.print(f"wrote {path}")
     return 0
@@ -210,37 +190,38 @@ def _agrees(predicted: float, interval: tuple[float, float], observed: float, ob
     """Whether predicted and observed differ by less than their combined 95% margin: the prediction's bootstrap
     interval and the observed run's own sampling error (a run of n claims is a sample too)."""
     predicted_se = (interval[1] - interval[0]) / 3.92
-    return abs(predicted - observed) <= 1.96 * math.sqrt(predicted_se**2 + observed_se**2) + 1e-12
+    return abs(predicted - observed) <= 1.96 * math.sqrt(predicted_se**2 + observed_se**2) + 1e-9 * max(1, observed)
+
+
+def _checked(fitted: FittedModel, run: RunObservations, other_dir: Path, other: RunObservations) -> Checked:
+    [p] = predict(run.observations, [Setting(other.chain, other.min_rounds, other.max_rounds)],
+                  share_true=_share(other), fitted=fitted)  # fmt: skip
+    accuracy, calls = _observed(other)
+    n = len(other.finals)
+    spread = statistics.pstdev([c for *_, c in other.finals.values()])
+    return Checked(
+        run=str(other_dir), chain=other.chain, min_rounds=other.min_rounds, max_rounds=other.max_rounds, claims=n,
+        predicted_accuracy=p.accuracy, accuracy_interval=p.accuracy_interval, observed_accuracy=accuracy,
+        within_accuracy=_agrees(p.accuracy, p.accuracy_interval, accuracy, math.sqrt(accuracy * (1 - accuracy) / n)),
+        predicted_calls=p.calls_per_claim, calls_interval=p.calls_interval, observed_calls=calls,
+        within_calls=_agrees(p.calls_per_claim, p.calls_interval, calls, spread / math.sqrt(n)),
+        backoff_range=p.backoff_range,
+    )  # fmt: skip
 
 
 def _validate(args: argparse.Namespace) -> int:
-    fitted = read_run(args.run)
-    rows: list[dict[str, Any]] = []
-    for other_dir in args.others:
-        other = read_run(other_dir)
-        [p] = predict(fitted.observations, [Setting(other.chain, other.min_rounds, other.max_rounds)],
-                      share_true=_share(other), bootstrap=args.bootstrap, seed=args.seed)  # fmt: skip
-        accuracy, calls = _observed(other)
-        n = len(other.finals)
-        spread = statistics.pstdev([c for *_, c in other.finals.values()])
-        agrees = _agrees(p.accuracy, p.accuracy_interval, accuracy, math.sqrt(accuracy * (1 - accuracy) / n))
-        agrees_calls = _agrees(p.calls_per_claim, p.calls_interval, calls, spread / math.sqrt(n))
-        rows.append({"run": str(other_dir), "chain": other.chain, "min_rounds": other.min_rounds, "claims": n,
-                     "predicted_accuracy": p.accuracy, "accuracy_interval": p.accuracy_interval,
-                     "observed_accuracy": accuracy, "predicted_calls": p.calls_per_claim,
-                     "calls_interval": p.calls_interval, "observed_calls": calls,
-                     "within": agrees and agrees_calls})  # fmt: skip
+    run = read_run(args.run)
+    others = [read_run(o) for o in args.others]
+    fitted = _model(run, args, others)
+    rows = [_checked(fitted, run, d, o) for d, o in zip(args.others, others, strict=True)]
+    diagnostics = diagnose(run.observations, fitted.choice, runs=[run.observations] + [o.observations for o in others])
+    check = _self_check(run, fitted)
     if args.json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
-        return 0
-    lines = ["| run | chain | min | accuracy: predicted [95% CI] / observed | calls: predicted [95% CI] / observed "
-             "| within |", "|---|---|---|---|---|---|"]  # fmt: skip
-    for r in rows:
-        lines.append(f"| {Path(r['run']).name} | {r['chain']} | {r['min_rounds']} | "
-                     f"{_fmt(r['predicted_accuracy'], r['accuracy_interval'])} / {r['observed_accuracy']:.3f} | "
-                     f"{_fmt(r['predicted_calls'], r['calls_interval'])} / {r['observed_calls']:.2f} | "
-                     f"{'yes' if r['within'] else 'NO'} |")  # fmt: skip
-    sys.stdout.write("\n".join(lines) + "\n")
+        body = {"diagnostics": diagnostics.model_dump(mode="json"), "self_check": check.model_dump(mode="json"),
+                "rows": [r.model_dump(mode="json") for r in rows]}  # fmt: skip
+        sys.stdout.write(json.dumps(body, indent=2) + "\n")
+    else:
+        sys.stdout.write(validate_table(rows, diagnostics, check))
     return 0
 
 

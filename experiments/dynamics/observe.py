@@ -38,6 +38,11 @@ class Observation:
     verdict: bool
     calls: int
     """Model calls the turn took (re-asks included)."""
+    position: int
+    """The turn's place in its debate (0: the initial agent)."""
+    initial: bool | None
+    """The debate's initial verdict when it lies outside what this turn was shown and the opinion before them (None
+    otherwise): what the one-run heterogeneity check adds."""
 
 
 def _records(result: DebateResult) -> list[TurnRecord]:
@@ -65,9 +70,11 @@ def observations(result: DebateResult, chain: MarkovChain, *, item: str, label: 
         shown = tuple(p.opinion.factuality for p in plan.previous)
         before = i - len(shown) - 1
         earlier = records[before].turn.factuality if shown and before >= 0 else None
+        initial = records[0].turn.factuality if shown and before > 0 else None
         seen.append(Observation(item=item, label=label, role=record.turn.role, state=record.state, shown=shown,
                                 earlier=earlier, verdict=record.turn.factuality,
-                                calls=max(1, record.turn.call.usage.llm_calls)))  # fmt: skip
+                                calls=max(1, record.turn.call.usage.llm_calls), position=i,
+                                initial=initial))  # fmt: skip
     return seen
 
 

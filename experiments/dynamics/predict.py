@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from debate.chain import MarkovChain, load_chain
-from experiments.dynamics.fit import Behaviour, interval, replicates
+from experiments.dynamics.fit import interval
+from experiments.dynamics.fitted import FittedModel, ModelKind, fit_model
+from experiments.dynamics.model import Context, Mixture, describe
 from experiments.dynamics.observe import Observation
 
 __all__ = ["Outcome", "Predicted", "RoleModel", "Setting", "outcome", "predict"]
@@ -44,6 +46,8 @@ class Outcome:
 
     p_true: float
     turns: float
+    capped: float = 0.0
+    """P(the max-rounds cap, not the agents' agreement, ends the debate)."""
 
 
 def _state(model: RoleModel, chain: MarkovChain, state: str, label: bool,
@@ -68,19 +72,21 @@ def _state(model: RoleModel, chain: MarkovChain, state: str, label: bool,
 def outcome(model: RoleModel, chain: MarkovChain, *, min_rounds: int, max_rounds: int, label: bool) -> Outcome:
     """The exact distribution of the final verdict, and the expected turns, for one true label."""
     frontier: dict[tuple[str, bool | None], float] = {(chain.spec.initial, None): 1.0}
-    p_true = turns = 0.0
+    p_true = turns = capped = 0.0
     for round_ in range(max_rounds + 1):
         following: dict[tuple[str, bool | None], float] = defaultdict(float)
         for (state, entering), weight in frontier.items():
             for q, seq in _state(model, chain, state, label, entering):
                 w = weight * q
                 turns += w * len(seq)
-                if (round_ >= min_rounds and len(set(seq)) == 1) or round_ >= max_rounds:
+                agreed = round_ >= min_rounds and len(set(seq)) == 1
+                if agreed or round_ >= max_rounds:
                     p_true += w * seq[-1]
+                    capped += 0.0 if agreed else w
                 else:
                     following[(chain.next_state(state, seq[-1]), seq[-1])] += w
         frontier = following
-    return Outcome(p_true=p_true, turns=turns)
+    return Outcome(p_true=p_true, turns=turns, capped=capped)
 
 
 class Predicted(BaseModel):
@@ -98,40 +104,105 @@ class Predicted(BaseModel):
     f1_interval: tuple[float, float]
     calls_per_claim: float
     calls_interval: tuple[float, float]
+    capped: float
+    """The share of debates the max-rounds cap stops before the agents agree: where it is large, the figures show
+    the cap, not the agents."""
     backed_off: list[str]
     """Contexts this setting needs that the fitted run never showed (answered by the stated back-off)."""
+    backoff_range: tuple[float, float] | None
+    """The accuracy when each backed-off context runs from its interval's low to its high end (None: no back-off)."""
 
 
-def _figures(model: RoleModel, chain: MarkovChain, setting: Setting, share_true: float,
-             calls_per_turn: float) -> tuple[float, ...]:  # fmt: skip
-    yes = outcome(model, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds, label=True)
-    no = outcome(model, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds, label=False)
-    tp, fn = share_true * yes.p_true, share_true * (1 - yes.p_true)
-    fp, tn = (1 - share_true) * no.p_true, (1 - share_true) * (1 - no.p_true)
-    f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-    calls = (share_true * yes.turns + (1 - share_true) * no.turns) * calls_per_turn
-    return yes.p_true, no.p_true, tp + tn, f1, calls
+@dataclass(frozen=True)
+class _Figures:
+    yes: float
+    no: float
+    accuracy: float
+    f1: float
+    calls: float
+    capped: float
+
+
+def _figures(mix: Mixture, chain: MarkovChain, setting: Setting, share_true: float,
+             calls_per_turn: float) -> _Figures:  # fmt: skip
+    by_label = {}
+    for label in (True, False):
+        outcomes = [outcome(c, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds, label=label)
+                    for c in mix.components]  # fmt: skip
+        weights = mix.shares[label]
+        by_label[label] = [sum(w * getattr(o, f) for w, o in zip(weights, outcomes, strict=True))
+                           for f in ("p_true", "turns", "capped")]  # fmt: skip
+    (yes, yes_turns, yes_capped), (no, no_turns, no_capped) = by_label[True], by_label[False]
+    tp, fn = share_true * yes, share_true * (1 - yes)
+    fp, tn = (1 - share_true) * no, (1 - share_true) * (1 - no)
+    return _Figures(
+        yes=yes, no=no, accuracy=tp + tn, f1=2 * tp / (2 * tp + fp + fn) if tp else 0.0,
+        calls=(share_true * yes_turns + (1 - share_true) * no_turns) * calls_per_turn,
+        capped=share_true * yes_capped + (1 - share_true) * no_capped,
+    )  # fmt: skip
+
+
+def _backed_off(mix: Mixture) -> dict[tuple[int, Context], float]:
+    return {(k, ctx): v for k, c in enumerate(mix.components) for ctx, v in c.backed_off.items()}
+
+
+def _accuracy(model: FittedModel, chain: MarkovChain, setting: Setting, share_true: float,
+              values: dict[tuple[int, Context], float]) -> float:  # fmt: skip
+    components = list(model.point.components)
+    for (k, context), value in values.items():
+        components[k] = components[k].forced(context, value)
+    mixture = replace(model.point, components=components)
+    return _figures(mixture, chain, setting, share_true, model.calls_per_turn).accuracy
+
+
+def _sensitivity(model: FittedModel, chain: MarkovChain, setting: Setting, share_true: float, point: _Figures,
+                 samples: dict[tuple[int, Context], list[float]]) -> tuple[float, float] | None:  # fmt: skip
+    """The accuracy with every backed-off context at the end of its interval that lowers it, and at the end that
+    raises it (each context's direction found one at a time, the extremes then computed together)."""
+    if not samples:
+        return None
+    lowest, highest = {}, {}
+    for key, values in samples.items():
+        ends = interval(values)
+        moved = [_accuracy(model, chain, setting, share_true, {key: end}) for end in ends]
+        lowest[key], highest[key] = (ends[0], ends[1]) if moved[0] <= moved[1] else (ends[1], ends[0])
+    low = _accuracy(model, chain, setting, share_true, lowest)
+    high = _accuracy(model, chain, setting, share_true, highest)
+    return min(low, point.accuracy), max(high, point.accuracy)
+
+
+def _one(model: FittedModel, setting: Setting, share_true: float) -> Predicted:
+    chain = load_chain(setting.chain)
+    for c in model.point.components:
+        c.clear()
+    point = _figures(model.point, chain, setting, share_true, model.calls_per_turn)
+    backed = _backed_off(model.point)
+    samples: dict[tuple[int, Context], list[float]] = {key: [] for key in backed}
+    spread = []
+    for mix, per_turn in model.replicates:
+        for c in mix.components:
+            c.clear()
+        spread.append(_figures(mix, chain, setting, share_true, per_turn))
+        for key, value in _backed_off(mix).items():
+            samples.setdefault(key, []).append(value)
+    several = model.point.classes > 1
+    return Predicted(
+        chain=setting.chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds,
+        p_true_if_factual=point.yes, p_true_if_hallucinated=point.no, accuracy=point.accuracy,
+        accuracy_interval=interval([s.accuracy for s in spread] or [point.accuracy]),
+        f1=point.f1, f1_interval=interval([s.f1 for s in spread] or [point.f1]),
+        calls_per_claim=point.calls, calls_interval=interval([s.calls for s in spread] or [point.calls]),
+        capped=point.capped,
+        backed_off=sorted(describe(ctx) + (f" (class {k + 1})" if several else "") for k, ctx in backed),
+        backoff_range=_sensitivity(model, chain, setting, share_true, point, {k: samples[k] for k in backed}),
+    )  # fmt: skip
 
 
 def predict(seen: Sequence[Observation], settings: Sequence[Setting], *, share_true: float, bootstrap: int = 200,
-            seed: int = 0) -> list[Predicted]:  # fmt: skip
+            seed: int = 0, model: ModelKind = "auto",
+            fitted: FittedModel | None = None) -> list[Predicted]:  # fmt: skip
     """Predicted accuracy, F1 (factual as the positive class) and calls per claim for each setting, from the
-    behaviour fitted to `seen`; `share_true` is the share of factual claims the figures are for."""
-    point = Behaviour(seen)
-    calls_per_turn = sum(o.calls for o in seen) / len(seen)
-    fitted = [(Behaviour(r), sum(o.calls for o in r) / len(r)) for r in replicates(seen, bootstrap, seed)]
-    results = []
-    for setting in settings:
-        chain = load_chain(setting.chain)
-        point.backed_off.clear()  # this setting's own back-offs
-        yes, no, accuracy, f1, calls = _figures(point, chain, setting, share_true, calls_per_turn)
-        spread = [_figures(b, chain, setting, share_true, per_turn) for b, per_turn in fitted]
-        results.append(Predicted(
-            chain=setting.chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds,
-            p_true_if_factual=yes, p_true_if_hallucinated=no, accuracy=accuracy,
-            accuracy_interval=interval([s[2] for s in spread] or [accuracy]),
-            f1=f1, f1_interval=interval([s[3] for s in spread] or [f1]),
-            calls_per_claim=calls, calls_interval=interval([s[4] for s in spread] or [calls]),
-            backed_off=sorted(point.backed_off),
-        ))  # fmt: skip
-    return results
+    behaviour fitted to `seen` (or the given `fitted` model); `share_true` is the share of factual claims the
+    figures are for."""
+    fitted = fitted or fit_model(seen, model=model, bootstrap=bootstrap, seed=seed)
+    return [_one(fitted, setting, share_true) for setting in settings]

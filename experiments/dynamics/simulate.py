@@ -14,9 +14,10 @@ import random
 import tomllib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
 from debate.chain import MarkovChain, load_chain
@@ -26,6 +27,8 @@ from debate.llm import ChatRequest, ChatResponse, current_item
 from debate.types import DebateResult, Report, Usage
 
 __all__ = [
+    "ClassView",
+    "DifficultyClass",
     "Population",
     "RoleParameters",
     "SimulatedAgents",
@@ -49,33 +52,120 @@ class RoleParameters(BaseModel):
     """P(repeating the last opinion it is shown) instead of deciding on its own."""
     memory: float = Field(default=0.0, ge=0, le=1)
     """P(repeating the opinion before the ones it is shown): above 0 the population is not Markov."""
+    states: dict[str, RoleParameters] = Field(default_factory=dict)
+    """Per state, the parameters that differ there (the rest as above): a role whose behaviour depends on the
+    state."""
+
+    @model_validator(mode="after")
+    def _shares(self) -> RoleParameters:
+        if self.memory + self.conformity > 1:
+            raise ValueError(f"memory + conformity is {self.memory + self.conformity:g}: at most 1")
+        return self
+
+    def merged(self, other: RoleParameters) -> RoleParameters:
+        """These parameters with the ones `other` sets replacing them."""
+        return self.model_copy(update={k: getattr(other, k) for k in other.model_fields_set if k != "states"})
+
+    def in_state(self, state: str) -> RoleParameters:
+        return self.merged(self.states[state]) if state in self.states else self
+
+
+class DifficultyClass(BaseModel):
+    """A share of the items on which the roles decide differently (easy items, hard items)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    share: float = Field(gt=0, le=1)
+    """The share of items in this class."""
+    factual_true: float | None = Field(default=None, ge=0, le=1)
+    """Every role's own P(verdict true) for a factual item of this class (a role's table below wins)."""
+    hallucinated_true: float | None = Field(default=None, ge=0, le=1)
+    """Every role's own P(verdict true) for a hallucinated item of this class."""
+    roles: dict[str, RoleParameters] = Field(default_factory=dict)
+    """Per role, the parameters that differ on this class's items."""
+
+    def apply(self, name: str, params: RoleParameters) -> RoleParameters:
+        """A role's parameters on this class's items."""
+        shared = {k: getattr(self, k) for k in ("factual_true", "hallucinated_true") if getattr(self, k) is not None}
+        params = params.model_copy(update=shared)
+        if name not in self.roles:
+            return params
+        override = self.roles[name]
+        return params.merged(override).model_copy(update={"states": {**params.states, **override.states}})
 
 
 class Population(BaseModel):
-    """Every role's parameters (roles not named decide on their own with the defaults)."""
+    """Every role's parameters (roles not named decide on their own with the defaults), and optionally classes of
+    items of unequal difficulty."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     roles: dict[str, RoleParameters] = Field(default_factory=dict)
+    classes: list[DifficultyClass] = Field(default_factory=list)
+    """Classes of items; their shares add up to 1. Empty: every item is alike."""
     seed: int = 0
 
-    def role(self, name: str) -> RoleParameters:
-        return self.roles.get(name, RoleParameters())
+    @model_validator(mode="after")
+    def _add_up(self) -> Population:
+        if self.classes and abs(sum(c.share for c in self.classes) - 1) > 1e-9:
+            raise ValueError(f"classes: the shares add up to {sum(c.share for c in self.classes):g}, not 1")
+        return self
 
-    def p(self, role: str, state: str, label: bool, shown: tuple[bool, ...]) -> float:
-        """The exact P(verdict true) of a Markov population (memory 0) in a context."""
-        r = self.role(role)
+    @property
+    def markov(self) -> bool:
+        """Whether every role decides on the last opinions it is shown only (no memory)."""
+        params = [r for r in self.roles.values()] + [r for c in self.classes for r in c.roles.values()]
+        return all(p.memory == 0 and all(s.memory == 0 for s in p.states.values()) for p in params)
+
+    def class_of(self, item: str) -> int | None:
+        """The item's difficulty class: fixed by its id alone, so every run on the same items agrees."""
+        if not self.classes:
+            return None
+        u, total = random.Random(f"class:{item}").random(), 0.0
+        for k, c in enumerate(self.classes):
+            total += c.share
+            if u < total:
+                return k
+        return len(self.classes) - 1
+
+    def role(self, name: str, state: str | None = None, klass: int | None = None) -> RoleParameters:
+        params = self.roles.get(name, RoleParameters())
+        if klass is not None:
+            params = self.classes[klass].apply(name, params)
+        return params.in_state(state) if state is not None else params
+
+    def p(self, role: str, state: str, label: bool, shown: tuple[bool, ...], klass: int | None = None) -> float:
+        """The exact P(verdict true) of a Markov population (memory 0) in a context, on a class's items."""
+        r = self.role(role, state, klass)
         own = r.factual_true if label else r.hallucinated_true
         return r.conformity * shown[-1] + (1 - r.conformity) * own if shown else own
 
-    def decide(self, role: str, label: bool, shown: tuple[bool, ...], earlier: bool | None, u: float) -> bool:
+    def components(self) -> list[tuple[float, ClassView]]:
+        """(share, the population on that class's items) for each class: a mixture's exact outcome is theirs,
+        weighted."""
+        if not self.classes:
+            return [(1.0, ClassView(self, None))]
+        return [(c.share, ClassView(self, k)) for k, c in enumerate(self.classes)]
+
+    def decide(self, role: str, state: str, label: bool, shown: tuple[bool, ...], earlier: bool | None, u: float,
+               klass: int | None = None) -> bool:  # fmt: skip
         """One verdict, from a uniform draw `u`."""
-        r = self.role(role)
+        r = self.role(role, state, klass)
         if earlier is not None and u < r.memory:
             return earlier
         if shown and u < r.memory + r.conformity:
             return shown[-1]
         scaled = (u - r.memory - r.conformity) / max(1e-12, 1 - r.memory - r.conformity) if shown else u
         return scaled < (r.factual_true if label else r.hallucinated_true)
+
+
+@dataclass(frozen=True)
+class ClassView:
+    """The population on one class's items, as a role model (`p`)."""
+
+    population: Population
+    klass: int | None
+
+    def p(self, role: str, state: str, label: bool, shown: tuple[bool, ...]) -> float:
+        return self.population.p(role, state, label, shown, self.klass)
 
 
 def load_population(path: Path) -> Population:
@@ -116,23 +206,25 @@ class SimulatedAgents:
             shown = tuple(said[-1:] if position == 0 or sees == "previous" else said[-position:])
         earlier = said[-len(shown) - 1] if shown and len(said) > len(shown) else None
         u = random.Random(f"{self._population.seed}:{item}:{site}").random()
-        verdict = self._population.decide(role, self._labels[item], shown, earlier, u)
+        population = self._population
+        verdict = population.decide(role, state, self._labels[item], shown, earlier, u, population.class_of(item))
         said.append(verdict)
         return verdict
 
-    def opinion(self, role: str, verdict: bool) -> str:
+    def opinion(self, role: str, verdict: bool, state: str | None = None, item: str | None = None) -> str:
         """What a simulated turn says: how its verdict was drawn, never an argument no one made."""
         if not self._explain:
             return "simulated"
-        r = self._population.role(role)
+        r = self._population.role(role, state, self._population.class_of(item) if item is not None else None)
         return (f"[simulated {role}] says {str(verdict).lower()}: drawn at its stated rates (true for "
                 f"{r.factual_true:.0%} of factual and {r.hallucinated_true:.0%} of wrong claims; repeats the opinion "
                 f"it is shown {r.conformity:.0%} of the time)")  # fmt: skip
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
-        verdict = self.answer(request.purpose, request.site, current_item())
-        role = request.purpose.split(":", 1)[-1]
-        text = json.dumps({"opinion": self.opinion(role, verdict), "factuality": verdict,
+        item = current_item()
+        verdict = self.answer(request.purpose, request.site, item)
+        role, state = request.purpose.split(":", 1)[-1], (request.site or "").split(":")[1:2]
+        text = json.dumps({"opinion": self.opinion(role, verdict, next(iter(state), None), item), "factuality": verdict,
                            "Error severity": 0 if verdict else 3})  # fmt: skip
         return ChatResponse(text=text, usage=Usage(llm_calls=1), model="simulated", latency_s=0.0,
                             finish_reason="stop")  # fmt: skip

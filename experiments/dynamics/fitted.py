@@ -1,0 +1,146 @@
+"""The model a prediction is made from (one class, or a mixture of item classes chosen by BIC), its bootstrap
+replicates, and the diagnostics every command prints above its tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from experiments.dynamics.diagnostics import (
+    Check,
+    heterogeneity_check,
+    markov_check,
+    overdispersion_check,
+    state_check,
+)
+from experiments.dynamics.mixture import choose_classes, fit_mixture
+from experiments.dynamics.model import Floats, Indexed, Mixture, multiplicities
+from experiments.dynamics.observe import Observation
+
+__all__ = ["Diagnostics", "FittedModel", "ModelChoice", "ModelKind", "diagnose", "fit_model"]
+
+ModelKind = Literal["auto", "one-class", "mixture"]
+"""auto: classes of items by BIC over 1..3; one-class: every item alike; mixture: BIC over 2..3."""
+
+
+class ModelChoice(BaseModel):
+    """Which model the predictions come from, and why."""
+
+    model_config = ConfigDict(frozen=True)
+    classes: int
+    """1: every item alike (the plain Markov model); more: latent classes of items."""
+    shares: dict[str, list[float]]
+    """Per true label ("factual", "hallucinated"), the share of items in each class (class 1 the easiest)."""
+    bic: dict[int, float]
+    """BIC per number of classes tried (lower is better)."""
+    reason: str
+
+    def describe(self) -> str:
+        if self.classes == 1:
+            return f"one class of items (every item alike): {self.reason}"
+        shares = "; ".join(f"{label} {', '.join(f'{s:.2f}' for s in v)}" for label, v in self.shares.items())
+        return f"a mixture of {self.classes} item classes, easiest first (shares: {shares}): {self.reason}"
+
+
+class Diagnostics(BaseModel):
+    """The checks of the model's assumptions on the fitted run(s), the model used, and the warnings they raise."""
+
+    model_config = ConfigDict(frozen=True)
+    checks: list[Check]
+    model: ModelChoice
+    warnings: list[str]
+    """Each a line saying which assumption fails and what that means for the figures."""
+
+    def check(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+
+@dataclass
+class FittedModel:
+    """The point fit, its bootstrap replicates (with calls per turn), and the choice."""
+
+    indexed: Indexed
+    point: Mixture
+    weights: list[Floats]
+    """Each replicate's item multiplicities."""
+    replicates: list[tuple[Mixture, float]]
+    calls_per_turn: float
+    choice: ModelChoice
+
+
+def _bic_line(bics: dict[int, float], chosen: int) -> str:
+    listed = ", ".join(f"{c} class{'es' if c > 1 else ''} {b:.1f}" for c, b in bics.items())
+    return f"BIC {listed}; {chosen} the lowest"
+
+
+def _choose(ix: Indexed, model: ModelKind, uneven: list[Check], seed: int) -> tuple[Mixture, dict[int, float], str]:
+    if model == "one-class":
+        return fit_mixture(ix, 1), {}, "set by --model one-class"
+    point, bics = choose_classes(ix, most=3, seed=seed)
+    if model == "auto" and not uneven:
+        return point, bics, _bic_line(bics, point.classes)
+    # a heterogeneity check that fails is evidence enough for classes, even where BIC's penalty for a whole second
+    # table of contexts keeps one class on a few hundred items
+    why = "set by --model mixture" if model == "mixture" else f"the {uneven[0].name} check fails"
+    bics = {c: b for c, b in bics.items() if c > 1}
+    chosen = min(bics, key=lambda c: bics[c])
+    point = point if point.classes == chosen else fit_mixture(ix, chosen, seed=seed)
+    return point, bics, f"{why}; {_bic_line(bics, chosen)} of 2 and 3"
+
+
+def fit_model(seen: Sequence[Observation], *, model: ModelKind = "auto", bootstrap: int = 200, seed: int = 0,
+              runs: Sequence[Sequence[Observation]] = ()) -> FittedModel:  # fmt: skip
+    """Fit the chosen model to `seen` and to `bootstrap` replicates of its items. auto: a mixture of item classes
+    when a heterogeneity check fails (`runs`: every run on these items, for the cross-run one), else the number of
+    classes BIC prefers."""
+    ix = Indexed(seen)
+    point, bics, reason = _choose(ix, model, _uneven(seen, runs), seed)
+    replicates, weights = [], multiplicities(len(ix.items), bootstrap, seed)
+    for m in weights:
+        start = point.responsibilities if point.classes > 1 else None
+        replicates.append((fit_mixture(ix, point.classes, weights=m, start=start, iterations=60),
+                           ix.calls_per_turn(m)))  # fmt: skip
+    shares = {"factual": point.shares[True], "hallucinated": point.shares[False]}
+    choice = ModelChoice(classes=point.classes, shares=shares, bic=bics, reason=reason)
+    return FittedModel(ix, point, weights, replicates, ix.calls_per_turn(), choice)
+
+
+def _warnings(checks: dict[str, Check], choice: ModelChoice) -> list[str]:
+    lines = []
+    uneven = [checks[n] for n in ("heterogeneity", "overdispersion") if n in checks and checks[n].rejected]
+    if uneven:
+        found = "; ".join(f"{c.name} check {c.detail}" for c in uneven)
+        if choice.classes == 1:
+            lines.append(f"predictions assume items of equal difficulty; they are not reliable for this run because "
+                         f"the items are heterogeneous ({found}) and the model used has one class (try --model "
+                         "mixture)")  # fmt: skip
+        else:
+            lines.append(f"the items are heterogeneous ({found}); the predictions come from a {choice.classes}-class "
+                         "mixture of items, which assumes each class is Markov")  # fmt: skip
+    if checks["markov"].rejected:
+        why = " (or the items' unequal difficulty, above)" if uneven else ""
+        lines.append(f"predictions assume a turn depends only on the opinions it is shown; they are not reliable "
+                     f"for this run because the Markov check fails ({checks['markov'].detail}): the agents remember "
+                     f"earlier opinions{why}")  # fmt: skip
+    if checks["state"].rejected:
+        lines.append(f"a role behaves differently by state ({checks['state'].detail}): a prediction that backs off "
+                     "across states is not reliable (rows that back off say so)")  # fmt: skip
+    return lines
+
+
+def _uneven(seen: Sequence[Observation], runs: Sequence[Sequence[Observation]]) -> list[Check]:
+    checks = [heterogeneity_check(seen)] + ([overdispersion_check(runs)] if len(runs) > 1 else [])
+    return [c for c in checks if c.rejected]
+
+
+def diagnose(seen: Sequence[Observation], choice: ModelChoice, *,
+             runs: Sequence[Sequence[Observation]] = ()) -> Diagnostics:  # fmt: skip
+    """Every check that applies: on the fitted turns `seen`, and across `runs` (every run on these items, the fitted
+    one included) when there are two or more."""
+    checks = [markov_check(seen), heterogeneity_check(seen), state_check(seen)]
+    if len(runs) > 1:
+        checks.append(overdispersion_check(runs))
+    return Diagnostics(checks=checks, model=choice, warnings=_warnings({c.name: c for c in checks}, choice))

@@ -1,0 +1,135 @@
+"""The fitted role model, in arrays: the observations indexed once, so a bootstrap replicate (items drawn with
+replacement) or a latent class (items weighted by their responsibilities) is a vector of item weights, and its
+behaviour is a few `bincount`s rather than a pass over every turn.
+
+`Behaviour` answers P(verdict true | role, state, label, shown) with a stated back-off for contexts never seen: the
+same role, label and shown verdicts in any state, then the last shown verdict alone, then the role and label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from experiments.dynamics.observe import Observation
+
+__all__ = ["Behaviour", "Context", "Indexed", "Mixture", "multiplicities"]
+
+Context = tuple[str, str, bool, tuple[bool, ...]]
+"""(role, state, true label, verdicts shown)."""
+
+Floats = NDArray[np.float64]
+
+
+def _keys(role: str, state: str, label: bool, shown: tuple[bool, ...]) -> list[tuple[object, ...]]:
+    return [(role, state, label, shown), (role, "*", label, shown), (role, "*", label, shown[-1:]), (role, label)]
+
+
+def describe(context: Context) -> str:
+    role, state, label, shown = context
+    return f"{role} in {state}, label {label}, shown {list(shown)}"
+
+
+@dataclass
+class Behaviour:
+    """P(verdict true) per context from (weighted) counts, one table per back-off level."""
+
+    tables: list[dict[tuple[object, ...], tuple[float, float]]]
+    """Per back-off level: key -> (weighted true verdicts, weighted turns)."""
+    overrides: dict[Context, float] = field(default_factory=dict)
+    """Contexts whose value is set from outside (the back-off sensitivity)."""
+    backed_off: dict[Context, float] = field(default_factory=dict)
+    """Contexts answered by back-off since the last `clear`, with the value given."""
+
+    def clear(self) -> None:
+        self.backed_off = {}
+
+    def seen(self, context: Context) -> bool:
+        return self.tables[0].get(context, (0.0, 0.0))[1] > 0
+
+    def p(self, role: str, state: str, label: bool, shown: tuple[bool, ...]) -> float:
+        context = (role, state, label, shown)
+        if context in self.overrides:
+            return self.overrides[context]
+        for depth, key in enumerate(_keys(role, state, label, shown)):
+            true, n = self.tables[depth].get(key, (0.0, 0.0))
+            if n > 0:
+                if depth:
+                    self.backed_off[context] = true / n
+                return true / n
+        self.backed_off[context] = 0.5
+        return 0.5
+
+    def forced(self, context: Context, value: float) -> Behaviour:
+        return Behaviour(self.tables, {**self.overrides, context: value})
+
+
+def multiplicities(items: int, n: int, seed: int) -> list[Floats]:
+    """`n` bootstrap replicates as item multiplicities (items drawn with replacement)."""
+    rng = np.random.default_rng(seed)
+    return [np.bincount(rng.integers(0, items, items), minlength=items).astype(np.float64) for _ in range(n)]
+
+
+class Indexed:
+    """The observations indexed by item and by context at each back-off level."""
+
+    def __init__(self, seen: Sequence[Observation]) -> None:
+        self.observations = list(seen)
+        self.items: list[str] = list(dict.fromkeys(o.item for o in seen))
+        where = {item: i for i, item in enumerate(self.items)}
+        self.item_of = np.array([where[o.item] for o in seen], dtype=np.int64)
+        self.verdict = np.array([o.verdict for o in seen], dtype=np.float64)
+        self.calls = np.array([o.calls for o in seen], dtype=np.float64)
+        labels = {o.item: o.label for o in seen}
+        self.label = np.array([labels[item] for item in self.items], dtype=bool)
+        self.keys: list[list[tuple[object, ...]]] = []
+        self.index: list[NDArray[np.int64]] = []
+        for level in range(4):
+            ids: dict[tuple[object, ...], int] = {}
+            column = [ids.setdefault(_keys(o.role, o.state, o.label, o.shown)[level], len(ids)) for o in seen]
+            self.keys.append(list(ids))
+            self.index.append(np.array(column, dtype=np.int64))
+        contexts = len(self.keys[0])
+        shape = (len(self.items), contexts)
+        self.true = np.zeros(shape)
+        self.turns = np.zeros(shape)
+        np.add.at(self.true, (self.item_of, self.index[0]), self.verdict)
+        np.add.at(self.turns, (self.item_of, self.index[0]), 1.0)
+
+    def behaviour(self, weights: Floats | None = None) -> Behaviour:
+        """The behaviour with each item counted `weights[item]` times (None: once)."""
+        w = np.ones(len(self.verdict)) if weights is None else weights[self.item_of]
+        tables = []
+        for keys, index in zip(self.keys, self.index, strict=True):
+            n = np.bincount(index, weights=w, minlength=len(keys))
+            t = np.bincount(index, weights=w * self.verdict, minlength=len(keys))
+            # under half a turn of weight (a class that barely holds the context) counts as never seen
+            tables.append({k: (float(a), float(b)) for k, a, b in zip(keys, t, n, strict=True) if b >= 0.5})
+        return Behaviour(tables)
+
+    def calls_per_turn(self, weights: Floats | None = None) -> float:
+        w = np.ones(len(self.verdict)) if weights is None else weights[self.item_of]
+        return float((w * self.calls).sum() / max(1e-12, w.sum()))
+
+
+@dataclass
+class Mixture:
+    """Latent classes of items: per class a behaviour, and per true label the share of items in each class."""
+
+    components: list[Behaviour]
+    shares: dict[bool, list[float]]
+    """Per true label, the share of items in each class."""
+    responsibilities: Floats
+    """Per item (in `Indexed.items` order), P(class)."""
+    loglik: float
+    parameters: int
+
+    @property
+    def classes(self) -> int:
+        return len(self.components)
+
+    def bic(self, items: int) -> float:
+        return -2 * self.loglik + self.parameters * float(np.log(max(2, items)))

@@ -1,0 +1,170 @@
+"""What `debate dynamics` prints: the checks and the model above every table, the warnings they raise, and the
+tables themselves (markdown)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from experiments.dynamics.fit import DynamicsFit
+from experiments.dynamics.fitted import Diagnostics
+from experiments.dynamics.predict import Predicted
+
+__all__ = ["Checked", "SelfCheck", "diagnostics_lines", "fit_table", "predict_table", "self_check", "validate_table"]
+
+CAPPED = 0.2
+"""Above this share of debates stopped by the max-rounds cap, a point shows the cap more than the agents."""
+
+_ASSUMES = {
+    "markov": "a turn depends only on the opinions it is shown",
+    "heterogeneity": "items alike: a later turn does not depend on the initial verdict it was not shown",
+    "state": "a role shown the same verdicts behaves the same in every state",
+    "overdispersion": "items alike: the same items' initial verdicts vary across runs as one rate per label allows",
+}
+
+
+def _fmt(x: float | None, ci: tuple[float, float] | None = None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def diagnostics_lines(d: Diagnostics) -> list[str]:
+    """The model used and why, each check and what it found, and a WARNING line per failed assumption."""
+    lines = [f"model: {d.model.describe()}", "", "checks (each at the 1% level):"]
+    for c in d.checks:
+        verdict = "not applicable" if c.p_value is None else ("FAILS" if c.rejected else "holds")
+        found = c.detail.removeprefix("not applicable: ")
+        lines.append(f"- {c.name} ({_ASSUMES[c.name]}): {verdict}: {found}")
+    lines += [""] + [f"WARNING: {w}" for w in d.warnings] + ([""] if d.warnings else [])
+    return lines
+
+
+class SelfCheck(BaseModel):
+    """The fitted setting predicted from its own fit, against what the run observed."""
+
+    model_config = ConfigDict(frozen=True)
+    predicted: Predicted
+    observed_accuracy: float
+    observed_calls: float
+    holds_accuracy: bool
+    holds_calls: bool
+
+    def line(self) -> str:
+        p = self.predicted
+        said = (f"self-consistency: the fitted setting ({p.chain}, min {p.min_rounds}) predicted from its own fit: "
+                f"accuracy {_fmt(p.accuracy, p.accuracy_interval)}, observed {self.observed_accuracy:.3f}; calls "
+                f"{_fmt(p.calls_per_claim, p.calls_interval)}, observed {self.observed_calls:.2f}")  # fmt: skip
+        if self.holds_accuracy and self.holds_calls:
+            return said + ": holds"
+        misses = " and ".join(n for n, ok in (("accuracy", self.holds_accuracy), ("calls", self.holds_calls)) if not ok)
+        return (
+            f"WARNING: {said}: the observed {misses} lie outside the prediction's interval, so the model does not "
+            "reproduce the run it was fitted to and its predictions for other settings are not reliable"
+        )
+
+
+def self_check(predicted: Predicted, accuracy: float, calls: float) -> SelfCheck:
+    low, high = predicted.accuracy_interval
+    calls_low, calls_high = predicted.calls_interval
+    return SelfCheck(predicted=predicted, observed_accuracy=accuracy, observed_calls=calls,
+                     holds_accuracy=low - 1e-9 <= accuracy <= high + 1e-9,
+                     holds_calls=calls_low - 1e-9 <= calls <= calls_high + 1e-9)  # fmt: skip
+
+
+def fit_table(result: DynamicsFit) -> str:
+    """The fit as markdown, under its checks."""
+    lines = [
+        f"# Dynamics of {', '.join(result.runs)}",
+        "",
+        f"chain {result.chain}, min rounds {result.min_rounds}, max rounds {result.max_rounds}; "
+        f"{result.claims} debated claims, {result.turns} turns, {result.calls_per_turn:.2f} calls per turn",
+        "",
+        *diagnostics_lines(result.diagnostics),
+        "| role | state | label | shown | n | P(verdict true) [95% CI] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in result.contexts:
+        shown = ",".join("T" if s else "F" for s in c.shown) or "-"
+        label = "factual" if c.label else "hallucinated"
+        lines.append(f"| {c.role} | {c.state} | {label} | {shown} | {c.n} | {_fmt(c.p_true, (c.low, c.high))} |")
+    lines += ["", "| role | label | turns | flip rate | conformity (to a wrong opinion) | excess agreement within "
+              "classes |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in result.roles:
+        label = "factual" if r.label else "hallucinated"
+        conformity, excess = _fmt(r.conformity, r.conformity_interval), _fmt(r.excess, r.excess_interval)
+        lines.append(f"| {r.role} | {label} | {r.turns} | {_fmt(r.flip, r.flip_interval)} | {conformity} | {excess} |")
+    classes = result.diagnostics.model.classes
+    within = f"within each of the model's {classes} item classes" if classes > 1 else "over all items (one class)"
+    lines += ["", "Conformity counts agreement that comes from shared difficulty too (on an easy item every role is "
+              "right, on a hard one every role is wrong, and they agree without looking at each other). The excess "
+              f"agreement, P(wrong | shown a wrong opinion) - P(wrong | shown a right one) {within}, is the part "
+              "shared difficulty does not explain; it is 0 for a role that ignores what it is shown.", ""]  # fmt: skip
+    return "\n".join(lines)
+
+
+def predict_table(rows: list[Predicted], diagnostics: Diagnostics, check: SelfCheck | None) -> str:
+    """Predictions as markdown, under the checks, the self-consistency line, and the notes on caps and back-offs."""
+    lines = [*diagnostics_lines(diagnostics)]
+    if check is not None:
+        lines += [check.line(), ""]
+    lines += ["| chain | min | max | accuracy [95% CI] | F1 [95% CI] | calls per claim [95% CI] | stopped by the cap "
+              "| back-off range |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        backoff = f"[{r.backoff_range[0]:.3f}, {r.backoff_range[1]:.3f}]" if r.backoff_range else "-"
+        lines.append(f"| {r.chain} | {r.min_rounds} | {r.max_rounds} | {_fmt(r.accuracy, r.accuracy_interval)} | "
+                     f"{_fmt(r.f1, r.f1_interval)} | {_fmt(r.calls_per_claim, r.calls_interval)} | "
+                     f"{r.capped:.0%} | {backoff} |")  # fmt: skip
+    capped = [r for r in rows if r.capped >= CAPPED]
+    if capped:
+        listed = ", ".join(f"{r.chain} min {r.min_rounds} ({r.capped:.0%})" for r in capped)
+        lines += ["", f"the max-rounds cap stops at least {CAPPED:.0%} of debates in: {listed}; there the figures, "
+                  "and the shape of the min-rounds curve, come from the cap (max rounds) rather than from the agents "
+                  "agreeing"]  # fmt: skip
+    backed = sorted({b for r in rows for b in r.backed_off})
+    if backed:
+        lines += ["", "contexts the fitted run never showed, answered by back-off (the same role, label and shown "
+                  "verdicts in any state): " + "; ".join(backed), "back-off range: the accuracy when each of them "
+                  "runs from its interval's low to its high end; it assumes the role behaves alike across "
+                  "states"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+class Checked(BaseModel):
+    """One other run: predicted against observed, accuracy and calls each with its own margin."""
+
+    model_config = ConfigDict(frozen=True)
+    run: str
+    chain: str
+    min_rounds: int
+    max_rounds: int
+    claims: int
+    predicted_accuracy: float
+    accuracy_interval: tuple[float, float]
+    observed_accuracy: float
+    within_accuracy: bool
+    """The difference is inside the combined 95% margin of the prediction and the run's own sampling error."""
+    predicted_calls: float
+    calls_interval: tuple[float, float]
+    observed_calls: float
+    within_calls: bool
+    backoff_range: tuple[float, float] | None
+    """Set when the prediction leans on back-offs: the accuracy over their intervals."""
+
+
+def validate_table(rows: list[Checked], diagnostics: Diagnostics, check: SelfCheck) -> str:
+    """Predicted against observed per run, accuracy and calls each with its own verdict."""
+    lines = [*diagnostics_lines(diagnostics), check.line(), "",
+             "| run | chain | min | accuracy: predicted [95% CI] / observed | accuracy within | calls: predicted "
+             "[95% CI] / observed | calls within | back-off range |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        backoff = f"[{r.backoff_range[0]:.3f}, {r.backoff_range[1]:.3f}]" if r.backoff_range else "-"
+        lines.append(f"| {Path(r.run).name} | {r.chain} | {r.min_rounds} | "
+                     f"{_fmt(r.predicted_accuracy, r.accuracy_interval)} / {r.observed_accuracy:.3f} | "
+                     f"{'yes' if r.within_accuracy else 'NO'} | {_fmt(r.predicted_calls, r.calls_interval)} / "
+                     f"{r.observed_calls:.2f} | {'yes' if r.within_calls else 'NO'} | {backoff} |")  # fmt: skip
+    if any(r.backoff_range for r in rows):
+        lines += ["", "back-off range: the row's prediction leans on contexts the fitted run never showed (see "
+                  "`debate dynamics predict`); it assumes each role behaves alike across states"]  # fmt: skip
+    return "\n".join(lines) + "\n"
