@@ -18,10 +18,10 @@ import time
 from collections import Counter
 
 from debate.chain import load_chain
-from experiments.dynamics import Observation, diagnose, fit_model, observations, outcome, predict
+from experiments.dynamics import Observation, diagnose, fit_model, observations, predict
 from experiments.dynamics.examples import EXAMPLES
 from experiments.dynamics.predict import Setting
-from experiments.dynamics.simulate import Population, labels_for, observed, simulate_debates
+from experiments.dynamics.simulate import Population, exact_accuracy, labels_for, observed, simulate_debates
 
 FITTED = Setting("true-to-skeptic", 2, 4)
 SETTINGS = [Setting(c, 2, 4) for c in ("true-to-trust", "always-skeptic", "always-trust")] + [
@@ -39,12 +39,7 @@ def _run(population: Population, setting: Setting, n: int, labels_seed: int) -> 
 
 def _truth(population: Population, setting: Setting, n: int) -> tuple[float, str]:
     if population.markov:
-        chain, total = load_chain(setting.chain), 0.0
-        for share, component in population.components():
-            yes, no = (outcome(component, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds,
-                               label=label).p_true for label in (True, False))  # fmt: skip
-            total += share * (0.5 * yes + 0.5 * (1 - no))
-        return total, "exact"
+        return exact_accuracy(population, setting), "exact"
     results = asyncio.run(simulate_debates(population.model_copy(update={"seed": 999}), chain=setting.chain,
                                            min_rounds=setting.min_rounds, max_rounds=setting.max_rounds,
                                            labels=labels_for(n, 0.5, 999)))  # fmt: skip

@@ -15,10 +15,10 @@ import pytest
 from conftest import debate
 
 from debate.chain import load_chain
-from experiments.dynamics import Observation, diagnose, fit_model, observations, outcome, predict
+from experiments.dynamics import Observation, diagnose, fit_model, markov_check, observations, predict
 from experiments.dynamics.examples import EXAMPLES
 from experiments.dynamics.predict import Setting
-from experiments.dynamics.simulate import Population, labels_for, load_population, simulate_debates
+from experiments.dynamics.simulate import Population, exact_accuracy, labels_for, load_population, simulate_debates
 
 CHAIN = "true-to-skeptic"
 
@@ -33,15 +33,6 @@ def _seen(population: Population, n: int, labels_seed: int = 1) -> list[Observat
 @pytest.fixture(scope="module")
 def runs() -> dict[str, list[Observation]]:
     return {name: _seen(population, 800) for name, population in EXAMPLES.items()}
-
-
-def _truth(population: Population, setting: Setting) -> float:
-    chain, total = load_chain(setting.chain), 0.0
-    for share, component in population.components():
-        yes, no = (outcome(component, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds,
-                           label=label).p_true for label in (True, False))  # fmt: skip
-        total += share * (0.5 * yes + 0.5 * (1 - no))
-    return total
 
 
 def test_each_check_fires_on_the_population_that_breaks_it_and_not_on_the_markov_one(
@@ -81,7 +72,7 @@ def test_the_mixture_holds_the_truth_where_one_class_does_not(runs: dict[str, li
     population, seen = EXAMPLES["two-class"], runs["two-class"]
     settings = [Setting(chain, m, 4) for chain in ("true-to-skeptic", "always-trust", "true-to-trust",
                                                    "always-skeptic") for m in (1, 2, 3)]  # fmt: skip
-    truths = [_truth(population, s) for s in settings]
+    truths = [exact_accuracy(population, s) for s in settings]
     mixture = predict(seen, settings, share_true=0.5, bootstrap=100, seed=3)
     one = predict(seen, settings, share_true=0.5, bootstrap=100, seed=3, model="one-class")
     missed = [(s, t, p.accuracy_interval) for s, t, p in zip(settings, truths, mixture, strict=True)
@@ -116,6 +107,9 @@ def test_back_offs_and_the_cap_are_stated(runs: dict[str, list[Observation]]) ->
     low, high = other.backoff_range
     assert low <= other.accuracy <= high and high - low > 0.005
     assert own.capped < 0.2 and capped.capped > 0.3
+    # without bootstrap replicates the intervals and the back-off range collapse to the point, and say so
+    [bare] = predict(seen, [Setting("always-trust", 2, 4)], share_true=0.5, bootstrap=0)
+    assert bare.accuracy_interval == (bare.accuracy, bare.accuracy) == bare.backoff_range
 
 
 def test_the_roles_file_states_classes_and_state_dependence(tmp_path: Path) -> None:
@@ -176,7 +170,8 @@ def test_the_commands_warn_above_their_tables_on_heterogeneous_items_only(tmp_pa
             assert warned is (name == "two-class"), done.stdout[:table]
             assert "model: " in done.stdout[:table] and "- markov (" in done.stdout[:table]
         assert ("a mixture of 2 item classes" in outputs[0].stdout) is (name == "two-class")
-        assert "self-consistency: the fitted setting (true-to-skeptic, min 2)" in outputs[1].stdout
+        for done in outputs:
+            assert "self-consistency: the fitted setting (true-to-skeptic, min 2)" in done.stdout
         assert "| accuracy within |" in outputs[2].stdout and "| calls within |" in outputs[2].stdout
         assert "- overdispersion (" in outputs[2].stdout
     predicted = debate("dynamics", "predict", str(tmp_path / "alike"), "--json", "--bootstrap", "10")
@@ -192,3 +187,16 @@ def test_the_docs_roles_files_are_the_example_populations() -> None:
     for name, example in (("roles.toml", "markov"), ("two-class.toml", "two-class")):
         shown = Population.model_validate(tomllib.loads(files[name]))
         assert shown == EXAMPLES[example], name
+
+
+def test_a_check_on_too_few_turns_says_not_applicable_rather_than_holds() -> None:
+    def turn(i: int, earlier: bool) -> Observation:
+        return Observation(item=f"i{i}", label=True, role="trust", state="S1", shown=(True,), earlier=earlier,
+                           verdict=i % 2 == 0, calls=1, position=2, initial=None)  # fmt: skip
+
+    # nine turns a side: under the 10-turn cells the chi-square reference needs
+    few = markov_check([turn(i, i < 9) for i in range(18)])
+    assert few.p_value is None and not few.rejected and few.detail.startswith("not applicable: no context")
+    # the same split with ten a side is tested (and holds: the verdicts do not follow `earlier`)
+    enough = markov_check([turn(i, i < 10) for i in range(20)])
+    assert enough.df == 1 and enough.p_value is not None and not enough.rejected

@@ -15,8 +15,8 @@ from debate.errors import UsageError
 from experiments.dynamics.fit import fit
 from experiments.dynamics.fitted import FittedModel, diagnose, fit_model
 from experiments.dynamics.observe import RunObservations, read_run
-from experiments.dynamics.predict import Predicted, Setting, predict
-from experiments.dynamics.report import Checked, SelfCheck, fit_table, predict_table, self_check, validate_table
+from experiments.dynamics.predict import Predicted, SelfCheck, Setting, predict, self_check
+from experiments.dynamics.report import Checked, fit_table, predict_table, validate_table
 
 __all__ = ["register"]
 
@@ -131,7 +131,7 @@ def _fit(args: argparse.Namespace) -> int:
     fitted = fit_model(seen, model=args.model, bootstrap=args.bootstrap, seed=args.seed, runs=per_run)
     result = fit(seen, runs=[str(r) for r in args.runs], chain=first.chain, min_rounds=first.min_rounds,
                  max_rounds=first.max_rounds, bootstrap=args.bootstrap, seed=args.seed, fitted=fitted,
-                 run_observations=per_run)  # fmt: skip
+                 run_observations=per_run, self_checks=[_self_check(run, fitted) for run in runs])  # fmt: skip
     sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else fit_table(result))
     return 0
 

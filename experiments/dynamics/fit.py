@@ -16,10 +16,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from experiments.dynamics.fitted import Diagnostics, FittedModel, ModelKind, diagnose, fit_model
-from experiments.dynamics.model import Floats, Indexed
+from experiments.dynamics.model import Floats, Indexed, interval
 from experiments.dynamics.observe import Observation
+from experiments.dynamics.predict import SelfCheck
 
-__all__ = ["ContextFit", "DynamicsFit", "RoleRates", "fit", "interval"]
+__all__ = ["ContextFit", "DynamicsFit", "RoleRates", "fit"]
 
 
 class ContextFit(BaseModel):
@@ -70,13 +71,9 @@ class DynamicsFit(BaseModel):
     contexts: list[ContextFit]
     roles: list[RoleRates]
     diagnostics: Diagnostics
+    self_checks: list[SelfCheck]
+    """Per fitted run, its own setting predicted from the fit against what it observed."""
     calls_per_turn: float
-
-
-def interval(values: Sequence[float]) -> tuple[float, float]:
-    """The 95% percentile interval of bootstrap values."""
-    low, high = np.percentile(np.asarray(values, dtype=float), [2.5, 97.5])
-    return float(low), float(high)
 
 
 def _mean(hit: Floats, w: Floats) -> float | None:
@@ -151,12 +148,14 @@ def _contexts(model: FittedModel) -> list[ContextFit]:
 
 def fit(seen: Sequence[Observation], *, runs: list[str], chain: str, min_rounds: int, max_rounds: int,
         bootstrap: int = 200, seed: int = 0, model: ModelKind = "auto", fitted: FittedModel | None = None,
-        run_observations: Sequence[Sequence[Observation]] = ()) -> DynamicsFit:  # fmt: skip
+        run_observations: Sequence[Sequence[Observation]] = (),
+        self_checks: Sequence[SelfCheck] = ()) -> DynamicsFit:  # fmt: skip
     """The fitted behaviour of every role, with bootstrap intervals over items, and the checks of its assumptions
     (`run_observations`: each run's turns, for the cross-run check when runs share items)."""
     fitted = fitted or fit_model(seen, model=model, bootstrap=bootstrap, seed=seed)
     return DynamicsFit(
         runs=runs, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds, claims=len(fitted.indexed.items),
         turns=len(seen), bootstrap=bootstrap, seed=seed, contexts=_contexts(fitted), roles=_role_rates(fitted),
-        diagnostics=diagnose(seen, fitted.choice, runs=run_observations), calls_per_turn=fitted.calls_per_turn,
+        diagnostics=diagnose(seen, fitted.choice, runs=run_observations), self_checks=list(self_checks),
+        calls_per_turn=fitted.calls_per_turn,
     )  # fmt: skip

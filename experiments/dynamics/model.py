@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from experiments.dynamics.observe import Observation
 
-__all__ = ["Behaviour", "Context", "Indexed", "Mixture", "multiplicities"]
+__all__ = ["Behaviour", "Context", "Indexed", "Mixture", "interval", "multiplicities"]
 
 Context = tuple[str, str, bool, tuple[bool, ...]]
 """(role, state, true label, verdicts shown)."""
@@ -65,6 +65,12 @@ class Behaviour:
 
     def forced(self, context: Context, value: float) -> Behaviour:
         return Behaviour(self.tables, {**self.overrides, context: value})
+
+
+def interval(values: Sequence[float]) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap values."""
+    low, high = np.percentile(np.asarray(values, dtype=float), [2.5, 97.5])
+    return float(low), float(high)
 
 
 def multiplicities(items: int, n: int, seed: int) -> list[Floats]:

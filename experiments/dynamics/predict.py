@@ -16,12 +16,11 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from debate.chain import MarkovChain, load_chain
-from experiments.dynamics.fit import interval
 from experiments.dynamics.fitted import FittedModel, ModelKind, fit_model
-from experiments.dynamics.model import Context, Mixture, describe
+from experiments.dynamics.model import Context, Mixture, describe, interval
 from experiments.dynamics.observe import Observation
 
-__all__ = ["Outcome", "Predicted", "RoleModel", "Setting", "outcome", "predict"]
+__all__ = ["Outcome", "Predicted", "RoleModel", "SelfCheck", "Setting", "outcome", "predict", "self_check"]
 
 
 class RoleModel(Protocol):
@@ -113,6 +112,25 @@ class Predicted(BaseModel):
     """The accuracy when each backed-off context runs from its interval's low to its high end (None: no back-off)."""
 
 
+class SelfCheck(BaseModel):
+    """The fitted setting predicted from its own fit, against what the run observed."""
+
+    model_config = ConfigDict(frozen=True)
+    predicted: Predicted
+    observed_accuracy: float
+    observed_calls: float
+    holds_accuracy: bool
+    holds_calls: bool
+
+
+def self_check(predicted: Predicted, accuracy: float, calls: float) -> SelfCheck:
+    low, high = predicted.accuracy_interval
+    calls_low, calls_high = predicted.calls_interval
+    return SelfCheck(predicted=predicted, observed_accuracy=accuracy, observed_calls=calls,
+                     holds_accuracy=low - 1e-9 <= accuracy <= high + 1e-9,
+                     holds_calls=calls_low - 1e-9 <= calls <= calls_high + 1e-9)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class _Figures:
     yes: float
@@ -186,6 +204,7 @@ def _one(model: FittedModel, setting: Setting, share_true: float) -> Predicted:
         for key, value in _backed_off(mix).items():
             samples.setdefault(key, []).append(value)
     several = model.point.classes > 1
+    ranges = {key: samples[key] or [value] for key, value in backed.items()}
     return Predicted(
         chain=setting.chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds,
         p_true_if_factual=point.yes, p_true_if_hallucinated=point.no, accuracy=point.accuracy,
@@ -194,7 +213,7 @@ def _one(model: FittedModel, setting: Setting, share_true: float) -> Predicted:
         calls_per_claim=point.calls, calls_interval=interval([s.calls for s in spread] or [point.calls]),
         capped=point.capped,
         backed_off=sorted(describe(ctx) + (f" (class {k + 1})" if several else "") for k, ctx in backed),
-        backoff_range=_sensitivity(model, chain, setting, share_true, point, {k: samples[k] for k in backed}),
+        backoff_range=_sensitivity(model, chain, setting, share_true, point, ranges),
     )  # fmt: skip
 
 

@@ -9,9 +9,9 @@ from pydantic import BaseModel, ConfigDict
 
 from experiments.dynamics.fit import DynamicsFit
 from experiments.dynamics.fitted import Diagnostics
-from experiments.dynamics.predict import Predicted
+from experiments.dynamics.predict import Predicted, SelfCheck
 
-__all__ = ["Checked", "SelfCheck", "diagnostics_lines", "fit_table", "predict_table", "self_check", "validate_table"]
+__all__ = ["Checked", "diagnostics_lines", "fit_table", "predict_table", "self_check_line", "validate_table"]
 
 CAPPED = 0.2
 """Above this share of debates stopped by the max-rounds cap, a point shows the cap more than the agents."""
@@ -41,36 +41,19 @@ def diagnostics_lines(d: Diagnostics) -> list[str]:
     return lines
 
 
-class SelfCheck(BaseModel):
-    """The fitted setting predicted from its own fit, against what the run observed."""
-
-    model_config = ConfigDict(frozen=True)
-    predicted: Predicted
-    observed_accuracy: float
-    observed_calls: float
-    holds_accuracy: bool
-    holds_calls: bool
-
-    def line(self) -> str:
-        p = self.predicted
-        said = (f"self-consistency: the fitted setting ({p.chain}, min {p.min_rounds}) predicted from its own fit: "
-                f"accuracy {_fmt(p.accuracy, p.accuracy_interval)}, observed {self.observed_accuracy:.3f}; calls "
-                f"{_fmt(p.calls_per_claim, p.calls_interval)}, observed {self.observed_calls:.2f}")  # fmt: skip
-        if self.holds_accuracy and self.holds_calls:
-            return said + ": holds"
-        misses = " and ".join(n for n, ok in (("accuracy", self.holds_accuracy), ("calls", self.holds_calls)) if not ok)
-        return (
-            f"WARNING: {said}: the observed {misses} lie outside the prediction's interval, so the model does not "
-            "reproduce the run it was fitted to and its predictions for other settings are not reliable"
-        )
-
-
-def self_check(predicted: Predicted, accuracy: float, calls: float) -> SelfCheck:
-    low, high = predicted.accuracy_interval
-    calls_low, calls_high = predicted.calls_interval
-    return SelfCheck(predicted=predicted, observed_accuracy=accuracy, observed_calls=calls,
-                     holds_accuracy=low - 1e-9 <= accuracy <= high + 1e-9,
-                     holds_calls=calls_low - 1e-9 <= calls <= calls_high + 1e-9)  # fmt: skip
+def self_check_line(check: SelfCheck) -> str:
+    """The self-consistency verdict in a line (a WARNING when the run's own figures fall outside it)."""
+    p = check.predicted
+    said = (f"self-consistency: the fitted setting ({p.chain}, min {p.min_rounds}) predicted from its own fit: "
+            f"accuracy {_fmt(p.accuracy, p.accuracy_interval)}, observed {check.observed_accuracy:.3f}; calls "
+            f"{_fmt(p.calls_per_claim, p.calls_interval)}, observed {check.observed_calls:.2f}")  # fmt: skip
+    if check.holds_accuracy and check.holds_calls:
+        return said + ": holds"
+    misses = " and ".join(n for n, ok in (("accuracy", check.holds_accuracy), ("calls", check.holds_calls)) if not ok)
+    return (
+        f"WARNING: {said}: the observed {misses} lie outside the prediction's interval, so the model does not "
+        "reproduce the run it was fitted to and its predictions for other settings are not reliable"
+    )
 
 
 def fit_table(result: DynamicsFit) -> str:
@@ -82,6 +65,8 @@ def fit_table(result: DynamicsFit) -> str:
         f"{result.claims} debated claims, {result.turns} turns, {result.calls_per_turn:.2f} calls per turn",
         "",
         *diagnostics_lines(result.diagnostics),
+        *[self_check_line(check) for check in result.self_checks],
+        *([""] if result.self_checks else []),
         "| role | state | label | shown | n | P(verdict true) [95% CI] |",
         "|---|---|---|---|---|---|",
     ]
@@ -108,7 +93,7 @@ def predict_table(rows: list[Predicted], diagnostics: Diagnostics, check: SelfCh
     """Predictions as markdown, under the checks, the self-consistency line, and the notes on caps and back-offs."""
     lines = [*diagnostics_lines(diagnostics)]
     if check is not None:
-        lines += [check.line(), ""]
+        lines += [self_check_line(check), ""]
     lines += ["| chain | min | max | accuracy [95% CI] | F1 [95% CI] | calls per claim [95% CI] | stopped by the cap "
               "| back-off range |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
@@ -155,7 +140,7 @@ class Checked(BaseModel):
 
 def validate_table(rows: list[Checked], diagnostics: Diagnostics, check: SelfCheck) -> str:
     """Predicted against observed per run, accuracy and calls each with its own verdict."""
-    lines = [*diagnostics_lines(diagnostics), check.line(), "",
+    lines = [*diagnostics_lines(diagnostics), self_check_line(check), "",
              "| run | chain | min | accuracy: predicted [95% CI] / observed | accuracy within | calls: predicted "
              "[95% CI] / observed | calls within | back-off range |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:

@@ -25,6 +25,7 @@ from debate.concurrency import gather_ordered
 from debate.errors import UsageError, validation_problem
 from debate.llm import ChatRequest, ChatResponse, current_item
 from debate.types import DebateResult, Report, Usage
+from experiments.dynamics.predict import Setting, outcome
 
 __all__ = [
     "ClassView",
@@ -32,6 +33,7 @@ __all__ = [
     "Population",
     "RoleParameters",
     "SimulatedAgents",
+    "exact_accuracy",
     "labels_for",
     "load_population",
     "observed",
@@ -280,3 +282,15 @@ def observed(results: Sequence[tuple[str, bool, DebateResult]]) -> tuple[float, 
     yes = [v for label, v, _ in finals if label]
     no = [v for label, v, _ in finals if not label]
     return sum(yes) / max(1, len(yes)), sum(no) / max(1, len(no)), sum(c for *_, c in finals) / max(1, len(finals))
+
+
+def exact_accuracy(population: Population, setting: Setting, share_true: float = 0.5) -> float:
+    """The true accuracy of a Markov population (or a mixture of Markov classes) at a setting, computed exactly."""
+    if not population.markov:
+        raise ValueError("a population with memory has no exact accuracy here: simulate a large run instead")
+    chain, total = load_chain(setting.chain), 0.0
+    for share, component in population.components():
+        yes, no = (outcome(component, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds,
+                           label=label).p_true for label in (True, False))  # fmt: skip
+        total += share * (share_true * yes + (1 - share_true) * (1 - no))
+    return total
