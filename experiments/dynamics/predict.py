@@ -109,7 +109,8 @@ class Predicted(BaseModel):
     backed_off: list[str]
     """Contexts this setting needs that the fitted run never showed (answered by the stated back-off)."""
     backoff_range: tuple[float, float] | None
-    """The accuracy when each backed-off context runs from its interval's low to its high end (None: no back-off)."""
+    """The accuracy with every backed-off context at the end of its interval that lowers it, and at the end that
+    raises it (None: no back-off)."""
 
 
 class SelfCheck(BaseModel):

@@ -32,11 +32,11 @@ def _fmt(x: float | None, ci: tuple[float, float] | None = None) -> str:
 
 def diagnostics_lines(d: Diagnostics) -> list[str]:
     """The model used and why, each check and what it found, and a WARNING line per failed assumption."""
-    lines = [f"model: {d.model.describe()}", "", "checks (each at the 1% level):"]
+    lines = [f"model: {d.model.describe()}", "", "checks:"]
     for c in d.checks:
         verdict = "not applicable" if c.p_value is None else ("FAILS" if c.rejected else "holds")
         found = c.detail.removeprefix("not applicable: ")
-        lines.append(f"- {c.name} ({_ASSUMES[c.name]}): {verdict}: {found}")
+        lines.append(f"- {c.name} ({_ASSUMES[c.name]}; fails at p < {c.level:g}): {verdict}: {found}")
     lines += [""] + [f"WARNING: {w}" for w in d.warnings] + ([""] if d.warnings else [])
     return lines
 
@@ -110,9 +110,9 @@ def predict_table(rows: list[Predicted], diagnostics: Diagnostics, check: SelfCh
     backed = sorted({b for r in rows for b in r.backed_off})
     if backed:
         lines += ["", "contexts the fitted run never showed, answered by back-off (the same role, label and shown "
-                  "verdicts in any state): " + "; ".join(backed), "back-off range: the accuracy when each of them "
-                  "runs from its interval's low to its high end; it assumes the role behaves alike across "
-                  "states"]  # fmt: skip
+                  "verdicts in any state): " + "; ".join(backed), "back-off range: the accuracy with each of them "
+                  "at the end of its interval that lowers it, and at the end that raises it; it assumes the role "
+                  "behaves alike across states"]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
