@@ -13,7 +13,7 @@ from typing import Any
 from debate.cli.conventions import add_command_group, err, examples
 from debate.errors import UsageError
 from experiments.dynamics.fit import fit
-from experiments.dynamics.fitted import FittedModel, diagnose, fit_model
+from experiments.dynamics.fitted import FittedModel, fit_model
 from experiments.dynamics.observe import RunObservations, read_run
 from experiments.dynamics.predict import Predicted, SelfCheck, Setting, predict, self_check
 from experiments.dynamics.report import Checked, fit_table, predict_table, validate_table
@@ -113,6 +113,7 @@ def _observed(run: RunObservations) -> tuple[float, float]:
 
 
 def _model(run: RunObservations, args: argparse.Namespace, others: list[RunObservations]) -> FittedModel:
+    """The fit of `run`, its checks across `others` too when they share its items."""
     shared = [run.observations] + [o.observations for o in others] if others else []
     return fit_model(run.observations, model=args.model, bootstrap=args.bootstrap, seed=args.seed, runs=shared)
 
@@ -131,7 +132,7 @@ def _fit(args: argparse.Namespace) -> int:
     fitted = fit_model(seen, model=args.model, bootstrap=args.bootstrap, seed=args.seed, runs=per_run)
     result = fit(seen, runs=[str(r) for r in args.runs], chain=first.chain, min_rounds=first.min_rounds,
                  max_rounds=first.max_rounds, bootstrap=args.bootstrap, seed=args.seed, fitted=fitted,
-                 run_observations=per_run, self_checks=[_self_check(run, fitted) for run in runs])  # fmt: skip
+                 self_checks=[_self_check(run, fitted) for run in runs])  # fmt: skip
     sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else fit_table(result))
     return 0
 
@@ -172,8 +173,7 @@ def _predict(args: argparse.Namespace) -> int:
                 for chain in chains for m in (args.min_rounds or [run.min_rounds])]  # fmt: skip
     fitted = _model(run, args, [])
     rows = predict(run.observations, settings, share_true=_share(run), fitted=fitted)
-    diagnostics = diagnose(run.observations, fitted.choice)
-    check = _self_check(run, fitted)
+    diagnostics, check = fitted.diagnostics, _self_check(run, fitted)
     if args.json:
         body = {"diagnostics": diagnostics.model_dump(mode="json"), "self_check": check.model_dump(mode="json"),
                 "predictions": [r.model_dump(mode="json") for r in rows]}  # fmt: skip
@@ -214,8 +214,7 @@ def _validate(args: argparse.Namespace) -> int:
     others = [read_run(o) for o in args.others]
     fitted = _model(run, args, others)
     rows = [_checked(fitted, run, d, o) for d, o in zip(args.others, others, strict=True)]
-    diagnostics = diagnose(run.observations, fitted.choice, runs=[run.observations] + [o.observations for o in others])
-    check = _self_check(run, fitted)
+    diagnostics, check = fitted.diagnostics, _self_check(run, fitted)
     if args.json:
         body = {"diagnostics": diagnostics.model_dump(mode="json"), "self_check": check.model_dump(mode="json"),
                 "rows": [r.model_dump(mode="json") for r in rows]}  # fmt: skip

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from experiments.dynamics.fitted import Diagnostics, FittedModel, ModelKind, diagnose, fit_model
+from experiments.dynamics.fitted import Diagnostics, FittedModel, ModelKind, fit_model
 from experiments.dynamics.model import Floats, Indexed, interval
 from experiments.dynamics.observe import Observation
 from experiments.dynamics.predict import SelfCheck
@@ -151,11 +151,12 @@ def fit(seen: Sequence[Observation], *, runs: list[str], chain: str, min_rounds:
         run_observations: Sequence[Sequence[Observation]] = (),
         self_checks: Sequence[SelfCheck] = ()) -> DynamicsFit:  # fmt: skip
     """The fitted behaviour of every role, with bootstrap intervals over items, and the checks of its assumptions
-    (`run_observations`: each run's turns, for the cross-run check when runs share items)."""
-    fitted = fitted or fit_model(seen, model=model, bootstrap=bootstrap, seed=seed)
+    (`run_observations`: each run's turns, for the cross-run check when runs share items; a given `fitted` model
+    brings its own checks)."""
+    fitted = fitted or fit_model(seen, model=model, bootstrap=bootstrap, seed=seed, runs=run_observations)
     return DynamicsFit(
         runs=runs, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds, claims=len(fitted.indexed.items),
         turns=len(seen), bootstrap=bootstrap, seed=seed, contexts=_contexts(fitted), roles=_role_rates(fitted),
-        diagnostics=diagnose(seen, fitted.choice, runs=run_observations), self_checks=list(self_checks),
+        diagnostics=fitted.diagnostics, self_checks=list(self_checks),
         calls_per_turn=fitted.calls_per_turn,
     )  # fmt: skip

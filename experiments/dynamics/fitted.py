@@ -68,7 +68,12 @@ class FittedModel:
     """Each replicate's item multiplicities."""
     replicates: list[tuple[Mixture, float]]
     calls_per_turn: float
-    choice: ModelChoice
+    diagnostics: Diagnostics
+    """The checks on the fitted turns (and across runs when given), the model chosen, and the warnings."""
+
+    @property
+    def choice(self) -> ModelChoice:
+        return self.diagnostics.model
 
 
 def _bic_line(bics: dict[int, float], chosen: int) -> str:
@@ -97,7 +102,9 @@ def fit_model(seen: Sequence[Observation], *, model: ModelKind = "auto", bootstr
     when a heterogeneity check fails (`runs`: every run on these items, for the cross-run one), else the number of
     classes BIC prefers."""
     ix = Indexed(seen)
-    point, bics, reason = _choose(ix, model, _uneven(seen, runs), seed)
+    checks = _checks(seen, runs)
+    uneven = [c for c in checks if c.name in ("heterogeneity", "overdispersion") and c.rejected]
+    point, bics, reason = _choose(ix, model, uneven, seed)
     replicates, weights = [], multiplicities(len(ix.items), bootstrap, seed)
     for m in weights:
         start = point.responsibilities if point.classes > 1 else None
@@ -105,7 +112,7 @@ def fit_model(seen: Sequence[Observation], *, model: ModelKind = "auto", bootstr
                            ix.calls_per_turn(m)))  # fmt: skip
     shares = {"factual": point.shares[True], "hallucinated": point.shares[False]}
     choice = ModelChoice(classes=point.classes, shares=shares, bic=bics, reason=reason)
-    return FittedModel(ix, point, weights, replicates, ix.calls_per_turn(), choice)
+    return FittedModel(ix, point, weights, replicates, ix.calls_per_turn(), _diagnostics(checks, choice))
 
 
 def _warnings(checks: dict[str, Check], choice: ModelChoice) -> list[str]:
@@ -131,16 +138,17 @@ def _warnings(checks: dict[str, Check], choice: ModelChoice) -> list[str]:
     return lines
 
 
-def _uneven(seen: Sequence[Observation], runs: Sequence[Sequence[Observation]]) -> list[Check]:
-    checks = [heterogeneity_check(seen)] + ([overdispersion_check(runs)] if len(runs) > 1 else [])
-    return [c for c in checks if c.rejected]
+def _checks(seen: Sequence[Observation], runs: Sequence[Sequence[Observation]]) -> list[Check]:
+    checks = [markov_check(seen), heterogeneity_check(seen), state_check(seen)]
+    return [*checks, overdispersion_check(runs)] if len(runs) > 1 else checks
+
+
+def _diagnostics(checks: list[Check], choice: ModelChoice) -> Diagnostics:
+    return Diagnostics(checks=checks, model=choice, warnings=_warnings({c.name: c for c in checks}, choice))
 
 
 def diagnose(seen: Sequence[Observation], choice: ModelChoice, *,
              runs: Sequence[Sequence[Observation]] = ()) -> Diagnostics:  # fmt: skip
     """Every check that applies: on the fitted turns `seen`, and across `runs` (every run on these items, the fitted
-    one included) when there are two or more."""
-    checks = [markov_check(seen), heterogeneity_check(seen), state_check(seen)]
-    if len(runs) > 1:
-        checks.append(overdispersion_check(runs))
-    return Diagnostics(checks=checks, model=choice, warnings=_warnings({c.name: c for c in checks}, choice))
+    one included) when there are two or more. `fit_model` does this once for its own choice (`.diagnostics`)."""
+    return _diagnostics(_checks(seen, runs), choice)

@@ -114,7 +114,7 @@ class Population(BaseModel):
     @property
     def markov(self) -> bool:
         """Whether every role decides on the last opinions it is shown only (no memory)."""
-        params = [r for r in self.roles.values()] + [r for c in self.classes for r in c.roles.values()]
+        params = [*self.roles.values(), *(r for c in self.classes for r in c.roles.values())]
         return all(p.memory == 0 and all(s.memory == 0 for s in p.states.values()) for p in params)
 
     def class_of(self, item: str) -> int | None:
@@ -224,9 +224,9 @@ class SimulatedAgents:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         item = current_item()
-        verdict = self.answer(request.purpose, request.site, item)
-        role, state = request.purpose.split(":", 1)[-1], (request.site or "").split(":")[1:2]
-        text = json.dumps({"opinion": self.opinion(role, verdict, next(iter(state), None), item), "factuality": verdict,
+        verdict = self.answer(request.purpose, request.site, item)  # refuses a request without a site
+        role, state = request.purpose.split(":", 1)[-1], str(request.site).split(":")[1]
+        text = json.dumps({"opinion": self.opinion(role, verdict, state, item), "factuality": verdict,
                            "Error severity": 0 if verdict else 3})  # fmt: skip
         return ChatResponse(text=text, usage=Usage(llm_calls=1), model="simulated", latency_s=0.0,
                             finish_reason="stop")  # fmt: skip
