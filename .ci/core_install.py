@@ -26,6 +26,14 @@ REFUSALS = [
     (["worker"], 'debate worker needs the desk extra: pip install "markov-debate[desk]"'),
     (["verify", "--question", "Q?", "--answer", "A", "--evidence", "E"], "the embedded model is not installed"),
     (["data", "fetch", "halueval", "--manifest", "no-such-manifest.json"], "--manifest: cannot read"),
+    (
+        ["export", "phoenix", "results.jsonl"],
+        'debate export phoenix needs the otel extra: pip install "markov-debate[otel]"',
+    ),
+    (
+        ["verify", "--answer", "A", "--base-url", "http://127.0.0.1:9/v1", "--otel", "http://127.0.0.1:9"],
+        'tracing to http://127.0.0.1:9/v1/traces needs the otel extra: pip install "markov-debate[otel]"',
+    ),
 ]
 
 

@@ -26,6 +26,7 @@ from autogen_core import CancellationToken
 
 from agents.conditions import paper_termination, turns_in
 from agents.selector_model import NoSelectorModel
+from debate import telemetry
 from debate.cascade import is_fatal
 from debate.chain import ChainDriver, MarkovChain, TurnPlan, TurnRecord, transcript_result
 from debate.config import DebateConfig
@@ -72,6 +73,8 @@ class _ClaimRun:
         self.config = config
         self.reask = reask
         self._plan: TurnPlan | None = None
+        self.rounds = telemetry.SpanGroup()
+        """The debate's round spans (each turn runs in a task of its own)."""
         self.aborted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         """Set to a fatal endpoint error or a bug; the team races it against the run. Raised inside autogen, such an
         error would reach the caller as a RuntimeError carrying only its text."""
@@ -91,6 +94,13 @@ class _ClaimRun:
     def abort(self, error: Exception) -> None:
         if not self.aborted.done():
             self.aborted.set_exception(error)
+
+
+def _turn_attributes(turn: Turn) -> dict[str, Any]:
+    if turn.opinion is None:
+        return {"output.value": f"failed: {turn.failure.message if turn.failure else turn.error or 'no opinion'}"}
+    return {"output.value": turn.opinion, "debate.factuality": turn.factuality,
+            "debate.error_severity": turn.error_severity}  # fmt: skip
 
 
 def _agent_name(role: str) -> str:
@@ -133,6 +143,16 @@ class DebateAgent(BaseChatAgent):
         return values
 
     async def _speak(self, plan: TurnPlan) -> Turn:
+        group = f"round {plan.round} {plan.state}"
+        where = {"debate.state": plan.state, "debate.round": plan.round}
+        attributes = {**where, "debate.role": self.role, "debate.position": plan.position,
+                      "input.value": self._run.claim.text}  # fmt: skip
+        with self._run.rounds.child(group, where, f"turn {self.role}", "AGENT", attributes) as current:
+            turn = await self._turn(plan)
+            telemetry.set_attributes(current, _turn_attributes(turn))
+            return turn
+
+    async def _turn(self, plan: TurnPlan) -> Turn:
         system, user = self._prompt.render(**self._variables(plan))
         conversation = converse(
             self._client, system, schema=self._schema, schema_name="opinion", purpose=f"debate:{self.role}",
@@ -205,6 +225,7 @@ class AutogenTeam:
             if not team_run.done():
                 token.cancel()
                 await asyncio.wait([team_run])
+        run.rounds.close()
         if run.aborted.done():
             run.aborted.result()
         return transcript_result(turns_in(team_run.result().messages))

@@ -9,8 +9,9 @@ message, where the claim is, contains the word "even"). With --fault-rate, that 
 nine faults: 429 with Retry-After, 500, 503, a hang past any sane timeout, a dropped connection, prose instead of
 JSON, a truncated JSON body, an opinion with the wrong keys, or empty choices. GET /outage/on makes every chat
 request a 503 until GET /outage/off (an endpoint outage). GET /stats returns {"requests",
-"faults", "first", "last", "cpu_s"}: the wall-clock times of the first chat request's arrival and the last reply,
-and this process's own CPU seconds (so a benchmark can show the fake is not its bottleneck).
+"faults", "first", "last", "cpu_s", "arrivals"}: the wall-clock times of the first chat request's arrival and the
+last reply, this process's own CPU seconds (so a benchmark can show the fake is not its bottleneck) and every chat
+request's arrival (for rate benchmarks).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class Endpoint:
         self.first: float | None = None
         self.last: float | None = None
         self.outage = False
+        self.arrivals: list[float] = []
+        """Each chat request's arrival (wall clock), for rate benchmarks."""
         """While on (GET /outage/on, until GET /outage/off), every chat request gets 503."""
 
     def _reply(self, body: bytes) -> bytes:
@@ -80,7 +83,7 @@ class Endpoint:
                 if head.startswith(b"GET /stats"):
                     payload = json.dumps(
                         {"requests": self.requests, "faults": self.faults, "first": self.first, "last": self.last,
-                         "cpu_s": time.process_time()}
+                         "cpu_s": time.process_time(), "arrivals": self.arrivals}
                     ).encode()  # fmt: skip
                 elif head.startswith((b"GET /outage/on", b"GET /outage/off")):
                     self.outage = head.startswith(b"GET /outage/on")
@@ -89,6 +92,7 @@ class Endpoint:
                     payload = MODELS
                 else:
                     self.requests += 1
+                    self.arrivals.append(time.time())
                     if self.first is None:
                         self.first = time.time()
                     fault = self.random.choice(FAULTS) if self.random.random() < self.fault_rate else None

@@ -9,7 +9,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from debate.api import Verifier
 from debate.claims import triplet_sentence
 from debate.errors import DebateError, InputError, ModelRequestError, ModelUnavailableError
-from debate.jsonl import OutputLock, compact, run_ordered, scan_results
+from debate.jsonl import OutputLock, ResumeState, compact, run_ordered, scan_results
 from debate.records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord, fails_on
 from debate.stages import Reference
 from debate.tasks.rag import sources_from
-from debate.types import Evidence, Source
+from debate.types import Evidence, Source, Usage
 
 __all__ = [
     "BatchError",
@@ -115,10 +115,16 @@ class BatchSummary:
     """Superseded records removed when the output was compacted."""
     fail_on_matched: int = 0
     """Records whose verdict matched --fail-on."""
+    usage: Usage = field(default_factory=Usage)
+    """Model usage of the records written in this run."""
+    stopped: str | None = None
+    """Why the batch stopped before its end (the cost gate), if it did."""
 
     def add(self, record: Record, fail_on: FailOn | None) -> None:
         """Count one written record."""
         self.processed += 1
+        if isinstance(record, ResultRecord):
+            self.usage = self.usage + record.result.usage
         if isinstance(record, ErrorRecord):
             self.errors += 1
         elif isinstance(record, ResultRecord) and record.result.failure is not None:
@@ -148,8 +154,8 @@ class _Work:
 def _describe_validation(line: int, exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"]) or "(line)"
-        parts.append(f"field {field!r}: {err['msg']}")
+        where = ".".join(str(p) for p in err["loc"]) or "(line)"
+        parts.append(f"field {where!r}: {err['msg']}")
     return f"line {line}: " + "; ".join(parts)
 
 
@@ -235,6 +241,7 @@ async def run_batch(
     fail_on: FailOn | None = None,
     on_record: Callable[[Record], None] | None = None,
     workers: int = 1,
+    gate: Callable[[BatchItem | None, BatchSummary], str | None] | None = None,
 ) -> BatchSummary:
     """Verify every line of `input_path` not yet finished in `output_path`, appending results in input order, then
     compact the output to one record per input line.
@@ -242,31 +249,53 @@ async def run_batch(
     `items_in_flight` bounds the responses in progress; model calls are bounded by the client's own limit. After
     `max_consecutive_failures` items in a row fail for a transient reason, EndpointDownError stops the batch
     (finished records are kept; a re-run resumes). `workers` > 1 runs the items on that many processes sharing the
-    started `verifier`'s endpoint (see debate.workers); the output is the same."""
+    started `verifier`'s endpoint (see debate.workers); the output is the same. `gate` is asked before each item
+    starts (with what is written so far); when it gives a reason, no further item starts and the reason is the
+    summary's `stopped` (the cost limit: see debate.cli.cost)."""
     summary = BatchSummary()
     with OutputLock(output_path):
-        state = scan_results(output_path, retry_failed=retry_failed)
-
-        def pending() -> Iterator[_Work]:
-            for work in _dedupe(_read_input(input_path)):
-                if state.done(work.key, work.sha):
-                    summary.skipped_done += 1
-                    continue
-                line_key = f"line:{work.line}"  # an earlier error record for this line: the line was fixed
-                if work.key in state.redo or line_key in state.final or line_key in state.redo:
-                    summary.redone += 1
-                yield work
-
         on_written = _EndpointWatch(summary, fail_on, max_consecutive_failures, on_record)
         handler = functools.partial(_line_handler, input_path.name, task)
         job = verifier.job(workers, handler)
-        records = run_ordered(
-            pending(), handler(verifier), output=output_path, limit=items_in_flight, on_record=on_written, job=job
-        )
-        async for _ in records:
-            pass
+        first = True
+        while True:
+            state = scan_results(output_path, retry_failed=retry_failed and first)
+            before = summary.processed
+            works = _pending(input_path, state, summary, gate, count=first)
+            records = run_ordered(
+                works, handler(verifier), output=output_path, limit=items_in_flight, on_record=on_written, job=job
+            )
+            async for _ in records:
+                pass
+            # The gate stopped this pass while items were still running; they have all finished now, so the next
+            # item may fit after all: another pass asks it again (and stops at once when it does not).
+            if summary.stopped is None or summary.processed == before:
+                break
+            summary.stopped, first = None, False
         _, summary.dropped = compact(output_path, (work.key for work in _dedupe(_read_input(input_path))))
     return summary
+
+
+def _pending(
+    input_path: Path,
+    state: ResumeState,
+    summary: BatchSummary,
+    gate: Callable[[BatchItem | None, BatchSummary], str | None] | None,
+    *,
+    count: bool,
+) -> Iterator[_Work]:
+    """The input's work not finished in `state`, until the gate stops it (`count`: tally skipped and redone)."""
+    for work in _dedupe(_read_input(input_path)):
+        if state.done(work.key, work.sha):
+            summary.skipped_done += count
+            continue
+        if gate is not None and (reason := gate(work.item, summary)) is not None:
+            summary.stopped = f"stopped before line {work.line}: {reason}"
+            return
+        line_key = f"line:{work.line}"  # an earlier error record for this line: the line was fixed
+        if count and (work.key in state.redo or line_key in state.final or line_key in state.redo):
+            summary.redone += 1
+        yield work
 
 
 class _EndpointWatch:

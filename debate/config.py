@@ -28,6 +28,7 @@ __all__ = [
     "RetrievalConfig",
     "SearchConfig",
     "StructuredOutputMode",
+    "TelemetryConfig",
     "VerifierConfig",
 ]
 
@@ -117,6 +118,14 @@ class ModelConfig(_Config):
     """auto: try json_schema, fall back to llama.cpp's json_object+schema, then plain prompting."""
     max_concurrency: int = Field(default=4, ge=1)
     """Model requests in flight at once: the one limit on model calls (a slot is held for one HTTP attempt)."""
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    """Most HTTP attempts started per minute, shared by every worker process of a run (None: no limit)."""
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    """Most tokens (prompt estimate + completion limit, settled to actual usage) per minute, shared likewise."""
+    price_in: float | None = Field(default=None, ge=0)
+    """USD per million input tokens (None: the price table, if it knows the model)."""
+    price_out: float | None = Field(default=None, ge=0)
+    """USD per million output tokens."""
     max_string_chars: int | None = Field(default=None, ge=16)
     """Bound every string of a structured reply to this many characters, and raise the token limit to the schema's
     worst case, so a grammar-constrained reply always closes (the embedded model: 300)."""
@@ -297,6 +306,23 @@ class PrefilterConfig(_Config):
         return model.model_validate(self.options.get(name, {}))
 
 
+class TelemetryConfig(_Config):
+    """OpenTelemetry tracing (extra `otel`; see debate.telemetry)."""
+
+    endpoint: str | None = None
+    """OTLP/HTTP base URL (e.g. Phoenix's http://127.0.0.1:6006); None: OTEL_EXPORTER_OTLP_ENDPOINT if set, else
+    tracing is off."""
+    project: str = "markov-debate"
+    """The Phoenix project (OpenInference resource attribute) the traces go to."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _otlp_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"OTLP endpoint {value!r} is not an http(s) URL (the exporter speaks OTLP/HTTP)")
+        return value
+
+
 class VerifierConfig(_Config):
     """Everything a Verifier needs."""
 
@@ -333,6 +359,8 @@ class VerifierConfig(_Config):
     the RAG grounding warnings (en or he); None: guessed from each text's dominant script (Latin is read as en)."""
     call_cache: str | None = None
     """SQLite file caching model calls; a re-run with the same calls makes no endpoint calls."""
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    """Tracing to an OpenTelemetry backend."""
 
     @field_validator("prompt_set")
     @classmethod

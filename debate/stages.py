@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from debate.registry import Registry
 from debate.types import (
@@ -40,6 +40,7 @@ __all__ = [
     "SEARCH_BACKENDS",
     "TASKS",
     "TEAMS",
+    "EstimatesWork",
     "EvidenceSource",
     "Plan",
     "Prefilter",
@@ -53,6 +54,7 @@ __all__ = [
     "StageContext",
     "Task",
     "TaskInput",
+    "TaskWork",
     "Team",
     "TeamFactory",
 ]
@@ -114,6 +116,32 @@ class StageContext(Protocol):
     def retriever(self) -> Retriever: ...
 
     def search_backend(self) -> SearchBackend | None: ...
+
+
+@dataclass(frozen=True)
+class TaskWork:
+    """What a task expects one item to cost before its claims' debates (`debate verify --estimate`)."""
+
+    claims: float
+    """Claims it expects (exact when given or found by rule, else one per sentence up to claims.max_claims)."""
+    calls: float = 0.0
+    """Model calls per item before the debates (extraction, the subjective filter)."""
+    input_chars: int = 0
+    """Characters those calls send (prompt and text)."""
+    claim_chars: float = 0.0
+    """Characters of one claim."""
+    evidence_chars: float = 0.0
+    """Characters of one claim's evidence."""
+    claim_calls: float = 0.0
+    """Model calls per claim outside the debate (search queries)."""
+
+
+@runtime_checkable
+class EstimatesWork(Protocol):
+    """A task that can say what an item will cost before running it (optional: a task without it is estimated
+    as one extraction call and one claim per sentence)."""
+
+    def expected_work(self, item: TaskInput, config: VerifierConfig) -> TaskWork: ...
 
 
 class Task(Protocol):

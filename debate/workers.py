@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 from debate.concurrency import run_blocking
 from debate.errors import DebateError
+from debate.llm.ratelimit import SharedRates, adopt_shared
 
 __all__ = ["Job", "WorkerError", "process_map", "resolve_workers"]
 
@@ -98,15 +99,18 @@ async def _serve(job: Job[Any, Any], worker: int, tasks: Any, results: Any, slot
         reader.shutdown(wait=False, cancel_futures=True)
 
 
-def _worker_main(job: Job[Any, Any], worker: int, tasks: Any, results: Any, slots: int) -> None:
+def _worker_main(job: Job[Any, Any], worker: int, tasks: Any, results: Any, slots: int, rates: SharedRates) -> None:
+    adopt_shared(rates)  # the run's rate limits are one schedule across its processes
     run_blocking(_serve(job, worker, tasks, results, slots))
 
 
-def _start_workers(context: Any, job: Job[Any, Any], queues: tuple[Any, Any], slots: int) -> list[BaseProcess]:
+def _start_workers(
+    context: Any, job: Job[Any, Any], queues: tuple[Any, Any], slots: int, rates: SharedRates
+) -> list[BaseProcess]:
     tasks, results = queues
     processes: list[BaseProcess] = [
         context.Process(
-            target=_worker_main, args=(job, k, tasks, results, slots), daemon=True, name=f"debate-worker-{k}"
+            target=_worker_main, args=(job, k, tasks, results, slots, rates), daemon=True, name=f"debate-worker-{k}"
         )
         for k in range(job.workers)
     ]
@@ -152,7 +156,9 @@ async def process_map(items: Iterable[T], job: Job[T, R], *, limit: int) -> Asyn
     tasks = context.Queue()
     results = context.Queue()
     slots = max(1, -(-limit // workers))
-    processes = _start_workers(context, job, (tasks, results), slots)
+    # Kept referenced until the workers stop: a child rebuilds the lock from its name, gone once the parent's is.
+    rates = SharedRates.for_processes(context)
+    processes = _start_workers(context, job, (tasks, results), slots, rates)
     loop = asyncio.get_running_loop()
     waiter = ThreadPoolExecutor(1, thread_name_prefix="results")
 

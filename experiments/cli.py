@@ -12,14 +12,19 @@ from debate.cli import (
     add_command_group,
     examples,
 )
+from debate.cli.cost import add_cost_arguments, print_estimate
+from debate.errors import UsageError
 from debate.prompts import PROMPT_SETS
+from debate.stages import TASKS, TaskInput
 from experiments.ablate_cli import ablate_min_rounds, ablate_prompt_sets, ablate_replot, ablate_transitions
 from experiments.cli_common import (
     add_run_arguments,
     run_one,
     run_spec,
 )
+from experiments.methods import METHODS
 from experiments.report_cli import report
+from experiments.runner import RunSpec, items_for, method_config
 
 __all__ = ["register"]
 
@@ -49,6 +54,7 @@ def _register_eval(sub: Any) -> None:
                       help="which HaluEval file")  # fmt: skip
     add_run_arguments(halu, n_help="items, or all (default: the paper's size: qa 150, dialogue 150, summarization 50; "
                          "general 150)")  # fmt: skip
+    add_cost_arguments(halu, max_cost=False)
     halu.set_defaults(handler=_eval)
     fact = ev_sub.add_parser(
         "factprompts", help="FactPrompts KB-QA (50 responses, 233 annotated claims)",
@@ -58,6 +64,7 @@ def _register_eval(sub: Any) -> None:
     fact.add_argument("--level", choices=["claim", "response"], default="claim",
                       help="judge each annotated claim, or each response from its annotated claims")  # fmt: skip
     add_run_arguments(fact, n_help="items, or all (default: all: 233 claims or 50 responses)", halueval=False)
+    add_cost_arguments(fact, max_cost=False)
     fact.set_defaults(handler=_eval, task="kbqa")
 
 
@@ -116,6 +123,20 @@ def _register_report(sub: Any) -> None:
 
 def _eval(args: argparse.Namespace) -> int:
     spec = run_spec(args)
+    if args.estimate:
+        return _estimate(spec, args)
     run_dir, _ = run_one(spec, args)
     sys.stdout.write((run_dir / "results.md").read_text())
     return 0
+
+
+def _estimate(spec: RunSpec, args: argparse.Namespace) -> int:
+    """`debate eval ... --estimate`: the run's expected calls, tokens and cost, with no model call."""
+    if not METHODS.get(spec.method).estimable:
+        raise UsageError(f"--estimate predicts the debate's calls (methods mcmad, single); {spec.method} makes its own")
+    items = [
+        (TASKS.get(item.task)(), TaskInput(response=item.response, question=item.question, reference=item.reference,
+                                           claims=item.claims, id=item.id))
+        for item in items_for(spec)
+    ]  # fmt: skip
+    return print_estimate(args, method_config(spec), items)

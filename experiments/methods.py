@@ -90,6 +90,8 @@ class MethodEntry:
     """(the Verifier, judge_knowledge) -> the method."""
     configure: Callable[[VerifierConfig], VerifierConfig] = lambda config: config
     """The run's Verifier config -> the one this method runs with."""
+    estimable: bool = False
+    """Its calls are the pipeline's over the configured chain, so `--estimate` can predict them."""
 
 
 def _decided_by(report: Report) -> str:
@@ -335,8 +337,12 @@ def _halueval_judge(verifier: Verifier, judge_knowledge: bool) -> Method:
 
 METHODS: Registry[MethodEntry] = Registry("methods")
 """Detection methods by name (entry points: `markov_debate.methods`)."""
-METHODS.register("mcmad", MethodEntry(_debate("mcmad")), description="this engine: the Markov-chain debate")
-METHODS.register("single", MethodEntry(_debate("single"), _initial_only), description="the initial agent only (S0)")
+METHODS.register(
+    "mcmad", MethodEntry(_debate("mcmad"), estimable=True), description="this engine: the Markov-chain debate"
+)
+METHODS.register(
+    "single", MethodEntry(_debate("single"), _initial_only, estimable=True), description="the initial agent only (S0)"
+)
 METHODS.register("factool", MethodEntry(_debate("factool"), _factool), description="Factool's pipeline and verifier")
 METHODS.register("halueval-judge", MethodEntry(_halueval_judge), description="HaluEval's few-shot Yes/No judge")
 for _name in ("self-check-0", "self-check-3"):

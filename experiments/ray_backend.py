@@ -101,6 +101,21 @@ def _with_secrets(spec: RunSpec, secrets: dict[str, str | None]) -> RunSpec:
     return spec.model_copy(update={"verifier": verifier})
 
 
+def _split_rates(spec: RunSpec, shards: int) -> RunSpec:
+    """Each shard's share of --rpm / --tpm: shards may run on other machines, so they cannot share one schedule
+    as local worker processes do (debate.llm.ratelimit); equal shares keep the total."""
+    model = spec.verifier.model
+    shares = {
+        name: max(1, value // shards)
+        for name in ("requests_per_minute", "tokens_per_minute")
+        if (value := getattr(model, name)) is not None
+    }
+    if not shares:
+        return spec
+    verifier = spec.verifier.model_copy(update={"model": model.model_copy(update=shares)})
+    return spec.model_copy(update={"verifier": verifier})
+
+
 def run_with_ray(spec: RunSpec, run_dir: Path, *, shards: int, concurrency: int) -> int:
     """Run the shards as Ray tasks (a local Ray unless RAY_ADDRESS points at a cluster); returns records merged."""
     import ray
@@ -117,6 +132,6 @@ def run_with_ray(spec: RunSpec, run_dir: Path, *, shards: int, concurrency: int)
 
     # Keys are excluded from serialised configs (they never reach reports), so they travel on their own.
     secrets = _secrets(spec)
-    spec_json = spec.model_dump_json()
+    spec_json = _split_rates(spec, shards).model_dump_json()
     ray.get([remote_task.remote(spec_json, secrets, str(run_dir.resolve()), k) for k in range(shards)])
     return merge_parts(spec, run_dir, shards)

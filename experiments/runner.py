@@ -67,10 +67,13 @@ class RunSpec(BaseModel):
         return value
 
     def digest(self) -> str:
-        # The endpoint's key is excluded by VerifierConfig itself; concurrency does not change results.
+        # The endpoint's key is excluded by VerifierConfig itself; concurrency, rate limits, prices and tracing do
+        # not change results (and leaving them out keeps the names of runs made before they existed).
         data = self.model_dump(mode="json")
         data["verifier"].pop("claim_concurrency", None)
-        data["verifier"].get("model", {}).pop("max_concurrency", None)
+        data["verifier"].pop("telemetry", None)
+        for name in ("max_concurrency", "requests_per_minute", "tokens_per_minute", "price_in", "price_out"):
+            data["verifier"].get("model", {}).pop(name, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
     def name(self) -> str:

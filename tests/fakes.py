@@ -37,6 +37,8 @@ class Reply:
     content_type: str = "application/json"
     hold: threading.Event | None = None
     """When set, the reply waits (up to 60 s) for this event: a writer kept busy for as long as a test needs."""
+    usage: tuple[int, int] = (11, 7)
+    """The prompt and completion tokens the reply reports."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,11 @@ Route = Sequence[Reply] | Callable[[Call], Reply]
 
 
 def completion(
-    content: str, *, model: str = "fake-model", logprobs: list[dict[str, Any]] | None = None
+    content: str,
+    *,
+    model: str = "fake-model",
+    logprobs: list[dict[str, Any]] | None = None,
+    usage: tuple[int, int] = (11, 7),
 ) -> dict[str, Any]:
     choice: dict[str, Any] = {
         "index": 0,
@@ -79,7 +85,7 @@ def completion(
         "created": int(time.time()),
         "model": model,
         "choices": [choice],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
     }
 
 
@@ -152,7 +158,8 @@ class FakeOpenAI:
                     status_code=reply.status,
                     headers=reply.headers,
                 )
-            return JSONResponse(completion(reply.content, logprobs=reply.logprobs), headers=reply.headers)
+            body = completion(reply.content, logprobs=reply.logprobs, usage=reply.usage)
+            return JSONResponse(body, headers=reply.headers)
 
         self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off"))
         self._thread = threading.Thread(target=self._server.run, daemon=True)

@@ -19,6 +19,8 @@ judge a claim false when it carries one of the README's wrong answers ("1925", "
   fails; the test reports them all.
 - `<!-- readme: serve -->`: `debate serve` is started on a free port; the next bash block (the curl tour) runs
   against it, `localhost:8000` rewritten.
+- `<!-- readme: phoenix -->`: a real Phoenix server is started (once) on a free port and the block's
+  `127.0.0.1:6006` is rewritten to it.
 - `<!-- readme: report-schema -->`: every key it shows is a field of the Report models.
 - `<!-- readme: layout -->`: every path it lists exists.
 - other `text` blocks are output excerpts of the block before them (not code).
@@ -35,12 +37,14 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import Generator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from conftest import ROOT, cli_env, op
 from fakes import FakeOpenAI, Reply
+from phoenix_support import Phoenix, start_phoenix
 
 WRONG = ("1925", "Marlowe")
 FIXTURE_DATA = ROOT / "tests" / "fixtures" / "data"
@@ -163,21 +167,45 @@ def _run_all(blocks: list[Block], tmp_path: Path) -> PurposeServer:
         env.pop("DEBATE_DATA_DIR", None)
         desk: subprocess.Popen[bytes] | None = None
         desk_url = ""
+        phoenix = _LazyPhoenix(tmp_path / "phoenix")
         try:
             for block in blocks:
                 try:
+                    if block.marker == "phoenix":
+                        block = replace(block, body=block.body.replace("127.0.0.1:6006", phoenix.address()))
                     desk_url, started = _run_block(block, work, env, server, desk_url, tmp_path)
                 except (AssertionError, subprocess.TimeoutExpired, OSError) as exc:
                     failures.append(f"{block.path} line {block.line} ({block.lang or 'text'}): {exc}")
                     continue
                 desk = started or desk
         finally:
+            phoenix.stop()
             if desk is not None:
                 desk.terminate()
                 desk.wait(timeout=30)
     assert not failures, f"{len(failures)} block(s) failed:\n\n" + "\n\n".join(failures)
     assert server.unknown == [], f"requests the endpoint could not answer: {sorted(set(server.unknown))}"
     return server
+
+
+class _LazyPhoenix:
+    """A real Phoenix, started the first time a block needs it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.running: Generator[Phoenix, None, None] | None = None
+        self.url = ""
+
+    def address(self) -> str:
+        if self.running is None:
+            self.folder.mkdir(exist_ok=True)
+            self.running = start_phoenix(self.folder)
+            self.url = next(self.running).url
+        return self.url.removeprefix("http://")
+
+    def stop(self) -> None:
+        if self.running is not None:
+            self.running.close()
 
 
 def _run_block(

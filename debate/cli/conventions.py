@@ -48,6 +48,8 @@ EXIT_CODES = """exit status:
      row; finished batch records are kept, re-run the same command to resume
   2  usage, configuration or input error (one line on stderr)
   3  --fail-on matched a verdict (non-factual / unverifiable)
+  4  --max-cost reached: the batch stopped before the items that would pass it; finished records are kept, re-run
+     with a higher --max-cost to resume
   130 interrupted (Ctrl-C); finished batch records are kept
   143 terminated (SIGTERM); finished batch records are kept"""
 

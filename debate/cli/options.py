@@ -22,6 +22,7 @@ from debate.config import (
     PrefilterConfig,
     RetrievalConfig,
     SearchConfig,
+    TelemetryConfig,
     VerifierConfig,
 )
 from debate.errors import UsageError
@@ -145,6 +146,16 @@ class _VerifierOptions:
             model, ["--timeout"], ModelConfig, "timeout_s", type=float, default=None, dest="timeout", metavar="SECONDS"
         )
 
+    def budget(self) -> None:
+        budget = self.parser.add_argument_group("rate limits, prices and tracing")
+        self.opt(budget, ["--rpm"], ModelConfig, "requests_per_minute", type=int, dest="rpm", metavar="N")
+        self.opt(budget, ["--tpm"], ModelConfig, "tokens_per_minute", type=int, dest="tpm", metavar="N")
+        self.opt(budget, ["--price-in"], ModelConfig, "price_in", type=float, metavar="USD")
+        self.opt(budget, ["--price-out"], ModelConfig, "price_out", type=float, metavar="USD")
+        self.opt(budget, ["--otel"], TelemetryConfig, "endpoint", dest="otel", metavar="URL",
+                 shown="OTEL_EXPORTER_OTLP_ENDPOINT, else off")  # fmt: skip
+        self.opt(budget, ["--otel-project"], TelemetryConfig, "project", metavar="NAME")
+
     def concurrency(self, *, batch: bool) -> None:
         conc = self.parser.add_argument_group("concurrency")
         self.opt(conc, ["--concurrency"], ModelConfig, "max_concurrency", type=int, dest="concurrency")
@@ -176,6 +187,7 @@ def add_verifier_arguments(
     options.chain()
     options.model()
     options.concurrency(batch=batch)
+    options.budget()
     if "prompt_set" not in fixed:
         _opt(parser, ["--prompt-set", "--prompts-dir"], VerifierConfig, "prompt_set", metavar="NAME|DIR")
     parser.set_defaults(**fixed)
@@ -287,6 +299,14 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
                 structured_output=args.structured_output,
                 timeout_s=args.timeout,
                 max_concurrency=args.concurrency,
+                requests_per_minute=getattr(args, "rpm", None),
+                tokens_per_minute=getattr(args, "tpm", None),
+                price_in=getattr(args, "price_in", None),
+                price_out=getattr(args, "price_out", None),
+            ),
+            telemetry=TelemetryConfig(
+                endpoint=getattr(args, "otel", None),
+                project=getattr(args, "otel_project", None) or TelemetryConfig().project,
             ),
             debate=DebateConfig(
                 min_rounds=args.min_rounds,

@@ -23,15 +23,17 @@ from debate.cli.conventions import (
     out,
     progress_bar,
 )
+from debate.cli.cost import CostGate, add_cost_arguments, cost_gate, cost_line, run_estimate
 from debate.cli.options import add_verifier_arguments, items_in_flight, read_json, read_text_arg, verifier_config
 from debate.cli.render import render_report
 from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
 from debate.errors import InputError, ModelUnavailableError, UsageError
 from debate.llm.cache import CACHE_FILE
+from debate.prices import price_for
 from debate.records import ErrorRecord, Record, fails_on, read_records, transient_failure
 from debate.refchecker import Aggregator, write_refchecker
-from debate.stages import TASKS
+from debate.stages import TASKS, TaskInput
 
 __all__ = ["BatchPaths", "BatchProgress", "register"]
 
@@ -65,6 +67,7 @@ def register(sub: Any) -> None:
         help="exit 3 when a verdict is non-factual, unverifiable, or either (for CI gating; default: off)",
     )  # fmt: skip
     add_verifier_arguments(parser)
+    add_cost_arguments(parser)
     shown = parser.add_argument_group("output")
     shown.add_argument("--json", action="store_true", help="print the Report as JSON")
     shown.add_argument("--brief", action="store_true",
@@ -163,7 +166,14 @@ class BatchPaths:
 def run(args: argparse.Namespace) -> int:
     """The command: one response, or a batch when --input or --output is given."""
     config = _config(args)
-    if args.input is not None or args.output is not None:
+    batch = args.input is not None or args.output is not None
+    if args.max_cost is not None and not batch and not args.estimate:
+        raise UsageError("--max-cost stops a batch between items: give --input and --output")
+    if args.estimate:
+        if batch and (args.input is None or not args.input.is_file()):
+            raise UsageError("--estimate of a batch needs an existing --input file")
+        return run_estimate(args, config, None if batch else _one_input(args).item)
+    if batch:
         return run_blocking(_verify_batch(args, config, BatchPaths.from_args(args)))
     return run_blocking(_verify_one(args, config))
 
@@ -182,7 +192,12 @@ def _model_line(verifier: Verifier, config: VerifierConfig) -> None:
     err.print(f"[dim]model: {verifier.client.model_name} ({where})[/]")
 
 
-async def _verify_one(args: argparse.Namespace, config: VerifierConfig) -> int:
+@dataclass(frozen=True)
+class _OneInput:
+    item: TaskInput
+
+
+def _one_input(args: argparse.Namespace) -> _OneInput:
     answer, _ = read_text_arg(args.answer, "--answer")
     question, _ = read_text_arg(args.question, "--question")
     if answer is None or not answer.strip():
@@ -193,14 +208,23 @@ async def _verify_one(args: argparse.Namespace, config: VerifierConfig) -> int:
         if args.sources is None:
             raise UsageError("--task rag needs --sources FILE (JSON {id: text} or [{id, text, parent_id}])")
         reference = read_json(Path(args.sources), "--sources")
+    return _OneInput(TaskInput(response=answer, question=question, reference=reference,
+                               reference_source=evidence_source))  # fmt: skip
+
+
+async def _verify_one(args: argparse.Namespace, config: VerifierConfig) -> int:
+    item = _one_input(args).item
     async with Verifier(config=config) as verifier:
         _model_line(verifier, config)
         try:
             report = await verifier.verify(
-                answer, question=question, reference=reference, reference_source=evidence_source, task=args.task
-            )
+                item.response, question=item.question, reference=item.reference,
+                reference_source=item.reference_source, task=args.task,
+            )  # fmt: skip
         except InputError as exc:
             raise UsageError(str(exc)) from exc
+        price = price_for(config.model.model_copy(update={"model": report.meta.model}), embedded=verifier.embedded)
+    err.print(f"[dim]{cost_line(report.usage, price)}[/]")
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
@@ -221,7 +245,9 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
     on_interrupt(kept_records(paths.results_log))
     async with Verifier(config=config) as verifier:
         _model_line(verifier, config)
-        summary = await _run_batch(verifier, args, paths)
+        model, embedded = verifier.client.model_name, verifier.embedded
+        gate = cost_gate(args, config, model, embedded)
+        summary = await _run_batch(verifier, args, paths, gate)
     paths.write_output_format()
     print(
         f"done: {summary.processed} written ({summary.factual} factual, {summary.non_factual} non-factual, "
@@ -229,6 +255,12 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
         f"{summary.redone} redone, {summary.skipped_done} already done -> {paths.output}",
         file=sys.stderr,
     )
+    price = price_for(config.model.model_copy(update={"model": model}), embedded=embedded)
+    print(f"usage: {cost_line(summary.usage, price)}", file=sys.stderr)
+    if summary.stopped is not None:
+        print(f"{summary.stopped}; finished records are kept, re-run with a higher --max-cost to resume",
+              file=sys.stderr)  # fmt: skip
+        return 4
     if summary.fail_on_matched:
         print(f"--fail-on {args.fail_on}: {summary.fail_on_matched} record(s) matched", file=sys.stderr)
         return 3
@@ -276,7 +308,9 @@ class BatchProgress(logging.Handler):
         return counts + (f"  retries {self.retries}" if self.retries else "")
 
 
-async def _run_batch(verifier: Verifier, args: argparse.Namespace, paths: BatchPaths) -> BatchSummary:
+async def _run_batch(
+    verifier: Verifier, args: argparse.Namespace, paths: BatchPaths, gate: CostGate | None
+) -> BatchSummary:
     with paths.input.open("rb") as fh:
         total = sum(1 for line in fh if line.strip())
     progress = progress_bar(TextColumn("[progress.description]{task.description}"), TextColumn("{task.fields[counts]}"))
@@ -302,6 +336,7 @@ async def _run_batch(verifier: Verifier, args: argparse.Namespace, paths: BatchP
                 max_consecutive_failures=args.max_consecutive_failures,
                 fail_on=args.fail_on,
                 on_record=advance,
+                gate=gate,
             )
             progress.update(task, completed=summary.processed + summary.skipped_done)
     finally:

@@ -44,6 +44,7 @@ from debate.llm.diagnosis import (
     listing_failure,
     nothing_answers,
 )
+from debate.llm.ratelimit import RateLimiter
 from debate.llm.transport import (
     EndpointConnectionError,
     EndpointHTTPError,
@@ -126,6 +127,9 @@ class OpenAIChatClient:
         self._mode: StructuredOutputMode = config.structured_output
         self._limit = asyncio.Semaphore(config.max_concurrency)
         self._base = config.base_url.rstrip("/")
+        self._rate = RateLimiter(
+            self._base, requests_per_minute=config.requests_per_minute, tokens_per_minute=config.tokens_per_minute
+        )
         # The headers the SDK sends, computed once; no Authorization header at all without a key (a local server
         # needs none, and a made-up one only confuses a proxy's logs).
         self._request_headers = {
@@ -172,8 +176,8 @@ class OpenAIChatClient:
 
     async def _http(
         self, method: str, path: str, payload: bytes | None = None, headers: Mapping[str, str] | None = None
-    ) -> bytes:
-        """One HTTP attempt: the body of a 2xx, else our transport error for what went wrong."""
+    ) -> tuple[bytes, Mapping[str, str]]:
+        """One HTTP attempt: the body and headers of a 2xx, else our transport error for what went wrong."""
         url = self._base + path
         try:
             async with self._pool().request(method, url, data=payload, proxy=self._proxy, headers=headers) as response:
@@ -184,7 +188,7 @@ class OpenAIChatClient:
                     if self._secret:
                         body = body.replace(self._secret, b"[redacted]")
                     raise EndpointHTTPError(response.status, body, response.headers, method=method, url=url)
-                return body
+                return body, {key.lower(): value for key, value in response.headers.items()}
         except TimeoutError as exc:  # aiohttp's own timeout errors are TimeoutErrors too
             raise EndpointConnectionError(method=method, url=url, timeout=True) from exc
         except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body
@@ -220,7 +224,8 @@ class OpenAIChatClient:
         try:
             async for attempt in self._policy.copy():
                 with attempt:
-                    return _parse_json(await self._http("GET", "/models", headers={"X-Debate-Purpose": "models"}))
+                    body, _ = await self._http("GET", "/models", headers={"X-Debate-Purpose": "models"})
+                    return _parse_json(body)
         except MalformedReplyError as malformed:
             if self._model is not None:
                 return None
@@ -275,12 +280,25 @@ class OpenAIChatClient:
         self, payload: bytes, attempts: list[int], headers: Mapping[str, str]
     ) -> tuple[dict[str, Any], dict[str, Any], float]:
         attempts[0] += 1
-        # The model semaphore covers one HTTP attempt only: no slot is held while backing off between attempts.
+        # Every attempt takes its place under the rate limits first; the model semaphore then covers the one HTTP
+        # attempt only: no slot is held while waiting for the rate or backing off between attempts.
+        reserved = len(payload) // 4 + self._config.max_tokens
+        await self._rate.acquire(reserved)
         async with self._limit:
             started = time.perf_counter()
-            body = await self._http("POST", "/chat/completions", payload, headers)
+            try:
+                body, answered = await self._http("POST", "/chat/completions", payload, headers)
+            except EndpointHTTPError as exc:
+                self._rate.observe(exc.headers)
+                if exc.status == 429 and exc.retry_after is not None:
+                    self._rate.pause(exc.retry_after)  # every process of the run waits, not only this call
+                raise
             latency = time.perf_counter() - started
+        self._rate.observe(answered)
         raw, choice = _first_choice(_parse_json(body))
+        usage = raw.get("usage")
+        if isinstance(usage, dict):
+            self._rate.settle(reserved, int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0))
         return raw, choice, latency
 
     async def complete(self, request: ChatRequest) -> ChatResponse:

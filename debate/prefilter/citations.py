@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+from debate.config import VerifierConfig
 from debate.sentences import split_sentences
 from debate.stages import PREFILTERS, Plan, StageContext
 from debate.types import (
@@ -165,6 +166,11 @@ class RulesPrefilter:
 
     def prompt_hashes(self) -> dict[str, str]:
         return {}
+
+    @staticmethod
+    def expected_calls(claims: float, config: VerifierConfig) -> tuple[float, float]:
+        """Model calls per response (`--estimate`): rules make none."""
+        return 0.0, 0.0
 
     async def check(self, claim: Claim, index: int, evidence: Sequence[Evidence], plan: Plan) -> PrefilterDecision:
         if plan.sources is None:

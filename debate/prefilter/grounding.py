@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+from debate.config import VerifierConfig
 from debate.llm import ChatClient, ChatMessage, ChatRequest, ChatResponse
 from debate.prefilter.citations import known_source_ids
 from debate.prompts import load_prompt
@@ -298,6 +299,12 @@ class LogprobPrefilter:
 
     def prompt_hashes(self) -> dict[str, str]:
         return {"grounding": self._check.prompt_hash}
+
+    @staticmethod
+    def expected_calls(claims: float, config: VerifierConfig) -> tuple[float, float]:
+        """Model calls per response (`--estimate`): none when a claim cannot be decided by grounding, up to two
+        one-token calls for each of the first max_claims claims."""
+        return 0.0, 2.0 * min(claims, config.prefilter.max_claims)
 
     def _beyond(self) -> str:
         return f"beyond the first {self._config.max_claims} claims of the response"

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from debate.config import VerifierConfig
 from debate.errors import ReplyUnusableError, validation_problem
 from debate.llm import ChatMessage, ChatRequest
 from debate.parsing import load_json_object
@@ -155,6 +156,13 @@ class RagJudgePrefilter:
 
     def prompt_hashes(self) -> dict[str, str]:
         return {p.name: p.sha256 for p in self._prompts}
+
+    @staticmethod
+    def expected_calls(claims: float, config: VerifierConfig) -> tuple[float, float]:
+        """Model calls per response (`--estimate`): the judge's one call (two with judge_two_step), which the
+        rules may make unnecessary unless judge_on is always."""
+        calls = 2.0 if config.prefilter.judge_two_step else 1.0
+        return (calls if config.prefilter.judge_on == "always" else 0.0), calls
 
     async def check(self, claim: Claim, index: int, evidence: Sequence[Evidence], plan: Plan) -> PrefilterDecision:
         return PrefilterDecision(name=self.name, decision="pass", reason="the judge rates the whole answer")

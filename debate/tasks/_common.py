@@ -5,16 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from debate.claims import Extraction, LLMClaimExtractor
+from debate.config import VerifierConfig
+from debate.prompts import load_prompt
 from debate.retrieval import DocumentEvidence
 from debate.search import SearchEvidence
-from debate.stages import EvidenceSource, Reference, StageContext, TaskInput
+from debate.sentences import split_sentences
+from debate.stages import EvidenceSource, Reference, StageContext, TaskInput, TaskWork
 from debate.types import Claim, Evidence, ExtractionInfo, Source, Usage
 
 __all__ = [
     "FixedEvidence",
     "as_document",
     "as_evidence",
+    "evidence_chars",
     "extract_claims",
+    "extraction_work",
     "given_claims",
     "reference_evidence",
 ]
@@ -90,3 +95,41 @@ def reference_evidence(reference: Reference | None, ctx: StageContext, notes: li
         )  # fmt: skip
     notes.append("no reference and no search backend: claims were judged from the model's own knowledge")
     return FixedEvidence([])
+
+
+def _prompt_chars(config: VerifierConfig) -> int:
+    default = "factool_claims" if config.claims.format == "sentence" else "extract_triplets"
+    prompt = load_prompt(config.claims.prompt or default, None)
+    return len(prompt.system) + len(prompt.user)
+
+
+def evidence_chars(reference: Reference | None, config: VerifierConfig) -> float:
+    """Characters of one claim's evidence: the top-k sentences of a document (at most all of it), else search
+    results, else none."""
+    document = as_document(reference)
+    if document is not None:
+        sentences = split_sentences(document, config.language) or [document]
+        return min(len(document), config.retrieval.top_k * len(document) / len(sentences))
+    if config.search is not None:
+        return config.search.queries_per_claim * config.search.results_per_query * _SNIPPET_CHARS
+    return 0.0
+
+
+_SNIPPET_CHARS = 250
+"""A search result's title and snippet, typically."""
+
+
+def extraction_work(item: TaskInput, config: VerifierConfig, *, calls: int = 1) -> TaskWork:
+    """The work of a task that extracts claims from the response (`calls` model calls before the claims),
+    unless the caller gave them."""
+    searching = config.search is not None and as_document(item.reference) is None
+    evidence, per_claim = evidence_chars(item.reference, config), 1.0 if searching else 0.0
+    if item.claims is not None:
+        texts = [t for t in item.claims if t.strip()]
+        mean = sum(map(len, texts)) / max(1, len(texts))
+        return TaskWork(claims=len(texts), claim_chars=mean, evidence_chars=evidence, claim_calls=per_claim)
+    sentences = len(split_sentences(item.response, config.language)) or 1
+    claims = min(sentences, config.claims.max_claims or sentences)
+    sent = _prompt_chars(config) + len(item.response) + len(item.question or "")
+    return TaskWork(claims=claims, calls=calls, input_chars=calls * sent, claim_chars=len(item.response) / sentences,
+                    evidence_chars=evidence, claim_calls=per_claim)  # fmt: skip

@@ -3,9 +3,12 @@ left), then claim extraction; the knowledge and the dialogue history are the evi
 
 from __future__ import annotations
 
+import dataclasses
+
 from debate.claims import SubjectiveFilter
-from debate.stages import TASKS, Plan, StageContext, TaskInput
-from debate.tasks._common import FixedEvidence, as_evidence, extract_claims, given_claims
+from debate.config import VerifierConfig
+from debate.stages import TASKS, Plan, StageContext, TaskInput, TaskWork
+from debate.tasks._common import FixedEvidence, as_evidence, extract_claims, extraction_work, given_claims
 from debate.types import Evidence
 
 
@@ -40,6 +43,12 @@ class DialogueTask:
             }
         )
         return Plan(extraction.claims, info, evidence, list(extraction.notes))
+
+    def expected_work(self, item: TaskInput, config: VerifierConfig) -> TaskWork:
+        """The subjective filter, then the extraction: two calls; the evidence is the knowledge and history."""
+        work = extraction_work(item, config, calls=2)
+        chars = sum(len(e.text) for e in as_evidence(item.reference, None)) + len(item.question or "")
+        return dataclasses.replace(work, evidence_chars=chars)
 
 
 TASKS.register("dialogue", DialogueTask)

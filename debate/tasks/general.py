@@ -3,8 +3,9 @@ else search results when a backend is configured, else the model's own knowledge
 
 from __future__ import annotations
 
-from debate.stages import TASKS, Plan, StageContext, TaskInput
-from debate.tasks._common import extract_claims, given_claims, reference_evidence
+from debate.config import VerifierConfig
+from debate.stages import TASKS, Plan, StageContext, TaskInput, TaskWork
+from debate.tasks._common import extract_claims, extraction_work, given_claims, reference_evidence
 
 
 class OpenTask:
@@ -17,6 +18,9 @@ class OpenTask:
         extraction = given_claims(item) or await extract_claims(item.response, context=item.question, ctx=ctx)
         notes = list(extraction.notes)
         return Plan(extraction.claims, extraction.info, reference_evidence(item.reference, ctx, notes), notes)
+
+    def expected_work(self, item: TaskInput, config: VerifierConfig) -> TaskWork:
+        return extraction_work(item, config)
 
 
 TASKS.register(

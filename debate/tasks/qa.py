@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from debate.claims import qa_claim
-from debate.stages import TASKS, Plan, StageContext, TaskInput
-from debate.tasks._common import FixedEvidence, as_evidence, given_claims
+from debate.config import VerifierConfig
+from debate.stages import TASKS, Plan, StageContext, TaskInput, TaskWork
+from debate.tasks._common import FixedEvidence, as_document, as_evidence, extraction_work, given_claims
 from debate.types import ExtractionInfo
 
 
@@ -20,6 +21,13 @@ class QATask:
             return Plan(given.claims, given.info, evidence)
         claim = qa_claim(question=item.question, answer=item.response)
         return Plan([claim], ExtractionInfo(method="qa-pair"), evidence)
+
+    def expected_work(self, item: TaskInput, config: VerifierConfig) -> TaskWork:
+        if item.claims is not None:
+            return extraction_work(item, config)
+        claim = qa_claim(question=item.question, answer=item.response)
+        document = as_document(item.reference)
+        return TaskWork(claims=1, claim_chars=len(claim.text), evidence_chars=len(document or ""))
 
 
 TASKS.register("qa", QATask)

@@ -8,8 +8,9 @@ from collections.abc import Mapping, Sequence
 from pydantic import ValidationError
 
 from debate.claims import rag_claims
+from debate.config import VerifierConfig
 from debate.errors import InputError, validation_problem
-from debate.stages import TASKS, Plan, Reference, StageContext, TaskInput
+from debate.stages import TASKS, Plan, Reference, StageContext, TaskInput, TaskWork
 from debate.types import Claim, Evidence, ExtractionInfo, Source, Usage
 
 __all__ = ["CitedSources", "RagTask", "cited_sources", "sources_from"]
@@ -65,6 +66,20 @@ class RagTask:
         notes = found.notes(config.claims.min_chars, config.claims.max_claims)
         return Plan(found.claims, ExtractionInfo(method="rag-sentences"), CitedSources(sources), notes=notes,
                     sources=sources)  # fmt: skip
+
+    def expected_work(self, item: TaskInput, config: VerifierConfig) -> TaskWork:
+        """Claims are found by rule (exact); each is judged against the sources it cites."""
+        if item.reference is None:
+            raise InputError("task rag needs the sources as `reference`: {id: text} or [{id, text, parent_id}]")
+        sources = sources_from(item.reference)
+        found = rag_claims(
+            item.response, config.prefilter.citation_variant, min_chars=config.claims.min_chars,
+            max_claims=config.claims.max_claims, language=config.language,
+        )  # fmt: skip
+        claims = found.claims
+        cited = [sum(len(s.text) for s in cited_sources(sources, claim)) for claim in claims]
+        return TaskWork(claims=len(claims), claim_chars=sum(len(c.text) for c in claims) / max(1, len(claims)),
+                        evidence_chars=sum(cited) / max(1, len(cited)))  # fmt: skip
 
 
 TASKS.register("rag", RagTask)

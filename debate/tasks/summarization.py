@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from debate.config import VerifierConfig
 from debate.errors import InputError
-from debate.stages import TASKS, Plan, StageContext, TaskInput
-from debate.tasks._common import as_document, extract_claims, given_claims, reference_evidence
+from debate.stages import TASKS, Plan, StageContext, TaskInput, TaskWork
+from debate.tasks._common import as_document, extract_claims, extraction_work, given_claims, reference_evidence
 
 
 class SummarizationTask:
@@ -18,6 +19,9 @@ class SummarizationTask:
         extraction = given_claims(item) or await extract_claims(item.response, context=item.question, ctx=ctx)
         notes = list(extraction.notes)
         return Plan(extraction.claims, extraction.info, reference_evidence(item.reference, ctx, notes), notes)
+
+    def expected_work(self, item: TaskInput, config: VerifierConfig) -> TaskWork:
+        return extraction_work(item, config)
 
 
 TASKS.register("summarization", SummarizationTask)

@@ -1,0 +1,209 @@
+"""Cost before and after the run: `--estimate` (debate.estimate: calls, tokens and cost without calling the model),
+`--max-cost` (a batch stops cleanly before the items that would pass it) and the run's actual tokens and cost."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from debate.batch import BatchItem, BatchSummary, read_items
+from debate.chain import MarkovChain, load_chain
+from debate.cli.conventions import out
+from debate.config import VerifierConfig
+from debate.errors import UsageError
+from debate.estimate import Behaviour, Estimate, Range, assumed_behaviour, estimate, fitted_behaviour
+from debate.prices import Price, cost_of, price_for
+from debate.prompts import PromptTemplate, load_prompt
+from debate.records import PredictionRecord, ResultRecord, read_records
+from debate.stages import TASKS, Task, TaskInput
+from debate.types import Report, Usage
+
+__all__ = [
+    "CostGate",
+    "add_cost_arguments",
+    "cost_gate",
+    "cost_line",
+    "estimate_lines",
+    "print_estimate",
+    "run_estimate",
+]
+
+
+def add_cost_arguments(parser: argparse.ArgumentParser, *, max_cost: bool = True) -> None:
+    """--estimate, --estimate-from and --agreement; --max-cost where the command enforces it (a batch)."""
+    cost = parser.add_argument_group("cost")
+    cost.add_argument("--estimate", action="store_true",
+                      help="print the expected model calls, tokens and cost of the run, and stop without calling "
+                           "the model (default: off)")  # fmt: skip
+    cost.add_argument("--estimate-from", type=Path, metavar="RESULTS",
+                      help="--estimate: fit the agents' behaviour from a pilot run's results log (default: assume "
+                           "--agreement)")  # fmt: skip
+    cost.add_argument("--agreement", type=float, default=0.9, metavar="P",
+                      help="--estimate: the share of turns that keep the verdict they are shown, where no pilot "
+                           "says (default: 0.9)")  # fmt: skip
+    if not max_cost:
+        return
+    cost.add_argument("--max-cost", type=float, default=None, metavar="USD",
+                      help="stop the batch cleanly (exit 4, records kept) before an item that would take the run "
+                           "past this cost (default: none)")  # fmt: skip
+
+
+def _prompts(chain: MarkovChain, config: VerifierConfig) -> dict[str, PromptTemplate]:
+    prompts = {}
+    for role in chain.spec.all_roles():
+        name = chain.spec.role(role).prompt
+        if name.endswith(".toml") and chain.spec.source is not None and not name.startswith("/"):
+            name = str(Path(chain.spec.source).parent / name)
+        prompts[role] = load_prompt(name, config.prompt_set)
+    return prompts
+
+
+def _behaviour(args: argparse.Namespace, chain: MarkovChain) -> Behaviour:
+    if not 0.0 <= args.agreement <= 1.0:
+        raise UsageError(f"--agreement must be between 0 and 1, got {args.agreement}")
+    if args.estimate_from is None:
+        return assumed_behaviour(args.agreement)
+    if not args.estimate_from.is_file():
+        raise UsageError(f"--estimate-from: no such file: {args.estimate_from}")
+    reports = list(_reports(args.estimate_from))
+    try:
+        return fitted_behaviour(reports, chain, source=str(args.estimate_from), agreement=args.agreement)
+    except ValueError as exc:
+        raise UsageError(f"--estimate-from: {exc}") from exc
+
+
+def _reports(path: Path) -> Iterator[Report]:
+    """The reports of a results log (`debate verify --output`) or of an experiment's results.jsonl."""
+    for record in read_records(path):
+        if isinstance(record, ResultRecord):
+            yield record.result
+        elif isinstance(record, PredictionRecord) and record.report is not None:
+            try:
+                yield Report.model_validate(record.report)
+            except ValidationError:
+                continue  # a method whose record is not a debate's report (a judge's transcript)
+
+
+def _batch_inputs(path: Path, task: Task) -> tuple[list[tuple[Task, TaskInput]], list[str]]:
+    items, skipped = [], []
+    for line, item, error in read_items(path):
+        if item is None:
+            skipped.append(error or f"line {line}: unreadable")
+            continue
+        items.append((task, _task_input(item)))
+    return items, skipped
+
+
+def _task_input(item: BatchItem) -> TaskInput:
+    return TaskInput(response=item.response, question=item.question, reference=item.evidence(),
+                     claims=item.claim_texts(), id=item.id)  # fmt: skip
+
+
+def run_estimate(args: argparse.Namespace, config: VerifierConfig, single: TaskInput | None) -> int:
+    """Print the estimate for the batch (--input) or the one response, without starting any model."""
+    task: Task = TASKS.get(args.task)()
+    skipped: list[str] = []
+    if single is not None:
+        items = [(task, single)]
+    else:
+        items, skipped = _batch_inputs(args.input, task)
+    return print_estimate(args, config, items, skipped)
+
+
+def print_estimate(
+    args: argparse.Namespace, config: VerifierConfig, items: list[tuple[Task, TaskInput]], skipped: Sequence[str] = ()
+) -> int:
+    """Print (or with --json, write) the estimate of `items` under `config`."""
+    chain = load_chain(config.debate.chain)
+    price = price_for(config.model, embedded=config.model.base_url is None)
+    figures = estimate(items, config=config, chain=chain, prompts=_prompts(chain, config),
+                       behaviour=_behaviour(args, chain), price=price)  # fmt: skip
+    notes = [*figures.notes, *(f"not estimated: {why}" for why in skipped)]
+    if price is None:
+        named = config.model.model or "(the endpoint's only model)"
+        notes.append(f"no price known for model {named}: give --price-in/--price-out")
+    if getattr(args, "json", False):
+        sys.stdout.write(json.dumps({**figures.model_dump(mode="json"), "notes": notes}, indent=2) + "\n")
+        return 0
+    for line in estimate_lines(figures, config, notes):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _fmt(r: Range, unit: str = "", digits: int = 0) -> str:
+    def one(v: float) -> str:
+        return f"{unit}{v:,.{digits}f}"
+
+    return f"{one(r.expected)} (range {one(r.low)} to {one(r.high)})"
+
+
+def estimate_lines(figures: Estimate, config: VerifierConfig, notes: Sequence[str]) -> list[str]:
+    """The estimate as a user reads it: every figure with its range, and what it assumes."""
+    debate = config.debate
+    lines = [
+        f"estimate for {figures.items} item(s), {figures.claims:g} claim(s); chain {debate.chain}, rounds "
+        f"{debate.min_rounds} to {debate.max_rounds}; no model was called",
+        f"  agents: {figures.behaviour}",
+        f"  debate turns per claim: {_fmt(figures.turns_per_claim, digits=1)}",
+        f"  model calls: {_fmt(figures.calls)}",
+        f"  input tokens: {_fmt(figures.input_tokens)} (about 4 characters per token)",
+        f"  output tokens: {_fmt(figures.output_tokens)}",
+    ]
+    if figures.cost_usd is not None and figures.price is not None:
+        lines.append(f"  cost: {_fmt(figures.cost_usd, '$', 4)} at {figures.price.describe()}")
+    lines += [f"  note: {note}" for note in notes]
+    return lines
+
+
+def cost_line(usage: Usage, price: Price | None) -> str:
+    """The run's actual tokens and, with a price, cost."""
+    tokens = (
+        f"{usage.llm_calls} model calls, {usage.prompt_tokens:,} input and {usage.completion_tokens:,} output tokens"
+    )
+    if price is None:
+        return f"{tokens} (no price known: give --price-in/--price-out for the cost)"
+    return f"{tokens}, ${cost_of(usage, price):.4f} at {price.describe()}"
+
+
+class CostGate:
+    """`--max-cost` for a batch: before each item starts, the run's cost so far, plus the items still running and
+    this one at the expected cost per item (the estimate until an item has finished, then the mean cost of the
+    finished ones), must stay within the limit. Items already running are never cut short: their actual cost may
+    differ from the expected one, so a run can end slightly above the limit; the usage line says what was spent."""
+
+    def __init__(self, limit: float, price: Price, expected_item_cost: float) -> None:
+        if limit <= 0:
+            raise UsageError(f"--max-cost must be positive, got {limit}")
+        self.limit, self.price, self.expected = limit, price, expected_item_cost
+        self.started = 0
+
+    def __call__(self, item: BatchItem | None, summary: BatchSummary) -> str | None:
+        spent = cost_of(summary.usage, self.price)
+        finished = summary.processed
+        per_item = spent / finished if finished else self.expected
+        running = max(0, self.started - finished)
+        if spent + (running + 1) * per_item > self.limit:
+            return (f"--max-cost ${self.limit:g}: ${spent:.4f} spent, {running} item(s) running and the next "
+                    f"expected to cost ${per_item:.4f} each")  # fmt: skip
+        self.started += 1
+        return None
+
+
+def cost_gate(args: argparse.Namespace, config: VerifierConfig, model: str, embedded: bool) -> CostGate | None:
+    """The gate for --max-cost, priced for the resolved model (None without --max-cost)."""
+    if args.max_cost is None:
+        return None
+    price = price_for(config.model.model_copy(update={"model": model}), embedded=embedded)
+    if price is None:
+        raise UsageError(f"--max-cost needs a price: no list price is known for {model}; give --price-in/--price-out")
+    chain = load_chain(config.debate.chain)
+    items, _ = _batch_inputs(args.input, TASKS.get(args.task)())
+    figures = estimate(items, config=config, chain=chain, prompts=_prompts(chain, config),
+                       behaviour=_behaviour(args, chain), price=price)  # fmt: skip
+    expected = (figures.cost_usd.expected if figures.cost_usd else 0.0) / max(1, figures.items)
+    return CostGate(args.max_cost, price, expected)
