@@ -27,10 +27,9 @@ from autogen_core import CancellationToken
 from agents.conditions import paper_termination, turns_in
 from agents.selector_model import NoSelectorModel
 from debate import telemetry
-from debate.cascade import is_fatal
 from debate.chain import ChainDriver, MarkovChain, TurnPlan, TurnRecord, transcript_result
 from debate.config import DebateConfig
-from debate.errors import DebateError
+from debate.errors import DebateError, is_fatal
 from debate.inputs import render_evidence, render_opinion, render_opinions
 from debate.llm import ChatClient
 from debate.parsing import (

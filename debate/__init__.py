@@ -1,7 +1,16 @@
 """markov-debate: hallucination detection by Markov-chain multi-agent debate (Sun et al. 2024)."""
 
 from debate.api import Verifier, averify, verify
-from debate.config import DebateConfig, ModelConfig, VerifierConfig
+from debate.config import (
+    ClaimConfig,
+    DebateConfig,
+    ModelConfig,
+    PrefilterConfig,
+    RetrievalConfig,
+    SearchConfig,
+    TelemetryConfig,
+    VerifierConfig,
+)
 from debate.errors import (
     ContextTooLongError,
     DebateError,
@@ -16,7 +25,10 @@ from debate.errors import (
     UsageError,
 )
 from debate.frames import load_run
+from debate.llm import ChatClient
 from debate.llm.embedded import EmbeddedModelError
+from debate.provenance import package_version
+from debate.testing import ScriptedChatClient
 from debate.types import (
     Claim,
     ClaimVerdict,
@@ -30,8 +42,13 @@ from debate.types import (
     Usage,
 )
 
+__version__ = package_version()
+"""The installed markov-debate version."""
+
 __all__ = [
+    "ChatClient",
     "Claim",
+    "ClaimConfig",
     "ClaimVerdict",
     "ContextTooLongError",
     "DebateConfig",
@@ -49,14 +66,20 @@ __all__ = [
     "ModelRequestError",
     "ModelUnavailableError",
     "Opinion",
+    "PrefilterConfig",
     "ReplyUnusableError",
     "Report",
+    "RetrievalConfig",
+    "ScriptedChatClient",
+    "SearchConfig",
     "StateRecord",
+    "TelemetryConfig",
     "Turn",
     "Usage",
     "UsageError",
     "Verifier",
     "VerifierConfig",
+    "__version__",
     "averify",
     "load_run",
     "verify",

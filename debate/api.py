@@ -140,14 +140,25 @@ async def averify(
     question: str | None = None,
     reference: Reference | None = None,
     task: str = "qa",
+    reference_source: str | None = None,
+    claims: Sequence[str] | None = None,
+    item_id: str | None = None,
     config: VerifierConfig | None = None,
 ) -> Report:
-    """Verify one response with a short-lived Verifier. Without `config`, the endpoint comes from the environment
-    (OPENAI_BASE_URL, OPENAI_API_KEY, DEBATE_MODEL), as for the command line; with none set, the embedded model is
-    started (and said so in the log)."""
+    """Verify one response with a short-lived Verifier (the arguments are `Verifier.verify`'s). Without `config`,
+    the endpoint comes from the environment (OPENAI_BASE_URL, OPENAI_API_KEY, DEBATE_MODEL), as for the command
+    line; with none set, the embedded model is started (and said so in the log)."""
     config = config or VerifierConfig(model=ModelConfig.from_env())
     async with Verifier(config=config) as verifier:
-        return await verifier.verify(response, question=question, reference=reference, task=task)
+        return await verifier.verify(
+            response,
+            question=question,
+            reference=reference,
+            task=task,
+            reference_source=reference_source,
+            claims=claims,
+            item_id=item_id,
+        )
 
 
 def verify(
@@ -156,12 +167,25 @@ def verify(
     question: str | None = None,
     reference: Reference | None = None,
     task: str = "qa",
+    reference_source: str | None = None,
+    claims: Sequence[str] | None = None,
+    item_id: str | None = None,
     config: VerifierConfig | None = None,
 ) -> Report:
     """Synchronous `averify`. Inside a running event loop (Jupyter, IPython), where `asyncio.run` cannot be called,
     it runs in a worker thread with its own loop and blocks until done; in your own async code, `await averify(...)`
     instead. Without an endpoint (`config.model.base_url`), the embedded model is started first (logged)."""
-    return run_blocking(averify(response, question=question, reference=reference, task=task, config=config))
+    work = averify(
+        response,
+        question=question,
+        reference=reference,
+        task=task,
+        reference_source=reference_source,
+        claims=claims,
+        item_id=item_id,
+        config=config,
+    )
+    return run_blocking(work)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from debate.errors import DebateError, ModelRequestError
+from debate.errors import DebateError, is_fatal
 from debate.stages import Plan, Prefilter
 from debate.types import (
     Claim,
@@ -22,14 +22,9 @@ from debate.types import (
     Usage,
 )
 
-__all__ = ["Cascade", "Undecided", "is_fatal"]
+__all__ = ["Cascade", "Undecided"]
 
 _RISK_ORDER: tuple[RiskLevel, ...] = ("none", "low", "moderate", "high")
-
-
-def is_fatal(exc: BaseException) -> bool:
-    """A failure every further call would repeat (401/403/404): raised, never recorded on one item."""
-    return isinstance(exc, ModelRequestError) and exc.fatal
 
 
 @dataclass(frozen=True)

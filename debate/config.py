@@ -221,6 +221,8 @@ class SearchConfig(_Config):
     def _backend_needs(self) -> Self:
         if self.backend == "local" and not self.collection:
             raise ValueError("the local search backend needs `collection` (a JSONL file of {title, text})")
+        if self.backend == "serper" and self.api_key is None:
+            raise ValueError("the serper search backend needs an API key (api_key, --search-key or SERPER_API_KEY)")
         return self
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "ModelUnavailableError",
     "ReplyUnusableError",
     "UsageError",
+    "is_fatal",
     "validation_problem",
 ]
 
@@ -129,6 +130,11 @@ class ModelRequestError(ModelError):
     def fatal(self) -> bool:
         """Authentication, permission or unknown model/URL: every further call would fail the same way."""
         return self.status in (401, 403, 404)
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """A failure every further call would repeat (401/403/404): raised, never recorded on one item."""
+    return isinstance(exc, ModelRequestError) and exc.fatal
 
 
 class ContextTooLongError(ModelRequestError):

@@ -17,10 +17,10 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from debate import telemetry
-from debate.cascade import Cascade, Undecided, is_fatal
+from debate.cascade import Cascade, Undecided
 from debate.chain import MarkovChain
 from debate.concurrency import gather_ordered
-from debate.errors import DebateError, InputError
+from debate.errors import DebateError, InputError, is_fatal
 from debate.llm import item_scope
 from debate.localize import localize
 from debate.rollup import claim_ratios, response_score, roll_up

@@ -15,7 +15,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from debate.config import SearchConfig
-from debate.errors import EvidenceUnavailableError, InputError, ReplyUnusableError, validation_problem
+from debate.errors import EvidenceUnavailableError, InputError, ReplyUnusableError, UsageError, validation_problem
 from debate.llm import ChatClient
 from debate.parsing import load_json_object
 from debate.prompts import load_prompt
@@ -59,7 +59,7 @@ class SerperSearch:
 
     def __init__(self, config: SearchConfig) -> None:
         if config.api_key is None:
-            raise ValueError("the serper search backend needs an API key (--search-key or SERPER_API_KEY)")
+            raise UsageError("the serper search backend needs an API key (--search-key or SERPER_API_KEY)")
         self._config = config
         self._http = httpx.AsyncClient(
             base_url=config.base_url,

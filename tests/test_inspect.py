@@ -5,7 +5,6 @@ scripted server, and the debate judges each answer. Also HaluEval as an inspect 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -112,11 +111,12 @@ def test_halueval_as_an_inspect_task(tmp_path: Path) -> None:
         return Reply(content=op(ok or call.item == "halueval-qa-3", 0, "checked"))
 
     with FakeOpenAI(routes={"debate": judge}) as server:
-        env = {**cli_env(), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        # The installed package's entry point names the task; no PYTHONPATH (inspect reads a task's package from
+        # the distribution first on sys.path, and a source tree's egg-info would hide the editable install's).
         log = _inspect(tmp_path, "markov_debate/halueval",
                        "--model", "mockllm/model", "-T", "task=qa", "-T", "n=8", "-T", "seed=1",
                        "-T", f"data_dir={ROOT / 'tests' / 'fixtures' / 'data'}", "-T", f"base_url={server.base_url}",
-                       "-T", "model=fake-model", env=env)  # fmt: skip
+                       "-T", "model=fake-model", env=cli_env())  # fmt: skip
     scores = _scores(log)
     targets = {str(s["id"]): s["target"] for s in log["samples"]}
     assert len(scores) == 8

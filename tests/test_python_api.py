@@ -95,3 +95,24 @@ def test_an_unreachable_endpoint_raises_the_projects_error_with_a_hint() -> None
     assert message.startswith("nothing answers at http://127.0.0.1:9/v1 (connection refused by 127.0.0.1:9")
     assert "is the server running? check ModelConfig.base_url" in message and "ssl:default" not in message
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
+def test_the_public_api_names_every_config_the_client_interface_and_the_version() -> None:
+    for name in ("ClaimConfig", "RetrievalConfig", "PrefilterConfig", "SearchConfig", "TelemetryConfig",
+                 "ChatClient", "ScriptedChatClient", "__version__"):  # fmt: skip
+        assert name in debate.__all__ and hasattr(debate, name), name
+    assert debate.__version__ == debate.provenance.package_version()
+    assert isinstance(debate.ScriptedChatClient([]), debate.ChatClient)
+
+
+def test_verify_takes_what_the_verifier_takes() -> None:
+    with FakeOpenAI(responder=lambda body: Reply(content=op(True, 0, "supported"))) as server:
+        report = verify("Paris. It is big.", question="About Paris", reference="Paris is the capital.",
+                        claims=["Paris is a capital."], item_id="item-7", config=_config(server.base_url))  # fmt: skip
+    assert [c.text for c in report.claims] == ["Paris is a capital."]
+    assert {h.get("x-debate-item") for h in server.headers} == {"item-7"}
+
+
+def test_a_serper_search_without_a_key_is_refused_when_configured() -> None:
+    with pytest.raises(ValueError, match="the serper search backend needs an API key"):
+        debate.SearchConfig(backend="serper")
