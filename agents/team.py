@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from autogen_agentchat.agents import BaseChatAgent
@@ -240,9 +239,7 @@ class AutogenTeamFactory:
 
     def _prompt(self, chain: MarkovChain, role: str) -> PromptTemplate:
         spec = chain.spec.role(role)
-        name = spec.prompt
-        if name.endswith(".toml") and chain.spec.source is not None and not name.startswith("/"):
-            name = str(Path(chain.spec.source).parent / name)
+        name = chain.spec.prompt_name(role)
         if name not in self._cache:
             prompt = load_prompt(name, self._prompts_dir)
             expected = _SEES_VARIABLES[spec.sees]

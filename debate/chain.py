@@ -94,6 +94,13 @@ class ChainSpec(_Spec):
     def all_roles(self) -> list[str]:
         return list(dict.fromkeys(r for roles in self.states.values() for r in roles))
 
+    def prompt_name(self, role: str) -> str:
+        """The prompt `role` speaks with: a prompt name, or a .toml path, relative to the spec's own file."""
+        name = self.role(role).prompt
+        if name.endswith(".toml") and self.source is not None and not name.startswith("/"):
+            return str(Path(self.source).parent / name)
+        return name
+
     def next_state(self, state: str, verdict: bool) -> str:
         table = self.transitions.get(state) or self.transitions["*"]
         return table["true" if verdict else "false"]

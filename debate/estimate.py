@@ -248,13 +248,17 @@ class _Debate:
                          + shown * self.behaviour.opinion_chars)  # fmt: skip
         return sum(sizes) / len(sizes)
 
+    @property
+    def calls_per_claim(self) -> Range:
+        """Turns times calls per turn: none re-asked at the low end, each to the limit at the high end."""
+        per_turn = self.behaviour.calls_per_turn
+        most = 1.0 + self.config.debate.max_parse_retries
+        turns = self.turns
+        return Range(expected=turns.expected * per_turn, low=turns.low, high=turns.high * most)
+
     def item(self, work: TaskWork, prefilter_calls: Range) -> ItemEstimate:
         retries = self.config.debate.max_parse_retries
-        per_call = Range(expected=self.behaviour.calls_per_turn, low=1.0, high=1.0 + retries)
-        calls_per_claim = Range(
-            expected=self.turns.expected * per_call.expected, low=self.turns.low, high=self.turns.high * per_call.high
-        )
-        debate = calls_per_claim.scaled(work.claims)
+        debate = self.calls_per_claim.scaled(work.claims)
         other = Range(expected=work.calls + work.claim_calls * work.claims, low=work.calls,
                       high=(work.calls + work.claim_calls * work.claims) * (1 + retries))  # fmt: skip
         turn_in = _tokens(self.turn_chars(work))
@@ -317,11 +321,9 @@ def estimate(
     cost = None
     if price is not None:
         cost = inputs.scaled(price.input / 1e6) + outputs.scaled(price.output / 1e6)
-    per_call = Range(expected=behaviour.calls_per_turn, low=1.0, high=1.0 + config.debate.max_parse_retries)
     return Estimate(
         items=len(items), claims=sum(e.claims for e in per_item), turns_per_claim=turns,
-        calls_per_claim=Range(expected=turns.expected * per_call.expected, low=turns.low,
-                              high=turns.high * per_call.high),
+        calls_per_claim=debate.calls_per_claim,
         calls=calls, input_tokens=inputs, output_tokens=outputs, cost_usd=cost, price=price,
         behaviour=behaviour.source, notes=sorted(notes),
     )  # fmt: skip

@@ -39,15 +39,21 @@ from debate.types import (
     Usage,
 )
 
-__all__ = ["Pipeline", "claim_evaluation"]
+__all__ = ["Pipeline", "claim_evaluation", "claim_explanation"]
+
+
+def claim_explanation(verdict: ClaimVerdict) -> str | None:
+    """Why a claim has its label: the reason it is unverifiable, else the debate's final opinion, else the reason of
+    the prefilter that decided it."""
+    final = verdict.debate.final if verdict.debate is not None else None
+    decided = [d.reason for d in verdict.prefilters if d.name == verdict.decided_by]
+    return verdict.reason or (final.opinion if final is not None else "; ".join(decided) or None)
 
 
 def claim_evaluation(verdict: ClaimVerdict) -> dict[str, Any]:
-    """A claim's verdict as an evaluation result: name, label, score (1 factual, 0 not; none otherwise) and the
-    final opinion or the reason it is unverifiable."""
-    final = verdict.debate.final if verdict.debate is not None else None
-    decided = [d.reason for d in verdict.prefilters if d.name == verdict.decided_by]
-    explanation = verdict.reason or (final.opinion if final is not None else "; ".join(decided) or None)
+    """A claim's verdict as an evaluation result: name, label, score (1 factual, 0 not; none otherwise) and its
+    explanation."""
+    explanation = claim_explanation(verdict)
     return {
         "name": "claim_factuality",
         "label": verdict.label or verdict.status,

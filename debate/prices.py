@@ -47,14 +47,15 @@ class Price(BaseModel):
         return f"${self.input:g} in / ${self.output:g} out per million tokens ({where})"
 
 
-def price_for(model: ModelConfig, *, embedded: bool = False) -> Price | None:
-    """The price in force: the configured one, the embedded model's (free), the table's for the model's name (its
-    longest entry the name starts with, so dated snapshots match), else None."""
+def price_for(model: ModelConfig, *, embedded: bool = False, name: str | None = None) -> Price | None:
+    """The price in force: the configured one, the embedded model's (free), the table's for the model's name
+    (`name`: the model the endpoint resolved, else the configured one; its longest table entry the name starts
+    with, so dated snapshots match), else None."""
     if model.price_in is not None or model.price_out is not None:
         return Price(input=model.price_in or 0.0, output=model.price_out or 0.0, source="given")
     if embedded:
         return Price(input=0.0, output=0.0, source="local")
-    name = (model.model or "").lower().rsplit("/", 1)[-1]
+    name = (name or model.model or "").lower().rsplit("/", 1)[-1]
     matches = [key for key in PRICE_TABLE if name == key or name.startswith(key + "-")]
     if not matches:
         return None

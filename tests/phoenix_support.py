@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -62,7 +62,7 @@ class Phoenix:
 def start_phoenix(workdir: Path) -> Generator[Phoenix, None, None]:
     need("phoenix")
     need("opentelemetry.sdk")
-    port, grpc = _free_port(), _free_port()
+    port, grpc = free_port(), free_port()
     env = {**os.environ, "PHOENIX_WORKING_DIR": str(workdir), "PHOENIX_HOST": "127.0.0.1",
            "PHOENIX_PORT": str(port), "PHOENIX_GRPC_PORT": str(grpc), "PHOENIX_TELEMETRY_ENABLED": "false",
            "DO_NOT_TRACK": "1"}  # fmt: skip

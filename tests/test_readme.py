@@ -32,7 +32,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -44,7 +43,7 @@ from typing import Any
 
 from conftest import ROOT, cli_env, op
 from fakes import FakeOpenAI, Reply
-from phoenix_support import Phoenix, start_phoenix
+from phoenix_support import Phoenix, free_port, start_phoenix
 
 WRONG = ("1925", "Marlowe")
 FIXTURE_DATA = ROOT / "tests" / "fixtures" / "data"
@@ -113,13 +112,6 @@ class PurposeServer(FakeOpenAI):
         self.unknown: list[str] = []
         respond = _respond(self.unknown)
         super().__init__(responder=lambda body: respond(body, self.headers[-1].get("x-debate-purpose", "")))
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _run(cmd: list[str], work: Path, env: dict[str, str], block: Block, timeout: float = 600) -> str:
@@ -221,7 +213,7 @@ def _run_block(
         (work / block.marker.split(" ", 1)[1]).write_text(block.body)
         return desk_url, None
     if block.marker == "serve":
-        port = _free_port()
+        port = free_port()
         command = body.strip().rsplit("&& ", 1)[1].split()
         argv = [*command, "--port", str(port), "--db", f"sqlite:///{tmp_path}/desk.db"]
         desk = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -54,13 +54,14 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, max_cost: bool = True
 
 
 def _prompts(chain: MarkovChain, config: VerifierConfig) -> dict[str, PromptTemplate]:
-    prompts = {}
-    for role in chain.spec.all_roles():
-        name = chain.spec.role(role).prompt
-        if name.endswith(".toml") and chain.spec.source is not None and not name.startswith("/"):
-            name = str(Path(chain.spec.source).parent / name)
-        prompts[role] = load_prompt(name, config.prompt_set)
-    return prompts
+    return {role: load_prompt(chain.spec.prompt_name(role), config.prompt_set) for role in chain.spec.all_roles()}
+
+
+def _figures(args: argparse.Namespace, config: VerifierConfig, items: list[tuple[Task, TaskInput]],
+             price: Price | None) -> Estimate:  # fmt: skip
+    chain = load_chain(config.debate.chain)
+    return estimate(items, config=config, chain=chain, prompts=_prompts(chain, config),
+                    behaviour=_behaviour(args, chain), price=price)  # fmt: skip
 
 
 def _behaviour(args: argparse.Namespace, chain: MarkovChain) -> Behaviour:
@@ -119,10 +120,8 @@ def print_estimate(
     args: argparse.Namespace, config: VerifierConfig, items: list[tuple[Task, TaskInput]], skipped: Sequence[str] = ()
 ) -> int:
     """Print (or with --json, write) the estimate of `items` under `config`."""
-    chain = load_chain(config.debate.chain)
     price = price_for(config.model, embedded=config.model.base_url is None)
-    figures = estimate(items, config=config, chain=chain, prompts=_prompts(chain, config),
-                       behaviour=_behaviour(args, chain), price=price)  # fmt: skip
+    figures = _figures(args, config, items, price)
     notes = [*figures.notes, *(f"not estimated: {why}" for why in skipped)]
     if price is None:
         named = config.model.model or "(the endpoint's only model)"
@@ -198,12 +197,10 @@ def cost_gate(args: argparse.Namespace, config: VerifierConfig, model: str, embe
     """The gate for --max-cost, priced for the resolved model (None without --max-cost)."""
     if args.max_cost is None:
         return None
-    price = price_for(config.model.model_copy(update={"model": model}), embedded=embedded)
+    price = price_for(config.model, name=model, embedded=embedded)
     if price is None:
         raise UsageError(f"--max-cost needs a price: no list price is known for {model}; give --price-in/--price-out")
-    chain = load_chain(config.debate.chain)
     items, _ = _batch_inputs(args.input, TASKS.get(args.task)())
-    figures = estimate(items, config=config, chain=chain, prompts=_prompts(chain, config),
-                       behaviour=_behaviour(args, chain), price=price)  # fmt: skip
+    figures = _figures(args, config, items, price)
     expected = (figures.cost_usd.expected if figures.cost_usd else 0.0) / max(1, figures.items)
     return CostGate(args.max_cost, price, expected)

@@ -172,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     if args.estimate:
         if batch and (args.input is None or not args.input.is_file()):
             raise UsageError("--estimate of a batch needs an existing --input file")
-        return run_estimate(args, config, None if batch else _one_input(args).item)
+        return run_estimate(args, config, None if batch else _one_input(args))
     if batch:
         return run_blocking(_verify_batch(args, config, BatchPaths.from_args(args)))
     return run_blocking(_verify_one(args, config))
@@ -192,12 +192,7 @@ def _model_line(verifier: Verifier, config: VerifierConfig) -> None:
     err.print(f"[dim]model: {verifier.client.model_name} ({where})[/]")
 
 
-@dataclass(frozen=True)
-class _OneInput:
-    item: TaskInput
-
-
-def _one_input(args: argparse.Namespace) -> _OneInput:
+def _one_input(args: argparse.Namespace) -> TaskInput:
     answer, _ = read_text_arg(args.answer, "--answer")
     question, _ = read_text_arg(args.question, "--question")
     if answer is None or not answer.strip():
@@ -208,12 +203,11 @@ def _one_input(args: argparse.Namespace) -> _OneInput:
         if args.sources is None:
             raise UsageError("--task rag needs --sources FILE (JSON {id: text} or [{id, text, parent_id}])")
         reference = read_json(Path(args.sources), "--sources")
-    return _OneInput(TaskInput(response=answer, question=question, reference=reference,
-                               reference_source=evidence_source))  # fmt: skip
+    return TaskInput(response=answer, question=question, reference=reference, reference_source=evidence_source)
 
 
 async def _verify_one(args: argparse.Namespace, config: VerifierConfig) -> int:
-    item = _one_input(args).item
+    item = _one_input(args)
     async with Verifier(config=config) as verifier:
         _model_line(verifier, config)
         try:
@@ -223,7 +217,7 @@ async def _verify_one(args: argparse.Namespace, config: VerifierConfig) -> int:
             )  # fmt: skip
         except InputError as exc:
             raise UsageError(str(exc)) from exc
-        price = price_for(config.model.model_copy(update={"model": report.meta.model}), embedded=verifier.embedded)
+        price = price_for(config.model, name=report.meta.model, embedded=verifier.embedded)
     err.print(f"[dim]{cost_line(report.usage, price)}[/]")
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
@@ -255,7 +249,7 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
         f"{summary.redone} redone, {summary.skipped_done} already done -> {paths.output}",
         file=sys.stderr,
     )
-    price = price_for(config.model.model_copy(update={"model": model}), embedded=embedded)
+    price = price_for(config.model, name=model, embedded=embedded)
     print(f"usage: {cost_line(summary.usage, price)}", file=sys.stderr)
     if summary.stopped is not None:
         print(f"{summary.stopped}; finished records are kept, re-run with a higher --max-cost to resume",

@@ -4,6 +4,7 @@ by the core."""
 
 from __future__ import annotations
 
+from debate.pipeline import claim_explanation
 from debate.types import Report
 
 __all__ = ["claim_lines"]
@@ -12,9 +13,8 @@ __all__ = ["claim_lines"]
 def claim_lines(report: Report) -> str:
     """Each claim's label, text and final opinion (or why it is unverifiable), one per line: a scorer's
     explanation. No square brackets: DeepEval's and inspect's consoles read them as markup."""
-    lines = []
-    for claim in report.claims:
-        final = claim.debate.final if claim.debate is not None else None
-        why = claim.reason or (final.opinion if final is not None else f"decided by {claim.decided_by}")
-        lines.append(f"{claim.label or claim.status}: {claim.text} -- {why}")
+    lines = [
+        f"{claim.label or claim.status}: {claim.text} -- {claim_explanation(claim) or f'decided by {claim.decided_by}'}"
+        for claim in report.claims
+    ]
     return "\n".join(lines) or (report.note or report.verdict)

@@ -60,7 +60,7 @@ class DebateFactualityMetric(BaseMetric):  # type: ignore[no-untyped-call]  # de
         strict_mode: bool = False,
         async_mode: bool = True,
     ) -> None:
-        self.threshold = self._threshold = 1.0 if strict_mode else threshold
+        self.threshold = 1.0 if strict_mode else threshold
         self.config = config or VerifierConfig(model=ModelConfig.from_env(base_url=base_url, model=model))
         self.task = task
         self.include_reason = include_reason
@@ -96,7 +96,7 @@ class DebateFactualityMetric(BaseMetric):  # type: ignore[no-untyped-call]  # de
             self.error = f"the debate reached no verdict ({report.note or report.verdict})"
             raise NoVerdictError(self.error)
         self.score = report.score
-        self.success = report.verdict == "factual" and report.score >= self._threshold
+        self.success = report.verdict == "factual" and report.score >= (self.threshold or 0.0)
         return report.score
 
     def is_successful(self) -> bool:
