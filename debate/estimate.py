@@ -27,6 +27,7 @@ from debate.config import VerifierConfig
 from debate.expectation import outcome
 from debate.prices import Price
 from debate.prompts import PromptTemplate
+from debate.sentences import guess_language
 from debate.stages import PREFILTERS, EstimatesWork, Task, TaskInput, TaskWork
 from debate.types import DebateResult, Report
 
@@ -315,6 +316,10 @@ def estimate(
         per_item.append(debate.item(work, _prefilter_calls(work.claims, config, notes)))
     if config.prefilter.trust_grounded:
         notes.add("claims a prefilter decides skip their debate: the figures count a debate for every claim")
+    scripts = sorted({language for _, item in items if (language := guess_language(item.response)) != "en"})
+    if scripts:
+        notes.add(f"some responses are not in Latin script ({', '.join(scripts)}): a token covers fewer characters "
+                  "there than the 4 assumed, so their token counts are underestimated")  # fmt: skip
     calls = sum((e.calls for e in per_item), _ZERO)
     inputs = sum((e.input_tokens for e in per_item), _ZERO)
     outputs = sum((e.output_tokens for e in per_item), _ZERO)

@@ -84,6 +84,12 @@ def test_estimate_without_a_pilot_says_what_it_assumes(tmp_path: Path) -> None:
     assert "no model was called" in text and "assumed: agents keep the verdict they are shown 90% of the time" in text
     assert "model calls: " in text and "(range 14 to " in text
     assert "list price as of 2025-06" in text and "cost: $" in text
+    assert "not in Latin script" not in text
+    hebrew = debate("verify", "--answer", "פריז היא בירת צרפת.", "--question", "מהי בירת צרפת?", "--estimate",
+                    "--base-url", "http://127.0.0.1:9/v1")  # fmt: skip
+    assert "some responses are not in Latin script (he): a token covers fewer characters" in " ".join(
+        hebrew.stdout.split()
+    )
     unpriced = debate("verify", "--answer", "Paris", "--question", "Capital?", "--estimate",
                       "--base-url", "http://127.0.0.1:9/v1", "--model", "my-model")  # fmt: skip
     assert "no price known for model my-model: give --price-in/--price-out" in " ".join(unpriced.stdout.split())
