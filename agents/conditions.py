@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from autogen_agentchat.base import TerminatedException, TerminationCondition
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StopMessage, StructuredMessage
 
-from debate.chain import TurnRecord
+from debate.engine import TurnRecord
 
 __all__ = ["AtStateEnd", "Consensus", "RoundsCompleted", "TurnFailed", "paper_termination", "turns_in"]
 

@@ -1,7 +1,7 @@
 """The model client a SelectorGroupChat must be given, for a team whose selector function names every speaker.
 
 Debate agents do not talk to the model through autogen's client interface: each turn is one exchange in
-`debate.structured`'s conversation over our ChatClient (one retry policy, one usage record, one cache).
+`debate.engine._structured`'s conversation over our ChatClient (one retry policy, one usage record, one cache).
 """
 
 from __future__ import annotations
@@ -78,5 +78,6 @@ class NoSelectorModel(ChatCompletionClient):
 
     @property
     def model_info(self) -> ModelInfo:
-        return ModelInfo(vision=False, function_calling=False, json_output=False, family=ModelFamily.UNKNOWN,
-                         structured_output=False)  # fmt: skip
+        return ModelInfo(
+            vision=False, function_calling=False, json_output=False, family=ModelFamily.UNKNOWN, structured_output=False
+        )

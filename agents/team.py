@@ -1,12 +1,12 @@
 """The debate of one claim as an autogen-agentchat team.
 
-- Speaker order: a `SelectorGroupChat` whose `selector_func` asks the chain driver (debate.chain) who speaks next,
+- Speaker order: a `SelectorGroupChat` whose `selector_func` asks the chain driver (debate.engine) who speaks next,
   from the thread so far; the model-based selector is never used.
 - Stop rules: autogen `TerminationCondition`s composed with `&` and `|` (agents.conditions).
 - Turn plans: the selector function computes each turn's plan once (who, which state and round, the opinions shown)
   and the named agent reads it; agents keep no thread.
 - Inputs: exactly the role's Table-12 inputs (claim, evidence and the opinions its role is shown, rendered by
-  debate.inputs), never the whole conversation; each turn is one `debate.structured` exchange (re-asks included).
+  debate.engine), never the whole conversation; each turn is one `debate.engine` exchange (re-asks included).
 - Transcript: the team's message stream; every turn is a `StructuredMessage[ChainTurn]`.
 """
 
@@ -26,20 +26,29 @@ from autogen_core import CancellationToken
 from agents.conditions import paper_termination, turns_in
 from agents.selector_model import NoSelectorModel
 from debate import telemetry
-from debate.chain import ChainDriver, MarkovChain, TurnPlan, TurnRecord, transcript_result
 from debate.config import DebateConfig
-from debate.errors import DebateError, is_fatal
-from debate.inputs import render_evidence, render_opinion, render_opinions
-from debate.llm import ChatClient
-from debate.parsing import (
+from debate.engine import (
     OPINION_FORMAT,
     OPINION_FORMAT_THREE_WAY,
     OPINION_SCHEMA,
     OPINION_SCHEMA_THREE_WAY,
+    ChainDriver,
+    MarkovChain,
+    PromptError,
+    PromptTemplate,
+    TurnPlan,
+    TurnRecord,
+    ask_structured,
+    converse,
+    load_prompt,
     parse_opinion,
+    render_evidence,
+    render_opinion,
+    render_opinions,
+    transcript_result,
 )
-from debate.prompts import PromptError, PromptTemplate, load_prompt
-from debate.structured import ask_structured, converse
+from debate.errors import DebateError, is_fatal
+from debate.llm import ChatClient
 from debate.types import Claim, DebateResult, Evidence, Failure, Turn
 
 __all__ = ["AutogenTeam", "AutogenTeamFactory", "ChainTurn"]
@@ -63,8 +72,9 @@ class _ClaimRun:
     """What the agents of one claim share: the claim, its evidence, the plan of the turn the selector just gave,
     and the future that ends the run early on an error no claim can get past."""
 
-    def __init__(self, claim: Claim, evidence: list[Evidence], driver: ChainDriver, config: DebateConfig,
-                 reask: PromptTemplate) -> None:  # fmt: skip
+    def __init__(
+        self, claim: Claim, evidence: list[Evidence], driver: ChainDriver, config: DebateConfig, reask: PromptTemplate
+    ) -> None:
         self.claim = claim
         self.rendered_evidence = render_evidence(evidence)
         self.driver = driver
@@ -97,8 +107,11 @@ class _ClaimRun:
 def _turn_attributes(turn: Turn) -> dict[str, Any]:
     if turn.opinion is None:
         return {"output.value": f"failed: {turn.failure.message if turn.failure else turn.error or 'no opinion'}"}
-    return {"output.value": turn.opinion, "debate.factuality": turn.factuality,
-            "debate.error_severity": turn.error_severity}  # fmt: skip
+    return {
+        "output.value": turn.opinion,
+        "debate.factuality": turn.factuality,
+        "debate.error_severity": turn.error_severity,
+    }
 
 
 def _agent_name(role: str) -> str:
@@ -143,8 +156,12 @@ class DebateAgent(BaseChatAgent):
     async def _speak(self, plan: TurnPlan) -> Turn:
         group = f"round {plan.round} {plan.state}"
         where = {"debate.state": plan.state, "debate.round": plan.round}
-        attributes = {**where, "debate.role": self.role, "debate.position": plan.position,
-                      "input.value": self._run.claim.text}  # fmt: skip
+        attributes = {
+            **where,
+            "debate.role": self.role,
+            "debate.position": plan.position,
+            "input.value": self._run.claim.text,
+        }
         with self._run.rounds.child(group, where, f"turn {self.role}", "AGENT", attributes) as current:
             turn = await self._turn(plan)
             telemetry.set_attributes(current, _turn_attributes(turn))
@@ -153,13 +170,23 @@ class DebateAgent(BaseChatAgent):
     async def _turn(self, plan: TurnPlan) -> Turn:
         system, user = self._prompt.render(**self._variables(plan))
         conversation = converse(
-            self._client, system, schema=self._schema, schema_name="opinion", purpose=f"debate:{self.role}",
+            self._client,
+            system,
+            schema=self._schema,
+            schema_name="opinion",
+            purpose=f"debate:{self.role}",
             site=f"{self._run.claim.id}:{plan.state}:{plan.round}:{self.role}",
-        )  # fmt: skip
+        )
         config = self._run.config
         try:
-            outcome = await ask_structured(conversation, user, parse_opinion, max_retries=config.max_parse_retries,
-                                           expected=self._expected, reask=self._run.reask)  # fmt: skip
+            outcome = await ask_structured(
+                conversation,
+                user,
+                parse_opinion,
+                max_retries=config.max_parse_retries,
+                expected=self._expected,
+                reask=self._run.reask,
+            )
         except Exception as exc:
             info = conversation.info(self._prompt, conversation.messages() if config.record_prompts else None)
             if isinstance(exc, DebateError) and not is_fatal(exc):
@@ -181,10 +208,17 @@ class DebateAgent(BaseChatAgent):
 
 
 class AutogenTeam:
-    """The agents of one claim, run as a SelectorGroupChat over the chain (implements debate.stages.Team)."""
+    """The agents of one claim, run as a SelectorGroupChat over the chain (implements debate.plugins.Team)."""
 
-    def __init__(self, *, client: ChatClient, config: DebateConfig, chain: MarkovChain,
-                 prompts: Mapping[str, PromptTemplate], reask: PromptTemplate) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        client: ChatClient,
+        config: DebateConfig,
+        chain: MarkovChain,
+        prompts: Mapping[str, PromptTemplate],
+        reask: PromptTemplate,
+    ) -> None:
         self._client = client
         self._config = config
         self._chain = chain

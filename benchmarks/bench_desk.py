@@ -54,8 +54,11 @@ def _post(url: str, body: bytes, content_type: str) -> Any:
 
 @contextmanager
 def _fake_endpoint(latency_ms: float) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "fake_endpoint.py"), "--latency-ms",
-                             str(latency_ms)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "benchmarks" / "fake_endpoint.py"), "--latency-ms", str(latency_ms)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     port = int(proc.stdout.readline().split()[1])
     try:
@@ -74,8 +77,18 @@ class Desk:
         self.url = f"http://127.0.0.1:{self.port}"
         self.jobs = jobs
         self.env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
-        self.common = ["--base-url", endpoint + "/v1", "--model", "fake-model", "--concurrency", str(jobs),
-                       "--lease", "10", "--cache", str(folder / "cache")]  # fmt: skip
+        self.common = [
+            "--base-url",
+            endpoint + "/v1",
+            "--model",
+            "fake-model",
+            "--concurrency",
+            str(jobs),
+            "--lease",
+            "10",
+            "--cache",
+            str(folder / "cache"),
+        ]
         self.server: subprocess.Popen[bytes] | None = None
         self.workers = [self._worker(i) for i in range(workers)]
         self.start_server()
@@ -90,8 +103,9 @@ class Desk:
         )
 
     def start_server(self) -> None:
-        self.server = self._spawn(["serve", "--db", self.db_url, "--jobs", "0", "--port", str(self.port),
-                                   *self.common], "server.log")  # fmt: skip
+        self.server = self._spawn(
+            ["serve", "--db", self.db_url, "--jobs", "0", "--port", str(self.port), *self.common], "server.log"
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -154,9 +168,15 @@ def _counts(engine: Any) -> dict[str, int]:
 
 def _duplicated(engine: Any) -> int:
     with engine.connect() as conn:
-        return int(conn.execute(text(
-            "SELECT count(*) FROM (SELECT audit_id FROM events WHERE kind = 'finished' GROUP BY audit_id "
-            "HAVING count(*) > 1) AS twice")).scalar() or 0)  # fmt: skip
+        return int(
+            conn.execute(
+                text(
+                    "SELECT count(*) FROM (SELECT audit_id FROM events WHERE kind = 'finished' GROUP BY audit_id "
+                    "HAVING count(*) > 1) AS twice"
+                )
+            ).scalar()
+            or 0
+        )
 
 
 def run(store: str, db_url: str, args: argparse.Namespace, folder: Path, restart_db: Any) -> dict[str, Any]:
@@ -167,14 +187,24 @@ def run(store: str, db_url: str, args: argparse.Namespace, folder: Path, restart
         started = time.monotonic()
         outage_s = 0.0
         try:
-            items = [{"id": str(i), "question": "What is the capital of France?",
-                      "response": f"Paris is the capital of France ({i}).",
-                      "reference": "Paris is the capital of France."} for i in range(args.audits)]  # fmt: skip
+            items = [
+                {
+                    "id": str(i),
+                    "question": "What is the capital of France?",
+                    "response": f"Paris is the capital of France ({i}).",
+                    "reference": "Paris is the capital of France.",
+                }
+                for i in range(args.audits)
+            ]
             for first in range(0, len(items), 500):
                 chunk = "".join(json.dumps(item) + "\n" for item in items[first : first + 500]).encode()
                 _post(desk.url + "/v1/batches?task=qa&name=bench", chunk, "application/x-ndjson")
-            events = [(0.2, "kill -9 a worker"), (0.4, "kill -9 the server"), (0.55, "endpoint outage"),
-                      (0.75, "database restart")]  # fmt: skip
+            events = [
+                (0.2, "kill -9 a worker"),
+                (0.4, "kill -9 the server"),
+                (0.55, "endpoint outage"),
+                (0.75, "database restart"),
+            ]
             deadline = time.monotonic() + args.timeout_s
             while time.monotonic() < deadline:
                 counts = _counts(engine)
@@ -242,8 +272,10 @@ def main() -> int:
 
                 cluster = stack.enter_context(postgres_cluster())
                 results.append(run(store, cluster.url, args, folder, lambda c=cluster: c.restart(args.db_down_s)))
-    print(f"\n{args.audits} audits, {args.workers} workers x {args.jobs} jobs, endpoint {args.latency_ms:.0f} ms/call, "
-          f"outage {args.outage_s:.0f} s (audits/s leaves the outage out)")  # fmt: skip
+    print(
+        f"\n{args.audits} audits, {args.workers} workers x {args.jobs} jobs, endpoint {args.latency_ms:.0f} ms/call, "
+        f"outage {args.outage_s:.0f} s (audits/s leaves the outage out)"
+    )
     keys = ["store", "wall_s", "audits_per_s", "api_p50_ms", "api_p99_ms", "done", "duplicated", "lost", "failed"]
     print(" | ".join(keys))
     for row in results:

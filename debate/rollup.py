@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from debate.stages import ROLLUPS, Rollup
+from debate.plugins import ROLLUPS, Rollup
 from debate.types import ClaimLabel, ClaimRatios, ClaimVerdict, RollupName
 
 __all__ = ["REFCHECKER_LABELS", "claim_credit", "claim_ratios", "refchecker_soft", "response_score", "roll_up"]

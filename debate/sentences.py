@@ -9,8 +9,8 @@ hard-wrapped paragraph and not before a lower-case start (benchmarks/bench_split
 
 sentencex takes a language for its abbreviation lists; unless one is given it is guessed from the text's dominant
 script (`guess_language`), which names a script's usual language, not the text's: Latin script is read as English.
-Seed 000's citation rules keep their own split at every run of `.!?` (debate.prefilter.citations): that is the seed's
-code, and their counts follow it.
+The RAG citation rules' citation rules keep their own split at every run of `.!?` (debate.prefilter._citations): that
+is the seed's code, and their counts follow it.
 """
 
 from __future__ import annotations
@@ -28,10 +28,23 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _INNER_SPACE = re.compile(r"\s+")
 # The usual language of each script, by the prefix of its Unicode character names.
 _SCRIPTS = (
-    ("HEBREW", "he"), ("ARABIC", "ar"), ("CJK", "zh"), ("HIRAGANA", "ja"), ("KATAKANA", "ja"), ("HANGUL", "ko"),
-    ("CYRILLIC", "ru"), ("GREEK", "el"), ("DEVANAGARI", "hi"), ("THAI", "th"), ("ARMENIAN", "hy"),
-    ("GEORGIAN", "ka"), ("BENGALI", "bn"), ("TAMIL", "ta"), ("ETHIOPIC", "am"), ("LATIN", "en"),
-)  # fmt: skip
+    ("HEBREW", "he"),
+    ("ARABIC", "ar"),
+    ("CJK", "zh"),
+    ("HIRAGANA", "ja"),
+    ("KATAKANA", "ja"),
+    ("HANGUL", "ko"),
+    ("CYRILLIC", "ru"),
+    ("GREEK", "el"),
+    ("DEVANAGARI", "hi"),
+    ("THAI", "th"),
+    ("ARMENIAN", "hy"),
+    ("GEORGIAN", "ka"),
+    ("BENGALI", "bn"),
+    ("TAMIL", "ta"),
+    ("ETHIOPIC", "am"),
+    ("LATIN", "en"),
+)
 _SAMPLE = 2000
 
 

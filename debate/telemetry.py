@@ -185,9 +185,12 @@ def span(
     from opentelemetry.trace import Status, StatusCode
 
     with _STATE.tracer.start_as_current_span(
-        name, context=parent, attributes=_clean({SPAN_KIND: kind, **(attributes or {})}),
-        record_exception=False, set_status_on_exception=False,
-    ) as current:  # fmt: skip
+        name,
+        context=parent,
+        attributes=_clean({SPAN_KIND: kind, **(attributes or {})}),
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as current:
         try:
             yield current
         except BaseException as exc:
@@ -208,13 +211,15 @@ def evaluation(current: Span | None, *, name: str, label: str, score: float | No
         return
     current.add_event(
         EVALUATION_EVENT,
-        _clean({
-            "gen_ai.evaluation.name": name,
-            "gen_ai.evaluation.score.label": label,
-            "gen_ai.evaluation.score.value": score,
-            "gen_ai.evaluation.explanation": explanation,
-        }),
-    )  # fmt: skip
+        _clean(
+            {
+                "gen_ai.evaluation.name": name,
+                "gen_ai.evaluation.score.label": label,
+                "gen_ai.evaluation.score.value": score,
+                "gen_ai.evaluation.explanation": explanation,
+            }
+        ),
+    )
 
 
 def documents(evidence: Sequence[Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from debate.llm.base import ChatRequest, ChatResponse, TokenLogprob, TopLogprob, current_item
+from debate.llm import ChatRequest, ChatResponse, TokenLogprob, TopLogprob, current_item
 from debate.rollup import claim_ratios, response_score, roll_up
 from debate.types import (
     ClaimLabel,
@@ -38,9 +38,12 @@ def yes_no_response(p_yes: float) -> ChatResponse:
     top = [TopLogprob(token="YES", logprob=math.log(p_yes)), TopLogprob(token="NO", logprob=math.log(1 - p_yes))]
     first = top[0] if p_yes >= 0.5 else top[1]
     return ChatResponse(
-        text=first.token, usage=Usage(llm_calls=1), model="scripted", latency_s=0.0,
+        text=first.token,
+        usage=Usage(llm_calls=1),
+        model="scripted",
+        latency_s=0.0,
         logprobs=[TokenLogprob(token=first.token, logprob=first.logprob, top=top)],
-    )  # fmt: skip
+    )
 
 
 Step = str | ChatResponse | BaseException | Callable[[ChatRequest], "str | ChatResponse"]
@@ -214,8 +217,13 @@ class SchemaChatClient:
                 value = self.instance(request.response_schema)
                 jsonschema.validate(value, request.response_schema)
                 text = json.dumps(value)
-            response = ChatResponse(text=text, usage=Usage(llm_calls=1, prompt_tokens=10, completion_tokens=5),
-                                    model="schema", latency_s=0.0, finish_reason="stop")  # fmt: skip
+            response = ChatResponse(
+                text=text,
+                usage=Usage(llm_calls=1, prompt_tokens=10, completion_tokens=5),
+                model="schema",
+                latency_s=0.0,
+                finish_reason="stop",
+            )
         self.calls.append(_Call(request, response.text))
         return response
 
@@ -232,20 +240,43 @@ def sample_report(labels: Iterable[ClaimLabel | None] = (), *, verdict: ReportVe
     labels = list(labels)
     claims = [
         ClaimVerdict(
-            claim_id=f"c{i}", text=f"claim {i}", status="verified" if label else "unverifiable", label=label,
+            claim_id=f"c{i}",
+            text=f"claim {i}",
+            status="verified" if label else "unverifiable",
+            label=label,
             factual=None if label in (None, "not_enough_evidence") else label == "factual",
-            error_severity=0 if label else None, evidence=[], debate=None,
+            error_severity=0 if label else None,
+            evidence=[],
+            debate=None,
             reason=None if label else "the endpoint was unavailable",
             failure=None if label else Failure(kind="model_unavailable", message="503", stage="debate", transient=True),
         )
         for i, label in enumerate(labels)
-    ]  # fmt: skip
+    ]
     rolled = roll_up(claims, rule="any-false")
-    meta = RunMeta(model="scripted", base_url=None, embedded=False, config={}, prompts={}, seed=0,
-                   package_version="0", git_commit=None, created_at=datetime(2026, 1, 1, tzinfo=UTC))  # fmt: skip
+    meta = RunMeta(
+        model="scripted",
+        base_url=None,
+        embedded=False,
+        config={},
+        prompts={},
+        seed=0,
+        package_version="0",
+        git_commit=None,
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
     return Report(
-        task="general", question=None, response=" ".join(c.text + "." for c in claims), factual=rolled.factual,
-        verdict=verdict or rolled.verdict, score=response_score(claims), rollup="any-false",
+        task="general",
+        question=None,
+        response=" ".join(c.text + "." for c in claims),
+        factual=rolled.factual,
+        verdict=verdict or rolled.verdict,
+        score=response_score(claims),
+        rollup="any-false",
         ratios=claim_ratios(claims),
-        extraction=ExtractionInfo(method="given"), claims=claims, usage=Usage(), elapsed_s=0.0, meta=meta,
-    )  # fmt: skip
+        extraction=ExtractionInfo(method="given"),
+        claims=claims,
+        usage=Usage(),
+        elapsed_s=0.0,
+        meta=meta,
+    )

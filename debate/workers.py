@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 from debate.concurrency import run_blocking
 from debate.errors import DebateError
-from debate.llm.ratelimit import SharedRates, adopt_shared
+from debate.llm._ratelimit import SharedRates, adopt_shared
 
 __all__ = ["Job", "WorkerError", "process_map", "resolve_workers"]
 

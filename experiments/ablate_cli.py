@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from debate.chain import PAPER_TRANSITION_RULES
 from debate.cli import (
     verifier_config,
 )
+from debate.engine import PAPER_TRANSITION_RULES
 from debate.errors import UsageError
 from experiments.cli_common import (
     PAPER_N,
@@ -33,8 +33,9 @@ Point = tuple[Any, dict[str, Any]]
 _PANELS = (("accuracy", "accuracy"), ("f1", "F1 (factual)"))
 
 
-def _plot(folder: Path, stem: str, title: str, series: dict[str, list[Point]], *, xlabel: str,
-          categorical: bool, model: str) -> list[Path]:  # fmt: skip
+def _plot(
+    folder: Path, stem: str, title: str, series: dict[str, list[Point]], *, xlabel: str, categorical: bool, model: str
+) -> list[Path]:
     """The ablation figure written as PNG and SVG; returns the paths."""
     fig = ablation_figure(title, series, xlabel=xlabel, categorical=categorical, model=model)
     written = []
@@ -45,8 +46,7 @@ def _plot(folder: Path, stem: str, title: str, series: dict[str, list[Point]], *
     return written
 
 
-def ablation_figure(title: str, series: dict[str, list[Point]], *, xlabel: str, categorical: bool,
-                    model: str) -> Any:  # fmt: skip
+def ablation_figure(title: str, series: dict[str, list[Point]], *, xlabel: str, categorical: bool, model: str) -> Any:
     """Accuracy and F1 side by side with 95% CIs; series are offset sideways so identical ones stay visible; the
     model-free baselines (length-only, majority-class) of each series' sample are reference lines, one line per
     height. A matplotlib Figure (the pyplot-free API: nothing global is left open)."""
@@ -56,7 +56,7 @@ def ablation_figure(title: str, series: dict[str, list[Point]], *, xlabel: str, 
     axes = fig.subplots(1, 2, sharey=True)
     colours = [f"C{k}" for k in range(10)]
     xs_all = list(dict.fromkeys(p[0] for points in series.values() for p in points))
-    position = {x: i for i, x in enumerate(xs_all)} if categorical else {x: float(x) for x in xs_all}
+    position = {x: float(i) for i, x in enumerate(xs_all)} if categorical else {x: float(x) for x in xs_all}
     width = 0.5 / max(len(series), 1)
     ns = sorted({int(m["n"]) for points in series.values() for _, m in points})
     for ax, (metric, label) in zip(axes, _PANELS, strict=True):
@@ -71,26 +71,23 @@ def ablation_figure(title: str, series: dict[str, list[Point]], *, xlabel: str, 
                 [y - lo for y, (lo, _) in zip(ys, cis, strict=True)],
                 [hi - y for y, (_, hi) in zip(ys, cis, strict=True)],
             ]
-            ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, linestyle="-" if not categorical else "none",
-                        color=colour, label=name)  # fmt: skip
+            ax.errorbar(
+                xs,
+                ys,
+                yerr=errs,
+                marker="o",
+                capsize=3,
+                linestyle="-" if not categorical else "none",
+                color=colour,
+                label=name,
+            )
             baselines = points[0][1].get("baselines", {})
             for baseline, style in (("length-only", "--"), ("majority-class", ":")):
                 value = baselines.get(baseline, {}).get(metric)
                 if value is not None:
                     tag = f"{baseline} ({name})" if len(series) > 1 else baseline
                     lines.setdefault(round(value, 9), []).append((tag, style, colour if len(series) > 1 else "grey"))
-        for value, drawn in lines.items():
-            # Baselines at the same height are one line with one label naming them all, not a line hiding another.
-            _tag, style, colour = drawn[0]
-            ax.axhline(value, color=colour if len(drawn) == 1 else "dimgrey", linestyle=style if len(drawn) == 1
-                       else "-.", linewidth=1, label=" = ".join(t for t, _, _ in drawn))  # fmt: skip
-        ax.set_xticks(list(position.values()), [str(x) for x in position])
-        # Padded on every side, so a point at 0 or 1 (or at the first or last x) is drawn whole, not cut in half.
-        ax.set_ylim(-0.05, 1.05)
-        ax.set_xlim(min(position.values()) - 0.5, max(position.values()) + 0.5)
-        ax.set_xlabel(xlabel)
-        ax.set_title(f"{label} (95% CI)")
-        ax.grid(axis="y", alpha=0.3)
+        _finish_panel(ax, lines, position, xlabel=xlabel, title=f"{label} (95% CI)")
     axes[0].set_ylabel("score")
     axes[1].legend(fontsize=7, loc="best")
     n_text = f"n = {ns[0]}" if len(ns) == 1 else f"n = {ns[0]}-{ns[-1]}"
@@ -109,29 +106,56 @@ def _baseline_rows(series: dict[str, list[Point]]) -> list[tuple[str, dict[str, 
     return rows
 
 
-def _finish_ablation(folder: Path, kind: str, rows: list[tuple[str, dict[str, Any]]],
-                     series: dict[str, list[Point]], last_run: Path, *, task: str = "") -> int:  # fmt: skip
+def _finish_ablation(
+    folder: Path,
+    kind: str,
+    rows: list[tuple[str, dict[str, Any]]],
+    series: dict[str, list[Point]],
+    last_run: Path,
+    *,
+    task: str = "",
+) -> int:
     """An ablation's table.md (its runs, then the baselines its plots draw) and plots; prints the table."""
     layout = _LAYOUTS[kind]
     table = f"{layout['heading'].format(task=task)}\n\n" + markdown_table(rows + _baseline_rows(series))
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.md").write_text(table)
-    plots = _plot(folder, layout["stem"], layout["title"].format(task=task), series, xlabel=layout["xlabel"],
-                  categorical=layout["categorical"], model=_model_of(last_run))  # fmt: skip
+    plots = _plot(
+        folder,
+        layout["stem"],
+        layout["title"].format(task=task),
+        series,
+        xlabel=layout["xlabel"],
+        categorical=layout["categorical"],
+        model=_model_of(last_run),
+    )
     sys.stdout.write(table + f"\nplots: {', '.join(map(str, plots))}\n")
     return 0
 
 
 _LAYOUTS: dict[str, dict[str, Any]] = {
-    "transitions": {"heading": "# Transition rules on HaluEval QA (paper Table 4 layout)", "stem": "transitions",
-                    "title": "Transition rules (HaluEval QA, min rounds 2)", "xlabel": "transition rule",
-                    "categorical": True},
-    "min-rounds": {"heading": "# Minimum debate rounds (paper Figure 3 layout)", "stem": "min_rounds",
-                   "title": "Minimum debate rounds (true -> skeptic)", "xlabel": "minimum rounds",
-                   "categorical": False},
-    "prompt-set": {"heading": "# Prompt sets on HaluEval {task}", "stem": "prompt_sets",
-                   "title": "Prompt sets (HaluEval {task})", "xlabel": "prompt set", "categorical": True},
-}  # fmt: skip
+    "transitions": {
+        "heading": "# Transition rules on HaluEval QA (paper Table 4 layout)",
+        "stem": "transitions",
+        "title": "Transition rules (HaluEval QA, min rounds 2)",
+        "xlabel": "transition rule",
+        "categorical": True,
+    },
+    "min-rounds": {
+        "heading": "# Minimum debate rounds (paper Figure 3 layout)",
+        "stem": "min_rounds",
+        "title": "Minimum debate rounds (true -> skeptic)",
+        "xlabel": "minimum rounds",
+        "categorical": False,
+    },
+    "prompt-set": {
+        "heading": "# Prompt sets on HaluEval {task}",
+        "stem": "prompt_sets",
+        "title": "Prompt sets (HaluEval {task})",
+        "xlabel": "prompt set",
+        "categorical": True,
+    },
+}
 """Each ablation's table heading and plot: one place for the run and for `debate ablate replot`."""
 
 
@@ -221,3 +245,26 @@ def ablate_min_rounds(args: argparse.Namespace) -> int:
             points.append((rounds, metrics))
         series[task] = points
     return _finish_ablation(folder, "min-rounds", rows, series, run_dir)
+
+
+def _finish_panel(
+    ax: Any, lines: dict[float, list[tuple[str, str, str]]], position: dict[Any, float], *, xlabel: str, title: str
+) -> None:
+    """The baselines' reference lines, the ticks and the limits of one panel."""
+    for value, drawn in lines.items():
+        # Baselines at the same height are one line with one label naming them all, not a line hiding another.
+        _tag, style, colour = drawn[0]
+        ax.axhline(
+            value,
+            color=colour if len(drawn) == 1 else "dimgrey",
+            linestyle=style if len(drawn) == 1 else "-.",
+            linewidth=1,
+            label=" = ".join(t for t, _, _ in drawn),
+        )
+    ax.set_xticks(list(position.values()), [str(x) for x in position])
+    # Padded on every side, so a point at 0 or 1 (or at the first or last x) is drawn whole, not cut in half.
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlim(min(position.values()) - 0.5, max(position.values()) + 0.5)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)

@@ -11,7 +11,6 @@ from typing import Any
 
 from rich.progress import TextColumn
 
-from debate.api import Verifier
 from debate.cli import (
     add_verifier_arguments,
     items_in_flight,
@@ -22,9 +21,10 @@ from debate.cli.conventions import err, kept_records, on_interrupt
 from debate.concurrency import run_blocking
 from debate.config import ClaimConfig, VerifierConfig
 from debate.extras import require_extra
-from debate.llm.cache import CACHE_FILE
-from debate.llm.embedded import EMBEDDED_MODEL_NAME, last_call_rate, record_call_rate
-from debate.records import PredictionRecord, Record
+from debate.llm._cache import CACHE_FILE
+from debate.llm._embedded import EMBEDDED_MODEL_NAME, last_call_rate, record_call_rate
+from debate.pipeline import Verifier
+from debate.results import PredictionRecord, Record
 from experiments.data import default_data_dir
 from experiments.methods import METHODS
 from experiments.runner import (
@@ -68,22 +68,34 @@ def n_or_all(value: str) -> int | str:
 
 
 def add_run_arguments(
-    parser: argparse.ArgumentParser, *, n_default: int | None = None, n_help: str | None = None,
-    with_method: bool = True, halueval: bool = True, fixed: dict[str, Any] | None = None,
-) -> None:  # fmt: skip
-    parser.add_argument("--n", type=n_or_all, default=n_default, metavar="N|all",
-                        help=n_help or f"items per run, or all (default: {n_default})")  # fmt: skip
+    parser: argparse.ArgumentParser,
+    *,
+    n_default: int | None = None,
+    n_help: str | None = None,
+    with_method: bool = True,
+    halueval: bool = True,
+    fixed: dict[str, Any] | None = None,
+) -> None:
+    parser.add_argument(
+        "--n",
+        type=n_or_all,
+        default=n_default,
+        metavar="N|all",
+        help=n_help or f"items per run, or all (default: {n_default})",
+    )
     if with_method:
         parser.add_argument("--method", choices=list(METHODS), default="mcmad", help="the method to evaluate")
     if with_method and halueval:
         parser.add_argument(
-            "--judge-knowledge", action="store_true",
+            "--judge-knowledge",
+            action="store_true",
             help="halueval-judge: give the judge the knowledge (HaluEval's own judge gets none for QA and "
             "dialogue); the run's name says so",
-        )  # fmt: skip
+        )
     if halueval:
-        parser.add_argument("--balanced", action="store_true",
-                            help="exactly half hallucinated (qa/dialogue/summarization)")  # fmt: skip
+        parser.add_argument(
+            "--balanced", action="store_true", help="exactly half hallucinated (qa/dialogue/summarization)"
+        )
         parser.add_argument(
             "--knowledge",
             choices=["given", "none"],
@@ -91,22 +103,13 @@ def add_run_arguments(
             help="qa/dialogue: give the knowledge as evidence (paper) or not (HaluEval's own script)",
         )
     parser.add_argument(
-        "--data-dir", type=Path, default=None,
+        "--data-dir",
+        type=Path,
+        default=None,
         help="folder with halueval/ and factool/ (default: DEBATE_DATA_DIR, else where `debate data fetch` installed "
         "it, else ../shared/data)",
-    )  # fmt: skip
-    parser.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<timestamp>-<name>)")
-    parser.add_argument("--runs-root", type=Path, default=Path("runs"), help="where run folders and the cache go")
-    parser.add_argument("--no-cache", action="store_true", help="do not use the model-call cache")
-    parser.add_argument(
-        "--retry-failed", action=argparse.BooleanOptionalAction, default=True,
-        help="on a re-run, redo items that failed for a transient reason (default: on)",
-    )  # fmt: skip
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace a run folder that holds another configuration (default: refuse)")  # fmt: skip
-    parser.add_argument("--backend", choices=["local", "ray"], default="local",
-                        help="local processes (--workers) or Ray tasks (--shards)")  # fmt: skip
-    parser.add_argument("--shards", type=int, default=2, help="Ray tasks (with --backend ray)")
+    )
+    _add_run_folder_arguments(parser)
     if not halueval:
         # FactPrompts comes with annotated claims: nothing is extracted.
         fixed = {**(fixed or {}), "claim_format": "sentence", "max_claims": ClaimConfig().max_claims}
@@ -240,11 +243,44 @@ def run_one(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None)
 
         try:
             metrics = run_blocking(
-                run_experiment(spec, run_dir=run_dir, concurrency=items_in_flight(args), provenance=provenance_of(spec),
-                               on_record=advance, retry_failed=args.retry_failed, overwrite=args.overwrite,
-                               workers=args.workers, on_open=opened)
-            )  # fmt: skip
+                run_experiment(
+                    spec,
+                    run_dir=run_dir,
+                    concurrency=items_in_flight(args),
+                    provenance=provenance_of(spec),
+                    on_record=advance,
+                    retry_failed=args.retry_failed,
+                    overwrite=args.overwrite,
+                    workers=args.workers,
+                    on_open=opened,
+                )
+            )
         finally:
             if seen["embedded"]:
                 record_call_rate(seen["calls"], time.monotonic() - started)
     return run_dir, metrics
+
+
+def _add_run_folder_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where a run goes, how a re-run treats it, and where it runs."""
+    parser.add_argument("--out", type=Path, default=None, help="run folder (default: runs/<timestamp>-<name>)")
+    parser.add_argument("--runs-root", type=Path, default=Path("runs"), help="where run folders and the cache go")
+    parser.add_argument("--no-cache", action="store_true", help="do not use the model-call cache")
+    parser.add_argument(
+        "--retry-failed",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="on a re-run, redo items that failed for a transient reason (default: on)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a run folder that holds another configuration (default: refuse)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=["local", "ray"],
+        default="local",
+        help="local processes (--workers) or Ray tasks (--shards)",
+    )
+    parser.add_argument("--shards", type=int, default=2, help="Ray tasks (with --backend ray)")

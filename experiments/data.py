@@ -157,22 +157,27 @@ def halueval_items(
             right, wrong, question_field, reference_field = PAIRED_FIELDS[task]
             is_knowledge = reference_field == "knowledge"
             yield Item(
-                id=f"halueval-{task}-{line}", task=task, label_factual=not hallucinated,
+                id=f"halueval-{task}-{line}",
+                task=task,
+                label_factual=not hallucinated,
                 response=_field(record, wrong if hallucinated else right, path, line),
                 question=_field(record, question_field, path, line) if question_field else None,
                 reference=_field(record, reference_field, path, line) if knowledge or not is_knowledge else None,
                 source_line=line,
-            )  # fmt: skip
+            )
         else:
             flag = _field(record, "hallucination", path, line).lower()
             if flag not in ("yes", "no"):
                 raise DataError(f"{path} line {line}: field 'hallucination' must be yes or no, got {flag!r}")
             # IDs repeat in this file (two records say "ID"), so the line is the id.
             yield Item(
-                id=f"halueval-general-{line}", task="general", label_factual=flag == "no",
+                id=f"halueval-general-{line}",
+                task="general",
+                label_factual=flag == "no",
                 response=_field(record, "chatgpt_response", path, line),
-                question=_field(record, "user_query", path, line), source_line=line,
-            )  # fmt: skip
+                question=_field(record, "user_query", path, line),
+                source_line=line,
+            )
 
 
 def factprompts_items(
@@ -203,15 +208,27 @@ def factprompts_items(
                 raise DataError(f"{path} line {line}: field 'label' must be a boolean")
             produced += 1
             yield Item(
-                id=f"factprompts-{line}", task="kbqa", label_factual=label, response=response, question=prompt,
-                claims=[c for c, _ in parsed], source_line=line,
-            )  # fmt: skip
+                id=f"factprompts-{line}",
+                task="kbqa",
+                label_factual=label,
+                response=response,
+                question=prompt,
+                claims=[c for c, _ in parsed],
+                source_line=line,
+            )
         else:
             for j, (claim, label) in enumerate(parsed):
                 claim_pool.append(
-                    Item(id=f"factprompts-{line}-c{j}", task="kbqa", label_factual=label, response=claim,
-                         question=prompt, claims=[claim], source_line=line)
-                )  # fmt: skip
+                    Item(
+                        id=f"factprompts-{line}-c{j}",
+                        task="kbqa",
+                        label_factual=label,
+                        response=claim,
+                        question=prompt,
+                        claims=[claim],
+                        source_line=line,
+                    )
+                )
     if level == "claim":
         chosen = sample_indices(len(claim_pool), n, seed)
         yield from (claim_pool[i] for i in chosen)

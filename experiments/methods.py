@@ -16,17 +16,24 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from debate.api import Verifier
-from debate.chain import MarkovChain, TurnRecord, transcript_result
 from debate.config import DebateConfig, VerifierConfig
+from debate.engine import (
+    MarkovChain,
+    PromptTemplate,
+    TurnRecord,
+    ask_structured,
+    converse,
+    load_json_object,
+    load_prompt,
+    parse_factuality,
+    render_evidence,
+    transcript_result,
+)
 from debate.errors import DebateError, ModelRequestError, ReplyUnusableError
-from debate.inputs import render_evidence
 from debate.llm import ChatClient, ChatMessage, ChatRequest
-from debate.parsing import load_json_object, parse_factuality
-from debate.prompts import PromptTemplate, load_prompt
-from debate.records import transient_failure
+from debate.pipeline import Verifier
 from debate.registry import Registry
-from debate.structured import ask_structured, converse
+from debate.results import transient_failure
 from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, Report, Turn, Usage
 from experiments.data import Item
 
@@ -113,15 +120,24 @@ class DebateMethod:
 
     async def predict(self, item: Item) -> Prediction:
         report = await self._verifier.verify(
-            item.response, question=item.question, reference=item.reference, task=item.task, claims=item.claims,
+            item.response,
+            question=item.question,
+            reference=item.reference,
+            task=item.task,
+            claims=item.claims,
             item_id=item.id,
-        )  # fmt: skip
+        )
         transient = transient_failure(report) is not None
         if report.failure is not None:
             return Prediction(
-                pred_factual=None, score=None, decided_by="error", usage=report.usage,
-                report=report.model_dump(mode="json"), error=report.failure.message, transient=transient,
-            )  # fmt: skip
+                pred_factual=None,
+                score=None,
+                decided_by="error",
+                usage=report.usage,
+                report=report.model_dump(mode="json"),
+                error=report.failure.message,
+                transient=transient,
+            )
         return Prediction(
             pred_factual=report.factual,
             score=report.score,
@@ -168,8 +184,9 @@ class FactoolTeam:
     initial state of a chain (no debate). With `use_evidence` off it is Factool's self-check baseline: the model
     judges from its own knowledge."""
 
-    def __init__(self, *, client: ChatClient, config: DebateConfig, prompt: PromptTemplate, use_evidence: bool,
-                 purpose: str) -> None:  # fmt: skip
+    def __init__(
+        self, *, client: ChatClient, config: DebateConfig, prompt: PromptTemplate, use_evidence: bool, purpose: str
+    ) -> None:
         self._client = client
         self._config = config
         self._prompt = prompt
@@ -208,8 +225,9 @@ class _OneCallTeamFactory:
         self._prompt = load_prompt(self._prompt_name, prompts_dir)
 
     def new_team(self, *, client: ChatClient, config: DebateConfig, chain: MarkovChain) -> FactoolTeam:
-        return FactoolTeam(client=client, config=config, prompt=self._prompt, use_evidence=self._use_evidence,
-                           purpose=self._purpose)  # fmt: skip
+        return FactoolTeam(
+            client=client, config=config, prompt=self._prompt, use_evidence=self._use_evidence, purpose=self._purpose
+        )
 
     def prompt_hashes(self, chain: MarkovChain) -> dict[str, str]:
         return {self._prompt.name: self._prompt.sha256}
@@ -288,9 +306,14 @@ class HaluEvalJudge:
             if isinstance(exc, ModelRequestError) and exc.fatal:
                 raise
             return Prediction(
-                pred_factual=None, score=None, decided_by="judge", usage=Usage(), report={}, error=str(exc),
+                pred_factual=None,
+                score=None,
+                decided_by="judge",
+                usage=Usage(),
+                report={},
+                error=str(exc),
                 transient=exc.transient,
-            )  # fmt: skip
+            )
         transcript = {
             "prompt": f"halueval_{item.task if item.task != 'kbqa' else 'general'}",
             "knowledge": self._knowledge,
@@ -300,19 +323,24 @@ class HaluEvalJudge:
         hallucinated = halueval_judgement(response.text)
         if hallucinated is None:
             error = 'the reply has both or neither of "Yes" and "No" (HaluEval counts it as failed)'
-            return Prediction(pred_factual=None, score=None, decided_by="judge", usage=response.usage,
-                              report=transcript, error=error)  # fmt: skip
+            return Prediction(
+                pred_factual=None, score=None, decided_by="judge", usage=response.usage, report=transcript, error=error
+            )
         await self._client.accept(response)
         factual = not hallucinated
         return Prediction(
-            pred_factual=factual, score=1.0 if factual else 0.0, decided_by="judge", usage=response.usage,
+            pred_factual=factual,
+            score=1.0 if factual else 0.0,
+            decided_by="judge",
+            usage=response.usage,
             report=transcript,
-        )  # fmt: skip
+        )
 
 
 def _initial_only(config: VerifierConfig) -> VerifierConfig:
-    s0 = DebateConfig(min_rounds=0, max_rounds=0, chain=config.debate.chain,
-                      max_parse_retries=config.debate.max_parse_retries)  # fmt: skip
+    s0 = DebateConfig(
+        min_rounds=0, max_rounds=0, chain=config.debate.chain, max_parse_retries=config.debate.max_parse_retries
+    )
     return config.model_copy(update={"debate": s0})
 
 

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
-from sklearn.metrics import accuracy_score, precision_recall_fscore_support, roc_auc_score
 
 __all__ = ["METRICS", "Outcome", "auroc", "bootstrap_ci", "classification", "summarize"]
 
@@ -47,12 +45,19 @@ def classification(outcomes: Sequence[Outcome], *, positive: bool = True) -> dic
     """Accuracy, precision, recall and F1 for the class `positive` (True = factual, False = hallucinated)."""
     if not outcomes:
         return {"accuracy": 0.0, "precision": 0.0, "recall": 0.0, "f1": 0.0}
+    # scikit-learn and scipy come with the experiments extra: imported where used, so `--help` needs neither.
+    from sklearn.metrics import accuracy_score, precision_recall_fscore_support
+
     label, pred, _ = _arrays(outcomes)
     precision, recall, f1, _ = precision_recall_fscore_support(
         label, pred, labels=[positive], pos_label=positive, average="binary", zero_division=0.0
     )
-    return {"accuracy": float(accuracy_score(label, pred)), "precision": float(precision), "recall": float(recall),
-            "f1": float(f1)}  # fmt: skip
+    return {
+        "accuracy": float(accuracy_score(label, pred)),
+        "precision": float(precision),
+        "recall": float(recall),
+        "f1": float(f1),
+    }
 
 
 def auroc(outcomes: Sequence[Outcome]) -> float | None:
@@ -61,13 +66,21 @@ def auroc(outcomes: Sequence[Outcome]) -> float | None:
     label, _, score = _arrays(outcomes)
     if label.all() or not label.any():
         return None
+    from sklearn.metrics import roc_auc_score
+
     return float(roc_auc_score(label, score))
 
 
 METRICS = (
-    "accuracy", "precision", "recall", "f1", "precision_hallucination", "recall_hallucination", "f1_hallucination",
+    "accuracy",
+    "precision",
+    "recall",
+    "f1",
+    "precision_hallucination",
+    "recall_hallucination",
+    "f1_hallucination",
     "auroc",
-)  # fmt: skip
+)
 """What `summarize` reports, each with a 95% interval."""
 
 _BATCH = 128  # resamples per block: bounds memory at 128 x n counts
@@ -83,8 +96,9 @@ def _statistic(label: np.ndarray, pred: np.ndarray, score: np.ndarray) -> Callab
     masks = {}
     for view, positive in (("", True), ("_hallucination", False)):
         actual, predicted = label == positive, pred == positive
-        masks[view] = [(a & b).astype(np.float64) for a, b in ((actual, predicted), (~actual, predicted),
-                                                                (actual, ~predicted))]  # fmt: skip
+        masks[view] = [
+            (a & b).astype(np.float64) for a, b in ((actual, predicted), (~actual, predicted), (actual, ~predicted))
+        ]
 
     def statistic(indices: np.ndarray, axis: int = -1) -> np.ndarray:
         block = np.atleast_2d(indices).reshape(-1, n)
@@ -133,16 +147,24 @@ def _intervals(distribution: np.ndarray, level: float) -> list[tuple[float, floa
     return out
 
 
-def _bootstrap(data: np.ndarray, statistic: Callable[..., Any], *, resamples: int, seed: int,
-               vectorized: bool) -> np.ndarray:  # fmt: skip
+def _bootstrap(
+    data: np.ndarray, statistic: Callable[..., Any], *, resamples: int, seed: int, vectorized: bool
+) -> np.ndarray:
+    from scipy import stats
+
     with warnings.catch_warnings():
         # An undefined resample (AUROC with one class drawn) is NaN on purpose and left out by `_intervals`; scipy's
         # own interval, which would warn about it, is not used.
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
         result = stats.bootstrap(
-            (data,), statistic, n_resamples=resamples, batch=_BATCH, vectorized=vectorized, method="percentile",
+            (data,),
+            statistic,
+            n_resamples=resamples,
+            batch=_BATCH,
+            vectorized=vectorized,
+            method="percentile",
             rng=np.random.default_rng(seed),
-        )  # fmt: skip
+        )
     distribution: np.ndarray = np.atleast_2d(result.bootstrap_distribution)
     return distribution
 
@@ -175,8 +197,7 @@ def summarize(outcomes: Sequence[Outcome], *, seed: int = 0, resamples: int = 10
     intervals: dict[str, tuple[float, float] | None] = {name: None for name in METRICS}
     if outcomes:
         statistic = _statistic(*_arrays(outcomes))
-        distribution = _bootstrap(np.arange(len(outcomes)), statistic, resamples=resamples, seed=seed,
-                                  vectorized=True)  # fmt: skip
+        distribution = _bootstrap(np.arange(len(outcomes)), statistic, resamples=resamples, seed=seed, vectorized=True)
         intervals = dict(zip(METRICS, _intervals(distribution, 0.95), strict=True))
     for view, positive in (("factual", True), ("hallucination", False)):
         point = classification(outcomes, positive=positive)

@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from debate.api import Verifier
 from debate.concurrency import run_blocking
-from debate.jsonl import scan_results
+from debate.pipeline import Verifier
+from debate.results import scan_results
 from experiments.data import Item
 from experiments.runner import RunSpec, items_for, make_method, method_config, process_items
 
@@ -103,7 +103,7 @@ def _with_secrets(spec: RunSpec, secrets: dict[str, str | None]) -> RunSpec:
 
 def _split_rates(spec: RunSpec, shards: int) -> RunSpec:
     """Each shard's share of --rpm / --tpm: shards may run on other machines, so they cannot share one schedule
-    as local worker processes do (debate.llm.ratelimit); equal shares keep the total."""
+    as local worker processes do (debate.llm._ratelimit); equal shares keep the total."""
     model = spec.verifier.model
     shares = {
         name: max(1, value // shards)

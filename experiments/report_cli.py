@@ -1,4 +1,4 @@
-"""`debate report`: one table of several runs, or seed 000's monitoring figures over results logs."""
+"""`debate report`: one table of several runs, or the RAG rules' monitoring figures over results logs."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from pydantic import ValidationError
 from debate.cli.conventions import err
 from debate.config import VerifierConfig
 from debate.errors import UsageError
-from debate.monitoring import rag_monitoring
-from debate.records import Record, read_records
+from debate.results import Record, rag_monitoring, read_records
 from experiments.runner import (
     RunSpec,
     evaluate_run,
@@ -37,8 +36,10 @@ def report(args: argparse.Namespace) -> int:
     rows = report_rows(folders, skipped=lambda run, why: err.print(f"[yellow]skipped[/] {run}: {why}"))
     monitoring = [{"log": str(log), **rag_monitoring(_records(log)).model_dump()} for log in logs]
     if not rows and not monitoring:
-        raise UsageError("no finished run among the folders given (each needs config.json and metrics.json), and no "
-                         "results log (a .jsonl file of `debate verify --input ... --output`)")  # fmt: skip
+        raise UsageError(
+            "no finished run among the folders given (each needs config.json and metrics.json), and no "
+            "results log (a .jsonl file of `debate verify --input ... --output`)"
+        )
     flat = [{k: v for k, v in row.items() if k != "metrics"} for row in rows]
     if args.format == "json":
         shown: Any = {"runs": flat, "rag_monitoring": monitoring} if flat and monitoring else flat or monitoring
@@ -67,22 +68,29 @@ def _records(log: Path) -> list[Record]:
 
 
 _MONITORING = (
-    ("answers", "answers"), ("average_risk_score", "avg risk score"), ("high_risk_share", "high-risk share"),
-    ("invalid_citation_frequency", "with invalid citations"), ("invalid_citations_per_answer", "invalid / answer"),
-    ("uncited_frequency", "with uncited sentences"), ("uncited_sentences_per_answer", "uncited / answer"),
-    ("average_judge_risk", "avg judge risk"), ("judged", "judged"),
-)  # fmt: skip
+    ("answers", "answers"),
+    ("average_risk_score", "avg risk score"),
+    ("high_risk_share", "high-risk share"),
+    ("invalid_citation_frequency", "with invalid citations"),
+    ("invalid_citations_per_answer", "invalid / answer"),
+    ("uncited_frequency", "with uncited sentences"),
+    ("uncited_sentences_per_answer", "uncited / answer"),
+    ("average_judge_risk", "avg judge risk"),
+    ("judged", "judged"),
+)
 
 
 def _monitoring_table(rows: list[dict[str, Any]]) -> str:
-    """Seed 000's monitoring figures, one row per results log."""
+    """The RAG rules' monitoring figures, one row per results log."""
 
     def cell(value: Any) -> str:
         return "-" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
 
-    lines = ["\nRAG monitoring (seed 000: rules and judge over each log's RAG answers)\n",
-             "| log | " + " | ".join(title for _, title in _MONITORING) + " |",
-             "|---" * (len(_MONITORING) + 1) + "|"]  # fmt: skip
+    lines = [
+        "\nRAG monitoring (the RAG rules: rules and judge over each log's RAG answers)\n",
+        "| log | " + " | ".join(title for _, title in _MONITORING) + " |",
+        "|---" * (len(_MONITORING) + 1) + "|",
+    ]
     lines += [f"| {row['log']} | " + " | ".join(cell(row[key]) for key, _ in _MONITORING) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
@@ -96,8 +104,9 @@ def _variant(spec: dict[str, Any]) -> str:
         f"prompts {prompt_set}" if prompt_set != defaults.prompt_set else "",
         f"chain {debate['chain']}" if debate.get("chain", defaults.debate.chain) != defaults.debate.chain else "",
         f"min rounds {debate['min_rounds']}"
-        if debate.get("min_rounds", defaults.debate.min_rounds) != defaults.debate.min_rounds else "",
-    ]  # fmt: skip
+        if debate.get("min_rounds", defaults.debate.min_rounds) != defaults.debate.min_rounds
+        else "",
+    ]
     shown = ", ".join(p for p in parts if p)
     return f" ({shown})" if shown else ""
 
@@ -153,9 +162,15 @@ def report_rows(runs: list[Path], *, skipped: Callable[[Path, str], None]) -> li
         setting = f"{spec['benchmark']} {what}"
         key = (setting, metrics["n"], spec.get("seed"), spec.get("balanced"), spec.get("data_dir"))
         endpoint = "embedded" if config.get("embedded") else (urlparse(config.get("base_url") or "").netloc or "?")
-        row = {"setting": setting, "method": spec["method"] + _variant(spec), "model": config.get("model", "?"),
-               "endpoint": endpoint,
-               "run": str(run), **_flat(metrics), "metrics": metrics}  # fmt: skip
+        row = {
+            "setting": setting,
+            "method": spec["method"] + _variant(spec),
+            "model": config.get("model", "?"),
+            "endpoint": endpoint,
+            "run": str(run),
+            **_flat(metrics),
+            "metrics": metrics,
+        }
         by_setting.setdefault(key, []).append(row)
         for name, baseline in metrics.get("baselines", {}).items():
             if name != "tuning":
@@ -164,8 +179,17 @@ def report_rows(runs: list[Path], *, skipped: Callable[[Path, str], None]) -> li
     for key, runs_of_setting in by_setting.items():
         rows += runs_of_setting
         for name, baseline in baselines.get(key, {}).items():
-            rows.append({"setting": key[0], "method": name, "model": "", "endpoint": "", "run": "",
-                         **_flat(baseline), "metrics": baseline})  # fmt: skip
+            rows.append(
+                {
+                    "setting": key[0],
+                    "method": name,
+                    "model": "",
+                    "endpoint": "",
+                    "run": "",
+                    **_flat(baseline),
+                    "metrics": baseline,
+                }
+            )
     return rows
 
 
@@ -189,14 +213,32 @@ def _run_folders(paths: list[Path], skipped: Callable[[Path, str], None]) -> lis
 
 def _simulated_row(run: Path, spec: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
     debate = spec.get("verifier", {}).get("debate", {})
-    setting = (f"simulated qa (agents of stated accuracies, not a model; {debate.get('chain', '?')}, "
-               f"min {debate.get('min_rounds', '?')}, max {debate.get('max_rounds', '?')})")  # fmt: skip
-    return {"setting": setting, "method": spec.get("method", "mcmad"), "model": "simulated",
-            "endpoint": "127.0.0.1", "run": str(run), **_flat(metrics), "metrics": metrics}  # fmt: skip
+    setting = (
+        f"simulated qa (agents of stated accuracies, not a model; {debate.get('chain', '?')}, "
+        f"min {debate.get('min_rounds', '?')}, max {debate.get('max_rounds', '?')})"
+    )
+    return {
+        "setting": setting,
+        "method": spec.get("method", "mcmad"),
+        "model": "simulated",
+        "endpoint": "127.0.0.1",
+        "run": str(run),
+        **_flat(metrics),
+        "metrics": metrics,
+    }
 
 
-_COLUMNS = ("n", "accuracy", "precision", "recall", "f1", "f1_hallucination", "auroc", "unverifiable",
-            "llm_calls_per_item")  # fmt: skip
+_COLUMNS = (
+    "n",
+    "accuracy",
+    "precision",
+    "recall",
+    "f1",
+    "f1_hallucination",
+    "auroc",
+    "unverifiable",
+    "llm_calls_per_item",
+)
 
 
 def _flat(metrics: dict[str, Any]) -> dict[str, Any]:

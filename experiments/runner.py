@@ -13,14 +13,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
-from tabulate import tabulate
 
-from debate.api import Verifier
 from debate.config import VerifierConfig
 from debate.errors import UsageError
-from debate.jsonl import OutputLock, compact, run_ordered, scan_results
 from debate.llm import ChatClient
-from debate.records import PredictionRecord, Record
+from debate.pipeline import Verifier
+from debate.results import OutputLock, PredictionRecord, Record, compact, run_ordered, scan_results
 from debate.workers import Job
 from experiments.baselines import Baselines, tuning_pairs
 from experiments.data import Item, factprompts_items, halueval_items
@@ -92,8 +90,12 @@ def items_for(spec: RunSpec) -> Iterator[Item]:
         return factprompts_items(data_dir=data_dir, level=spec.level, n=spec.n, seed=spec.seed)
     return halueval_items(
         spec.task,  # type: ignore[arg-type]
-        data_dir=data_dir, n=spec.n, seed=spec.seed, balanced=spec.balanced, knowledge=spec.knowledge == "given",
-    )  # fmt: skip
+        data_dir=data_dir,
+        n=spec.n,
+        seed=spec.seed,
+        balanced=spec.balanced,
+        knowledge=spec.knowledge == "given",
+    )
 
 
 def method_config(spec: RunSpec) -> VerifierConfig:
@@ -137,8 +139,14 @@ async def process_items(
 
         written = 0
         pending = (i for i in items if i.id not in done)
-        records = run_ordered(pending, functools.partial(_record, method), output=results_path, limit=concurrency,
-                              on_record=on_record, job=job)  # fmt: skip
+        records = run_ordered(
+            pending,
+            functools.partial(_record, method),
+            output=results_path,
+            limit=concurrency,
+            on_record=on_record,
+            job=job,
+        )
         async for _ in records:
             written += 1
         if order is not None:
@@ -201,10 +209,20 @@ _HEADERS = ["method", "n", "accuracy", "F1 (factual)", "F1 (hallucination)", "AU
 def markdown_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
     """The results table (GitHub Markdown, via tabulate), each metric with its 95% interval."""
     body = [
-        [name, m["n"], _fmt(m, "accuracy"), _fmt(m, "f1"), _fmt(m, "f1_hallucination"), _fmt(m, "auroc"),
-         m["unverifiable"], "-" if m.get("llm_calls_per_item") is None else f"{m['llm_calls_per_item']:.1f}"]
+        [
+            name,
+            m["n"],
+            _fmt(m, "accuracy"),
+            _fmt(m, "f1"),
+            _fmt(m, "f1_hallucination"),
+            _fmt(m, "auroc"),
+            m["unverifiable"],
+            "-" if m.get("llm_calls_per_item") is None else f"{m['llm_calls_per_item']:.1f}",
+        ]
         for name, m in rows
-    ]  # fmt: skip
+    ]
+    from tabulate import tabulate  # the experiments extra
+
     return tabulate(body, headers=_HEADERS, tablefmt="github", disable_numparse=True) + "\n"
 
 
@@ -238,8 +256,11 @@ def evaluate_run(run_dir: Path, spec: RunSpec) -> dict[str, Any]:
             summary["llm_calls_per_item"] = 0.0
             baselines[name] = summary
             rows.append((name, summary))
-        baselines["tuning"] = {"size": fitted.tuning_size, "length_threshold": fitted.threshold,
-                               "majority_factual": fitted.majority_factual}  # fmt: skip
+        baselines["tuning"] = {
+            "size": fitted.tuning_size,
+            "length_threshold": fitted.threshold,
+            "majority_factual": fitted.majority_factual,
+        }
     metrics["baselines"] = baselines
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     if spec.task in ("qa", "dialogue"):

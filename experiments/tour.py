@@ -14,14 +14,14 @@ from typing import Any
 
 from rich.table import Table
 
-from debate.api import Verifier
-from debate.chain import load_chain
 from debate.cli.conventions import add_command, err, examples, out
 from debate.cli.options import add_verifier_arguments, verifier_config
 from debate.cli.render import render_report
 from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
+from debate.engine import load_chain
 from debate.llm import ChatClient
+from debate.pipeline import Verifier
 from experiments.dynamics.simulate import Population, RoleParameters, SimulatedAgents, load_population
 
 __all__ = ["TOUR_POPULATION", "register"]
@@ -51,7 +51,10 @@ SIMULATED = "SIMULATED agents, not a model"
 def register(sub: Any) -> None:
     """Add `debate tour` to the `debate` parser's subcommands."""
     parser = add_command(
-        sub, "tour", _tour, help="watch a debate run to its end (embedded model, your endpoint, or --simulated)",
+        sub,
+        "tour",
+        _tour,
+        help="watch a debate run to its end (embedded model, your endpoint, or --simulated)",
         description="Verify the tour's example answer and print the whole debate: the chain, why it moved, every "
         "opinion. --simulated: agents of stated accuracies instead of a model, every output marked so.",
         epilog=examples(
@@ -59,12 +62,18 @@ def register(sub: Any) -> None:
             "debate tour --simulated                         # what a debate between capable agents looks like",
             "debate tour --base-url http://localhost:8000/v1 # your own model",
         ),
-    )  # fmt: skip
-    parser.add_argument("--simulated", action="store_true",
-                        help="agents of stated accuracies answer instead of a model (none is started)")  # fmt: skip
-    parser.add_argument("--roles", type=Path, metavar="FILE",
-                        help="the simulated agents' roles file (as for debate dynamics simulate; default: the tour's "
-                        "own, printed)")  # fmt: skip
+    )
+    parser.add_argument(
+        "--simulated",
+        action="store_true",
+        help="agents of stated accuracies answer instead of a model (none is started)",
+    )
+    parser.add_argument(
+        "--roles",
+        type=Path,
+        metavar="FILE",
+        help="the simulated agents' roles file (as for debate dynamics simulate; default: the tour's own, printed)",
+    )
     add_verifier_arguments(parser, batch=False)
 
 
@@ -79,8 +88,9 @@ def _tour(args: argparse.Namespace) -> int:
     return run_blocking(_run(config, agents, ANSWERS, banner=SIMULATED))
 
 
-async def _run(config: VerifierConfig, client: ChatClient | None, answers: list[tuple[str, str, bool]],
-               banner: str | None) -> int:  # fmt: skip
+async def _run(
+    config: VerifierConfig, client: ChatClient | None, answers: list[tuple[str, str, bool]], banner: str | None
+) -> int:
     async with Verifier(config=config, client=client) as verifier:
         if client is None:
             where = "embedded llama.cpp: the machinery, not the method's accuracy" if verifier.embedded else "yours"
@@ -93,8 +103,9 @@ async def _run(config: VerifierConfig, client: ChatClient | None, answers: list[
 
 
 def _population_table(population: Population) -> Table:
-    table = Table(title=f"{SIMULATED}: each verdict is drawn at these stated rates (seed {population.seed})",
-                  title_justify="left")  # fmt: skip
+    table = Table(
+        title=f"{SIMULATED}: each verdict is drawn at these stated rates (seed {population.seed})", title_justify="left"
+    )
     for column in ("role", "P(says true | factual)", "P(says true | wrong)", "repeats what it is shown"):
         table.add_column(column)
     for role in ("initial", "trust", "skeptic", "leader"):

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from debate.api import Verifier, run_blocking
 from debate.config import ModelConfig, VerifierConfig
-from debate.llm.base import ChatClient
-from debate.severity import severity_text
+from debate.llm import ChatClient
+from debate.pipeline import Verifier, run_blocking
+from debate.results import severity_text
 from debate.testing import ScriptedChatClient, Step
 from debate.types import ClaimVerdict, Report, ReportVerdict
 
@@ -51,9 +51,14 @@ class DebateVerifier:
         return report
 
     def assert_factual(
-        self, response: str, *, reference: Any = None, question: str | None = None, task: str = "qa",
+        self,
+        response: str,
+        *,
+        reference: Any = None,
+        question: str | None = None,
+        task: str = "qa",
         allow: Iterable[ReportVerdict] = ("factual",),
-    ) -> Report:  # fmt: skip
+    ) -> Report:
         """Verify `response` and fail the test unless its verdict is in `allow` (default: factual only)."""
         report = self.verify(response, reference=reference, question=question, task=task)
         allowed = set(allow)
@@ -63,10 +68,15 @@ class DebateVerifier:
 
 
 def assert_factual(
-    response: str, *, reference: Any = None, question: str | None = None, task: str = "qa",
-    config: VerifierConfig | None = None, verifier: DebateVerifier | None = None,
+    response: str,
+    *,
+    reference: Any = None,
+    question: str | None = None,
+    task: str = "qa",
+    config: VerifierConfig | None = None,
+    verifier: DebateVerifier | None = None,
     allow: Iterable[ReportVerdict] = ("factual",),
-) -> Report:  # fmt: skip
+) -> Report:
     """Fail the calling test unless `response` is judged factual (or another verdict in `allow`). Uses `verifier`
     (e.g. the `debate_verifier` fixture), else a verifier on `config`, else the environment's endpoint
     (OPENAI_BASE_URL, DEBATE_MODEL, OPENAI_API_KEY). Returns the report."""
@@ -82,8 +92,10 @@ def assert_factual(
 def describe_report(report: Report, *, expected: Sequence[str]) -> str:
     """The failure message: the verdict against what was expected, then one block per claim."""
     score = "n/a" if report.score is None else f"{report.score:.2f}"
-    lines = [f"response judged {report.verdict} (score {score}, rollup {report.rollup}); expected "
-             f"{' or '.join(expected)}", f"response: {_short(report.response, 200)}"]  # fmt: skip
+    lines = [
+        f"response judged {report.verdict} (score {score}, rollup {report.rollup}); expected {' or '.join(expected)}",
+        f"response: {_short(report.response, 200)}",
+    ]
     if report.failure is not None:
         lines.append(f"failed ({report.failure.kind}): {report.failure.message}")
     for index, claim in enumerate(report.claims, 1):
@@ -126,8 +138,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def debate_verifier(request: pytest.FixtureRequest) -> DebateVerifier:
     """A DebateVerifier on the configured endpoint, or on the test's `debate_script` marker when none is set."""
     options = request.config
-    base_url = (options.getoption("--debate-base-url") or options.getini("debate_base_url")
-                or os.environ.get("OPENAI_BASE_URL") or None)  # fmt: skip
+    base_url = (
+        options.getoption("--debate-base-url")
+        or options.getini("debate_base_url")
+        or os.environ.get("OPENAI_BASE_URL")
+        or None
+    )
     model = options.getoption("--debate-model") or options.getini("debate_model") or None
     marker = request.node.get_closest_marker("debate_script")
     if base_url is not None:

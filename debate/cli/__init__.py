@@ -34,6 +34,7 @@ from debate.cli.conventions import (
 from debate.cli.options import add_verifier_arguments, items_in_flight, secret_from_file, verifier_config
 from debate.concurrency import Terminated, cancel_on_sigterm
 from debate.errors import DebateError, InputError, UsageError
+from debate.extras import require_extra
 
 __all__ = [
     "COMMAND_ENTRY_POINT_GROUP",
@@ -60,7 +61,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; plugin commands (debate eval, ...) are loaded unless `argv` names a built-in command, whose
     start-up should not pay for importing them."""
     parser = Parser(
-        prog="debate", description="Detect hallucinations by Markov-chain multi-agent debate.",
+        prog="debate",
+        description="Detect hallucinations by Markov-chain multi-agent debate.",
         epilog=examples(
             'debate verify --question "Who wrote Hamlet?" --answer "Marlowe" --evidence @knowledge.txt',
             "debate verify --input answers.jsonl --output verdicts.jsonl --fail-on non-factual",
@@ -68,10 +70,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             "debate COMMAND --help                   # every option of a command, with its default",
             extra=EXIT_CODES,
         ),
-    )  # fmt: skip
+    )
     parser.add_argument("-V", "--version", action="version", version=f"%(prog)s (markov-debate) {package_version()}")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="log retries, endpoint negotiation, server start-up (anywhere on the line)")  # fmt: skip
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="log retries, endpoint negotiation, server start-up (anywhere on the line)",
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
     verify.register(sub)
     admin.register(sub)
@@ -83,8 +89,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for child in walk(parser)[1:]:
         # Global options work after the subcommand too: SUPPRESS keeps a subcommand from resetting what was
         # given before it.
-        child.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
-                           help="log retries, endpoint negotiation and server start-up")  # fmt: skip
+        child.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="log retries, endpoint negotiation and server start-up",
+        )
     return parser
 
 
@@ -117,6 +128,9 @@ def _main(argv: Sequence[str] | None) -> int:
     logging.basicConfig(level=level, handlers=[console_log], force=True)
     handler: Handler = args.handler
     try:
+        extra = getattr(args, "needs_extra", None)
+        if extra is not None:
+            require_extra(extra, f"debate {args.command}")
         return handler(args)
     except (UsageError, InputError) as exc:
         print(f"debate: error: {exc.for_cli()}", file=sys.stderr)

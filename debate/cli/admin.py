@@ -10,12 +10,13 @@ from typing import Any
 
 from rich.markup import escape
 
-from debate.chain import CHAINS, load_chain
 from debate.cli.conventions import add_command, examples, out
 from debate.cli.options import read_json
+from debate.engine import load_chain
 from debate.errors import UsageError
-from debate.llm.cache import CACHE_FILE, DEFAULT_CACHE_DIR, cache_stats, clear_cache
-from debate.prefilter.tools import (
+from debate.llm._cache import CACHE_FILE, DEFAULT_CACHE_DIR, cache_stats, clear_cache
+from debate.plugins import CHAINS
+from debate.prefilter import (
     APIEndpointChecker,
     DestructiveActionChecker,
     FactChecker,
@@ -37,62 +38,90 @@ def register(sub: Any) -> None:
 
 def _register_cache(sub: Any) -> None:
     cache = add_command(
-        sub, "cache", _cache, help="the model-call cache: stats or clear",
-        epilog=examples("debate cache stats", "debate cache stats --cache results/embedded/.cache --json",
-                        "debate cache clear --endpoint http://localhost:8000/v1"),
-    )  # fmt: skip
+        sub,
+        "cache",
+        _cache,
+        help="the model-call cache: stats or clear",
+        epilog=examples(
+            "debate cache stats",
+            "debate cache stats --cache results/embedded/.cache --json",
+            "debate cache clear --endpoint http://localhost:8000/v1",
+        ),
+    )
     cache.add_argument("action", choices=["stats", "clear"], help="stats: entries per endpoint; clear: delete them")
     cache.add_argument(
-        "--cache", type=Path, default=DEFAULT_CACHE_DIR,
+        "--cache",
+        type=Path,
+        default=DEFAULT_CACHE_DIR,
         help=f"cache directory (default: {DEFAULT_CACHE_DIR}, where `debate eval` keeps its cache)",
-    )  # fmt: skip
-    cache.add_argument("--endpoint", metavar="URL",
-                       help="clear: only the entries of this endpoint (base URL) (default: all)")  # fmt: skip
+    )
+    cache.add_argument(
+        "--endpoint", metavar="URL", help="clear: only the entries of this endpoint (base URL) (default: all)"
+    )
     cache.add_argument("--json", action="store_true", help="stats: print JSON")
 
 
 def _register_chains(sub: Any) -> None:
     chains = add_command(
-        sub, "chains", _chains, help="list the registered chains (or show one chain file) as node/edge lists",
+        sub,
+        "chains",
+        _chains,
+        help="list the registered chains (or show one chain file) as node/edge lists",
         epilog=examples("debate chains", "debate chains true-to-skeptic --json", "debate chains my-chain.toml"),
-    )  # fmt: skip
+    )
     chains.add_argument("chain", nargs="?", help="a chain name or spec file to show (default: list all)")
     chains.add_argument("--json", action="store_true", help="print the graphs as JSON node/edge lists")
 
 
 def _register_check_tools(sub: Any) -> None:
     tools = add_command(
-        sub, "check-tools", _check_tools, help="audit a tool call against JSON-schema tool definitions",
+        sub,
+        "check-tools",
+        _check_tools,
+        help="audit a tool call against JSON-schema tool definitions",
         epilog=examples(
             "debate check-tools --registry tools.json --call call.json",
             "debate check-tools --registry tools.json --call call.json --json --allow-endpoint https://api.example.com",
             extra="exit status: 0 no findings, 1 findings, 2 unreadable input",
         ),
-    )  # fmt: skip
+    )
     tools.add_argument("--registry", type=Path, required=True, help="JSON list of tool definitions (OpenAI format)")
     tools.add_argument("--call", type=Path, required=True, help='JSON {"name", "arguments"} (or an OpenAI tool_call)')
     tools.add_argument("--json", action="store_true", help="print the findings as JSON")
     tools.add_argument(
-        "--allow-endpoint", action="append", default=[], metavar="URL",
+        "--allow-endpoint",
+        action="append",
+        default=[],
+        metavar="URL",
         help="a known API endpoint (repeatable; given: an api_call's endpoint must be one of them exactly, 0.85)",
-    )  # fmt: skip
+    )
     tools.add_argument(
-        "--endpoint-match", choices=["exact", "prefix"], default="exact",
-        help="exact (seed 003) or prefix: any tool's URL-like argument must start with an allowed endpoint",
-    )  # fmt: skip
+        "--endpoint-match",
+        choices=["exact", "prefix"],
+        default="exact",
+        help="exact (the tool-call checks) or prefix: any tool's URL-like argument must start with an allowed endpoint",
+    )
     tools.add_argument(
-        "--granted", action="append", default=None, metavar="PERMISSION",
+        "--granted",
+        action="append",
+        default=None,
+        metavar="PERMISSION",
         help="a permission the caller holds (repeatable; given: delete_database needs 'delete:database', 0.9)",
-    )  # fmt: skip
+    )
     tools.add_argument(
-        "--language", choices=["en", "zh"], default="en",
+        "--language",
+        choices=["en", "zh"],
+        default="en",
         help="the findings' and correction's words: en (our English) or zh (the tool-call source's Chinese exactly)",
-    )  # fmt: skip
+    )
     tools.add_argument(
-        "--permission-check", choices=["seed", "destructive"], default="seed",
-        help="seed (seed 003: the delete_database tool) or destructive: DROP/DELETE/TRUNCATE/ALTER in any tool "
+        "--permission-check",
+        choices=["seed", "destructive"],
+        default="seed",
+        help="seed (the tool-call checks: the delete_database tool) or destructive: DROP/DELETE/TRUNCATE/ALTER in any "
+        "tool "
         "need 'db:write'",
-    )  # fmt: skip
+    )
 
 
 def _cache(args: argparse.Namespace) -> int:

@@ -25,6 +25,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from debate.extras import Extra
+
 __all__ = [
     "COMMAND_ENTRY_POINT_GROUP",
     "EXIT_CODES",
@@ -105,9 +107,16 @@ def progress_bar(description: ProgressColumn, *extra: ProgressColumn) -> Progres
     """The batch progress bar on stderr: redrawn twice a second at most (a redraw costs CPU the batch needs), and
     not drawn at all when stderr is not a terminal (CI logs, pipes)."""
     return Progress(
-        description, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(), *extra,
-        console=err, refresh_per_second=2, disable=not err.is_terminal,
-    )  # fmt: skip
+        description,
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        *extra,
+        console=err,
+        refresh_per_second=2,
+        disable=not err.is_terminal,
+    )
 
 
 def examples(*lines: str, extra: str = "") -> str:
@@ -193,19 +202,27 @@ def package_version() -> str:
         return "unknown"
 
 
-def add_command(sub: Any, name: str, handler: Handler | None = None, **kwargs: Any) -> argparse.ArgumentParser:
+def add_command(
+    sub: Any, name: str, handler: Handler | None = None, *, extra: Extra | None = None, **kwargs: Any
+) -> argparse.ArgumentParser:
     """A subcommand of `sub` (the subparsers a command-adding entry point receives) that follows these
-    conventions; `handler` is what it runs. Keyword arguments go to argparse (help, description, epilog)."""
+    conventions; `handler` is what it runs. `extra`: the optional extra it (and every subcommand under it) needs;
+    without it the command refuses in one line naming the install command, while its `--help` still works.
+    Keyword arguments go to argparse (help, description, epilog)."""
     parser: argparse.ArgumentParser = sub.add_parser(name, **kwargs)
     if handler is not None:
         parser.set_defaults(handler=handler)
+    if extra is not None:
+        parser.set_defaults(needs_extra=extra)
     return parser
 
 
-def add_command_group(sub: Any, name: str, *, dest: str, metavar: str, **kwargs: Any) -> Any:
+def add_command_group(
+    sub: Any, name: str, *, dest: str, metavar: str, extra: Extra | None = None, **kwargs: Any
+) -> Any:
     """A subcommand with subcommands of its own (`debate eval halueval`): returns the subparsers to pass to
     `add_command` for each of them."""
-    parser = add_command(sub, name, **kwargs)
+    parser = add_command(sub, name, extra=extra, **kwargs)
     return parser.add_subparsers(dest=dest, required=True, parser_class=Parser, metavar=metavar)
 
 
@@ -223,8 +240,9 @@ def log_handler(console: Console) -> logging.Handler:
     above the live bar instead of breaking it; elsewhere (CI logs, pipes) there is no bar and lines stay whole."""
     if console.is_terminal:
         # RichHandler draws the level in a column of its own: the text must not repeat it
-        handler: logging.Handler = RichHandler(console=console, show_time=False, show_path=False, markup=False,
-                                               rich_tracebacks=False)  # fmt: skip
+        handler: logging.Handler = RichHandler(
+            console=console, show_time=False, show_path=False, markup=False, rich_tracebacks=False
+        )
         handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
     else:
         handler = logging.StreamHandler(console.file)

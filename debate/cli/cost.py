@@ -1,4 +1,4 @@
-"""Cost before and after the run: `--estimate` (debate.estimate: calls, tokens and cost without calling the model),
+"""Cost before and after the run: `--estimate` (debate.pipeline: calls, tokens and cost without calling the model),
 `--max-cost` (a batch stops cleanly before the items that would pass it) and the run's actual tokens and cost."""
 
 from __future__ import annotations
@@ -11,16 +11,23 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from debate.batch import BatchItem, BatchSummary, read_items
-from debate.chain import MarkovChain, load_chain
 from debate.cli.conventions import out
 from debate.config import VerifierConfig
+from debate.engine import MarkovChain, PromptTemplate, load_chain, load_prompt
 from debate.errors import UsageError
-from debate.estimate import Behaviour, Estimate, Range, assumed_behaviour, estimate, fitted_behaviour
-from debate.prices import Price, cost_of, price_for
-from debate.prompts import PromptTemplate, load_prompt
-from debate.records import PredictionRecord, ResultRecord, read_records
-from debate.stages import TASKS, Task, TaskInput
+from debate.pipeline import (
+    Behaviour,
+    Estimate,
+    Price,
+    Range,
+    assumed_behaviour,
+    cost_of,
+    estimate,
+    fitted_behaviour,
+    price_for,
+)
+from debate.plugins import TASKS, Task, TaskInput
+from debate.results import BatchItem, BatchSummary, PredictionRecord, ResultRecord, read_items, read_records
 from debate.types import Report, Usage
 
 __all__ = [
@@ -37,31 +44,53 @@ __all__ = [
 def add_cost_arguments(parser: argparse.ArgumentParser, *, max_cost: bool = True) -> None:
     """--estimate, --estimate-from and --agreement; --max-cost where the command enforces it (a batch)."""
     cost = parser.add_argument_group("cost")
-    cost.add_argument("--estimate", action="store_true",
-                      help="print the expected model calls, tokens and cost of the run, and stop without calling "
-                           "the model (default: off)")  # fmt: skip
-    cost.add_argument("--estimate-from", type=Path, metavar="RESULTS",
-                      help="--estimate: fit the agents' behaviour from a pilot run's results log (default: assume "
-                           "--agreement)")  # fmt: skip
-    cost.add_argument("--agreement", type=float, default=0.9, metavar="P",
-                      help="--estimate: the share of turns that keep the verdict they are shown, where no pilot "
-                           "says (default: 0.9)")  # fmt: skip
+    cost.add_argument(
+        "--estimate",
+        action="store_true",
+        help="print the expected model calls, tokens and cost of the run, and stop without calling "
+        "the model (default: off)",
+    )
+    cost.add_argument(
+        "--estimate-from",
+        type=Path,
+        metavar="RESULTS",
+        help="--estimate: fit the agents' behaviour from a pilot run's results log (default: assume --agreement)",
+    )
+    cost.add_argument(
+        "--agreement",
+        type=float,
+        default=0.9,
+        metavar="P",
+        help="--estimate: the share of turns that keep the verdict they are shown, where no pilot says (default: 0.9)",
+    )
     if not max_cost:
         return
-    cost.add_argument("--max-cost", type=float, default=None, metavar="USD",
-                      help="stop the batch cleanly (exit 4, records kept) before an item that would take the run "
-                           "past this cost (default: none)")  # fmt: skip
+    cost.add_argument(
+        "--max-cost",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="stop the batch cleanly (exit 4, records kept) before an item that would take the run "
+        "past this cost (default: none)",
+    )
 
 
 def _prompts(chain: MarkovChain, config: VerifierConfig) -> dict[str, PromptTemplate]:
     return {role: load_prompt(chain.spec.prompt_name(role), config.prompt_set) for role in chain.spec.all_roles()}
 
 
-def _figures(args: argparse.Namespace, config: VerifierConfig, items: list[tuple[Task, TaskInput]],
-             price: Price | None) -> Estimate:  # fmt: skip
+def _figures(
+    args: argparse.Namespace, config: VerifierConfig, items: list[tuple[Task, TaskInput]], price: Price | None
+) -> Estimate:
     chain = load_chain(config.debate.chain)
-    return estimate(items, config=config, chain=chain, prompts=_prompts(chain, config),
-                    behaviour=_behaviour(args, chain), price=price)  # fmt: skip
+    return estimate(
+        items,
+        config=config,
+        chain=chain,
+        prompts=_prompts(chain, config),
+        behaviour=_behaviour(args, chain),
+        price=price,
+    )
 
 
 def _behaviour(args: argparse.Namespace, chain: MarkovChain) -> Behaviour:
@@ -101,8 +130,9 @@ def _batch_inputs(path: Path, task: Task) -> tuple[list[tuple[Task, TaskInput]],
 
 
 def _task_input(item: BatchItem) -> TaskInput:
-    return TaskInput(response=item.response, question=item.question, reference=item.evidence(),
-                     claims=item.claim_texts(), id=item.id)  # fmt: skip
+    return TaskInput(
+        response=item.response, question=item.question, reference=item.evidence(), claims=item.claim_texts(), id=item.id
+    )
 
 
 def run_estimate(args: argparse.Namespace, config: VerifierConfig, single: TaskInput | None) -> int:
@@ -187,8 +217,10 @@ class CostGate:
         per_item = spent / finished if finished else self.expected
         running = max(0, self.started - finished)
         if spent + (running + 1) * per_item > self.limit:
-            return (f"--max-cost ${self.limit:g}: ${spent:.4f} spent, {running} item(s) running and the next "
-                    f"expected to cost ${per_item:.4f} each")  # fmt: skip
+            return (
+                f"--max-cost ${self.limit:g}: ${spent:.4f} spent, {running} item(s) running and the next "
+                f"expected to cost ${per_item:.4f} each"
+            )
         self.started += 1
         return None
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from debate.chain import CHAINS
 from debate.cli.conventions import shown
 from debate.config import (
     ClaimConfig,
@@ -26,7 +25,7 @@ from debate.config import (
     VerifierConfig,
 )
 from debate.errors import UsageError
-from debate.stages import PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS
+from debate.plugins import CHAINS, PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS
 from debate.workers import resolve_workers
 
 __all__ = [
@@ -73,8 +72,11 @@ class _VerifierOptions:
         self.opt(claims, ["--retriever"], RetrievalConfig, "retriever", choices=RETRIEVERS.names())
         self.opt(claims, ["--top-k"], RetrievalConfig, "top_k", type=int)
         self.opt(claims, ["--retrieval-cache"], RetrievalConfig, "cache_dir", dest="retrieval_cache", metavar="DIR")
-        claims.add_argument("--search-backend", choices=SEARCH_BACKENDS.names(),
-                            help="search for claims without a reference (default: none, knowledge-free)")  # fmt: skip
+        claims.add_argument(
+            "--search-backend",
+            choices=SEARCH_BACKENDS.names(),
+            help="search for claims without a reference (default: none, knowledge-free)",
+        )
         self.opt(claims, ["--search-url"], SearchConfig, "base_url", dest="search_url", metavar="URL")
         claims.add_argument("--search-key", help="Serper key (default: SERPER_API_KEY)")
         self.opt(claims, ["--collection"], SearchConfig, "collection", metavar="JSONL")
@@ -95,15 +97,19 @@ class _VerifierOptions:
         )
         pre.add_argument("--trust-grounded", action="store_true", help="let strongly grounded claims skip the debate")
         pre.add_argument(
-            "--judge-two-step", action="store_true",
+            "--judge-two-step",
+            action="store_true",
             help="rag-judge: a free-form, self-critical judgment first, then a second call converts it to JSON",
-        )  # fmt: skip
+        )
         self.opt(pre, ["--judge-model"], PrefilterConfig, "judge_model", metavar="NAME")
         pre.add_argument(
-            "--prefilter-option", action="append", default=[], metavar="NAME.KEY=VALUE",
+            "--prefilter-option",
+            action="append",
+            default=[],
+            metavar="NAME.KEY=VALUE",
             help="an option of a listed prefilter that declares its own (a plugin's), e.g. numbers.min_digits=2; "
             "VALUE is read as JSON when it parses, else as text; repeatable",
-        )  # fmt: skip
+        )
         self.opt(pre, ["--grounded-confidence"], PrefilterConfig, "grounded_confidence", type=float)
 
     def chain(self) -> None:
@@ -126,12 +132,18 @@ class _VerifierOptions:
         model = self.parser.add_argument_group(
             "model (default: the embedded SmolLM2-135M; env OPENAI_BASE_URL, OPENAI_API_KEY, DEBATE_MODEL)"
         )
-        model.add_argument("--base-url", metavar="URL",
-                           help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 "
-                                "(default: OPENAI_BASE_URL, else the embedded model)")  # fmt: skip
+        model.add_argument(
+            "--base-url",
+            metavar="URL",
+            help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 "
+            "(default: OPENAI_BASE_URL, else the embedded model)",
+        )
         model.add_argument("--model", help="model name (default: DEBATE_MODEL, else the endpoint's only model)")
-        model.add_argument("--api-key", help="API key; visible to other users in `ps`, prefer --api-key-file or "
-                           "OPENAI_API_KEY (default: OPENAI_API_KEY; needed for a hosted endpoint)")  # fmt: skip
+        model.add_argument(
+            "--api-key",
+            help="API key; visible to other users in `ps`, prefer --api-key-file or "
+            "OPENAI_API_KEY (default: OPENAI_API_KEY; needed for a hosted endpoint)",
+        )
         model.add_argument(
             "--api-key-file",
             type=Path,
@@ -140,8 +152,14 @@ class _VerifierOptions:
         )
         self.opt(model, ["--temperature"], ModelConfig, "temperature", type=float, default=None)
         self.opt(model, ["--seed"], ModelConfig, "seed", type=int, default=None)
-        self.opt(model, ["--structured-output"], ModelConfig, "structured_output",
-            choices=["auto", "json_schema", "json_object", "none"], default=None)  # fmt: skip
+        self.opt(
+            model,
+            ["--structured-output"],
+            ModelConfig,
+            "structured_output",
+            choices=["auto", "json_schema", "json_object", "none"],
+            default=None,
+        )
         self.opt(
             model, ["--timeout"], ModelConfig, "timeout_s", type=float, default=None, dest="timeout", metavar="SECONDS"
         )
@@ -152,8 +170,15 @@ class _VerifierOptions:
         self.opt(budget, ["--tpm"], ModelConfig, "tokens_per_minute", type=int, dest="tpm", metavar="N")
         self.opt(budget, ["--price-in"], ModelConfig, "price_in", type=float, metavar="USD")
         self.opt(budget, ["--price-out"], ModelConfig, "price_out", type=float, metavar="USD")
-        self.opt(budget, ["--otel"], TelemetryConfig, "endpoint", dest="otel", metavar="URL",
-                 shown="OTEL_EXPORTER_OTLP_ENDPOINT, else off")  # fmt: skip
+        self.opt(
+            budget,
+            ["--otel"],
+            TelemetryConfig,
+            "endpoint",
+            dest="otel",
+            metavar="URL",
+            shown="OTEL_EXPORTER_OTLP_ENDPOINT, else off",
+        )
         self.opt(budget, ["--otel-project"], TelemetryConfig, "project", metavar="NAME")
 
     def concurrency(self, *, batch: bool) -> None:
@@ -162,14 +187,19 @@ class _VerifierOptions:
         self.opt(conc, ["--claim-concurrency"], VerifierConfig, "claim_concurrency", type=int)
         if batch:
             conc.add_argument(
-                "--items", type=int, default=None,
+                "--items",
+                type=int,
+                default=None,
                 help="responses (batch lines, benchmark items) in progress at once (default: 2 x --concurrency)",
-            )  # fmt: skip
+            )
             conc.add_argument(
-                "--workers", type=_workers, default=1, metavar="N|auto",
+                "--workers",
+                type=_workers,
+                default=1,
+                metavar="N|auto",
                 help="processes for a batch (--input, debate eval), sharing --concurrency; auto = one per core "
                 "(default: 1)",
-            )  # fmt: skip
+            )
 
 
 def add_verifier_arguments(
@@ -253,8 +283,9 @@ def _api_key(args: argparse.Namespace) -> str | None:
             raise UsageError("give --api-key or --api-key-file, not both")
         return secret_from_file(args.api_key_file, "--api-key-file")
     if args.api_key:
-        log.warning("--api-key on the command line is visible to other users (ps); use --api-key-file or "
-                    "OPENAI_API_KEY")  # fmt: skip
+        log.warning(
+            "--api-key on the command line is visible to other users (ps); use --api-key-file or OPENAI_API_KEY"
+        )
     key: str | None = args.api_key
     return key
 
@@ -316,8 +347,9 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
             ),
             claim_concurrency=args.claim_concurrency,
             prompt_set=args.prompt_set,
-            claims=ClaimConfig(format=args.claim_format, max_claims=args.max_claims,
-                               max_parse_retries=args.max_parse_retries),
+            claims=ClaimConfig(
+                format=args.claim_format, max_claims=args.max_claims, max_parse_retries=args.max_parse_retries
+            ),
             retrieval=RetrievalConfig(retriever=args.retriever, top_k=args.top_k, cache_dir=args.retrieval_cache),
             search=None
             if args.search_backend is None
@@ -330,11 +362,15 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
             ),
             rollup=args.rollup,
             localize=getattr(args, "localize", False),
-            prefilter=PrefilterConfig(prefilters=_prefilters(args.prefilter), trust_grounded=args.trust_grounded,
-                                      grounded_confidence=args.grounded_confidence,
-                                      judge_two_step=args.judge_two_step, judge_model=args.judge_model,
-                                      options=_prefilter_options(args.prefilter_option)),
-        )  # fmt: skip
+            prefilter=PrefilterConfig(
+                prefilters=_prefilters(args.prefilter),
+                trust_grounded=args.trust_grounded,
+                grounded_confidence=args.grounded_confidence,
+                judge_two_step=args.judge_two_step,
+                judge_model=args.judge_model,
+                options=_prefilter_options(args.prefilter_option),
+            ),
+        )
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

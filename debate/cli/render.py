@@ -7,18 +7,21 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from debate.chain import MarkovChain, explain_moves, load_chain
+from debate.engine import MarkovChain, explain_moves, load_chain
 from debate.errors import DebateError
-from debate.severity import SEVERITY_KEY, severity_text
+from debate.results import SEVERITY_KEY, severity_text
 from debate.types import ClaimVerdict, Report
 
 __all__ = ["render_report"]
 
 
 _COLOUR = {
-    "factual": "green", "non_factual": "red", "not_enough_evidence": "magenta", "unverifiable": "yellow",
+    "factual": "green",
+    "non_factual": "red",
+    "not_enough_evidence": "magenta",
+    "unverifiable": "yellow",
     "no_claims": "blue",
-}  # fmt: skip
+}
 
 
 def _excerpt(text: str, limit: int = 90) -> str:
@@ -34,15 +37,20 @@ def _claim_label(claim: ClaimVerdict) -> str:
     return claim.status if claim.status == "unverifiable" or claim.label is None else claim.label
 
 
-def render_report(report: Report, console: Console, *, brief: bool = False, show_prompts: bool = False,
-                  banner: str | None = None) -> None:  # fmt: skip
+def render_report(
+    report: Report, console: Console, *, brief: bool = False, show_prompts: bool = False, banner: str | None = None
+) -> None:
     """The readable report, in the order an auditor reads it: the verdict, a summary of every claim with where it
     sits in the response, then (unless `brief`) per claim the evidence the agents saw, the chain with why it
     moved, and the opinions. A `banner` (e.g. that the agents were simulated) is in the verdict's own title."""
     score = "n/a" if report.score is None else f"{report.score:.2f}"
     colour = _COLOUR[report.verdict]
-    console.print(Panel.fit(f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  (rollup {report.rollup})",
-                         title="verdict" if banner is None else f"verdict: {banner}"))  # fmt: skip
+    console.print(
+        Panel.fit(
+            f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  (rollup {report.rollup})",
+            title="verdict" if banner is None else f"verdict: {banner}",
+        )
+    )
     _plain(console, f"task: {report.task}   claims: {len(report.claims)} ({report.extraction.method})")
     if report.failure is not None:
         _plain(console, f"failed ({report.failure.kind}, {report.failure.stage}): {report.failure.message}")
@@ -54,13 +62,20 @@ def render_report(report: Report, console: Console, *, brief: bool = False, show
             summary.add_column(column, overflow="fold")
         for index, claim in enumerate(report.claims, 1):
             label = _claim_label(claim)
-            where = "; ".join(f"[{s.start}:{s.end}] {_excerpt(report.response[s.start : s.end], 50)!r}"
-                              for s in claim.spans) or "-"  # fmt: skip
+            where = (
+                "; ".join(
+                    f"[{s.start}:{s.end}] {_excerpt(report.response[s.start : s.end], 50)!r}" for s in claim.spans
+                )
+                or "-"
+            )
             summary.add_row(
-                str(index), f"[{_COLOUR.get(label, 'white')}]{label}[/]",
+                str(index),
+                f"[{_COLOUR.get(label, 'white')}]{label}[/]",
                 "-" if claim.error_severity is None else str(claim.error_severity),
-                claim.decided_by, escape(_excerpt(claim.text, 70)), escape(where),
-            )  # fmt: skip
+                claim.decided_by,
+                escape(_excerpt(claim.text, 70)),
+                escape(where),
+            )
         console.print(summary)
         _plain(console, SEVERITY_KEY)
     for dropped in report.extraction.dropped:
@@ -120,8 +135,9 @@ def _render_claim(
         console.print(f"  [yellow]unverifiable[/]{kind}: {escape(claim.reason or '')}", highlight=False)
     else:
         severity = severity_text(claim.error_severity)
-        console.print(f"  [{_COLOUR.get(label, 'white')}]{label}[/]   error severity: {severity}"
-                      f"   decided by: {claim.decided_by}")  # fmt: skip
+        console.print(
+            f"  [{_COLOUR.get(label, 'white')}]{label}[/]   error severity: {severity}   decided by: {claim.decided_by}"
+        )
     if claim.evidence:
         _plain(console, f"  evidence ({len(claim.evidence)}):")
         for number, item in enumerate(claim.evidence, 1):
@@ -147,17 +163,21 @@ def _render_claim(
     for state in d.states:
         for turn in state.turns:
             table.add_row(
-                state.name, str(state.round), turn.role,
+                state.name,
+                str(state.round),
+                turn.role,
                 "-" if turn.factuality is None else str(turn.factuality),
                 "-" if turn.error_severity is None else str(turn.error_severity),
                 escape(turn.opinion or "") if turn.error is None else f"[yellow]{escape(turn.error or '')}[/]",
-            )  # fmt: skip
+            )
     console.print(table)
     if show_prompts:
         for state in d.states:
             for turn in state.turns:
-                console.print(f"  [bold]{state.name} round {state.round} {turn.role}[/] "
-                           f"(prompt {turn.call.prompt} {turn.call.prompt_hash[:12]})")  # fmt: skip
+                console.print(
+                    f"  [bold]{state.name} round {state.round} {turn.role}[/] "
+                    f"(prompt {turn.call.prompt} {turn.call.prompt_hash[:12]})"
+                )
                 for message in turn.call.messages or []:
                     _plain(console, f"    --- {message.role} ---")
                     _plain(console, "\n".join(f"    {line}" for line in message.content.splitlines()))

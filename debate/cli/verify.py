@@ -11,8 +11,6 @@ from typing import Any, Literal
 
 from rich.progress import TextColumn
 
-from debate.api import Verifier
-from debate.batch import BatchSummary, count_pending, run_batch
 from debate.cli.conventions import (
     EXIT_CODES,
     add_command,
@@ -29,11 +27,21 @@ from debate.cli.render import render_report
 from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
 from debate.errors import InputError, ModelUnavailableError, UsageError
-from debate.llm.cache import CACHE_FILE
-from debate.prices import price_for
-from debate.records import ErrorRecord, Record, fails_on, read_records, transient_failure
-from debate.refchecker import Aggregator, write_refchecker
-from debate.stages import TASKS, TaskInput
+from debate.llm._cache import CACHE_FILE
+from debate.pipeline import Verifier, price_for
+from debate.plugins import TASKS, TaskInput
+from debate.results import (
+    Aggregator,
+    BatchSummary,
+    ErrorRecord,
+    Record,
+    count_pending,
+    fails_on,
+    read_records,
+    run_batch,
+    transient_failure,
+    write_refchecker,
+)
 
 __all__ = ["BatchPaths", "BatchProgress", "register"]
 
@@ -41,7 +49,10 @@ __all__ = ["BatchPaths", "BatchProgress", "register"]
 def register(sub: Any) -> None:
     """Add `debate verify` to the `debate` parser's subcommands."""
     parser = add_command(
-        sub, "verify", run, help="verify a response (or a JSONL batch of them)",
+        sub,
+        "verify",
+        run,
+        help="verify a response (or a JSONL batch of them)",
         description="Verify one response (--answer) or a JSONL batch (--input/--output) and print the report.",
         epilog=examples(
             "# one QA answer against its knowledge (text, or @FILE to read a file)",
@@ -53,7 +64,7 @@ def register(sub: Any) -> None:
             "--fail-on non-factual",
             extra=EXIT_CODES,
         ),
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--task",
         choices=TASKS.names(),
@@ -63,59 +74,83 @@ def register(sub: Any) -> None:
     _one_response_options(parser)
     _batch_options(parser)
     parser.add_argument(
-        "--fail-on", choices=["non-factual", "unverifiable", "any"], default=None,
+        "--fail-on",
+        choices=["non-factual", "unverifiable", "any"],
+        default=None,
         help="exit 3 when a verdict is non-factual, unverifiable, or either (for CI gating; default: off)",
-    )  # fmt: skip
+    )
     add_verifier_arguments(parser)
     add_cost_arguments(parser)
     shown = parser.add_argument_group("output")
     shown.add_argument("--json", action="store_true", help="print the Report as JSON")
-    shown.add_argument("--brief", action="store_true",
-                       help="only the verdict and the claims summary (no evidence, chain or opinions)")  # fmt: skip
-    shown.add_argument("--show-prompts", action="store_true",
-                       help="print the exact messages each agent was sent, turn by turn")  # fmt: skip
+    shown.add_argument(
+        "--brief", action="store_true", help="only the verdict and the claims summary (no evidence, chain or opinions)"
+    )
+    shown.add_argument(
+        "--show-prompts", action="store_true", help="print the exact messages each agent was sent, turn by turn"
+    )
     parser.add_argument(
-        "--cache", type=Path, default=None, metavar="DIR",
+        "--cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
         help="keep model calls in DIR/calls.sqlite and replay them on a re-run (default: off)",
-    )  # fmt: skip
+    )
 
 
 def _one_response_options(parser: argparse.ArgumentParser) -> None:
     single = parser.add_argument_group("one response")
     single.add_argument("--question", help="the question, as text or @FILE (dialogue: the dialogue history)")
     single.add_argument("--answer", "--response", dest="answer", help="the response to check, as text or @FILE")
-    single.add_argument("--evidence", "--reference", dest="evidence",
-                        help="knowledge or source document, as text or @FILE (default: none)")  # fmt: skip
-    single.add_argument("--sources", metavar="FILE",
-                        help="task rag: JSON file of {id: text} or [{id, text, parent_id}]")  # fmt: skip
+    single.add_argument(
+        "--evidence",
+        "--reference",
+        dest="evidence",
+        help="knowledge or source document, as text or @FILE (default: none)",
+    )
+    single.add_argument(
+        "--sources", metavar="FILE", help="task rag: JSON file of {id: text} or [{id, text, parent_id}]"
+    )
 
 
 def _batch_options(parser: argparse.ArgumentParser) -> None:
     batch = parser.add_argument_group("batch")
-    batch.add_argument("--input", type=Path, metavar="JSONL",
-                       help="JSONL with id, question, response, reference (or RefChecker's JSON array)")  # fmt: skip
-    batch.add_argument("--output", type=Path, metavar="FILE",
-                       help="JSONL to append results to (re-running resumes)")  # fmt: skip
     batch.add_argument(
-        "--output-format", choices=["jsonl", "refchecker"], default="jsonl",
+        "--input",
+        type=Path,
+        metavar="JSONL",
+        help="JSONL with id, question, response, reference (or RefChecker's JSON array)",
+    )
+    batch.add_argument("--output", type=Path, metavar="FILE", help="JSONL to append results to (re-running resumes)")
+    batch.add_argument(
+        "--output-format",
+        choices=["jsonl", "refchecker"],
+        default="jsonl",
         help="jsonl: one report per line; refchecker: --output is RefChecker's JSON array (each input item with "
         "claims, Y and ys), written when the batch ends, and the resumable results log is --output + '.jsonl' "
         "(default: jsonl)",
-    )  # fmt: skip
+    )
     batch.add_argument(
-        "--aggregator", choices=["strict", "soft", "major"], default="soft",
+        "--aggregator",
+        choices=["strict", "soft", "major"],
+        default="soft",
         help="--output-format refchecker: RefChecker's aggregator for Y (default: soft, the share of each label, "
         "as in RefChecker)",
-    )  # fmt: skip
+    )
     batch.add_argument(
-        "--retry-failed", action=argparse.BooleanOptionalAction, default=True,
+        "--retry-failed",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="on a re-run, redo items that failed for a transient reason (endpoint down) and input lines fixed "
         "since (default: on)",
-    )  # fmt: skip
+    )
     batch.add_argument(
-        "--max-consecutive-failures", type=int, default=5, metavar="N",
+        "--max-consecutive-failures",
+        type=int,
+        default=5,
+        metavar="N",
         help="stop (exit 1) after N items in a row fail because the endpoint is unavailable (default: 5)",
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -153,14 +188,22 @@ class BatchPaths:
         shares = ", ".join(f"{label} {'n/a' if rate is None else f'{rate:.3f}'}" for label, rate in rates.rates.items())
         notes = [
             *([f"label shares over the {rates.responses - rates.abstained} responses with claims"]),
-            *([f"{rates.unlabelled_claims} claim(s) without a label (a failed check) counted as Neutral, as "
-               "RefChecker's evaluation counts them"] if rates.unlabelled_claims else []),
+            *(
+                [
+                    f"{rates.unlabelled_claims} claim(s) without a label (a failed check) counted as Neutral, as "
+                    "RefChecker's evaluation counts them"
+                ]
+                if rates.unlabelled_claims
+                else []
+            ),
             *([f"{rates.excluded} left out: an error"] if rates.excluded else []),
-        ]  # fmt: skip
+        ]
         out.print(
             f"RefChecker rates over {rates.responses} responses: {shares} ({'; '.join(notes)})",
-            markup=False, highlight=False, soft_wrap=True,
-        )  # fmt: skip
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -212,9 +255,12 @@ async def _verify_one(args: argparse.Namespace, config: VerifierConfig) -> int:
         _model_line(verifier, config)
         try:
             report = await verifier.verify(
-                item.response, question=item.question, reference=item.reference,
-                reference_source=item.reference_source, task=args.task,
-            )  # fmt: skip
+                item.response,
+                question=item.question,
+                reference=item.reference,
+                reference_source=item.reference_source,
+                task=args.task,
+            )
         except InputError as exc:
             raise UsageError(str(exc)) from exc
         price = price_for(config.model, name=report.meta.model, embedded=verifier.embedded)
@@ -252,8 +298,9 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
     price = price_for(config.model, name=model, embedded=embedded)
     print(f"usage: {cost_line(summary.usage, price)}", file=sys.stderr)
     if summary.stopped is not None:
-        print(f"{summary.stopped}; finished records are kept, re-run with a higher --max-cost to resume",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{summary.stopped}; finished records are kept, re-run with a higher --max-cost to resume", file=sys.stderr
+        )
         return 4
     if summary.fail_on_matched:
         print(f"--fail-on {args.fail_on}: {summary.fail_on_matched} record(s) matched", file=sys.stderr)

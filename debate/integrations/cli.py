@@ -15,10 +15,13 @@ __all__ = ["register"]
 def register(sub: Any) -> None:
     """Add `export` (phoenix) to the `debate` subcommands."""
     export_sub = add_command_group(
-        sub, "export", dest="export_command", metavar="TARGET",
+        sub,
+        "export",
+        dest="export_command",
+        metavar="TARGET",
         help="send finished results to another tool (phoenix)",
         description="Finished results into the tools users already work in.",
-    )  # fmt: skip
+    )
     phoenix = export_sub.add_parser(
         "phoenix",
         help="a results log, run folder or desk export as Phoenix traces with evaluations and human annotations",
@@ -32,9 +35,12 @@ def register(sub: Any) -> None:
         ),
     )
     phoenix.add_argument("path", type=Path, help="a results log (.jsonl), a run folder, or a desk JSONL export")
-    phoenix.add_argument("--url", default=None,
-                         help="Phoenix's base URL (default: PHOENIX_COLLECTOR_ENDPOINT, else http://127.0.0.1:6006); "
-                              "PHOENIX_API_KEY is sent when set")  # fmt: skip
+    phoenix.add_argument(
+        "--url",
+        default=None,
+        help="Phoenix's base URL (default: PHOENIX_COLLECTOR_ENDPOINT, else http://127.0.0.1:6006); "
+        "PHOENIX_API_KEY is sent when set",
+    )
     phoenix.add_argument("--project", default="markov-debate", help="the Phoenix project (default: markov-debate)")
     phoenix.set_defaults(handler=_phoenix)
 

@@ -29,11 +29,11 @@ require_extra("deepeval", "debate.integrations.deepeval")
 from deepeval.metrics import BaseMetric  # noqa: E402 - after the one-line refusal without the extra
 from deepeval.test_case import LLMTestCase  # noqa: E402
 
-from debate.api import Verifier  # noqa: E402
 from debate.concurrency import run_blocking  # noqa: E402
 from debate.config import ModelConfig, VerifierConfig  # noqa: E402
 from debate.errors import DebateError  # noqa: E402
 from debate.integrations import claim_lines  # noqa: E402
+from debate.pipeline import Verifier  # noqa: E402
 from debate.types import Evidence, Report  # noqa: E402
 
 __all__ = ["DebateFactualityMetric", "NoVerdictError"]
@@ -87,8 +87,9 @@ class DebateFactualityMetric(BaseMetric):  # type: ignore[no-untyped-call]  # de
         texts = test_case.context or test_case.retrieval_context or []
         evidence = [Evidence(text=str(t), source=f"context[{i}]") for i, t in enumerate(texts) if str(t).strip()]
         async with Verifier(config=self.config) as verifier:
-            report = await verifier.verify(response, question=test_case.input, reference=evidence or None,
-                                           task=self.task)  # fmt: skip
+            report = await verifier.verify(
+                response, question=test_case.input, reference=evidence or None, task=self.task
+            )
         self.report = report
         self.reason = claim_lines(report) if self.include_reason else None
         self.input_tokens, self.output_tokens = report.usage.prompt_tokens, report.usage.completion_tokens

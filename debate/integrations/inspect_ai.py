@@ -46,9 +46,9 @@ from inspect_ai.scorer import (  # noqa: E402 - after the one-line refusal witho
 )
 from inspect_ai.solver import TaskState  # noqa: E402
 
-from debate.api import Verifier  # noqa: E402
 from debate.config import ModelConfig, VerifierConfig  # noqa: E402
 from debate.integrations import claim_lines  # noqa: E402
+from debate.pipeline import Verifier  # noqa: E402
 from debate.types import Report  # noqa: E402
 
 __all__ = ["debate_scorer", "unverifiable"]
@@ -81,10 +81,14 @@ def _score(report: Report, target: Target | None) -> Score:
         answer=report.response,
         explanation=claim_lines(report),
         reason="grader_failed" if failed else None,
-        metadata={"verdict": report.verdict, "score": report.score, "note": report.note,
-                  "claims": [{"text": c.text, "label": c.label, "reason": c.reason} for c in report.claims],
-                  "report": report.model_dump(mode="json")},
-    )  # fmt: skip
+        metadata={
+            "verdict": report.verdict,
+            "score": report.score,
+            "note": report.note,
+            "claims": [{"text": c.text, "label": c.label, "reason": c.reason} for c in report.claims],
+            "report": report.model_dump(mode="json"),
+        },
+    )
 
 
 @scorer(metrics=[accuracy(), stderr(), unverifiable()])
@@ -107,12 +111,14 @@ def debate_scorer(
     async def score(state: TaskState, target: Target) -> Score:
         response = state.output.completion
         if not response.strip():
-            return Score(value=NOANSWER, answer="", explanation="the model gave no answer to verify",
-                         reason="no_response")  # fmt: skip
+            return Score(
+                value=NOANSWER, answer="", explanation="the model gave no answer to verify", reason="no_response"
+            )
         evidence: Any = (state.metadata or {}).get(reference)
         async with Verifier(config=chosen) as verifier:
-            report = await verifier.verify(response, question=state.input_text, reference=evidence, task=task,
-                                           item_id=str(state.sample_id))  # fmt: skip
+            report = await verifier.verify(
+                response, question=state.input_text, reference=evidence, task=task, item_id=str(state.sample_id)
+            )
         return _score(report, target if against_target else None)
 
     return score

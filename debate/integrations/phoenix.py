@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from debate.errors import UsageError, validation_problem
 from debate.extras import require_extra
 from debate.pipeline import claim_evaluation
-from debate.records import ErrorRecord, PredictionRecord, ResultRecord, parse_record
+from debate.results import ErrorRecord, PredictionRecord, ResultRecord, parse_record
 from debate.telemetry import EVALUATION_EVENT, SPAN_KIND
 from debate.types import ClaimVerdict, Report
 
@@ -149,11 +149,16 @@ class _Exporter:
         self.annotations: list[dict[str, Any]] = []
 
     def annotate(self, span: Span, name: str, kind: str, result: dict[str, Any], **metadata: Any) -> None:
-        self.annotations.append({
-            "span_id": _span_id(span), "name": name, "annotator_kind": kind,
-            "result": {k: v for k, v in result.items() if v is not None}, "metadata": metadata,
-            "identifier": f"{name}:{metadata.get('reviewer', 'markov-debate')}",
-        })  # fmt: skip
+        self.annotations.append(
+            {
+                "span_id": _span_id(span),
+                "name": name,
+                "annotator_kind": kind,
+                "result": {k: v for k, v in result.items() if v is not None},
+                "metadata": metadata,
+                "identifier": f"{name}:{metadata.get('reviewer', 'markov-debate')}",
+            }
+        )
 
     def item(self, item: Exportable) -> None:
         from opentelemetry.trace import Status, StatusCode, set_span_in_context
@@ -176,10 +181,16 @@ class _Exporter:
         reviews = {r.claim_id: r for r in item.reviews}  # the latest review of each claim
         for claim in report.claims:
             child = self.tracer.start_span(
-                f"claim {claim.claim_id}", context=set_span_in_context(root), start_time=start,
-                attributes={SPAN_KIND: "EVALUATOR", "input.value": claim.text,
-                            "output.value": claim.label or claim.status, "debate.decided_by": claim.decided_by},
-            )  # fmt: skip
+                f"claim {claim.claim_id}",
+                context=set_span_in_context(root),
+                start_time=start,
+                attributes={
+                    SPAN_KIND: "EVALUATOR",
+                    "input.value": claim.text,
+                    "output.value": claim.label or claim.status,
+                    "debate.decided_by": claim.decided_by,
+                },
+            )
             self.claim(child, claim, reviews.get(claim.claim_id), end)
             child.end(end_time=end)
             self.summary.spans += 1
@@ -193,8 +204,15 @@ class _Exporter:
         if review is not None:
             agreed = {"agree": 1.0, "disagree": 0.0}.get(review.decision)
             result = {"label": review.label or review.decision, "explanation": review.note, "score": agreed}
-            self.annotate(span, "human_review", "HUMAN", result, reviewer=review.reviewer,
-                          decision=review.decision, engine_label=review.engine_label)  # fmt: skip
+            self.annotate(
+                span,
+                "human_review",
+                "HUMAN",
+                result,
+                reviewer=review.reviewer,
+                decision=review.decision,
+                engine_label=review.engine_label,
+            )
             self.summary.human += 1
 
 

@@ -1,6 +1,6 @@
 """Model I/O: one client interface, one SDK-facing implementation, the embedded default."""
 
-from debate.llm.base import (
+from debate.llm._base import (
     ChatClient,
     ChatMessage,
     ChatRequest,

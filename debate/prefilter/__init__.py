@@ -1,19 +1,21 @@
 """Cheap checks that run before any debate: citation rules, logprob grounding, tool-call audits.
 
-The `rules`, `logprob` and `rag-judge` prefilters register themselves in `debate.stages.PREFILTERS` when this package is
-imported; a plugin prefilter is one more module registering itself, or an entry point in `markov_debate.prefilters`.
+The `rules`, `logprob` and `rag-judge` prefilters register themselves in `debate.plugins.PREFILTERS` when this
+package is imported; a plugin prefilter is one more module registering itself, or an entry point in
+`markov_debate.prefilters`.
 """
 
-from debate.prefilter.citations import INVALID_CITATION_SEVERITY, RulesPrefilter, citation_check, extract_citations
-from debate.prefilter.grounding import (
+from debate.prefilter._citations import INVALID_CITATION_SEVERITY, RulesPrefilter, citation_check, extract_citations
+from debate.prefilter._grounding import (
     LogprobGroundingCheck,
-    LogprobPrefilter,
     grounding_score,
     kl_bernoulli,
     yes_probability,
 )
-from debate.prefilter.judge import RagJudgePrefilter, combine_risk, parse_judgment
-from debate.prefilter.tools import (
+from debate.prefilter._judge import RagJudgePrefilter, combine_risk, parse_judgment
+from debate.prefilter._logprob import LogprobPrefilter
+from debate.prefilter._tool_correction import correction_message, self_correct
+from debate.prefilter._tools import (
     APIEndpointChecker,
     CorrectionResult,
     DestructiveActionChecker,
@@ -24,8 +26,6 @@ from debate.prefilter.tools import (
     ToolCallFinding,
     ToolDefinition,
     ToolRegistry,
-    correction_message,
-    self_correct,
 )
 from debate.types import CitationReport, GroundingResult
 

@@ -6,11 +6,10 @@ from collections.abc import Mapping, Sequence
 
 from debate.claims import Extraction, LLMClaimExtractor
 from debate.config import VerifierConfig
-from debate.prompts import load_prompt
-from debate.retrieval import DocumentEvidence
-from debate.search import SearchEvidence
+from debate.engine import load_prompt
+from debate.evidence import DocumentEvidence, SearchEvidence
+from debate.plugins import EvidenceSource, Reference, StageContext, TaskInput, TaskWork
 from debate.sentences import split_sentences
-from debate.stages import EvidenceSource, Reference, StageContext, TaskInput, TaskWork
 from debate.types import Claim, Evidence, ExtractionInfo, Source, Usage
 
 __all__ = [
@@ -68,9 +67,13 @@ def given_claims(item: TaskInput) -> Extraction | None:
 async def extract_claims(text: str, *, context: str | None, ctx: StageContext) -> Extraction:
     cfg = ctx.config.claims
     extractor = LLMClaimExtractor(
-        ctx.client, format=cfg.format, max_claims=cfg.max_claims, max_retries=cfg.max_parse_retries,
-        prompts_dir=ctx.prompts_dir, prompt=cfg.prompt,
-    )  # fmt: skip
+        ctx.client,
+        format=cfg.format,
+        max_claims=cfg.max_claims,
+        max_retries=cfg.max_parse_retries,
+        prompts_dir=ctx.prompts_dir,
+        prompt=cfg.prompt,
+    )
     return await extractor.extract(text, context=context)
 
 
@@ -90,9 +93,13 @@ def reference_evidence(reference: Reference | None, ctx: StageContext, notes: li
     if backend is not None:
         assert ctx.config.search is not None
         return SearchEvidence(
-            client=ctx.client, backend=backend, config=ctx.config.search, cache=ctx.cache,
-            max_retries=ctx.config.claims.max_parse_retries, prompts_dir=ctx.prompts_dir,
-        )  # fmt: skip
+            client=ctx.client,
+            backend=backend,
+            config=ctx.config.search,
+            cache=ctx.cache,
+            max_retries=ctx.config.claims.max_parse_retries,
+            prompts_dir=ctx.prompts_dir,
+        )
     notes.append("no reference and no search backend: claims were judged from the model's own knowledge")
     return FixedEvidence([])
 
@@ -131,5 +138,11 @@ def extraction_work(item: TaskInput, config: VerifierConfig, *, calls: int = 1) 
     sentences = len(split_sentences(item.response, config.language)) or 1
     claims = min(sentences, config.claims.max_claims or sentences)
     sent = _prompt_chars(config) + len(item.response) + len(item.question or "")
-    return TaskWork(claims=claims, calls=calls, input_chars=calls * sent, claim_chars=len(item.response) / sentences,
-                    evidence_chars=evidence, claim_calls=per_claim)  # fmt: skip
+    return TaskWork(
+        claims=claims,
+        calls=calls,
+        input_chars=calls * sent,
+        claim_chars=len(item.response) / sentences,
+        evidence_chars=evidence,
+        claim_calls=per_claim,
+    )

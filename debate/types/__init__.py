@@ -3,15 +3,15 @@
 One module per concern (core values, the debate transcript, each prefilter's outputs, the report); every model is
 re-exported here, so `from debate.types import Report` is the import to use."""
 
-from debate.errors import FailureKind
-from debate.types.core import Claim, Evidence, Failure, Source, Span, Usage
-from debate.types.grounding import GroundedClaim, GroundingResult, HallucinationCheck
-from debate.types.names import (
+from debate.types._core import Claim, Evidence, Failure, Source, Span, Usage
+from debate.types._grounding import GroundedClaim, GroundingResult, HallucinationCheck
+from debate.types._names import (
     ClaimKind,
     ClaimLabel,
     ClaimStatus,
     DecidedBy,
     EvidenceKind,
+    FailureKind,
     GroundingBand,
     PrefilterName,
     ReportVerdict,
@@ -22,11 +22,11 @@ from debate.types.names import (
     StopReason,
     TaskName,
 )
-from debate.types.prefilter import PrefilterDecision, PrefilterSummary, ResponseCheck
-from debate.types.rag import CitationReport, JudgeRubric, RagJudgment, RiskAction
-from debate.types.report import ClaimRatios, ClaimVerdict, ExtractionInfo, LocatedEvidence, Report, RunMeta
-from debate.types.tools import CorrectionResult, ToolCall, ToolCallFinding
-from debate.types.transcript import CallInfo, DebateResult, Opinion, SentMessage, StateRecord, Turn
+from debate.types._prefilter import PrefilterDecision, PrefilterSummary, ResponseCheck
+from debate.types._rag import CitationReport, JudgeRubric, RagJudgment, RiskAction
+from debate.types._report import ClaimRatios, ClaimVerdict, ExtractionInfo, LocatedEvidence, Report, RunMeta
+from debate.types._tools import CorrectionResult, ToolCall, ToolCallFinding
+from debate.types._transcript import CallInfo, DebateResult, Opinion, SentMessage, StateRecord, Turn
 
 __all__ = [
     "CallInfo",

@@ -37,6 +37,7 @@ def register(sub: Any) -> None:
     dyn = add_command_group(
         sub,
         "dynamics",
+        extra="experiments",
         dest="dynamics",
         metavar="COMMAND",
         help="fit each role's behaviour from a run's turns; predict other chains exactly",
@@ -58,15 +59,19 @@ def register(sub: Any) -> None:
         ),
     )
     p.add_argument("run", type=Path, help="the experiment run folder to fit")
-    p.add_argument("--chain", nargs="+", default=None, metavar="NAME|FILE",
-                   help="chains to predict (default: the run's)")  # fmt: skip
+    p.add_argument(
+        "--chain", nargs="+", default=None, metavar="NAME|FILE", help="chains to predict (default: the run's)"
+    )
     p.add_argument("--min-rounds", type=_rounds, default=None, metavar="N|A..B", help="default: the run's")
     p.add_argument("--max-rounds", type=int, default=None, help="default: the run's")
     p.add_argument("--out", type=Path, default=None, help="folder for the plot (default: RUN/dynamics)")
     p.set_defaults(handler=_predict)
-    v = dyn.add_parser("validate", help="predicted vs observed for runs of other settings on the same items (within: "
-                       "the difference is inside the combined 95%% margin of the prediction and the observed run)",
-                       epilog=examples("debate dynamics validate FIT_RUN OTHER_RUN..."))  # fmt: skip
+    v = dyn.add_parser(
+        "validate",
+        help="predicted vs observed for runs of other settings on the same items (within: "
+        "the difference is inside the combined 95%% margin of the prediction and the observed run)",
+        epilog=examples("debate dynamics validate FIT_RUN OTHER_RUN..."),
+    )
     v.add_argument("run", type=Path, help="the run to fit")
     v.add_argument("others", nargs="+", type=Path, help="runs of other settings to check the prediction against")
     v.set_defaults(handler=_validate)
@@ -75,10 +80,14 @@ def register(sub: Any) -> None:
         parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap replicates over items")
         parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
         parser.add_argument("--json", action="store_true", help="JSON instead of tables (the checks included)")
-        parser.add_argument("--model", choices=["auto", "one-class", "mixture"], default="auto",
-                            help="auto: a mixture of item classes when a heterogeneity check fails, else the "
-                            "number of classes BIC prefers (1..3); one-class: every item alike; mixture: 2 or 3 "
-                            "classes")  # fmt: skip
+        parser.add_argument(
+            "--model",
+            choices=["auto", "one-class", "mixture"],
+            default="auto",
+            help="auto: a mixture of item classes when a heterogeneity check fails, else the "
+            "number of classes BIC prefers (1..3); one-class: every item alike; mixture: 2 or 3 "
+            "classes",
+        )
 
 
 def _add_simulate(dyn: Any) -> None:
@@ -87,19 +96,30 @@ def _add_simulate(dyn: Any) -> None:
         help="the real engine against a simulated population on 127.0.0.1",
         epilog=examples("debate dynamics simulate --roles roles.toml --n 2000 --out runs/sim"),
     )
-    s.add_argument("--roles", type=Path, required=True, help="a roles file: [roles.NAME] factual_true, "
-                   "hallucinated_true, conformity, memory, [roles.NAME.states.STATE]; [[classes]] share, "
-                   "factual_true, hallucinated_true, [classes.roles.NAME]; and seed")  # fmt: skip
+    s.add_argument(
+        "--roles",
+        type=Path,
+        required=True,
+        help="a roles file: [roles.NAME] factual_true, "
+        "hallucinated_true, conformity, memory, [roles.NAME.states.STATE]; [[classes]] share, "
+        "factual_true, hallucinated_true, [classes.roles.NAME]; and seed",
+    )
     s.add_argument("--chain", default="true-to-skeptic", metavar="NAME|FILE", help="the chain to run")
     s.add_argument("--min-rounds", type=int, default=2, help="minimum debate rounds")
     s.add_argument("--max-rounds", type=int, default=5, help="maximum debate rounds")
     s.add_argument("--n", type=int, default=2000, help="simulated claims")
     s.add_argument("--share-true", type=float, default=0.5, help="share of factual claims")
-    s.add_argument("--seed", type=int, default=None, help="seed of the agents' draws (default: the roles file's "
-                   "seed, which always fixes the items and their labels): runs with different seeds are independent "
-                   "runs on the same items, as validate needs")  # fmt: skip
-    s.add_argument("--out", type=Path, required=True, help="the run folder to write (fit, predict and validate "
-                   "read it)")  # fmt: skip
+    s.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the agents' draws (default: the roles file's "
+        "seed, which always fixes the items and their labels): runs with different seeds are independent "
+        "runs on the same items, as validate needs",
+    )
+    s.add_argument(
+        "--out", type=Path, required=True, help="the run folder to write (fit, predict and validate read it)"
+    )
     s.set_defaults(handler=_simulate)
 
 
@@ -119,8 +139,9 @@ def _model(run: RunObservations, args: argparse.Namespace, others: list[RunObser
 
 
 def _self_check(run: RunObservations, fitted: FittedModel) -> SelfCheck:
-    [own] = predict(run.observations, [Setting(run.chain, run.min_rounds, run.max_rounds)], share_true=_share(run),
-                    fitted=fitted)  # fmt: skip
+    [own] = predict(
+        run.observations, [Setting(run.chain, run.min_rounds, run.max_rounds)], share_true=_share(run), fitted=fitted
+    )
     return self_check(own, *_observed(run))
 
 
@@ -130,9 +151,17 @@ def _fit(args: argparse.Namespace) -> int:
     first = runs[0]
     per_run = [run.observations for run in runs]
     fitted = fit_model(seen, model=args.model, bootstrap=args.bootstrap, seed=args.seed, runs=per_run)
-    result = fit(seen, runs=[str(r) for r in args.runs], chain=first.chain, min_rounds=first.min_rounds,
-                 max_rounds=first.max_rounds, bootstrap=args.bootstrap, seed=args.seed, fitted=fitted,
-                 self_checks=[_self_check(run, fitted) for run in runs])  # fmt: skip
+    result = fit(
+        seen,
+        runs=[str(r) for r in args.runs],
+        chain=first.chain,
+        min_rounds=first.min_rounds,
+        max_rounds=first.max_rounds,
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+        fitted=fitted,
+        self_checks=[_self_check(run, fitted) for run in runs],
+    )
     sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else fit_table(result))
     return 0
 
@@ -146,15 +175,33 @@ def plot_predictions(rows: list[Predicted], observed: tuple[str, float, float], 
     for i, chain in enumerate(dict.fromkeys(r.chain for r in rows)):
         mine = [r for r in rows if r.chain == chain]
         xs, ys = [r.calls_per_claim for r in mine], [r.accuracy for r in mine]
-        ax.errorbar(xs, ys, yerr=[[y - r.accuracy_interval[0] for y, r in zip(ys, mine, strict=True)],
-                                   [r.accuracy_interval[1] - y for y, r in zip(ys, mine, strict=True)]],
-                    xerr=[[x - r.calls_interval[0] for x, r in zip(xs, mine, strict=True)],
-                          [r.calls_interval[1] - x for x, r in zip(xs, mine, strict=True)]],
-                    marker="o", capsize=3, color=f"C{i}", label=f"{chain} (predicted)")  # fmt: skip
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=[
+                [y - r.accuracy_interval[0] for y, r in zip(ys, mine, strict=True)],
+                [r.accuracy_interval[1] - y for y, r in zip(ys, mine, strict=True)],
+            ],
+            xerr=[
+                [x - r.calls_interval[0] for x, r in zip(xs, mine, strict=True)],
+                [r.calls_interval[1] - x for x, r in zip(xs, mine, strict=True)],
+            ],
+            marker="o",
+            capsize=3,
+            color=f"C{i}",
+            label=f"{chain} (predicted)",
+        )
         for x, y, r in zip(xs, ys, mine, strict=True):
             ax.annotate(f"min {r.min_rounds}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-    ax.plot([observed[2]], [observed[1]], marker="*", markersize=14, color="black", linestyle="none",
-            label=f"observed ({observed[0]})")  # fmt: skip
+    ax.plot(
+        [observed[2]],
+        [observed[1]],
+        marker="*",
+        markersize=14,
+        color="black",
+        linestyle="none",
+        label=f"observed ({observed[0]})",
+    )
     ax.set_xlabel("model calls per claim")
     ax.set_ylabel("accuracy")
     ax.set_title("Predicted accuracy against cost, from one run's fitted dynamics")
@@ -169,14 +216,20 @@ def plot_predictions(rows: list[Predicted], observed: tuple[str, float, float], 
 def _predict(args: argparse.Namespace) -> int:
     run = read_run(args.run)
     chains = args.chain or [run.chain]
-    settings = [Setting(chain, m, args.max_rounds if args.max_rounds is not None else max(run.max_rounds, m))
-                for chain in chains for m in (args.min_rounds or [run.min_rounds])]  # fmt: skip
+    settings = [
+        Setting(chain, m, args.max_rounds if args.max_rounds is not None else max(run.max_rounds, m))
+        for chain in chains
+        for m in (args.min_rounds or [run.min_rounds])
+    ]
     fitted = _model(run, args, [])
     rows = predict(run.observations, settings, share_true=_share(run), fitted=fitted)
     diagnostics, check = fitted.diagnostics, _self_check(run, fitted)
     if args.json:
-        body = {"diagnostics": diagnostics.model_dump(mode="json"), "self_check": check.model_dump(mode="json"),
-                "predictions": [r.model_dump(mode="json") for r in rows]}  # fmt: skip
+        body = {
+            "diagnostics": diagnostics.model_dump(mode="json"),
+            "self_check": check.model_dump(mode="json"),
+            "predictions": [r.model_dump(mode="json") for r in rows],
+        }
         sys.stdout.write(json.dumps(body, indent=2) + "\n")
     else:
         sys.stdout.write(predict_table(rows, diagnostics, check))
@@ -194,19 +247,31 @@ def _agrees(predicted: float, interval: tuple[float, float], observed: float, ob
 
 
 def _checked(fitted: FittedModel, run: RunObservations, other_dir: Path, other: RunObservations) -> Checked:
-    [p] = predict(run.observations, [Setting(other.chain, other.min_rounds, other.max_rounds)],
-                  share_true=_share(other), fitted=fitted)  # fmt: skip
+    [p] = predict(
+        run.observations,
+        [Setting(other.chain, other.min_rounds, other.max_rounds)],
+        share_true=_share(other),
+        fitted=fitted,
+    )
     accuracy, calls = _observed(other)
     n = len(other.finals)
     spread = statistics.pstdev([c for *_, c in other.finals.values()])
     return Checked(
-        run=str(other_dir), chain=other.chain, min_rounds=other.min_rounds, max_rounds=other.max_rounds, claims=n,
-        predicted_accuracy=p.accuracy, accuracy_interval=p.accuracy_interval, observed_accuracy=accuracy,
+        run=str(other_dir),
+        chain=other.chain,
+        min_rounds=other.min_rounds,
+        max_rounds=other.max_rounds,
+        claims=n,
+        predicted_accuracy=p.accuracy,
+        accuracy_interval=p.accuracy_interval,
+        observed_accuracy=accuracy,
         within_accuracy=_agrees(p.accuracy, p.accuracy_interval, accuracy, math.sqrt(accuracy * (1 - accuracy) / n)),
-        predicted_calls=p.calls_per_claim, calls_interval=p.calls_interval, observed_calls=calls,
+        predicted_calls=p.calls_per_claim,
+        calls_interval=p.calls_interval,
+        observed_calls=calls,
         within_calls=_agrees(p.calls_per_claim, p.calls_interval, calls, spread / math.sqrt(n)),
         backoff_range=p.backoff_range,
-    )  # fmt: skip
+    )
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -216,8 +281,11 @@ def _validate(args: argparse.Namespace) -> int:
     rows = [_checked(fitted, run, d, o) for d, o in zip(args.others, others, strict=True)]
     diagnostics, check = fitted.diagnostics, _self_check(run, fitted)
     if args.json:
-        body = {"diagnostics": diagnostics.model_dump(mode="json"), "self_check": check.model_dump(mode="json"),
-                "rows": [r.model_dump(mode="json") for r in rows]}  # fmt: skip
+        body = {
+            "diagnostics": diagnostics.model_dump(mode="json"),
+            "self_check": check.model_dump(mode="json"),
+            "rows": [r.model_dump(mode="json") for r in rows],
+        }
         sys.stdout.write(json.dumps(body, indent=2) + "\n")
     else:
         sys.stdout.write(validate_table(rows, diagnostics, check))
@@ -229,7 +297,15 @@ def _simulate(args: argparse.Namespace) -> int:
 
     if args.n < 1 or not 0 < args.share_true < 1:
         raise UsageError("--n must be at least 1 and --share-true between 0 and 1")
-    summary = simulate_run(args.roles, chain=args.chain, min_rounds=args.min_rounds, max_rounds=args.max_rounds,
-                           n=args.n, share_true=args.share_true, out=args.out, seed=args.seed)  # fmt: skip
+    summary = simulate_run(
+        args.roles,
+        chain=args.chain,
+        min_rounds=args.min_rounds,
+        max_rounds=args.max_rounds,
+        n=args.n,
+        share_true=args.share_true,
+        out=args.out,
+        seed=args.seed,
+    )
     sys.stdout.write(summary + "\n")
     return 0

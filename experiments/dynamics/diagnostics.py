@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
-from scipy.stats import chi2, norm
 
 from experiments.dynamics.observe import Observation
 
@@ -68,9 +67,13 @@ def _loglik(seen: Sequence[Observation], key: Callable[[Observation], tuple[obje
     return total, len(counts)
 
 
-def _lr(name: Literal["markov", "heterogeneity", "state"], seen: Sequence[Observation],
-        small: Callable[[Observation], tuple[object, ...]], large: Callable[[Observation], tuple[object, ...]],
-        what: str) -> Check:  # fmt: skip
+def _lr(
+    name: Literal["markov", "heterogeneity", "state"],
+    seen: Sequence[Observation],
+    small: Callable[[Observation], tuple[object, ...]],
+    large: Callable[[Observation], tuple[object, ...]],
+    what: str,
+) -> Check:
     cells: dict[tuple[object, ...], int] = defaultdict(int)
     for o in seen:
         cells[large(o)] += 1
@@ -79,9 +82,17 @@ def _lr(name: Literal["markov", "heterogeneity", "state"], seen: Sequence[Observ
     large_ll, large_k = _loglik(seen, large)
     statistic, df = max(0.0, 2 * (large_ll - small_ll)), large_k - small_k
     if not df:
-        return Check(name=name, statistic=None, df=None, p_value=None, level=LEVELS[name], rejected=False,
-                     detail=f"not applicable: no context in which {what} can differ with {MIN_CELL} or more turns "
-                     f"on each side")  # fmt: skip
+        return Check(
+            name=name,
+            statistic=None,
+            df=None,
+            p_value=None,
+            level=LEVELS[name],
+            rejected=False,
+            detail=f"not applicable: no context in which {what} can differ with {MIN_CELL} or more turns on each side",
+        )
+    from scipy.stats import chi2  # the experiments extra
+
     p_value = float(chi2.sf(statistic, df))
     detail = f"G = {statistic:.2f}, df = {df}, p = {p_value:.3g} over {len(seen)} turns"
     return Check(
@@ -98,16 +109,25 @@ def _lr(name: Literal["markov", "heterogeneity", "state"], seen: Sequence[Observ
 def markov_check(seen: Sequence[Observation]) -> Check:
     """Does a turn depend on the opinion before the ones it is shown?"""
     debated = [o for o in seen if o.shown and o.earlier is not None]
-    return _lr("markov", debated, lambda o: (o.role, o.state, o.label, o.shown),
-               lambda o: (o.role, o.state, o.label, o.shown, o.earlier), "the opinion before")  # fmt: skip
+    return _lr(
+        "markov",
+        debated,
+        lambda o: (o.role, o.state, o.label, o.shown),
+        lambda o: (o.role, o.state, o.label, o.shown, o.earlier),
+        "the opinion before",
+    )
 
 
 def heterogeneity_check(seen: Sequence[Observation]) -> Check:
     """Does a later turn depend on the debate's initial verdict, which it was not shown?"""
     later = [o for o in seen if o.initial is not None]
-    return _lr("heterogeneity", later, lambda o: (o.role, o.state, o.label, o.shown, o.earlier),
-               lambda o: (o.role, o.state, o.label, o.shown, o.earlier, o.initial),
-               "the initial verdict")  # fmt: skip
+    return _lr(
+        "heterogeneity",
+        later,
+        lambda o: (o.role, o.state, o.label, o.shown, o.earlier),
+        lambda o: (o.role, o.state, o.label, o.shown, o.earlier, o.initial),
+        "the initial verdict",
+    )
 
 
 def state_check(seen: Sequence[Observation]) -> Check:
@@ -117,12 +137,22 @@ def state_check(seen: Sequence[Observation]) -> Check:
         if o.shown:
             states[(o.role, o.label, o.shown)].add(o.state)
     shared = [o for o in seen if o.shown and len(states[(o.role, o.label, o.shown)]) > 1]
-    check = _lr("state", shared, lambda o: (o.role, o.label, o.shown), lambda o: (o.role, o.state, o.label, o.shown),
-                "the state")  # fmt: skip
+    check = _lr(
+        "state",
+        shared,
+        lambda o: (o.role, o.label, o.shown),
+        lambda o: (o.role, o.state, o.label, o.shown),
+        "the state",
+    )
     differ = []
     for role in sorted({o.role for o in shared}):
-        mine = _lr("state", [o for o in shared if o.role == role], lambda o: (o.label, o.shown),
-                   lambda o: (o.state, o.label, o.shown), "the state")  # fmt: skip
+        mine = _lr(
+            "state",
+            [o for o in shared if o.role == role],
+            lambda o: (o.label, o.shown),
+            lambda o: (o.state, o.label, o.shown),
+            "the state",
+        )
         if mine.rejected:
             differ.append(f"{role} (p = {mine.p_value:.3g})")
     if differ:
@@ -149,12 +179,27 @@ def overdispersion_check(runs: Sequence[Sequence[Observation]]) -> Check:
         numerator += sum((sum(v) - len(v) * rate) ** 2 for v in mine) / (rate * (1 - rate)) - sum(map(len, mine))
         variance += 2 * sum(len(v) * (len(v) - 1) for v in mine)
     if not variance:
-        return Check(name="overdispersion", statistic=None, df=None, p_value=None, level=LEVELS["overdispersion"],
-                     rejected=False,
-                     detail=f"not applicable: {len(shared)} items with initial verdicts in two or more runs, "
-                            "none with a rate strictly between 0 and 1")  # fmt: skip
+        return Check(
+            name="overdispersion",
+            statistic=None,
+            df=None,
+            p_value=None,
+            level=LEVELS["overdispersion"],
+            rejected=False,
+            detail=f"not applicable: {len(shared)} items with initial verdicts in two or more runs, "
+            "none with a rate strictly between 0 and 1",
+        )
     z = numerator / math.sqrt(variance)
+    from scipy.stats import norm  # the experiments extra
+
     p_value = float(norm.sf(z))
     detail = f"Z = {z:.2f}, p = {p_value:.3g} over {len(shared)} items seen in {len(runs)} runs"
-    return Check(name="overdispersion", statistic=z, df=None, p_value=p_value, level=LEVELS["overdispersion"],
-                 rejected=p_value < LEVELS["overdispersion"], detail=detail)  # fmt: skip
+    return Check(
+        name="overdispersion",
+        statistic=z,
+        df=None,
+        p_value=p_value,
+        level=LEVELS["overdispersion"],
+        rejected=p_value < LEVELS["overdispersion"],
+        detail=detail,
+    )

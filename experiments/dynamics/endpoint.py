@@ -26,16 +26,24 @@ def _app(agents: SimulatedAgents) -> web.Application:
     async def chat(request: web.Request) -> web.Response:
         headers = request.headers
         try:
-            verdict = agents.answer(headers.get("X-Debate-Purpose", ""), headers.get("X-Debate-Site"),
-                                    headers.get("X-Debate-Item"))  # fmt: skip
+            verdict = agents.answer(
+                headers.get("X-Debate-Purpose", ""), headers.get("X-Debate-Site"), headers.get("X-Debate-Item")
+            )
         except UsageError as exc:
             return web.json_response({"error": {"message": str(exc), "type": "invalid_request"}}, status=400)
         content = json.dumps({"opinion": "simulated", "factuality": verdict, "Error severity": 0 if verdict else 3})
-        return web.json_response({
-            "id": "sim", "object": "chat.completion", "created": int(time.time()), "model": "simulated",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        })  # fmt: skip
+        return web.json_response(
+            {
+                "id": "sim",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": "simulated",
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+                ],
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            }
+        )
 
     app = web.Application()
     app.router.add_get("/v1/models", models)

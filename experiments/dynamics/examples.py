@@ -9,8 +9,9 @@ __all__ = ["EXAMPLES"]
 
 
 def _r(factual: float, hallucinated: float, conformity: float = 0.0, **more: object) -> RoleParameters:
-    return RoleParameters.model_validate({"factual_true": factual, "hallucinated_true": hallucinated,
-                                         "conformity": conformity, **more})  # fmt: skip
+    return RoleParameters.model_validate(
+        {"factual_true": factual, "hallucinated_true": hallucinated, "conformity": conformity, **more}
+    )
 
 
 _MARKOV = {

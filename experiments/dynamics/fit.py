@@ -121,14 +121,22 @@ def _role_rates(model: FittedModel) -> list[RoleRates]:
     for role, label in roles:
         rate = _Rates(ix, role, label)
         flip, conformity, excess = rate.figures(ones, model.point.responsibilities)
-        samples = [rate.figures(m, mix.responsibilities) for m, (mix, _) in zip(model.weights, model.replicates,
-                                                                                  strict=True)]  # fmt: skip
-        rates.append(RoleRates(
-            role=role, label=label, turns=sum(1 for o in ix.observations if o.role == role and o.label == label),
-            flip=flip, flip_interval=_ci(flip, [s[0] for s in samples]),
-            conformity=conformity, conformity_interval=_ci(conformity, [s[1] for s in samples]),
-            excess=excess, excess_interval=_ci(excess, [s[2] for s in samples]),
-        ))  # fmt: skip
+        samples = [
+            rate.figures(m, mix.responsibilities) for m, (mix, _) in zip(model.weights, model.replicates, strict=True)
+        ]
+        rates.append(
+            RoleRates(
+                role=role,
+                label=label,
+                turns=sum(1 for o in ix.observations if o.role == role and o.label == label),
+                flip=flip,
+                flip_interval=_ci(flip, [s[0] for s in samples]),
+                conformity=conformity,
+                conformity_interval=_ci(conformity, [s[1] for s in samples]),
+                excess=excess,
+                excess_interval=_ci(excess, [s[2] for s in samples]),
+            )
+        )
     return rates
 
 
@@ -141,22 +149,51 @@ def _contexts(model: FittedModel) -> list[ContextFit]:
         role, state, label, shown = key
         values = [t / k for t, k in (s.get(key, (0.0, 0.0)) for s in samples) if k > 0]
         low, high = interval(values or [true / n])
-        contexts.append(ContextFit(role=str(role), state=str(state), label=bool(label), shown=list(shown),  # type: ignore[call-overload]
-                                   n=round(n), p_true=true / n, low=low, high=high))  # fmt: skip
+        contexts.append(
+            ContextFit(
+                role=str(role),
+                state=str(state),
+                label=bool(label),
+                shown=list(shown),  # type: ignore[call-overload]
+                n=round(n),
+                p_true=true / n,
+                low=low,
+                high=high,
+            )
+        )
     return contexts
 
 
-def fit(seen: Sequence[Observation], *, runs: list[str], chain: str, min_rounds: int, max_rounds: int,
-        bootstrap: int = 200, seed: int = 0, model: ModelKind = "auto", fitted: FittedModel | None = None,
-        run_observations: Sequence[Sequence[Observation]] = (),
-        self_checks: Sequence[SelfCheck] = ()) -> DynamicsFit:  # fmt: skip
+def fit(
+    seen: Sequence[Observation],
+    *,
+    runs: list[str],
+    chain: str,
+    min_rounds: int,
+    max_rounds: int,
+    bootstrap: int = 200,
+    seed: int = 0,
+    model: ModelKind = "auto",
+    fitted: FittedModel | None = None,
+    run_observations: Sequence[Sequence[Observation]] = (),
+    self_checks: Sequence[SelfCheck] = (),
+) -> DynamicsFit:
     """The fitted behaviour of every role, with bootstrap intervals over items, and the checks of its assumptions
     (`run_observations`: each run's turns, for the cross-run check when runs share items; a given `fitted` model
     brings its own checks)."""
     fitted = fitted or fit_model(seen, model=model, bootstrap=bootstrap, seed=seed, runs=run_observations)
     return DynamicsFit(
-        runs=runs, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds, claims=len(fitted.indexed.items),
-        turns=len(seen), bootstrap=bootstrap, seed=seed, contexts=_contexts(fitted), roles=_role_rates(fitted),
-        diagnostics=fitted.diagnostics, self_checks=list(self_checks),
+        runs=runs,
+        chain=chain,
+        min_rounds=min_rounds,
+        max_rounds=max_rounds,
+        claims=len(fitted.indexed.items),
+        turns=len(seen),
+        bootstrap=bootstrap,
+        seed=seed,
+        contexts=_contexts(fitted),
+        roles=_role_rates(fitted),
+        diagnostics=fitted.diagnostics,
+        self_checks=list(self_checks),
         calls_per_turn=fitted.calls_per_turn,
-    )  # fmt: skip
+    )

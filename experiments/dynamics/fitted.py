@@ -96,8 +96,14 @@ def _choose(ix: Indexed, model: ModelKind, uneven: list[Check], seed: int) -> tu
     return point, bics, f"{why}; {_bic_line(bics, chosen)} of 2 and 3"
 
 
-def fit_model(seen: Sequence[Observation], *, model: ModelKind = "auto", bootstrap: int = 200, seed: int = 0,
-              runs: Sequence[Sequence[Observation]] = ()) -> FittedModel:  # fmt: skip
+def fit_model(
+    seen: Sequence[Observation],
+    *,
+    model: ModelKind = "auto",
+    bootstrap: int = 200,
+    seed: int = 0,
+    runs: Sequence[Sequence[Observation]] = (),
+) -> FittedModel:
     """Fit the chosen model to `seen` and to `bootstrap` replicates of its items. auto: a mixture of item classes
     when a heterogeneity check fails (`runs`: every run on these items, for the cross-run one), else the number of
     classes BIC prefers."""
@@ -108,8 +114,7 @@ def fit_model(seen: Sequence[Observation], *, model: ModelKind = "auto", bootstr
     replicates, weights = [], multiplicities(len(ix.items), bootstrap, seed)
     for m in weights:
         start = point.responsibilities if point.classes > 1 else None
-        replicates.append((fit_mixture(ix, point.classes, weights=m, start=start, iterations=60),
-                           ix.calls_per_turn(m)))  # fmt: skip
+        replicates.append((fit_mixture(ix, point.classes, weights=m, start=start, iterations=60), ix.calls_per_turn(m)))
     shares = {"factual": point.shares[True], "hallucinated": point.shares[False]}
     choice = ModelChoice(classes=point.classes, shares=shares, bic=bics, reason=reason)
     return FittedModel(ix, point, weights, replicates, ix.calls_per_turn(), _diagnostics(checks, choice))
@@ -121,20 +126,28 @@ def _warnings(checks: dict[str, Check], choice: ModelChoice) -> list[str]:
     if uneven:
         found = "; ".join(f"{c.name} check {c.detail}" for c in uneven)
         if choice.classes == 1:
-            lines.append(f"predictions assume items of equal difficulty; they are not reliable for this run because "
-                         f"the items are heterogeneous ({found}) and the model used has one class (try --model "
-                         "mixture)")  # fmt: skip
+            lines.append(
+                f"predictions assume items of equal difficulty; they are not reliable for this run because "
+                f"the items are heterogeneous ({found}) and the model used has one class (try --model "
+                "mixture)"
+            )
         else:
-            lines.append(f"the items are heterogeneous ({found}); the predictions come from a {choice.classes}-class "
-                         "mixture of items, which assumes each class is Markov")  # fmt: skip
+            lines.append(
+                f"the items are heterogeneous ({found}); the predictions come from a {choice.classes}-class "
+                "mixture of items, which assumes each class is Markov"
+            )
     if checks["markov"].rejected:
         why = " (or the items' unequal difficulty, above)" if uneven else ""
-        lines.append(f"predictions assume a turn depends only on the opinions it is shown; they are not reliable "
-                     f"for this run because the Markov check fails ({checks['markov'].detail}): the agents remember "
-                     f"earlier opinions{why}")  # fmt: skip
+        lines.append(
+            f"predictions assume a turn depends only on the opinions it is shown; they are not reliable "
+            f"for this run because the Markov check fails ({checks['markov'].detail}): the agents remember "
+            f"earlier opinions{why}"
+        )
     if checks["state"].rejected:
-        lines.append(f"a role behaves differently by state ({checks['state'].detail}): a prediction that backs off "
-                     "across states is not reliable (rows that back off say so)")  # fmt: skip
+        lines.append(
+            f"a role behaves differently by state ({checks['state'].detail}): a prediction that backs off "
+            "across states is not reliable (rows that back off say so)"
+        )
     return lines
 
 
@@ -147,8 +160,9 @@ def _diagnostics(checks: list[Check], choice: ModelChoice) -> Diagnostics:
     return Diagnostics(checks=checks, model=choice, warnings=_warnings({c.name: c for c in checks}, choice))
 
 
-def diagnose(seen: Sequence[Observation], choice: ModelChoice, *,
-             runs: Sequence[Sequence[Observation]] = ()) -> Diagnostics:  # fmt: skip
+def diagnose(
+    seen: Sequence[Observation], choice: ModelChoice, *, runs: Sequence[Sequence[Observation]] = ()
+) -> Diagnostics:
     """Every check that applies: on the fitted turns `seen`, and across `runs` (every run on these items, the fitted
     one included) when there are two or more. `fit_model` does this once for its own choice (`.diagnostics`)."""
     return _diagnostics(_checks(seen, runs), choice)

@@ -80,13 +80,23 @@ def _finish(ix: Indexed, m: Floats, resp: Floats, params: tuple[Floats, Floats])
     components = [ix.behaviour(m * resp[:, c]) for c in range(classes)]
     labels = len(set(ix.label.tolist()))
     return Mixture(
-        components=components, shares={False: shares[0].tolist(), True: shares[1].tolist()}, responsibilities=resp,
-        loglik=loglik, parameters=classes * ix.true.shape[1] + (classes - 1) * labels,
-    )  # fmt: skip
+        components=components,
+        shares={False: shares[0].tolist(), True: shares[1].tolist()},
+        responsibilities=resp,
+        loglik=loglik,
+        parameters=classes * ix.true.shape[1] + (classes - 1) * labels,
+    )
 
 
-def fit_mixture(ix: Indexed, classes: int, *, weights: Floats | None = None, start: Floats | None = None,
-                seed: int = 0, iterations: int = 300) -> Mixture:  # fmt: skip
+def fit_mixture(
+    ix: Indexed,
+    classes: int,
+    *,
+    weights: Floats | None = None,
+    start: Floats | None = None,
+    seed: int = 0,
+    iterations: int = 300,
+) -> Mixture:
     """EM with `classes` latent classes; `weights` counts items (a bootstrap replicate), `start` warm-starts from
     responsibilities (one run instead of three)."""
     m = np.ones(len(ix.items)) if weights is None else weights

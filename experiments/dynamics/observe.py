@@ -1,7 +1,7 @@
 """The turns of recorded debates as observations of each role's behaviour: who spoke, in which state, for which
 true label, what it was shown, and what it said.
 
-What a turn was shown is recomputed with the engine's own chain logic (`debate.chain.ChainDriver`), so the fit sees
+What a turn was shown is recomputed with the engine's own chain logic (`debate.engine.ChainDriver`), so the fit sees
 exactly what the agent saw, for any chain spec.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from debate.chain import ChainDriver, MarkovChain, TurnRecord, load_chain
 from debate.config import DebateConfig
+from debate.engine import ChainDriver, MarkovChain, TurnRecord, load_chain
 from debate.errors import UsageError
-from debate.records import PredictionRecord, read_records
+from debate.results import PredictionRecord, read_records
 from debate.types import DebateResult
 
 __all__ = ["Observation", "RunObservations", "observations", "read_run"]
@@ -50,8 +50,9 @@ def _records(result: DebateResult) -> list[TurnRecord]:
     for state in result.states:
         for position, turn in enumerate(state.turns):
             last = position == len(state.turns) - 1
-            records.append(TurnRecord(state=state.name, round=state.round, position=position, last_in_state=last,
-                                      turn=turn))  # fmt: skip
+            records.append(
+                TurnRecord(state=state.name, round=state.round, position=position, last_in_state=last, turn=turn)
+            )
     return records
 
 
@@ -71,10 +72,20 @@ def observations(result: DebateResult, chain: MarkovChain, *, item: str, label: 
         before = i - len(shown) - 1
         earlier = records[before].turn.factuality if shown and before >= 0 else None
         initial = records[0].turn.factuality if shown and before > 0 else None
-        seen.append(Observation(item=item, label=label, role=record.turn.role, state=record.state, shown=shown,
-                                earlier=earlier, verdict=record.turn.factuality,
-                                calls=max(1, record.turn.call.usage.llm_calls), position=i,
-                                initial=initial))  # fmt: skip
+        seen.append(
+            Observation(
+                item=item,
+                label=label,
+                role=record.turn.role,
+                state=record.state,
+                shown=shown,
+                earlier=earlier,
+                verdict=record.turn.factuality,
+                calls=max(1, record.turn.call.usage.llm_calls),
+                position=i,
+                initial=initial,
+            )
+        )
     return seen
 
 

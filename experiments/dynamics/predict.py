@@ -1,5 +1,5 @@
 """Prediction of a chain's accuracy and calls under fitted role behaviour, with bootstrap intervals; the exact
-expectation itself (no Monte Carlo) is debate.expectation's, shared with `debate verify --estimate`."""
+expectation itself (no Monte Carlo) is debate.engine._expectation's, shared with `debate verify --estimate`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict
 
-from debate.chain import MarkovChain, load_chain
-from debate.expectation import Outcome, RoleModel, outcome
+from debate.engine import MarkovChain, Outcome, RoleModel, load_chain, outcome
 from experiments.dynamics.fitted import FittedModel, ModelKind, fit_model
 from experiments.dynamics.model import Context, Mixture, describe, interval
 from experiments.dynamics.observe import Observation
@@ -66,9 +65,13 @@ class SelfCheck(BaseModel):
 def self_check(predicted: Predicted, accuracy: float, calls: float) -> SelfCheck:
     low, high = predicted.accuracy_interval
     calls_low, calls_high = predicted.calls_interval
-    return SelfCheck(predicted=predicted, observed_accuracy=accuracy, observed_calls=calls,
-                     holds_accuracy=low - 1e-9 <= accuracy <= high + 1e-9,
-                     holds_calls=calls_low - 1e-9 <= calls <= calls_high + 1e-9)  # fmt: skip
+    return SelfCheck(
+        predicted=predicted,
+        observed_accuracy=accuracy,
+        observed_calls=calls,
+        holds_accuracy=low - 1e-9 <= accuracy <= high + 1e-9,
+        holds_calls=calls_low - 1e-9 <= calls <= calls_high + 1e-9,
+    )
 
 
 @dataclass(frozen=True)
@@ -81,31 +84,42 @@ class _Figures:
     capped: float
 
 
-def _figures(mix: Mixture, chain: MarkovChain, setting: Setting, share_true: float,
-             calls_per_turn: float) -> _Figures:  # fmt: skip
+def _figures(mix: Mixture, chain: MarkovChain, setting: Setting, share_true: float, calls_per_turn: float) -> _Figures:
     by_label = {}
     for label in (True, False):
-        outcomes = [outcome(c, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds, label=label)
-                    for c in mix.components]  # fmt: skip
+        outcomes = [
+            outcome(c, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds, label=label)
+            for c in mix.components
+        ]
         weights = mix.shares[label]
-        by_label[label] = [sum(w * getattr(o, f) for w, o in zip(weights, outcomes, strict=True))
-                           for f in ("p_true", "turns", "capped")]  # fmt: skip
+        by_label[label] = [
+            sum(w * getattr(o, f) for w, o in zip(weights, outcomes, strict=True))
+            for f in ("p_true", "turns", "capped")
+        ]
     (yes, yes_turns, yes_capped), (no, no_turns, no_capped) = by_label[True], by_label[False]
     tp, fn = share_true * yes, share_true * (1 - yes)
     fp, tn = (1 - share_true) * no, (1 - share_true) * (1 - no)
     return _Figures(
-        yes=yes, no=no, accuracy=tp + tn, f1=2 * tp / (2 * tp + fp + fn) if tp else 0.0,
+        yes=yes,
+        no=no,
+        accuracy=tp + tn,
+        f1=2 * tp / (2 * tp + fp + fn) if tp else 0.0,
         calls=(share_true * yes_turns + (1 - share_true) * no_turns) * calls_per_turn,
         capped=share_true * yes_capped + (1 - share_true) * no_capped,
-    )  # fmt: skip
+    )
 
 
 def _backed_off(mix: Mixture) -> dict[tuple[int, Context], float]:
     return {(k, ctx): v for k, c in enumerate(mix.components) for ctx, v in c.backed_off.items()}
 
 
-def _accuracy(model: FittedModel, chain: MarkovChain, setting: Setting, share_true: float,
-              values: dict[tuple[int, Context], float]) -> float:  # fmt: skip
+def _accuracy(
+    model: FittedModel,
+    chain: MarkovChain,
+    setting: Setting,
+    share_true: float,
+    values: dict[tuple[int, Context], float],
+) -> float:
     components = list(model.point.components)
     for (k, context), value in values.items():
         components[k] = components[k].forced(context, value)
@@ -113,8 +127,14 @@ def _accuracy(model: FittedModel, chain: MarkovChain, setting: Setting, share_tr
     return _figures(mixture, chain, setting, share_true, model.calls_per_turn).accuracy
 
 
-def _sensitivity(model: FittedModel, chain: MarkovChain, setting: Setting, share_true: float, point: _Figures,
-                 samples: dict[tuple[int, Context], list[float]]) -> tuple[float, float] | None:  # fmt: skip
+def _sensitivity(
+    model: FittedModel,
+    chain: MarkovChain,
+    setting: Setting,
+    share_true: float,
+    point: _Figures,
+    samples: dict[tuple[int, Context], list[float]],
+) -> tuple[float, float] | None:
     """The accuracy with every backed-off context at the end of its interval that lowers it, and at the end that
     raises it (each context's direction found one at a time, the extremes then computed together)."""
     if not samples:
@@ -146,20 +166,33 @@ def _one(model: FittedModel, setting: Setting, share_true: float) -> Predicted:
     several = model.point.classes > 1
     ranges = {key: samples[key] or [value] for key, value in backed.items()}
     return Predicted(
-        chain=setting.chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds,
-        p_true_if_factual=point.yes, p_true_if_hallucinated=point.no, accuracy=point.accuracy,
+        chain=setting.chain,
+        min_rounds=setting.min_rounds,
+        max_rounds=setting.max_rounds,
+        p_true_if_factual=point.yes,
+        p_true_if_hallucinated=point.no,
+        accuracy=point.accuracy,
         accuracy_interval=interval([s.accuracy for s in spread] or [point.accuracy]),
-        f1=point.f1, f1_interval=interval([s.f1 for s in spread] or [point.f1]),
-        calls_per_claim=point.calls, calls_interval=interval([s.calls for s in spread] or [point.calls]),
+        f1=point.f1,
+        f1_interval=interval([s.f1 for s in spread] or [point.f1]),
+        calls_per_claim=point.calls,
+        calls_interval=interval([s.calls for s in spread] or [point.calls]),
         capped=point.capped,
         backed_off=sorted(describe(ctx) + (f" (class {k + 1})" if several else "") for k, ctx in backed),
         backoff_range=_sensitivity(model, chain, setting, share_true, point, ranges),
-    )  # fmt: skip
+    )
 
 
-def predict(seen: Sequence[Observation], settings: Sequence[Setting], *, share_true: float, bootstrap: int = 200,
-            seed: int = 0, model: ModelKind = "auto",
-            fitted: FittedModel | None = None) -> list[Predicted]:  # fmt: skip
+def predict(
+    seen: Sequence[Observation],
+    settings: Sequence[Setting],
+    *,
+    share_true: float,
+    bootstrap: int = 200,
+    seed: int = 0,
+    model: ModelKind = "auto",
+    fitted: FittedModel | None = None,
+) -> list[Predicted]:
     """Predicted accuracy, F1 (factual as the positive class) and calls per claim for each setting, from the
     behaviour fitted to `seen` (or the given `fitted` model); `share_true` is the share of factual claims the
     figures are for."""

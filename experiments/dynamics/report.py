@@ -44,9 +44,11 @@ def diagnostics_lines(d: Diagnostics) -> list[str]:
 def self_check_line(check: SelfCheck) -> str:
     """The self-consistency verdict in a line (a WARNING when the run's own figures fall outside it)."""
     p = check.predicted
-    said = (f"self-consistency: the fitted setting ({p.chain}, min {p.min_rounds}) predicted from its own fit: "
-            f"accuracy {_fmt(p.accuracy, p.accuracy_interval)}, observed {check.observed_accuracy:.3f}; calls "
-            f"{_fmt(p.calls_per_claim, p.calls_interval)}, observed {check.observed_calls:.2f}")  # fmt: skip
+    said = (
+        f"self-consistency: the fitted setting ({p.chain}, min {p.min_rounds}) predicted from its own fit: "
+        f"accuracy {_fmt(p.accuracy, p.accuracy_interval)}, observed {check.observed_accuracy:.3f}; calls "
+        f"{_fmt(p.calls_per_claim, p.calls_interval)}, observed {check.observed_calls:.2f}"
+    )
     if check.holds_accuracy and check.holds_calls:
         return said + ": holds"
     misses = " and ".join(n for n, ok in (("accuracy", check.holds_accuracy), ("calls", check.holds_calls)) if not ok)
@@ -74,18 +76,25 @@ def fit_table(result: DynamicsFit) -> str:
         shown = ",".join("T" if s else "F" for s in c.shown) or "-"
         label = "factual" if c.label else "hallucinated"
         lines.append(f"| {c.role} | {c.state} | {label} | {shown} | {c.n} | {_fmt(c.p_true, (c.low, c.high))} |")
-    lines += ["", "| role | label | turns | flip rate | conformity (to a wrong opinion) | excess agreement within "
-              "classes |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "",
+        "| role | label | turns | flip rate | conformity (to a wrong opinion) | excess agreement within classes |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in result.roles:
         label = "factual" if r.label else "hallucinated"
         conformity, excess = _fmt(r.conformity, r.conformity_interval), _fmt(r.excess, r.excess_interval)
         lines.append(f"| {r.role} | {label} | {r.turns} | {_fmt(r.flip, r.flip_interval)} | {conformity} | {excess} |")
     classes = result.diagnostics.model.classes
     within = f"within each of the model's {classes} item classes" if classes > 1 else "over all items (one class)"
-    lines += ["", "Conformity counts agreement that comes from shared difficulty too (on an easy item every role is "
-              "right, on a hard one every role is wrong, and they agree without looking at each other). The excess "
-              f"agreement, P(wrong | shown a wrong opinion) - P(wrong | shown a right one) {within}, is the part "
-              "shared difficulty does not explain; it is 0 for a role that ignores what it is shown.", ""]  # fmt: skip
+    lines += [
+        "",
+        "Conformity counts agreement that comes from shared difficulty too (on an easy item every role is "
+        "right, on a hard one every role is wrong, and they agree without looking at each other). The excess "
+        f"agreement, P(wrong | shown a wrong opinion) - P(wrong | shown a right one) {within}, is the part "
+        "shared difficulty does not explain; it is 0 for a role that ignores what it is shown.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -94,25 +103,37 @@ def predict_table(rows: list[Predicted], diagnostics: Diagnostics, check: SelfCh
     lines = [*diagnostics_lines(diagnostics)]
     if check is not None:
         lines += [self_check_line(check), ""]
-    lines += ["| chain | min | max | accuracy [95% CI] | F1 [95% CI] | calls per claim [95% CI] | stopped by the cap "
-              "| back-off range |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "| chain | min | max | accuracy [95% CI] | F1 [95% CI] | calls per claim [95% CI] | stopped by the cap "
+        "| back-off range |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         backoff = f"[{r.backoff_range[0]:.3f}, {r.backoff_range[1]:.3f}]" if r.backoff_range else "-"
-        lines.append(f"| {r.chain} | {r.min_rounds} | {r.max_rounds} | {_fmt(r.accuracy, r.accuracy_interval)} | "
-                     f"{_fmt(r.f1, r.f1_interval)} | {_fmt(r.calls_per_claim, r.calls_interval)} | "
-                     f"{r.capped:.0%} | {backoff} |")  # fmt: skip
+        lines.append(
+            f"| {r.chain} | {r.min_rounds} | {r.max_rounds} | {_fmt(r.accuracy, r.accuracy_interval)} | "
+            f"{_fmt(r.f1, r.f1_interval)} | {_fmt(r.calls_per_claim, r.calls_interval)} | "
+            f"{r.capped:.0%} | {backoff} |"
+        )
     capped = [r for r in rows if r.capped >= CAPPED]
     if capped:
         listed = ", ".join(f"{r.chain} min {r.min_rounds} ({r.capped:.0%})" for r in capped)
-        lines += ["", f"the max-rounds cap stops at least {CAPPED:.0%} of debates in: {listed}; there the figures, "
-                  "and the shape of the min-rounds curve, come from the cap (max rounds) rather than from the agents "
-                  "agreeing"]  # fmt: skip
+        lines += [
+            "",
+            f"the max-rounds cap stops at least {CAPPED:.0%} of debates in: {listed}; there the figures, "
+            "and the shape of the min-rounds curve, come from the cap (max rounds) rather than from the agents "
+            "agreeing",
+        ]
     backed = sorted({b for r in rows for b in r.backed_off})
     if backed:
-        lines += ["", "contexts the fitted run never showed, answered by back-off (the same role, label and shown "
-                  "verdicts in any state): " + "; ".join(backed), "back-off range: the accuracy with each of them "
-                  "at the end of its interval that lowers it, and at the end that raises it; it assumes the role "
-                  "behaves alike across states"]  # fmt: skip
+        lines += [
+            "",
+            "contexts the fitted run never showed, answered by back-off (the same role, label and shown "
+            "verdicts in any state): " + "; ".join(backed),
+            "back-off range: the accuracy with each of them "
+            "at the end of its interval that lowers it, and at the end that raises it; it assumes the role "
+            "behaves alike across states",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -140,16 +161,26 @@ class Checked(BaseModel):
 
 def validate_table(rows: list[Checked], diagnostics: Diagnostics, check: SelfCheck) -> str:
     """Predicted against observed per run, accuracy and calls each with its own verdict."""
-    lines = [*diagnostics_lines(diagnostics), self_check_line(check), "",
-             "| run | chain | min | accuracy: predicted [95% CI] / observed | accuracy within | calls: predicted "
-             "[95% CI] / observed | calls within | back-off range |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        *diagnostics_lines(diagnostics),
+        self_check_line(check),
+        "",
+        "| run | chain | min | accuracy: predicted [95% CI] / observed | accuracy within | calls: predicted "
+        "[95% CI] / observed | calls within | back-off range |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         backoff = f"[{r.backoff_range[0]:.3f}, {r.backoff_range[1]:.3f}]" if r.backoff_range else "-"
-        lines.append(f"| {Path(r.run).name} | {r.chain} | {r.min_rounds} | "
-                     f"{_fmt(r.predicted_accuracy, r.accuracy_interval)} / {r.observed_accuracy:.3f} | "
-                     f"{'yes' if r.within_accuracy else 'NO'} | {_fmt(r.predicted_calls, r.calls_interval)} / "
-                     f"{r.observed_calls:.2f} | {'yes' if r.within_calls else 'NO'} | {backoff} |")  # fmt: skip
+        lines.append(
+            f"| {Path(r.run).name} | {r.chain} | {r.min_rounds} | "
+            f"{_fmt(r.predicted_accuracy, r.accuracy_interval)} / {r.observed_accuracy:.3f} | "
+            f"{'yes' if r.within_accuracy else 'NO'} | {_fmt(r.predicted_calls, r.calls_interval)} / "
+            f"{r.observed_calls:.2f} | {'yes' if r.within_calls else 'NO'} | {backoff} |"
+        )
     if any(r.backoff_range for r in rows):
-        lines += ["", "back-off range: the row's prediction leans on contexts the fitted run never showed (see "
-                  "`debate dynamics predict`); it assumes each role behaves alike across states"]  # fmt: skip
+        lines += [
+            "",
+            "back-off range: the row's prediction leans on contexts the fitted run never showed (see "
+            "`debate dynamics predict`); it assumes each role behaves alike across states",
+        ]
     return "\n".join(lines) + "\n"

@@ -20,8 +20,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
-from debate.chain import MarkovChain, load_chain
 from debate.concurrency import gather_ordered
+from debate.engine import MarkovChain, load_chain
 from debate.errors import UsageError, validation_problem
 from debate.llm import ChatRequest, ChatResponse, current_item
 from debate.types import DebateResult, Report, Usage
@@ -147,8 +147,16 @@ class Population(BaseModel):
             return [(1.0, ClassView(self, None))]
         return [(c.share, ClassView(self, k)) for k, c in enumerate(self.classes)]
 
-    def decide(self, role: str, state: str, label: bool, shown: tuple[bool, ...], earlier: bool | None, u: float,
-               klass: int | None = None) -> bool:  # fmt: skip
+    def decide(
+        self,
+        role: str,
+        state: str,
+        label: bool,
+        shown: tuple[bool, ...],
+        earlier: bool | None,
+        u: float,
+        klass: int | None = None,
+    ) -> bool:
         """One verdict, from a uniform draw `u`."""
         r = self.role(role, state, klass)
         if earlier is not None and u < r.memory:
@@ -183,8 +191,9 @@ def load_population(path: Path) -> Population:
 class SimulatedAgents:
     """A ChatClient whose every debate turn is the population's draw."""
 
-    def __init__(self, population: Population, chain: MarkovChain, labels: Mapping[str, bool], *,
-                 explain: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, population: Population, chain: MarkovChain, labels: Mapping[str, bool], *, explain: bool = False
+    ) -> None:
         self._explain = explain
         self._population = population
         self._chain = chain
@@ -218,18 +227,24 @@ class SimulatedAgents:
         if not self._explain:
             return "simulated"
         r = self._population.role(role, state, self._population.class_of(item) if item is not None else None)
-        return (f"[simulated {role}] says {str(verdict).lower()}: drawn at its stated rates (true for "
-                f"{r.factual_true:.0%} of factual and {r.hallucinated_true:.0%} of wrong claims; repeats the opinion "
-                f"it is shown {r.conformity:.0%} of the time)")  # fmt: skip
+        return (
+            f"[simulated {role}] says {str(verdict).lower()}: drawn at its stated rates (true for "
+            f"{r.factual_true:.0%} of factual and {r.hallucinated_true:.0%} of wrong claims; repeats the opinion "
+            f"it is shown {r.conformity:.0%} of the time)"
+        )
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         item = current_item()
         verdict = self.answer(request.purpose, request.site, item)  # refuses a request without a site
         role, state = request.purpose.split(":", 1)[-1], str(request.site).split(":")[1]
-        text = json.dumps({"opinion": self.opinion(role, verdict, state, item), "factuality": verdict,
-                           "Error severity": 0 if verdict else 3})  # fmt: skip
-        return ChatResponse(text=text, usage=Usage(llm_calls=1), model="simulated", latency_s=0.0,
-                            finish_reason="stop")  # fmt: skip
+        text = json.dumps(
+            {
+                "opinion": self.opinion(role, verdict, state, item),
+                "factuality": verdict,
+                "Error severity": 0 if verdict else 3,
+            }
+        )
+        return ChatResponse(text=text, usage=Usage(llm_calls=1), model="simulated", latency_s=0.0, finish_reason="stop")
 
     async def accept(self, response: ChatResponse) -> None:
         """Nothing is cached."""
@@ -245,28 +260,40 @@ def labels_for(n: int, share_true: float, seed: int) -> dict[str, bool]:
     return {f"sim-{i}": t for i, t in enumerate(truths)}
 
 
-async def simulated_reports(population: Population, *, chain: str, min_rounds: int, max_rounds: int,
-                            labels: Mapping[str, bool], model: ModelConfig | None = None,
-                            concurrency: int = 16) -> list[Report]:  # fmt: skip
+async def simulated_reports(
+    population: Population,
+    *,
+    chain: str,
+    min_rounds: int,
+    max_rounds: int,
+    labels: Mapping[str, bool],
+    model: ModelConfig | None = None,
+    concurrency: int = 16,
+) -> list[Report]:
     """Each labelled claim verified by the real engine (QA task, one claim per item) against the population: in
     process, or at the endpoint `model` names."""
-    config = VerifierConfig(debate=DebateConfig(chain=chain, min_rounds=min_rounds, max_rounds=max_rounds),
-                            **({"model": model} if model is not None else {}))  # fmt: skip
+    config = VerifierConfig(
+        debate=DebateConfig(chain=chain, min_rounds=min_rounds, max_rounds=max_rounds),
+        **({"model": model} if model is not None else {}),
+    )
     client = None if model is not None else SimulatedAgents(population, load_chain(chain), labels)
     async with Verifier(config=config, client=client) as verifier:
 
         async def one(item: str) -> Report:
-            return await verifier.verify("an answer", question="a question", reference="some knowledge", task="qa",
-                                         item_id=item)  # fmt: skip
+            return await verifier.verify(
+                "an answer", question="a question", reference="some knowledge", task="qa", item_id=item
+            )
 
         return await gather_ordered(list(labels), one, limit=concurrency)
 
 
-async def simulate_debates(population: Population, *, chain: str, min_rounds: int, max_rounds: int,
-                           labels: Mapping[str, bool]) -> list[tuple[str, bool, DebateResult]]:  # fmt: skip
+async def simulate_debates(
+    population: Population, *, chain: str, min_rounds: int, max_rounds: int, labels: Mapping[str, bool]
+) -> list[tuple[str, bool, DebateResult]]:
     """(item, true label, its debate) for each labelled claim, debated in process."""
-    reports = await simulated_reports(population, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds,
-                                      labels=labels)  # fmt: skip
+    reports = await simulated_reports(
+        population, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds, labels=labels
+    )
     results = []
     for item, report in zip(labels, reports, strict=True):
         debate = report.claims[0].debate if report.claims else None
@@ -290,7 +317,9 @@ def exact_accuracy(population: Population, setting: Setting, share_true: float =
         raise ValueError("a population with memory has no exact accuracy here: simulate a large run instead")
     chain, total = load_chain(setting.chain), 0.0
     for share, component in population.components():
-        yes, no = (outcome(component, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds,
-                           label=label).p_true for label in (True, False))  # fmt: skip
+        yes, no = (
+            outcome(component, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds, label=label).p_true
+            for label in (True, False)
+        )
         total += share * (share_true * yes + (1 - share_true) * (1 - no))
     return total

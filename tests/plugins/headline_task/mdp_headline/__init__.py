@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from debate.stages import Plan, StageContext, TaskInput
-from debate.tasks._common import FixedEvidence, as_evidence
+from debate.plugins import Plan, StageContext, TaskInput
+from debate.tasks import FixedEvidence, as_evidence
 from debate.types import Claim, ExtractionInfo
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from debate.stages import Plan, StageContext
+from debate.plugins import Plan, StageContext
 from debate.types import Claim, ClaimVerdict, Evidence, PrefilterDecision, ResponseCheck
 
 

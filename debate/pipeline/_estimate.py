@@ -1,0 +1,355 @@
+"""Cost before the run (`debate verify|eval --estimate`): expected model calls, tokens and cost, without calling the
+model.
+
+- **Claims per item** come from the task (`TaskWork`: exact for QA pairs, given claims and RAG sentences; one per
+  sentence otherwise), and the calls before the debates (extraction, the subjective filter) and outside them
+  (search queries, prefilters) from the task and each prefilter.
+- **Turns per claim** are the chain's exact expectation (debate.engine._expectation, the machinery of `debate dynamics
+  predict`) under a stated behaviour: fitted from a pilot run's transcripts (`--estimate-from RESULTS`: for each
+  class of claim by its initial verdict, each role's rate of saying true after each verdict it is shown), or
+  assumed (agents keep the verdict they are shown at `--agreement`). The range runs from every state agreeing at
+  min_rounds to none agreeing before max_rounds.
+- **Tokens**: input from the rendered prompts' characters (about 4 per token; the endpoint's tokenizer decides),
+  output from the pilot's mean per call, else an assumed typical reply, up to max_tokens at the top of the range.
+- **Cost** from `--price-in/--price-out` (USD per million tokens) or the price table (debate.pipeline._prices).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from debate.config import VerifierConfig
+from debate.engine import MarkovChain, PromptTemplate, outcome
+from debate.pipeline._prices import Price
+from debate.plugins import PREFILTERS, EstimatesWork, Task, TaskInput, TaskWork
+from debate.sentences import guess_language
+from debate.types import DebateResult, Report
+
+__all__ = ["Behaviour", "Estimate", "Range", "assumed_behaviour", "estimate", "fitted_behaviour"]
+
+CHARS_PER_TOKEN = 4.0
+"""Characters per token for English text under the common BPE tokenizers; other scripts use fewer per token."""
+_ASSUMED_REPLY_TOKENS = 80.0
+"""A debate turn's reply (a short opinion in JSON) when no pilot says otherwise."""
+_OPINION_CHARS = 300.0
+"""One shown opinion, rendered, when no pilot says otherwise."""
+
+
+class Range(BaseModel):
+    """An expected value with its low and high ends."""
+
+    model_config = ConfigDict(frozen=True)
+
+    expected: float
+    """Under the stated behaviour."""
+    low: float
+    """Every state agrees as early as the chain allows; nothing is re-asked; prefilters call least."""
+    high: float
+    """No state agrees before max_rounds; every reply is re-asked to the limit; prefilters call most."""
+
+    def __add__(self, other: Range) -> Range:
+        return Range(expected=self.expected + other.expected, low=self.low + other.low, high=self.high + other.high)
+
+    def scaled(self, factor: float) -> Range:
+        return Range(expected=self.expected * factor, low=self.low * factor, high=self.high * factor)
+
+
+_ZERO = Range(expected=0.0, low=0.0, high=0.0)
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """How the agents are assumed to behave, and where that comes from."""
+
+    source: str
+    """Said on the estimate's line: assumed, or fitted from which run."""
+    initial_true: float
+    """P(the initial agent says true)."""
+    rates: dict[tuple[bool, str, bool | None], float]
+    """(initial verdict, role, last verdict shown or None) -> P(says true); missing keys fall back to agreement."""
+    agreement: float
+    """P(keeping the verdict shown) where no rate was fitted."""
+    calls_per_turn: float = 1.0
+    """Model calls per debate turn (re-asks of unusable replies included)."""
+    output_tokens: float = _ASSUMED_REPLY_TOKENS
+    """Completion tokens per debate call."""
+    opinion_chars: float = _OPINION_CHARS
+    """Characters of one rendered opinion shown to a later speaker."""
+
+
+def assumed_behaviour(agreement: float, initial_true: float = 0.5) -> Behaviour:
+    """Agents that keep the verdict they are shown with probability `agreement`."""
+    return Behaviour(
+        source=f"assumed: agents keep the verdict they are shown {agreement:.0%} of the time (--agreement; fit it "
+        "from a pilot with --estimate-from RESULTS)",
+        initial_true=initial_true,
+        rates={},
+        agreement=agreement,
+    )
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.said: dict[tuple[bool, str, bool | None], list[int]] = defaultdict(lambda: [0, 0])
+        self.initial = [0, 0]
+        self.turns = self.calls = self.completion = self.opinion_chars = self.opinions = 0
+
+    def debate(self, result: DebateResult, chain: MarkovChain) -> None:
+        verdicts = [t.factuality for s in result.states for t in s.turns]
+        if not verdicts or any(v is None for v in verdicts):
+            return  # a failed turn ends the record of what the agents do
+        initial = bool(verdicts[0])
+        self.initial[initial] += 1
+        entering: bool | None = None
+        for state in result.states:
+            last = entering
+            for position, turn in enumerate(state.turns):
+                self.turns += 1
+                self.calls += turn.call.attempts
+                self.completion += turn.call.usage.completion_tokens
+                self.opinion_chars += len(turn.opinion or "")
+                self.opinions += 1
+                sees = chain.spec.role(turn.role).sees if turn.role in chain.spec.all_roles() else "previous"
+                shown = None if sees == "nothing" or (position == 0 and entering is None) else last
+                if result.states[0] is not state:  # the initial verdict is the class, not a rate
+                    self.said[(initial, turn.role, shown)][bool(turn.factuality)] += 1
+                last = bool(turn.factuality)
+            entering = last
+
+
+def fitted_behaviour(reports: Iterable[Report], chain: MarkovChain, *, source: str, agreement: float) -> Behaviour:
+    """Role rates counted from a pilot run's transcripts (`agreement` where a context was never seen)."""
+    counts = _Counts()
+    for report in reports:
+        for claim in report.claims:
+            if claim.debate is not None:
+                counts.debate(claim.debate, chain)
+    debates = sum(counts.initial)
+    if debates == 0:
+        raise ValueError(f"{source} has no finished debate to fit the agents' behaviour from")
+    rates = {key: said[1] / (said[0] + said[1]) for key, said in counts.said.items()}
+    return Behaviour(
+        source=f"fitted from {source} ({debates} debates, {counts.turns} turns)",
+        initial_true=counts.initial[1] / debates,
+        rates=rates,
+        agreement=agreement,
+        calls_per_turn=counts.calls / max(1, counts.turns),
+        output_tokens=counts.completion / max(1, counts.calls) or _ASSUMED_REPLY_TOKENS,
+        opinion_chars=counts.opinion_chars / max(1, counts.opinions) or _OPINION_CHARS,
+    )
+
+
+@dataclass(frozen=True)
+class _ClassModel:
+    """The behaviour of one class of claim (by its initial verdict), as debate.engine._expectation's RoleModel."""
+
+    behaviour: Behaviour
+    initial: bool
+    initial_role: str
+
+    def p(self, role: str, state: str, label: bool, shown: tuple[bool, ...]) -> float:
+        if role == self.initial_role and not shown:
+            return 1.0 if self.initial else 0.0
+        last = shown[-1] if shown else None
+        fitted = self.behaviour.rates.get((self.initial, role, last))
+        if fitted is not None:
+            return fitted
+        keep = self.behaviour.agreement
+        anchor = self.initial if last is None else last
+        return keep if anchor else 1.0 - keep
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """Agents that always keep (agree=True) or always flip the verdict they are shown: the range's two ends."""
+
+    agree: bool
+
+    def p(self, role: str, state: str, label: bool, shown: tuple[bool, ...]) -> float:
+        last = shown[-1] if shown else True
+        return float(last == self.agree)
+
+
+def debate_turns(behaviour: Behaviour, chain: MarkovChain, min_rounds: int, max_rounds: int) -> Range:
+    """Turns per debated claim: expected under `behaviour`, and the chain's least and most."""
+    expected = 0.0
+    for initial, weight in ((True, behaviour.initial_true), (False, 1.0 - behaviour.initial_true)):
+        if weight > 0:
+            model = _ClassModel(behaviour, initial, chain.roles(chain.spec.initial)[0])
+            expected += weight * outcome(model, chain, min_rounds=min_rounds, max_rounds=max_rounds, label=True).turns
+    ends = [
+        outcome(_Fixed(a), chain, min_rounds=min_rounds, max_rounds=max_rounds, label=True).turns for a in (True, False)
+    ]
+    return Range(expected=expected, low=min(ends), high=max(ends))
+
+
+class ItemEstimate(BaseModel):
+    """One item's expected work."""
+
+    model_config = ConfigDict(frozen=True)
+
+    claims: float
+    """Expected claims."""
+    calls: Range
+    """Model calls."""
+    input_tokens: Range
+    """Prompt tokens."""
+    output_tokens: Range
+    """Completion tokens."""
+
+
+class Estimate(BaseModel):
+    """The expected work and cost of a run, before it starts."""
+
+    model_config = ConfigDict(frozen=True)
+
+    items: int = Field(ge=0)
+    """Items estimated."""
+    claims: float
+    """Expected claims over all items."""
+    turns_per_claim: Range
+    """Debate turns per debated claim."""
+    calls_per_claim: Range
+    """Debate calls per debated claim (turns times re-asks)."""
+    calls: Range
+    """Model calls over the run."""
+    input_tokens: Range
+    """Prompt tokens over the run."""
+    output_tokens: Range
+    """Completion tokens over the run."""
+    cost_usd: Range | None
+    """Cost, when a price is known."""
+    price: Price | None
+    """The price used."""
+    behaviour: str
+    """Where the agents' behaviour comes from (said with the figures)."""
+    notes: list[str] = Field(default_factory=list)
+    """What the estimate leaves out or assumes."""
+
+
+def _tokens(chars: float) -> float:
+    return chars / CHARS_PER_TOKEN
+
+
+@dataclass(frozen=True)
+class _Debate:
+    chain: MarkovChain
+    prompts: dict[str, PromptTemplate]
+    behaviour: Behaviour
+    turns: Range
+    config: VerifierConfig
+
+    def turn_chars(self, work: TaskWork) -> float:
+        """Characters one debate call sends: a role's prompt with the claim, its evidence and shown opinions."""
+        sizes = []
+        for role, prompt in self.prompts.items():
+            shown = {"nothing": 0.0, "previous": 1.0, "round": 2.0}[self.chain.spec.role(role).sees]
+            sizes.append(
+                len(prompt.system)
+                + len(prompt.user)
+                + work.claim_chars
+                + work.evidence_chars
+                + shown * self.behaviour.opinion_chars
+            )
+        return sum(sizes) / len(sizes)
+
+    @property
+    def calls_per_claim(self) -> Range:
+        """Turns times calls per turn: none re-asked at the low end, each to the limit at the high end."""
+        per_turn = self.behaviour.calls_per_turn
+        most = 1.0 + self.config.debate.max_parse_retries
+        turns = self.turns
+        return Range(expected=turns.expected * per_turn, low=turns.low, high=turns.high * most)
+
+    def item(self, work: TaskWork, prefilter_calls: Range) -> ItemEstimate:
+        retries = self.config.debate.max_parse_retries
+        debate = self.calls_per_claim.scaled(work.claims)
+        other = Range(
+            expected=work.calls + work.claim_calls * work.claims,
+            low=work.calls,
+            high=(work.calls + work.claim_calls * work.claims) * (1 + retries),
+        )
+        turn_in = _tokens(self.turn_chars(work))
+        other_in = _tokens(work.input_chars) + work.claim_calls * work.claims * _tokens(work.claim_chars + 2000)
+        inputs = debate.scaled(turn_in) + Range(expected=other_in, low=other_in, high=other_in * (1 + retries))
+        inputs = inputs + prefilter_calls.scaled(_tokens(work.claim_chars + work.evidence_chars + 400))
+        max_out = float(self.config.model.max_tokens)
+        outputs = Range(
+            expected=(debate.expected + other.expected) * self.behaviour.output_tokens + prefilter_calls.expected,
+            low=(debate.low + other.low) * min(self.behaviour.output_tokens, max_out) + prefilter_calls.low,
+            high=(debate.high + other.high) * max_out + prefilter_calls.high * max_out,
+        )
+        return ItemEstimate(
+            claims=work.claims, calls=debate + other + prefilter_calls, input_tokens=inputs, output_tokens=outputs
+        )
+
+
+def _task_work(task: Task, item: TaskInput, config: VerifierConfig, notes: set[str]) -> TaskWork:
+    if isinstance(task, EstimatesWork):
+        return task.expected_work(item, config)
+    notes.add(f"task {task.name} does not estimate its work: one extraction call and one claim per sentence assumed")
+    from debate.tasks._common import extraction_work
+
+    return extraction_work(item, config)
+
+
+def _prefilter_calls(claims: float, config: VerifierConfig, notes: set[str]) -> Range:
+    total = _ZERO
+    for name in config.prefilter.prefilters:
+        expected_calls = getattr(PREFILTERS.get(name), "expected_calls", None)
+        if expected_calls is None:
+            notes.add(f"prefilter {name} does not say how many calls it makes: counted as none")
+            continue
+        low, high = expected_calls(claims, config)
+        total = total + Range(expected=high, low=low, high=high)
+    return total
+
+
+def estimate(
+    items: Sequence[tuple[Task, TaskInput]],
+    *,
+    config: VerifierConfig,
+    chain: MarkovChain,
+    prompts: dict[str, PromptTemplate],
+    behaviour: Behaviour,
+    price: Price | None,
+) -> Estimate:
+    """The run's expected calls, tokens and cost (see the module's docstring for how each is reached)."""
+    notes: set[str] = set()
+    turns = debate_turns(behaviour, chain, config.debate.min_rounds, config.debate.max_rounds)
+    debate = _Debate(chain, prompts, behaviour, turns, config)
+    per_item = []
+    for task, item in items:
+        work = _task_work(task, item, config, notes)
+        per_item.append(debate.item(work, _prefilter_calls(work.claims, config, notes)))
+    if config.prefilter.trust_grounded:
+        notes.add("claims a prefilter decides skip their debate: the figures count a debate for every claim")
+    scripts = sorted({language for _, item in items if (language := guess_language(item.response)) != "en"})
+    if scripts:
+        notes.add(
+            f"some responses are not in Latin script ({', '.join(scripts)}): a token covers fewer characters "
+            "there than the 4 assumed, so their token counts are underestimated"
+        )
+    calls = sum((e.calls for e in per_item), _ZERO)
+    inputs = sum((e.input_tokens for e in per_item), _ZERO)
+    outputs = sum((e.output_tokens for e in per_item), _ZERO)
+    cost = None
+    if price is not None:
+        cost = inputs.scaled(price.input / 1e6) + outputs.scaled(price.output / 1e6)
+    return Estimate(
+        items=len(items),
+        claims=sum(e.claims for e in per_item),
+        turns_per_claim=turns,
+        calls_per_claim=debate.calls_per_claim,
+        calls=calls,
+        input_tokens=inputs,
+        output_tokens=outputs,
+        cost_usd=cost,
+        price=price,
+        behaviour=behaviour.source,
+        notes=sorted(notes),
+    )

@@ -1,0 +1,250 @@
+"""The verification pipeline over the registered stages (debate.plugins):
+
+    plan (task) -> grounding in the response -> prefilter cascade -> debate (team over the chain) -> rollup -> Report
+
+Each step returns new values (the task's Plan is never changed afterwards). Each stage's failure becomes a typed
+`Failure` on its claim (evidence, prefilter, debate) or on the response (the plan: claim extraction, the subjective
+filter); other claims go on. `InputError` (the caller's item is malformed) and a fatal `ModelRequestError`
+(401/403/404) are raised instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+from debate import telemetry
+from debate.claims import ground_claims
+from debate.concurrency import gather_ordered
+from debate.engine import MarkovChain
+from debate.errors import DebateError, InputError, is_fatal
+from debate.evidence import localize
+from debate.llm import item_scope
+from debate.pipeline._runtime import Runtime
+from debate.plugins import Plan, Reference, TaskInput, TeamFactory
+from debate.prefilter._cascade import Cascade, Undecided
+from debate.rollup import claim_ratios, response_score, roll_up
+from debate.types import (
+    Claim,
+    ClaimVerdict,
+    Evidence,
+    ExtractionInfo,
+    Failure,
+    PrefilterDecision,
+    Report,
+    RiskLevel,
+    Usage,
+)
+
+__all__ = ["Pipeline", "claim_evaluation", "claim_explanation"]
+
+
+def claim_explanation(verdict: ClaimVerdict) -> str | None:
+    """Why a claim has its label: the reason it is unverifiable, else the debate's final opinion, else the reason of
+    the prefilter that decided it."""
+    final = verdict.debate.final if verdict.debate is not None else None
+    decided = [d.reason for d in verdict.prefilters if d.name == verdict.decided_by]
+    return verdict.reason or (final.opinion if final is not None else "; ".join(decided) or None)
+
+
+def claim_evaluation(verdict: ClaimVerdict) -> dict[str, Any]:
+    """A claim's verdict as an evaluation result: name, label, score (1 factual, 0 not; none otherwise) and its
+    explanation."""
+    explanation = claim_explanation(verdict)
+    return {
+        "name": "claim_factuality",
+        "label": verdict.label or verdict.status,
+        "score": None if verdict.factual is None else float(verdict.factual),
+        "explanation": explanation,
+    }
+
+
+def _prefilter_span(cascade: Cascade, scope: str) -> AbstractContextManager[object]:
+    if not cascade.prefilters or not telemetry.active():
+        return nullcontext()
+    return telemetry.span(
+        f"prefilter {scope}", "GUARDRAIL", {"debate.prefilters": [p.name for p in cascade.prefilters]}
+    )
+
+
+def _claims_text(plan: Plan | Failure) -> str:
+    return plan.message if isinstance(plan, Failure) else "\n".join(c.text for c in plan.claims)
+
+
+class Pipeline:
+    """Verifies responses with a started runtime's resources, one chain and one team factory."""
+
+    def __init__(self, runtime: Runtime, chain: MarkovChain, team_factory: TeamFactory) -> None:
+        self.runtime = runtime
+        self.chain = chain
+        self.team_factory = team_factory
+
+    async def verify(
+        self,
+        response: str,
+        *,
+        question: str | None = None,
+        reference: Reference | None = None,
+        task: str = "qa",
+        reference_source: str | None = None,
+        claims: Sequence[str] | None = None,
+        item_id: str | None = None,
+    ) -> Report:
+        """One response's report (see `Verifier.verify` for what each task reads)."""
+        if not response.strip():
+            raise InputError("response is empty")
+        item = TaskInput(
+            response=response,
+            question=question,
+            reference=reference,
+            reference_source=reference_source,
+            claims=claims,
+            id=item_id,
+        )
+        attributes = {"input.value": response, "debate.task": task, "debate.item": item_id, "debate.question": question}
+        with item_scope(item_id), telemetry.span("verify", "CHAIN", attributes) as current:
+            report = await self._verify(task, item)
+            telemetry.set_attributes(current, {"output.value": report.verdict, "debate.claims": len(report.claims)})
+            telemetry.evaluation(
+                current, name="hallucination", label=report.verdict, score=report.score, explanation=report.note
+            )
+            return report
+
+    async def _verify(self, task: str, item: TaskInput) -> Report:
+        started = time.perf_counter()
+        response, question = item.response, item.question
+        with telemetry.span("extract", "CHAIN", {"input.value": response}) as current:
+            plan = await self._plan(task, item)
+            telemetry.set_attributes(current, {"output.value": _claims_text(plan)})
+        if isinstance(plan, Failure):
+            return self._failed_report(task, item, plan, started)
+        cascade = Cascade(self.runtime.prefilters, min_rounds=self.runtime.config.debate.min_rounds)
+        with _prefilter_span(cascade, "response"):
+            checks = await cascade.check_response(response, plan)
+        if isinstance(checks, Failure):
+            return self._failed_report(task, item, checks, started)
+        risk = cascade.risk(checks)
+        verdicts = await gather_ordered(
+            list(enumerate(plan.claims)),
+            lambda ic: self._claim(*ic, plan, cascade, risk),
+            limit=self.runtime.config.claim_concurrency,
+        )
+        config = self.runtime.config
+        if config.localize:
+            verdicts = await self._localized(verdicts)
+        outcome = roll_up(verdicts, rule=config.rollup, soft_threshold=config.soft_threshold)
+        notes = [*plan.notes, *([outcome.note] if outcome.note else [])]
+        return Report(
+            task=task,
+            question=question,
+            response=response,
+            factual=outcome.factual,
+            verdict=outcome.verdict,
+            rollup=config.rollup,
+            score=response_score(verdicts),
+            ratios=claim_ratios(verdicts),
+            note="; ".join(notes) or None,
+            extraction=plan.extraction,
+            prefilter=cascade.summary(verdicts, plan, checks, risk),
+            claims=verdicts,
+            usage=plan.extraction.usage + Usage.total(v.usage for v in verdicts),
+            elapsed_s=time.perf_counter() - started,
+            meta=self.runtime.meta(),
+        )
+
+    async def _localized(self, verdicts: list[ClaimVerdict]) -> list[ClaimVerdict]:
+        retriever, language = self.runtime.retriever(), self.runtime.config.language
+        return [v.model_copy(update={"localized": await localize(v, retriever, language)}) for v in verdicts]
+
+    async def _plan(self, task: str, item: TaskInput) -> Plan | Failure:
+        """The task's plan with its claims grounded in the response (the caller's own claims are never dropped),
+        or the failure that left the response without claims."""
+        try:
+            plan = await self.runtime.task(task).plan(item, self.runtime)
+        except InputError:
+            raise
+        except DebateError as exc:
+            if is_fatal(exc):
+                raise
+            return Failure.from_error(exc, "extraction")
+        grounded = ground_claims(plan.claims, item.response, may_drop=plan.extraction.method != "given")
+        extraction, notes = plan.extraction, list(plan.notes)
+        if grounded.dropped:
+            extraction = extraction.model_copy(update={"dropped": grounded.dropped})
+            notes.append(f"{len(grounded.dropped)} extracted claim(s) dropped: nothing in the response supports them")
+        return dataclasses.replace(
+            plan, question=item.question, claims=grounded.claims, extraction=extraction, notes=notes
+        )
+
+    async def _claim(self, index: int, claim: Claim, plan: Plan, cascade: Cascade, risk: RiskLevel) -> ClaimVerdict:
+        with telemetry.span(f"claim {claim.id}", "EVALUATOR", {"input.value": claim.text}) as current:
+            verdict = await self._judge_claim(index, claim, plan, cascade, risk)
+            telemetry.set_attributes(
+                current, {"output.value": verdict.label or verdict.status, "debate.decided_by": verdict.decided_by}
+            )
+            telemetry.evaluation(current, **claim_evaluation(verdict))
+            return verdict
+
+    async def _judge_claim(
+        self, index: int, claim: Claim, plan: Plan, cascade: Cascade, risk: RiskLevel
+    ) -> ClaimVerdict:
+        try:
+            with telemetry.span("evidence", "RETRIEVER", {"input.value": claim.text}) as current:
+                evidence, usage = await plan.evidence.evidence(claim)
+                telemetry.set_attributes(current, telemetry.documents(evidence))
+        except DebateError as exc:
+            if is_fatal(exc):
+                raise
+            failure = Failure.from_error(exc, "evidence")
+            return ClaimVerdict.unverifiable(claim, failure, evidence=[], debate=None, usage=Usage())
+        with _prefilter_span(cascade, "claim"):
+            outcome = await cascade.check_claim(index, claim, evidence, usage, plan, risk)
+        if isinstance(outcome, Undecided):
+            with telemetry.span("debate", "AGENT", {"debate.chain": self.chain.spec.name}):
+                return await self.verify_claim(claim, evidence, usage=outcome.usage, prefilters=outcome.decisions)
+        return outcome
+
+    async def verify_claim(
+        self,
+        claim: Claim,
+        evidence: Sequence[Evidence],
+        *,
+        usage: Usage | None = None,
+        prefilters: list[PrefilterDecision] | None = None,
+    ) -> ClaimVerdict:
+        """Debate one claim over the chain. A failed debate ends `unverifiable` with its typed failure."""
+        team = self.team_factory.new_team(
+            client=self.runtime.client, config=self.runtime.config.debate, chain=self.chain
+        )
+        result = await team.debate(claim, list(evidence))
+        total = result.usage + (usage or Usage())
+        if result.final is None:
+            failure = result.failure or Failure(kind="reply_unusable", message="no verdict", stage="debate")
+            return ClaimVerdict.unverifiable(
+                claim, failure, evidence=list(evidence), debate=result, usage=total, prefilters=prefilters
+            )
+        return ClaimVerdict.verified(
+            claim, result.final, evidence=list(evidence), debate=result, usage=total, prefilters=prefilters
+        )
+
+    def _failed_report(self, task: str, item: TaskInput, failure: Failure, started: float) -> Report:
+        return Report(
+            task=task,
+            question=item.question,
+            response=item.response,
+            factual=None,
+            verdict="unverifiable",
+            rollup=self.runtime.config.rollup,
+            score=None,
+            ratios=claim_ratios([]),
+            note=f"no claims were judged: {failure.message}",
+            failure=failure,
+            extraction=ExtractionInfo(method="failed"),
+            claims=[],
+            usage=Usage(),
+            elapsed_s=time.perf_counter() - started,
+            meta=self.runtime.meta(),
+        )

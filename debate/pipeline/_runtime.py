@@ -1,0 +1,208 @@
+"""What a Verifier owns while it runs: the model client (and the embedded server behind it), the call cache, the
+shared retrieval resources, the started prefilters and the run's reproducibility record. It is the `StageContext`
+every stage receives; it holds no pipeline logic."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from debate import telemetry
+from debate.config import ModelConfig, VerifierConfig
+from debate.errors import InputError
+from debate.evidence import RetrievalCache
+from debate.llm import ChatClient
+from debate.llm._cache import CachingChatClient
+from debate.llm._embedded import EMBEDDED_MAX_STRING_CHARS, EMBEDDED_MODEL_NAME, EmbeddedServer
+from debate.llm._openai_client import OpenAIChatClient
+from debate.llm._traced import TracedChatClient
+from debate.plugins import PREFILTERS, RETRIEVERS, SEARCH_BACKENDS, TASKS, Prefilter, Retriever, SearchBackend, Task
+from debate.provenance import git_commit, package_version
+from debate.types import RunMeta
+
+__all__ = ["Runtime"]
+
+_NOT_STARTED = "Verifier is not started; use `async with Verifier(...) as v:`"
+
+
+class Runtime:
+    """The resources of one Verifier, started and closed with it (see `start` and `close`)."""
+
+    def __init__(
+        self,
+        config: VerifierConfig,
+        *,
+        client: ChatClient | None = None,
+        prompts_dir: str | None = None,
+        attached_embedded: bool = False,
+        prompt_hashes: dict[str, str] | None = None,
+    ) -> None:
+        self._config = config
+        self._attached_embedded = attached_embedded
+        self._client = client
+        self._owns_client = client is None
+        self._server: EmbeddedServer | None = None
+        self.model_config: ModelConfig = config.model
+        """The model configuration as resolved at start (endpoint, model name, structured output)."""
+        self._prompts_dir = prompts_dir
+        self._prompt_hashes = dict(prompt_hashes or {})
+        self._cache = RetrievalCache(directory=config.retrieval.cache_dir)
+        self._retriever: Retriever | None = None
+        self._search_backend: SearchBackend | None = None
+        self._tasks: dict[str, Task] = {}
+        self._prefilters: list[Prefilter] | None = None
+
+    # --- StageContext -------------------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> VerifierConfig:
+        return self._config
+
+    @property
+    def client(self) -> ChatClient:
+        if self._client is None:
+            raise RuntimeError(_NOT_STARTED)
+        return self._client
+
+    @property
+    def prompts_dir(self) -> str | None:
+        return self._prompts_dir
+
+    @property
+    def cache(self) -> RetrievalCache:
+        return self._cache
+
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            self._retriever = RETRIEVERS.get(self._config.retrieval.retriever)()
+        return self._retriever
+
+    def search_backend(self) -> SearchBackend | None:
+        if self._config.search is None:
+            return None
+        if self._search_backend is None:
+            self._search_backend = SEARCH_BACKENDS.get(self._config.search.backend)(self._config.search)
+        return self._search_backend
+
+    # --- what the pipeline uses ---------------------------------------------------------------------------------
+
+    @property
+    def embedded(self) -> bool:
+        return self._server is not None or self._attached_embedded
+
+    @property
+    def prefilters(self) -> list[Prefilter]:
+        if self._prefilters is None:
+            raise RuntimeError(_NOT_STARTED)
+        return self._prefilters
+
+    def task(self, name: str) -> Task:
+        """The registered task, made once per runtime; an unknown name is the caller's InputError."""
+        if name not in self._tasks:
+            try:
+                factory = TASKS.get(name)
+            except LookupError as exc:
+                raise InputError(str(exc)) from exc
+            self._tasks[name] = factory()
+        return self._tasks[name]
+
+    def meta(self) -> RunMeta:
+        """The reproducibility record attached to every report."""
+        resolved = self._config.model_copy(update={"model": self.model_config})
+        prompts = dict(self._prompt_hashes)
+        for prefilter in self.prefilters:
+            prompts |= prefilter.prompt_hashes()
+        return RunMeta(
+            model=self.client.model_name,
+            base_url=self.model_config.base_url,
+            embedded=self.embedded,
+            config=resolved.model_dump(mode="json"),
+            prompt_set=self._prompts_dir or "paper",
+            prompts=prompts,
+            seed=self.model_config.seed,
+            package_version=package_version(),
+            git_commit=git_commit(),
+            created_at=datetime.now(UTC),
+        )
+
+    def worker_configs(self, workers: int) -> list[VerifierConfig]:
+        """This started runtime's configuration for each of up to `workers` processes: the resolved endpoint and
+        model (so no worker starts its own embedded model), with the model concurrency split between them so that
+        together they send what one process would (one worker per slot at most)."""
+        if self._client is None:
+            raise RuntimeError(_NOT_STARTED)
+        total = self.model_config.max_concurrency
+        count = max(1, min(workers, total))
+        shares = [total // count + (1 if k < total % count else 0) for k in range(count)]
+        return [
+            self._config.model_copy(update={"model": self.model_config.model_copy(update={"max_concurrency": share})})
+            for share in shares
+        ]
+
+    # --- life cycle ---------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the embedded model when no endpoint is configured, open the client, wrap it in the call cache
+        when one is configured, and make the prefilters. On failure, `close` releases what was started."""
+        # Tracing first: a missing extra or a bad endpoint is refused before any model starts.
+        tracing = telemetry.configure(self._config.telemetry.endpoint, project=self._config.telemetry.project)
+        if self._client is None:
+            await self._open_client()
+        if self._config.call_cache is not None:
+            self._wrap_in_cache(self._config.call_cache)
+        if tracing:
+            self._client = TracedChatClient(
+                self.client, temperature=self.model_config.temperature, owns_inner=self._owns_client
+            )
+            self._owns_client = True
+        self._prefilters = [PREFILTERS.get(name)(self) for name in self._config.prefilter.prefilters]
+
+    async def _open_client(self) -> None:
+        model_config = self._config.model
+        if model_config.base_url is None:
+            self._server = EmbeddedServer()
+            await self._server.astart()
+            model_config = model_config.model_copy(
+                update={
+                    "base_url": self._server.base_url,
+                    "model": EMBEDDED_MODEL_NAME,
+                    # llama.cpp rejects json_schema; its own json_object+schema form constrains decoding.
+                    "structured_output": "json_object"
+                    if model_config.structured_output == "auto"
+                    else model_config.structured_output,
+                    # One model instance answers one request at a time; more in flight only queue.
+                    "max_concurrency": 1,
+                    # A 135M model under a grammar can write one string until the token limit cuts the reply.
+                    "max_string_chars": model_config.max_string_chars or EMBEDDED_MAX_STRING_CHARS,
+                }
+            )
+        client = OpenAIChatClient(config=model_config)
+        self._client = client
+        await client.resolve_model()
+        self.model_config = model_config.model_copy(update={"model": client.model_name})
+
+    def _wrap_in_cache(self, path: str) -> None:
+        settings = self.model_config.model_dump(
+            mode="json", include={"temperature", "max_tokens", "seed", "structured_output", "max_string_chars"}
+        )
+        endpoint = self.model_config.base_url or "scripted"
+        if self.embedded:
+            endpoint = "embedded:" + EMBEDDED_MODEL_NAME  # its loopback port changes every start
+        self._client = CachingChatClient(
+            self.client, path=path, endpoint=endpoint, settings=settings, owns_inner=self._owns_client
+        )
+        self._owns_client = True
+
+    async def close(self) -> None:
+        """Close the search backend and the client (when owned), then stop the embedded server, whatever fails."""
+        try:
+            if self._search_backend is not None:
+                backend, self._search_backend = self._search_backend, None
+                await backend.aclose()
+            if self._owns_client and self._client is not None:
+                client, self._client = self._client, None
+                await client.aclose()
+        finally:
+            telemetry.flush()
+            if self._server is not None:
+                server, self._server = self._server, None
+                server.stop()

@@ -1,0 +1,302 @@
+"""The extension points: the pipeline's stages as small protocols, and one registry per stage.
+
+    plan (Task) -> evidence (EvidenceSource) -> prefilters (Prefilter, in config order) -> debate (Team over a
+    chain) -> rollup -> Report
+
+The Verifier only orchestrates these; it names no task, prefilter, chain or rollup. Each registry loads the
+project's built-ins on first use and installed plugins from the entry point group `markov_debate.<stage>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+
+from debate.config import DebateConfig, SearchConfig, VerifierConfig
+from debate.errors import UsageError, validation_problem
+from debate.registry import Registry, UnknownNameError
+from debate.types import (
+    Claim,
+    ClaimVerdict,
+    DebateResult,
+    Evidence,
+    ExtractionInfo,
+    PrefilterDecision,
+    ReportVerdict,
+    ResponseCheck,
+    Source,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from debate.engine import ChainSpec, MarkovChain
+    from debate.evidence import RetrievalCache
+    from debate.llm import ChatClient
+
+__all__ = [
+    "CHAINS",
+    "PREFILTERS",
+    "RETRIEVERS",
+    "ROLLUPS",
+    "SEARCH_BACKENDS",
+    "TASKS",
+    "TEAMS",
+    "EstimatesWork",
+    "EvidenceSource",
+    "Plan",
+    "Prefilter",
+    "PrefilterFactory",
+    "Reference",
+    "Retriever",
+    "Rollup",
+    "RollupRule",
+    "SearchBackend",
+    "SearchHit",
+    "StageContext",
+    "Task",
+    "TaskInput",
+    "TaskWork",
+    "Team",
+    "TeamFactory",
+    "check_config",
+    "prefilter_options",
+]
+
+Reference = str | Sequence[Evidence] | Sequence[Source] | Mapping[str, str]
+"""Knowledge text, a document, evidence items, or RAG sources ({id: text} or Source items)."""
+
+
+@dataclass(frozen=True)
+class TaskInput:
+    """One response to verify, as the caller gave it."""
+
+    response: str
+    question: str | None = None
+    reference: Reference | None = None
+    reference_source: str | None = None
+    """Where the reference came from (a file, a batch line), recorded on its evidence."""
+    claims: Sequence[str] | None = None
+    """Claims to verify instead of extracting them."""
+    id: str | None = None
+    """The caller's id for the item (a batch line's, an audit's): every model call made for it carries it."""
+
+
+class EvidenceSource(Protocol):
+    """Gives each claim its evidence. Raises a DebateError (e.g. EvidenceUnavailableError) when it cannot."""
+
+    async def evidence(self, claim: Claim) -> tuple[list[Evidence], Usage]: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a task made of a response: its claims and where each claim's evidence comes from."""
+
+    claims: list[Claim]
+    extraction: ExtractionInfo
+    evidence: EvidenceSource
+    notes: list[str] = field(default_factory=list)
+    sources: list[Source] | None = None
+    """RAG sources, when the task has them (prefilters check citations against them)."""
+    question: str | None = None
+    """The question the response answers (the pipeline's copy of the plan carries it)."""
+
+
+class StageContext(Protocol):
+    """What stages may use: the model client, the configuration, and shared, lazily built resources."""
+
+    @property
+    def client(self) -> ChatClient: ...
+
+    @property
+    def config(self) -> VerifierConfig: ...
+
+    @property
+    def prompts_dir(self) -> str | None: ...
+
+    @property
+    def cache(self) -> RetrievalCache: ...
+
+    def retriever(self) -> Retriever: ...
+
+    def search_backend(self) -> SearchBackend | None: ...
+
+
+@dataclass(frozen=True)
+class TaskWork:
+    """What a task expects one item to cost before its claims' debates (`debate verify --estimate`)."""
+
+    claims: float
+    """Claims it expects (exact when given or found by rule, else one per sentence up to claims.max_claims)."""
+    calls: float = 0.0
+    """Model calls per item before the debates (extraction, the subjective filter)."""
+    input_chars: int = 0
+    """Characters those calls send (prompt and text)."""
+    claim_chars: float = 0.0
+    """Characters of one claim."""
+    evidence_chars: float = 0.0
+    """Characters of one claim's evidence."""
+    claim_calls: float = 0.0
+    """Model calls per claim outside the debate (search queries)."""
+
+
+@runtime_checkable
+class EstimatesWork(Protocol):
+    """A task that can say what an item will cost before running it (optional: a task without it is estimated
+    as one extraction call and one claim per sentence)."""
+
+    def expected_work(self, item: TaskInput, config: VerifierConfig) -> TaskWork: ...
+
+
+class Task(Protocol):
+    """A verification setting (qa, summarization, dialogue, ...): turns a response into a Plan."""
+
+    name: str
+
+    async def plan(self, item: TaskInput, ctx: StageContext) -> Plan:
+        """Raise InputError for a malformed item; model and extraction failures as their DebateErrors."""
+        ...
+
+
+class Prefilter(Protocol):
+    """A cheap check before the debate; `decision` factual/non_factual decides the claim without one."""
+
+    name: str
+
+    def prompt_hashes(self) -> dict[str, str]: ...
+
+    async def check(self, claim: Claim, index: int, evidence: Sequence[Evidence], plan: Plan) -> PrefilterDecision:
+        """Raise a DebateError when the check cannot run for a reason that is not the claim's (endpoint down)."""
+        ...
+
+    async def check_response(self, response: str, plan: Plan) -> ResponseCheck | None:
+        """Once per response, before its claims (citation rules, an LLM judge). A high risk keeps every claim in
+        the debate. Raise a DebateError when the check cannot run: the response then gets that failure."""
+        ...
+
+    def summarize(self, verdicts: Sequence[ClaimVerdict], plan: Plan) -> ResponseCheck | None:
+        """Once per response, after its claims (e.g. the grounding block built from the claims' signals)."""
+        ...
+
+    def note(self) -> str | None:
+        """Something the report should say about this prefilter (e.g. that it could not run)."""
+        ...
+
+
+PrefilterFactory = Callable[["StageContext"], Prefilter]
+
+
+class Retriever(Protocol):
+    """Scores candidate sentences against a query."""
+
+    name: str
+
+    def rank(self, query: str, sentences: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """Indices and scores of the `k` best sentences, best first (blocking; run it in a thread)."""
+        ...
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One search result."""
+
+    title: str
+    snippet: str
+    url: str
+
+
+class SearchBackend(Protocol):
+    name: str
+
+    async def search(self, query: str, k: int) -> list[SearchHit]:
+        """Raise EvidenceUnavailableError when the backend fails."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Rollup:
+    """A response-level verdict."""
+
+    factual: bool | None
+    verdict: ReportVerdict
+    note: str | None = None
+
+
+RollupRule = Callable[[Sequence[ClaimVerdict], float], Rollup]
+"""Claims (and the soft threshold) -> the response's verdict."""
+
+
+class Team(Protocol):
+    """The agents of one claim's debate, run over a chain. A new team per claim: no agent state crosses claims."""
+
+    async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
+        """The chain's transcript. Model failures end it as `failed` with a typed failure; a fatal endpoint error
+        (every further call would fail the same way) is raised."""
+        ...
+
+
+class TeamFactory(Protocol):
+    """Makes a fresh Team per claim and reports the prompt files it uses."""
+
+    def new_team(self, *, client: ChatClient, config: DebateConfig, chain: MarkovChain) -> Team: ...
+
+    def prompt_hashes(self, chain: MarkovChain) -> dict[str, str]: ...
+
+
+TASKS: Registry[Callable[[], Task]] = Registry("tasks", builtins=("debate.tasks",))
+RETRIEVERS: Registry[Callable[[], Retriever]] = Registry("retrievers", builtins=("debate.evidence",))
+SEARCH_BACKENDS: Registry[Callable[[SearchConfig], SearchBackend]] = Registry("search", builtins=("debate.evidence",))
+PREFILTERS: Registry[PrefilterFactory] = Registry("prefilters", builtins=("debate.prefilter",))
+ROLLUPS: Registry[RollupRule] = Registry("rollups", builtins=("debate.rollup",))
+TEAMS: Registry[Callable[..., TeamFactory]] = Registry("teams")
+"""Teams come from entry points only (the autogen team lives in agents/, which debate/ never imports)."""
+CHAINS: Registry[ChainSpec | Callable[[], ChainSpec]] = Registry("chains", builtins=("debate.engine",))
+"""Chain specs by name: the paper's four transition rules, and installed ones (a ChainSpec, or a zero-argument
+callable returning one)."""
+
+
+def prefilter_options(name: str) -> type[BaseModel] | None:
+    """The options model prefilter `name` declares (its `Options` class), or None when it takes no options.
+
+    Raises:
+        UnknownNameError: no prefilter is registered as `name`.
+    """
+    model = getattr(PREFILTERS.get(name), "Options", None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def check_config(config: VerifierConfig) -> None:
+    """Check every name the configuration gives a stage against its registry (built-ins and installed plugins),
+    and each prefilter's options against the model it declares. The Verifier calls it before it builds anything.
+
+    Raises:
+        UnknownNameError: a name nothing is registered under; the message names the field, the known names and the
+            closest one.
+        UsageError: options for a prefilter that declares none, or that do not fit its options model.
+    """
+    names: list[tuple[str, Registry[Any], str]] = [
+        ("team", TEAMS, config.team),
+        ("rollup", ROLLUPS, config.rollup),
+        ("retrieval.retriever", RETRIEVERS, config.retrieval.retriever),
+        *(("prefilter.prefilters", PREFILTERS, name) for name in config.prefilter.prefilters),
+    ]
+    if config.search is not None:
+        names.append(("search.backend", SEARCH_BACKENDS, config.search.backend))
+    chain = config.debate.chain
+    if not (chain.endswith((".toml", ".json")) or "/" in chain):  # a spec file is validated when it is loaded
+        names.append(("debate.chain", CHAINS, chain))
+    for where, registry, name in names:
+        if name not in registry:
+            raise UnknownNameError(f"{where}: {registry.unknown(name)}")
+    for name, values in config.prefilter.options.items():
+        model = prefilter_options(name)
+        if model is None:
+            raise UsageError(f"prefilter.options: prefilter {name!r} takes no options (it declares no Options model)")
+        try:
+            model.model_validate(values)
+        except ValidationError as exc:
+            raise UsageError(f"prefilter.options: options of prefilter {name!r}: {validation_problem(exc)}") from None

@@ -1,0 +1,55 @@
+"""What the tool-call checks say, in the tool-call source's own words (zh: its Chinese, character for character) or
+in our English rendering of them (en, the default). Values are formatted as the source's f-strings format them
+(`str(value)`, a list as Python writes it), so a message names a value the way the source's would."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = ["MessageLanguage", "message"]
+
+MessageLanguage = Literal["en", "zh"]
+"""en: our English rendering (default); zh: the source's Chinese text exactly."""
+
+_TEXT: dict[str, dict[MessageLanguage, str]] = {
+    "tool_close": {"en": "tool '{name}' does not exist", "zh": "工具 '{name}' 不存在"},
+    "tool_close_fix": {"en": "you may have meant to call '{best}'", "zh": "您可能想调用 '{best}'"},
+    "tool_none": {"en": "tool '{name}' does not exist at all", "zh": "工具 '{name}' 完全不存在"},
+    "tool_none_fix": {"en": "available tools: {tools}", "zh": "可用工具: {tools}"},
+    "undefined": {"en": "parameter '{name}' is not in the tool definition", "zh": "参数 '{name}' 未在工具定义中"},
+    "undefined_fix": {"en": "allowed parameters: {allowed}", "zh": "允许的参数: {allowed}"},
+    "below": {
+        "en": "parameter '{name}' value {value} is less than the minimum {limit}",
+        "zh": "参数 '{name}' 值 {value} 小于最小值 {limit}",
+    },
+    "below_fix": {"en": "please use a value not less than {limit}", "zh": "请使用不小于 {limit} 的值"},
+    "above": {
+        "en": "parameter '{name}' value {value} is greater than the maximum {limit}",
+        "zh": "参数 '{name}' 值 {value} 大于最大值 {limit}",
+    },
+    "above_fix": {"en": "please use a value not greater than {limit}", "zh": "请使用不大于 {limit} 的值"},
+    "enum": {
+        "en": "parameter '{name}' value '{value}' is not in the allowed list",
+        "zh": "参数 '{name}' 值 '{value}' 不在允许列表中",
+    },
+    "enum_fix": {"en": "allowed values: {allowed}", "zh": "允许的值: {allowed}"},
+    "endpoint": {
+        "en": "API endpoint '{endpoint}' does not exist in the knowledge base",
+        "zh": "API 端点 '{endpoint}' 在知识库中不存在",
+    },
+    "endpoint_fix": {"en": "please use a known API endpoint", "zh": "请使用已知的 API 端点"},
+    "permission": {"en": "insufficient user permissions", "zh": "用户权限不足"},
+    "permission_fix": {"en": "the delete operation cannot be executed", "zh": "无法执行删除操作"},
+    "intro": {
+        "en": "I found the following problems in your last message, please try again:",
+        "zh": "我发现您上一条消息中存在以下问题,请重新尝试:",
+    },
+    "suggestion": {"en": "Suggestion", "zh": "建议"},
+    "outro": {"en": "Please call the correct tool again.", "zh": "请重新调用正确的工具。"},
+    "passed": {"en": "The tool call passed all checks.", "zh": "工具调用通过验证,可以执行"},
+}
+
+
+def message(key: str, language: MessageLanguage = "en", **values: object) -> str:
+    """The text `key` in `language`, its {names} filled with the values as `str()` writes them."""
+    return _TEXT[key][language].format(**{k: str(v) for k, v in values.items()})

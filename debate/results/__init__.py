@@ -1,0 +1,69 @@
+"""The results log and what is read from it: typed records, the resumable JSONL log, batches, data frames, monitoring
+figures, RefChecker's output shape, the severity scale.
+"""
+
+from debate.results._batch import (
+    BatchError,
+    BatchItem,
+    BatchSummary,
+    EndpointDownError,
+    count_pending,
+    read_items,
+    run_batch,
+)
+from debate.results._frames import load_run
+from debate.results._jsonl import OutputLock, ResultsLog, ResumeState, compact, run_ordered, scan_results
+from debate.results._monitoring import RagMonitoring, rag_monitoring
+from debate.results._records import (
+    TRANSIENT_ERROR_KINDS,
+    ErrorInfo,
+    ErrorRecord,
+    FailOn,
+    PredictionRecord,
+    Record,
+    ResultRecord,
+    fails_on,
+    parse_record,
+    read_records,
+    transient_failure,
+)
+from debate.results._refchecker import Aggregator, EvaluationRates, evaluation_rates, refchecker_item, write_refchecker
+from debate.results._severity import SEVERITY, SEVERITY_KEY, severity_text
+
+__all__ = [
+    "SEVERITY",
+    "SEVERITY_KEY",
+    "TRANSIENT_ERROR_KINDS",
+    "Aggregator",
+    "BatchError",
+    "BatchItem",
+    "BatchSummary",
+    "EndpointDownError",
+    "ErrorInfo",
+    "ErrorRecord",
+    "EvaluationRates",
+    "FailOn",
+    "OutputLock",
+    "PredictionRecord",
+    "RagMonitoring",
+    "Record",
+    "ResultRecord",
+    "ResultsLog",
+    "ResumeState",
+    "compact",
+    "count_pending",
+    "evaluation_rates",
+    "fails_on",
+    "load_run",
+    "parse_record",
+    "rag_monitoring",
+    "read_items",
+    "read_records",
+    "refchecker_item",
+    "run_batch",
+    "run_ordered",
+    "scan_results",
+    "severity_text",
+    "transient_failure",
+    "write_refchecker",
+]

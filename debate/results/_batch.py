@@ -1,0 +1,382 @@
+"""JSONL batches: streamed, in input order, resumable after any interruption (kill -9 included), one writer per
+output. A re-run redoes what did not finish (transient failures, input lines fixed since) and ends with exactly one
+record per input line, in input order."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from debate.claims._extract import triplet_sentence
+from debate.errors import DebateError, InputError, ModelRequestError, ModelUnavailableError
+from debate.pipeline import Verifier
+from debate.plugins import Reference
+from debate.results._jsonl import OutputLock, ResumeState, compact, run_ordered, scan_results
+from debate.results._records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord, fails_on
+from debate.tasks._rag import sources_from
+from debate.types import Evidence, Source, Usage
+
+__all__ = [
+    "BatchError",
+    "BatchItem",
+    "BatchSummary",
+    "EndpointDownError",
+    "count_pending",
+    "read_items",
+    "run_batch",
+]
+
+log = logging.getLogger(__name__)
+
+
+class BatchError(ModelRequestError):
+    """The batch cannot proceed: the endpoint refuses every request (finished records are kept)."""
+
+
+class EndpointDownError(ModelUnavailableError):
+    """Several items in a row failed for a transient reason: the endpoint is down; the batch stops."""
+
+
+class BatchItem(BaseModel):
+    """One input item, with RefChecker's field names. Other fields are carried through to the output."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(min_length=1)
+    """Unique within the file; the resume key (a RefChecker JSON array may leave it out: the item's index is used)."""
+    question: str | None = None
+    """The question the response answers."""
+    response: str = Field(min_length=1)
+    """The text to check."""
+    reference: str | dict[str, str] | list[str] | list[dict[str, Any]] | None = None
+    """Evidence: knowledge or document text, or a list of passages (RefChecker's noisy context); for task rag the
+    sources ({id: text} or [{id, text, parent_id}])."""
+    claims: list[str] | list[list[str]] | None = None
+    """Claims to verify instead of extracting them: sentences, or RefChecker (subject, predicate, object) triplets."""
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_to_str(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("response")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    @field_validator("claims")
+    @classmethod
+    def _triplets(cls, value: list[str] | list[list[str]] | None) -> list[str] | list[list[str]] | None:
+        for claim in value or []:
+            if isinstance(claim, list) and len(claim) != 3:
+                raise ValueError("a triplet claim is [subject, predicate, object]")
+        return value
+
+    def claim_texts(self) -> list[str] | None:
+        if self.claims is None:
+            return None
+        return [c if isinstance(c, str) else triplet_sentence(*c) for c in self.claims]
+
+    def evidence(self) -> Reference | Sequence[Source] | None:
+        reference = self.reference
+        if isinstance(reference, list) and all(isinstance(r, str) for r in reference):
+            passages = [r for r in reference if isinstance(r, str) and r.strip()]
+            return [Evidence(text=p.strip(), source=f"passage {i}", kind="given") for i, p in enumerate(passages, 1)]
+        if isinstance(reference, list):
+            return sources_from([r for r in reference if isinstance(r, dict)])
+        return reference
+
+
+@dataclass
+class BatchSummary:
+    """What a batch run did."""
+
+    processed: int = 0
+    skipped_done: int = 0
+    redone: int = 0
+    """Items processed again: their earlier record was a transient failure or an input error since fixed."""
+    errors: int = 0
+    failed: int = 0
+    """Responses whose claims could not be obtained (a typed failure in the report)."""
+    factual: int = 0
+    non_factual: int = 0
+    unverifiable: int = 0
+    dropped: int = 0
+    """Superseded records removed when the output was compacted."""
+    fail_on_matched: int = 0
+    """Records whose verdict matched --fail-on."""
+    usage: Usage = field(default_factory=Usage)
+    """Model usage of the records written in this run."""
+    stopped: str | None = None
+    """Why the batch stopped before its end (the cost gate), if it did."""
+
+    def add(self, record: Record, fail_on: FailOn | None) -> None:
+        """Count one written record."""
+        self.processed += 1
+        if isinstance(record, ResultRecord):
+            self.usage = self.usage + record.result.usage
+        if isinstance(record, ErrorRecord):
+            self.errors += 1
+        elif isinstance(record, ResultRecord) and record.result.failure is not None:
+            self.failed += 1
+        elif record.verdict == "factual":
+            self.factual += 1
+        elif record.verdict == "non_factual":
+            self.non_factual += 1
+        else:
+            self.unverifiable += 1
+        self.fail_on_matched += fails_on(record.verdict, fail_on)
+
+
+@dataclass
+class _Work:
+    line: int
+    sha: str
+    raw: dict[str, Any] | None
+    item: BatchItem | None
+    error: str | None
+
+    @property
+    def key(self) -> str:
+        return self.item.id if self.item is not None else f"line:{self.line}"
+
+
+def _describe_validation(line: int, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(line)"
+        parts.append(f"field {where!r}: {err['msg']}")
+    return f"line {line}: " + "; ".join(parts)
+
+
+def _read_input(path: Path) -> Iterator[_Work]:
+    """JSONL read as bytes (a line that is not UTF-8 is one error naming its line; a BOM and CRLF are fine), or a
+    RefChecker JSON array (detected by its first character; an item's `line` is its 1-based index)."""
+    with path.open("rb") as fh:
+        head = fh.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
+    if head.startswith(b"["):
+        yield from _read_array(path)
+        return
+    with path.open("rb") as fh:
+        for number, raw_line in enumerate(fh, start=1):
+            sha = hashlib.sha256(raw_line.rstrip(b"\r\n")).hexdigest()
+            if number == 1 and raw_line.startswith(b"\xef\xbb\xbf"):
+                raw_line = raw_line[3:]
+            try:
+                text = raw_line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad = raw_line[exc.start : exc.start + 1].hex()
+                message = f"line {number}: not valid UTF-8 (byte 0x{bad} at column {exc.start + 1})"
+                yield _Work(number, sha, None, None, message)
+                continue
+            if not text.strip():
+                continue
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as exc:
+                yield _Work(number, sha, None, None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
+                continue
+            except RecursionError:
+                yield _Work(number, sha, None, None, f"line {number}: nested too deeply to read")
+                continue
+            yield _validate(number, sha, raw, "line")
+
+
+def read_items(path: Path) -> Iterator[tuple[int, BatchItem | None, str | None]]:
+    """The items of a JSONL or RefChecker JSON-array file: (line or item number, item, None), or (number, None, the
+    error naming that line) for one that cannot be read. Raises InputError for a JSON array unreadable as a whole."""
+    for work in _read_input(path):
+        yield work.line, work.item, work.error
+
+
+def _validate(number: int, sha: str, raw: Any, unit: str) -> _Work:
+    if not isinstance(raw, dict):
+        return _Work(number, sha, None, None, f"{unit} {number}: expected a JSON object, got {type(raw).__name__}")
+    try:
+        return _Work(number, sha, raw, BatchItem.model_validate(raw), None)
+    except ValidationError as exc:
+        return _Work(number, sha, raw, None, _describe_validation(number, exc).replace("line", unit, 1))
+    except RecursionError:
+        return _Work(number, sha, raw, None, f"{unit} {number}: nested too deeply to read")
+
+
+def _read_array(path: Path) -> Iterator[_Work]:
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start + 1})") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path} line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg})") from exc
+    except RecursionError as exc:
+        raise InputError(f"{path}: nested too deeply to read") from exc
+    if not isinstance(data, list):
+        raise InputError(f"{path}: a JSON input must be an array of items (RefChecker's format)")
+    for index, raw in enumerate(data, start=1):
+        sha = hashlib.sha256(json.dumps(raw, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+        if isinstance(raw, dict) and raw.get("id") is None:
+            # RefChecker's items have no id: the 0-based index is the key (`id_from_index` marks it as ours).
+            raw = {**raw, "id": str(index - 1), "id_from_index": True}
+        yield _validate(index, sha, raw, "item")
+
+
+async def run_batch(
+    *,
+    verifier: Verifier,
+    input_path: Path,
+    output_path: Path,
+    items_in_flight: int,
+    task: str = "qa",
+    retry_failed: bool = True,
+    max_consecutive_failures: int = 5,
+    fail_on: FailOn | None = None,
+    on_record: Callable[[Record], None] | None = None,
+    workers: int = 1,
+    gate: Callable[[BatchItem | None, BatchSummary], str | None] | None = None,
+) -> BatchSummary:
+    """Verify every line of `input_path` not yet finished in `output_path`, appending results in input order, then
+    compact the output to one record per input line.
+
+    `items_in_flight` bounds the responses in progress; model calls are bounded by the client's own limit. After
+    `max_consecutive_failures` items in a row fail for a transient reason, EndpointDownError stops the batch
+    (finished records are kept; a re-run resumes). `workers` > 1 runs the items on that many processes sharing the
+    started `verifier`'s endpoint (see debate.workers); the output is the same. `gate` is asked before each item
+    starts (with what is written so far); when it gives a reason, no further item starts and the reason is the
+    summary's `stopped` (the cost limit: see debate.cli.cost)."""
+    summary = BatchSummary()
+    with OutputLock(output_path):
+        on_written = _EndpointWatch(summary, fail_on, max_consecutive_failures, on_record)
+        handler = functools.partial(_line_handler, input_path.name, task)
+        job = verifier.job(workers, handler)
+        first = True
+        while True:
+            state = scan_results(output_path, retry_failed=retry_failed and first)
+            before = summary.processed
+            works = _pending(input_path, state, summary, gate, count=first)
+            records = run_ordered(
+                works, handler(verifier), output=output_path, limit=items_in_flight, on_record=on_written, job=job
+            )
+            async for _ in records:
+                pass
+            # The gate stopped this pass while items were still running; they have all finished now, so the next
+            # item may fit after all: another pass asks it again (and stops at once when it does not).
+            if summary.stopped is None or summary.processed == before:
+                break
+            summary.stopped, first = None, False
+        _, summary.dropped = compact(output_path, (work.key for work in _dedupe(_read_input(input_path))))
+    return summary
+
+
+def _pending(
+    input_path: Path,
+    state: ResumeState,
+    summary: BatchSummary,
+    gate: Callable[[BatchItem | None, BatchSummary], str | None] | None,
+    *,
+    count: bool,
+) -> Iterator[_Work]:
+    """The input's work not finished in `state`, until the gate stops it (`count`: tally skipped and redone)."""
+    for work in _dedupe(_read_input(input_path)):
+        if state.done(work.key, work.sha):
+            summary.skipped_done += count
+            continue
+        if gate is not None and (reason := gate(work.item, summary)) is not None:
+            summary.stopped = f"stopped before line {work.line}: {reason}"
+            return
+        line_key = f"line:{work.line}"  # an earlier error record for this line: the line was fixed
+        if count and (work.key in state.redo or line_key in state.final or line_key in state.redo):
+            summary.redone += 1
+        yield work
+
+
+class _EndpointWatch:
+    """Counts each written record, and stops the batch when too many items in a row failed for a transient
+    reason (the endpoint is down: going on would only fail the rest)."""
+
+    def __init__(
+        self, summary: BatchSummary, fail_on: FailOn | None, limit: int, on_record: Callable[[Record], None] | None
+    ) -> None:
+        self.summary, self.fail_on, self.limit, self.on_record = summary, fail_on, limit, on_record
+        self.consecutive = 0
+
+    def __call__(self, record: Record) -> None:
+        self.summary.add(record, self.fail_on)
+        if self.on_record is not None:
+            self.on_record(record)
+        self.consecutive = 0 if record.is_final else self.consecutive + 1
+        if self.consecutive >= self.limit:
+            raise EndpointDownError(
+                f"{self.consecutive} items in a row failed because the endpoint is unavailable (last: "
+                f"{record.failure_message or 'unknown'}); finished records are kept; re-run to resume"
+            )
+
+
+async def _process(verifier: Verifier, input_name: str, task: str, work: _Work) -> Record:
+    """One input line's record: its report, or an error record naming the line."""
+    base: dict[str, Any] = dict(work.raw or {})
+
+    def error(kind: str, message: str) -> ErrorRecord:
+        sha = work.sha if kind == "input" else None
+        info = ErrorInfo(kind=kind, message=message)
+        return ErrorRecord.model_validate({**base, "line": work.line, "error": info, "line_sha256": sha})
+
+    if work.item is None:
+        return error("input", work.error or f"line {work.line}: unreadable")
+    try:
+        report = await verifier.verify(
+            work.item.response,
+            question=work.item.question,
+            reference=work.item.evidence(),
+            reference_source=f"{input_name}:{work.line}:reference",
+            task=task,
+            claims=work.item.claim_texts(),
+            item_id=work.item.id,
+        )
+    except InputError as exc:
+        return error("input", f"line {work.line}: {exc}")
+    except ModelRequestError as exc:
+        if exc.fatal:
+            raise BatchError(
+                f"the endpoint refuses every request ({exc}); finished records are kept", status=exc.status
+            ) from exc
+        return error(exc.kind, f"line {work.line}: {exc}")
+    except DebateError as exc:
+        return error(exc.kind, f"line {work.line}: {exc}")
+    return ResultRecord.model_validate({**base, "line": work.line, "result": report})
+
+
+def _line_handler(input_name: str, task: str, verifier: Verifier) -> Callable[[_Work], Awaitable[Record]]:
+    return functools.partial(_process, verifier, input_name, task)
+
+
+def count_pending(input_path: Path, output_path: Path, *, retry_failed: bool = True) -> tuple[int, int]:
+    """(items still to do, items already finished): a batch with nothing to do needs no model at all."""
+    state = scan_results(output_path, retry_failed=retry_failed)
+    todo = done = 0
+    for work in _dedupe(_read_input(input_path)):
+        if state.done(work.key, work.sha):
+            done += 1
+        else:
+            todo += 1
+    return todo, done
+
+
+def _dedupe(works: Iterator[_Work]) -> Iterator[_Work]:
+    """Input lines as the output keys them: a repeated id's later lines are errors keyed by their line."""
+    first_line: dict[str, int] = {}
+    for work in works:
+        if work.item is not None:
+            first = first_line.setdefault(work.item.id, work.line)
+            if first != work.line:
+                message = f"line {work.line}: duplicate id {work.item.id!r} (first on line {first})"
+                work = _Work(work.line, work.sha, work.raw, None, message)
+        yield work

@@ -1,0 +1,273 @@
+"""The one JSONL results log, shared by `debate verify --input` and the experiments: streamed in input order,
+resumable after any interruption (kill -9 included), one writer at a time.
+
+Records are `debate.results._records`' typed records, and whether one is final is their one rule (`is_final`): a final
+record is skipped on the next run, every other is redone (unless `retry_failed` is off). The last record of a
+key wins; `compact` rewrites the file atomically with exactly one record per input key, in input order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self, TypeVar
+
+from pydantic import ValidationError
+
+from debate.concurrency import ordered_map
+from debate.errors import UsageError
+from debate.results._records import ErrorRecord, Record, parse_record
+from debate.workers import Job, process_map
+
+__all__ = [
+    "OutputLock",
+    "ResultsLog",
+    "ResumeState",
+    "compact",
+    "run_ordered",
+    "scan_results",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass
+class ResumeState:
+    """What an output already holds: final keys (with the hash of the input line they answered) and the rest."""
+
+    final: dict[str, str | None] = field(default_factory=dict)
+    """Key -> sha256 of the input line the record answered (None when not recorded)."""
+    redo: set[str] = field(default_factory=set)
+    """Keys whose last record is not final: done again."""
+
+    def done(self, key: str, line_sha: str | None = None) -> bool:
+        if key not in self.final:
+            return False
+        recorded = self.final[key]
+        # An input error is final only for the line as it was: a fixed line is redone.
+        return not (key.startswith("line:") and recorded is not None and recorded != line_sha)
+
+
+def scan_results(output: Path, *, retry_failed: bool = True) -> ResumeState:
+    """Read an output one line at a time (memory stays flat); drop a torn last line left by an interruption."""
+    state = ResumeState()
+    if not output.exists():
+        return state
+    good_end = 0
+    with output.open("rb") as fh:
+        for number, raw_line in enumerate(fh, start=1):
+            if not raw_line.endswith(b"\n"):
+                break  # a record torn by an interruption: dropped below and redone
+            good_end += len(raw_line)
+            if not raw_line.strip():
+                continue
+            try:
+                record = json.loads(raw_line)
+            except json.JSONDecodeError as exc:
+                raise UsageError(
+                    f"{output} line {number} is not JSON ({exc.msg}); it is not an output of this tool"
+                ) from exc
+            try:
+                typed = parse_record(record)
+            except ValidationError:
+                log.warning("%s line %d: not a results record; its item is done again", output, number)
+                continue
+            key = typed.key
+            if key is None:
+                continue
+            if typed.is_final or not retry_failed:
+                state.final[key] = typed.line_sha256 if isinstance(typed, ErrorRecord) else None
+                state.redo.discard(key)
+            else:
+                state.final.pop(key, None)
+                state.redo.add(key)
+    size = output.stat().st_size
+    if good_end < size:
+        log.warning(
+            "%s: dropping an incomplete last record (%d bytes) left by an interrupted run", output, size - good_end
+        )
+        with output.open("r+b") as fh:
+            fh.truncate(good_end)
+    return state
+
+
+def _key(raw_line: bytes) -> str | None:
+    try:
+        return parse_record(json.loads(raw_line)).key
+    except ValidationError:
+        return None  # not a record: compact drops it
+
+
+def compact(output: Path, keys_in_order: Iterable[str]) -> tuple[int, int]:
+    """Rewrite `output` atomically: the last record of each key, in the given order. Records of keys not given
+    (superseded error records, ids no longer in the input) are dropped. Returns (kept, dropped)."""
+    if not output.exists():
+        return 0, 0
+    latest: dict[str, tuple[int, int]] = {}
+    total = 0
+    with output.open("rb") as fh:
+        offset = 0
+        for raw_line in fh:
+            if raw_line.strip():
+                total += 1
+                key = _key(raw_line)
+                if key is not None:
+                    latest[key] = (offset, len(raw_line))
+            offset += len(raw_line)
+    tmp = output.with_name(output.name + ".compact.tmp")
+    kept = 0
+    with output.open("rb") as source, tmp.open("wb") as target:
+        for key in keys_in_order:
+            where = latest.pop(key, None)
+            if where is None:
+                continue
+            source.seek(where[0])
+            target.write(source.read(where[1]))
+            kept += 1
+        target.flush()
+        os.fsync(target.fileno())
+    os.replace(tmp, output)
+    return kept, total - kept
+
+
+class ResultsLog:
+    """Appends one JSON record per line. Each record is flushed to the OS at once (a killed process loses nothing
+    written); fsync, for power loss, is grouped (every `sync_every` records or `sync_interval_s`, and at close).
+    A record torn by a crash is dropped at resume."""
+
+    def __init__(self, path: Path, *, sync_every: int = 64, sync_interval_s: float = 0.1) -> None:
+        self.path = path
+        self._fh: IO[str] | None = None
+        self._sync_every = sync_every
+        self._sync_interval_s = sync_interval_s
+        self._unsynced = 0
+        self._last_sync = time.monotonic()
+        self.syncs = 0
+
+    def __enter__(self) -> Self:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = self.path.open("a", encoding="utf-8")
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._fh is not None:
+            if self._unsynced:
+                self._sync()
+            self._fh.close()
+            self._fh = None
+
+    def _sync(self) -> None:
+        assert self._fh is not None
+        os.fsync(self._fh.fileno())
+        self.syncs += 1
+        self._unsynced = 0
+        self._last_sync = time.monotonic()
+
+    def write(self, record: Record) -> None:
+        assert self._fh is not None, "use ResultsLog as a context manager"
+        self._fh.write(record.to_json() + "\n")
+        self._fh.flush()
+        self._unsynced += 1
+        if self._unsynced >= self._sync_every or time.monotonic() - self._last_sync >= self._sync_interval_s:
+            self._sync()
+
+
+class OutputLock:
+    """One writer per output: an exclusive advisory lock on `<output>.lock`, which holds the writer's PID.
+
+    The OS drops the lock when its process dies (kill -9 included), so a stale lock is taken over safely. The file
+    is removed on a clean exit, while still locked; a process that locked a file which was removed meanwhile sees
+    that its path now names another file (or none) and locks again, so two writers never hold two different files."""
+
+    def __init__(self, output: Path) -> None:
+        self.path = output.with_name(output.name + ".lock")
+        self._fd: int | None = None
+
+    def __enter__(self) -> Self:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                _lock(fd)
+            except OSError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                output = self.path.name.removesuffix(".lock")
+                raise UsageError(
+                    f"{output} is being written by another process (PID {holder}); wait for it to finish or choose "
+                    "another --output"
+                ) from None
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)  # its holder removed it on exit after we opened it: lock the current file
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._fd is not None:
+            self.path.unlink(missing_ok=True)
+            _unlock(self._fd)
+            os.close(self._fd)
+            self._fd = None
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
+
+
+if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+    import msvcrt
+
+    def _lock(fd: int) -> None:
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+
+    def _unlock(fd: int) -> None:
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _lock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def _unlock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+async def run_ordered(
+    items: Iterable[T],
+    fn: Callable[[T], Awaitable[Record]],
+    *,
+    output: Path,
+    limit: int,
+    on_record: Callable[[Record], None] | None = None,
+    job: Job[T, Record] | None = None,
+) -> AsyncIterator[Record]:
+    """Run `fn` over `items` (at most `limit` at once) and append each record to `output` in input order.
+    Given a `job` (the same work as `fn`, picklable), it runs on `job.workers` processes instead; this process
+    stays the one writer. `on_record` may raise to stop the run: the records written so far are kept."""
+    source = process_map(items, job, limit=limit) if job is not None else ordered_map(items, fn, limit=limit)
+    with ResultsLog(output) as results:
+        async for record in source:
+            results.write(record)
+            if on_record is not None:
+                on_record(record)
+            yield record

@@ -1,0 +1,98 @@
+"""rag: each sentence of an answer that cites sources as [id] is a claim, judged against the sources it cites
+(all sources when it cites none); the sources are what the citation prefilter checks ids against."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pydantic import ValidationError
+
+from debate.claims import rag_claims
+from debate.config import VerifierConfig
+from debate.errors import InputError, validation_problem
+from debate.plugins import TASKS, Plan, Reference, StageContext, TaskInput, TaskWork
+from debate.types import Claim, Evidence, ExtractionInfo, Source, Usage
+
+__all__ = ["CitedSources", "RagTask", "cited_sources", "sources_from"]
+
+
+def sources_from(reference: Reference | Sequence[Mapping[str, str]]) -> list[Source]:
+    """RAG sources from {id: text} or a list of {id, text, parent_id}."""
+    if isinstance(reference, str):
+        raise InputError("task rag needs the sources as `reference`: {id: text} or [{id, text, parent_id}]")
+    if isinstance(reference, Mapping):
+        return [Source(id=str(k), text=str(v)) for k, v in reference.items()]
+    try:
+        return [
+            s
+            if isinstance(s, Source)
+            else Source(id=s.source or "", text=s.text)
+            if isinstance(s, Evidence)
+            else Source.model_validate(s)
+            for s in reference
+        ]
+    except ValidationError as exc:
+        raise InputError(f"reference: a source {validation_problem(exc)}") from exc
+
+
+def cited_sources(sources: Sequence[Source], claim: Claim) -> list[Source]:
+    """The sources a claim cites, by their own id or their parent's."""
+    cited = set(claim.citations)
+    return [s for s in sources if s.id in cited or (s.parent_id is not None and s.parent_id in cited)]
+
+
+class CitedSources:
+    """EvidenceSource: the sources a claim cites, or all sources when it cites none."""
+
+    def __init__(self, sources: list[Source]) -> None:
+        self._sources = sources
+
+    async def evidence(self, claim: Claim) -> tuple[list[Evidence], Usage]:
+        chosen = cited_sources(self._sources, claim) or self._sources
+        return [Evidence(text=s.text, source=s.id, kind="given") for s in chosen], Usage()
+
+
+class RagTask:
+    """cited sentences vs. the sources they cite."""
+
+    name = "rag"
+
+    async def plan(self, item: TaskInput, ctx: StageContext) -> Plan:
+        if item.reference is None:
+            raise InputError("task rag needs the sources as `reference`: {id: text} or [{id, text, parent_id}]")
+        sources = sources_from(item.reference)
+        config = ctx.config
+        found = rag_claims(
+            item.response,
+            config.prefilter.citation_variant,
+            min_chars=config.claims.min_chars,
+            max_claims=config.claims.max_claims,
+            language=config.language,
+        )
+        notes = found.notes(config.claims.min_chars, config.claims.max_claims)
+        return Plan(
+            found.claims, ExtractionInfo(method="rag-sentences"), CitedSources(sources), notes=notes, sources=sources
+        )
+
+    def expected_work(self, item: TaskInput, config: VerifierConfig) -> TaskWork:
+        """Claims are found by rule (exact); each is judged against the sources it cites."""
+        if item.reference is None:
+            raise InputError("task rag needs the sources as `reference`: {id: text} or [{id, text, parent_id}]")
+        sources = sources_from(item.reference)
+        found = rag_claims(
+            item.response,
+            config.prefilter.citation_variant,
+            min_chars=config.claims.min_chars,
+            max_claims=config.claims.max_claims,
+            language=config.language,
+        )
+        claims = found.claims
+        cited = [sum(len(s.text) for s in cited_sources(sources, claim)) for claim in claims]
+        return TaskWork(
+            claims=len(claims),
+            claim_chars=sum(len(c.text) for c in claims) / max(1, len(claims)),
+            evidence_chars=sum(cited) / max(1, len(cited)),
+        )
+
+
+TASKS.register("rag", RagTask)

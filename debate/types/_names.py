@@ -1,0 +1,63 @@
+"""The names and labels the models use: registered names are open to plugins, labels are closed sets."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+__all__ = [
+    "ClaimKind",
+    "ClaimLabel",
+    "ClaimStatus",
+    "DecidedBy",
+    "EvidenceKind",
+    "GroundingBand",
+    "Name",
+    "PrefilterName",
+    "ReportVerdict",
+    "RiskLevel",
+    "Role",
+    "RollupName",
+    "StateName",
+    "StopReason",
+    "TaskName",
+]
+
+Name = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.\-]*$", max_length=64)]
+"""A registered name (task, role, state, prefilter, rollup): open to plugins, so checked against its registry
+where it is configured rather than listed here."""
+
+Role = Name
+"""A debate role: initial, trust, skeptic, leader, or one a chain spec adds."""
+StateName = Name
+"""A chain state: S0, S1, S2 in the paper's chains."""
+TaskName = Name
+"""A registered task's name: qa, summarization, dialogue, kbqa, general, rag, or a plugin's."""
+PrefilterName = Name
+"""A registered prefilter: rules, logprob, or a plugin's."""
+RollupName = Name
+"""A registered rollup: any-false, strict, soft, major, or a plugin's."""
+DecidedBy = Annotated[str, Field(pattern=r"^(debate|prefilter:[A-Za-z][A-Za-z0-9_.\-]*)$")]
+"""`debate`, or `prefilter:<name>` for the prefilter that decided."""
+ClaimStatus = Literal["verified", "unverifiable"]
+ClaimLabel = Literal["factual", "non_factual", "not_enough_evidence"]
+"""A verified claim's label; RefChecker's Entailment, Contradiction and Neutral. A failure is never a label."""
+ClaimKind = Literal["qa_pair", "atomic", "triplet"]
+EvidenceKind = Literal["given", "document", "search", "dialogue_history"]
+StopReason = Literal["no_debate", "consensus", "max_rounds", "failed"]
+ReportVerdict = Literal["factual", "non_factual", "not_enough_evidence", "unverifiable", "no_claims"]
+RiskLevel = Literal["none", "low", "moderate", "high"]
+GroundingBand = Literal["supported", "minor extrapolation", "suspicious", "likely hallucination"]
+
+FailureKind = Literal[
+    "usage",
+    "input",
+    "model_unavailable",
+    "model_rejected",
+    "reply_unusable",
+    "evidence_unavailable",
+    "extraction_failed",
+    "context_too_long",
+]
+"""What went wrong, as recorded in a `Failure`."""

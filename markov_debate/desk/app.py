@@ -1,0 +1,135 @@
+"""The desk's FastAPI app, wired: the store, the guard and the templates in the app's state; the middleware (Host
+allow-list, body limit, security headers); one error model for every route; the routers (`routes/*` for the JSON API
+under /v1, `ui.py` for the pages); and the in-process worker for the app's lifetime."""
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import get_args
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from sqlalchemy.exc import SQLAlchemyError
+
+from debate.plugins import TASKS
+from debate.provenance import package_version
+from debate.results import severity_text
+from debate.types import ReportVerdict
+from markov_debate.desk.deps import html_error, wants_html
+from markov_debate.desk.routes import audits, batches, reviews, stats
+from markov_debate.desk.security import AllowedHosts, BodyLimit, Guard, SecurityHeaders
+from markov_debate.desk.settings import DeskSettings
+from markov_debate.desk.store import ConflictError, NotFoundError, Store, StoreError
+from markov_debate.desk.ui import STATIC, swagger_assets
+from markov_debate.desk.ui import router as ui_router
+from markov_debate.desk.worker import Worker
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+_TEMPLATES = STATIC.parent / "templates"
+
+
+def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI:
+    """The app over `store` (opened from settings.db_url when not given)."""
+    store = store or Store(
+        settings.db_url,
+        price_prompt_per_mtok=settings.price_prompt_per_mtok,
+        price_completion_per_mtok=settings.price_completion_per_mtok,
+    )
+    templates = Jinja2Templates(directory=str(_TEMPLATES))
+    templates.env.autoescape = True  # every template, whatever its name: nothing a user or model wrote is markup
+    templates.env.filters["severity"] = severity_text
+    templates.env.globals.update(version=package_version(), verdicts=get_args(ReportVerdict), tasks=TASKS.names())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        task: asyncio.Task[None] | None = None
+        if settings.jobs > 0:
+            worker = Worker(store, settings)
+            app.state.worker = worker
+            task = asyncio.create_task(worker.run(stop), name="desk-worker")
+            task.add_done_callback(_report_worker_exit)
+        try:
+            yield
+        finally:
+            stop.set()
+            if task is not None:
+                await asyncio.wait([task])  # its failure, if any, was logged by _report_worker_exit
+
+    app = FastAPI(
+        docs_url=None,  # served by markov_debate.desk.ui from packaged assets, so /docs works offline and under our CSP
+        redoc_url=None,
+        title="markov-debate audit desk",
+        version=package_version(),
+        lifespan=lifespan,
+        description="Audits of LLM answers by Markov-chain multi-agent debate, with human review. "
+        "Authenticate with `Authorization: Bearer KEY` when the server has keys.",
+    )
+    app.state.store = store
+    app.state.settings = settings
+    app.state.templates = templates
+    app.state.guard = Guard(settings.keys, settings.session_secret, revoked=store.session_revoked)
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(AllowedHosts, allowed=settings.allowed_hosts)  # added last: it runs first
+    # before /static: a mount matches by prefix, in order
+    app.mount("/static/swagger", StaticFiles(directory=swagger_assets()), name="swagger")
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    _error_model(app, settings)
+    for router in (audits.router, batches.router, reviews.router, stats.router, ui_router):
+        app.include_router(router)
+    return app
+
+
+def _error_model(app: FastAPI, settings: DeskSettings) -> None:
+    """Every failure as a status that says what happened: JSON with a `detail` naming the field for the API, the
+    error page for the UI; never a bare 500 for something the caller or the store did."""
+
+    @app.exception_handler(StoreError)
+    async def _store_error(request: Request, exc: StoreError) -> Response:
+        status = 404 if isinstance(exc, NotFoundError) else 409 if isinstance(exc, ConflictError) else 400
+        return _error(request, status, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        # FastAPI's own handler echoes each bad input back, and an input that JSON cannot hold (a lone surrogate)
+        # then turns a 422 into a 500. The field and what is wrong with it are enough.
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+        field = ".".join(str(p) for p in first["loc"] if p not in ("body", "query", "path", "header")) or "request"
+        detail = f"{field}: {first['msg']}"
+        if wants_html(request):
+            return html_error(request, 422, detail)
+        return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
+
+    @app.exception_handler(SQLAlchemyError)
+    async def _store_unavailable(request: Request, exc: SQLAlchemyError) -> Response:
+        # A read-only or full disk, a database restarting: the request may succeed later, so 503, and the cause
+        # (never a secret) instead of a bare 500.
+        cause = settings.redact(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:300])
+        log.warning("audit store error on %s %s: %s", request.method, request.url.path, cause)
+        message = f"the audit store cannot serve this request now ({cause}); try again shortly"
+        return _error(request, 503, message, headers={"Retry-After": "5"})
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> Response:
+        if wants_html(request) and exc.status_code == 401:
+            return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
+        return _error(request, exc.status_code, exc.detail, headers=exc.headers)
+
+
+def _error(request: Request, status: int, detail: object, headers: Mapping[str, str] | None = None) -> Response:
+    if wants_html(request):
+        return html_error(request, status, str(detail))
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+
+def _report_worker_exit(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the in-process worker stopped; audits wait for another worker", exc_info=task.exception())

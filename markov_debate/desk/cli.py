@@ -1,0 +1,270 @@
+"""`debate serve`, `debate worker` and `debate new-key`, added to the `debate` command by entry point."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from debate.cli import add_verifier_arguments, examples, secret_from_file, verifier_config
+from debate.errors import UsageError
+from debate.extras import require_extra
+from markov_debate.desk.auth import ROLE_PERMISSIONS, Principal, hash_key, load_keys, new_key
+from markov_debate.desk.settings import DeskSettings, default_db_url
+
+__all__ = ["register"]
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+log = logging.getLogger(__name__)
+
+
+def register(sub: Any) -> None:
+    """Add serve, worker and new-key to the `debate` subcommands."""
+    _register_serve(sub)
+    _register_worker(sub)
+
+
+def _register_serve(sub: Any) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="the audit desk: HTTP API, audit store and web UI (http://127.0.0.1:8000)",
+        description="Serve the audit desk. Without keys it binds loopback only; any other --host needs API keys "
+        "(--api-keys-file or DEBATE_API_KEYS).",
+        epilog=examples(
+            "debate serve                                   # http://127.0.0.1:8000, embedded model, SQLite",
+            "debate serve --base-url http://localhost:8000/v1 --port 8080",
+            "debate serve --host 0.0.0.0 --allowed-host desk.example.com --api-keys-file keys.txt --jobs 0",
+        ),
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name clients use to reach the desk (repeatable); any other Host header gets 400, which stops "
+        "DNS-rebinding pages (default: loopback names, and --host when it is one address)",
+    )
+    serve.add_argument(
+        "--api-keys-file",
+        type=Path,
+        default=None,
+        help="keys, one NAME:ROLE:sha256:HEX (or NAME:ROLE:KEY) per line; roles: "
+        f"{', '.join(ROLE_PERMISSIONS)} (see `debate new-key`)",
+    )
+    _store_arguments(serve)
+    serve.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        help="audits the in-process worker runs at once; 0: none, use `debate worker` (default: 2)",
+    )
+    serve.add_argument("--max-body-mb", type=float, default=10.0, help="largest request body in MiB (default: 10)")
+    serve.add_argument(
+        "--price-prompt",
+        type=float,
+        default=0.0,
+        metavar="USD",
+        help="price per million prompt tokens, for cost figures (default: 0, not tracked)",
+    )
+    serve.add_argument(
+        "--price-completion",
+        type=float,
+        default=0.0,
+        metavar="USD",
+        help="price per million completion tokens (default: 0)",
+    )
+    add_verifier_arguments(serve, batch=False)
+    serve.set_defaults(handler=_serve)
+
+
+def _register_worker(sub: Any) -> None:
+    worker = sub.add_parser(
+        "worker",
+        help="run audit jobs from a shared store (more processes or machines)",
+        epilog=examples("debate worker --db postgresql+psycopg://desk@db/desk --base-url http://gpu:8000/v1 --jobs 8"),
+    )
+    _store_arguments(worker)
+    worker.add_argument("--jobs", type=int, default=2, help="audits run at once (default: 2)")
+    worker.add_argument(
+        "--requeue-failed",
+        action="store_true",
+        help="first bring every failed audit back to the queue (after an outage), then work",
+    )
+    add_verifier_arguments(worker, batch=False)
+    worker.set_defaults(handler=_worker)
+    key = sub.add_parser(
+        "new-key",
+        help="make an API key for the audit desk (prints the key and its keys-file line)",
+        epilog=examples("debate new-key alice reviewer >> keys.txt"),
+    )
+    key.add_argument("name", help="who holds it (recorded with every request made with it)")
+    key.add_argument("role", choices=list(ROLE_PERMISSIONS), help="what it may do")
+    key.set_defaults(handler=_new_key)
+
+
+def _store_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--db",
+        default=None,
+        metavar="URL",
+        help="audit store: sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (default: DEBATE_DESK_DB,"
+        " else desk.sqlite in the user data directory)",
+    )
+    parser.add_argument(
+        "--db-url-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="read the store URL from FILE (its first line), so a password in it stays out of `ps` (default: none)",
+    )
+    parser.add_argument(
+        "--lease",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a running audit whose worker is silent this long is run again (default: 60)",
+    )
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep model calls in DIR/calls.sqlite so an interrupted audit is resumed without "
+        "repeating them (default: beside a SQLite store; off for other stores)",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="do not cache model calls")
+
+
+def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    config = verifier_config(args)
+    db_url = _db_url(args)
+    try:
+        url = make_url(db_url)
+    except (ArgumentError, ValueError) as exc:  # what sqlalchemy raises for a malformed URL
+        raise UsageError(f"--db: not a database URL: {db_url!r} ({exc})") from exc
+    cache_dir = args.cache
+    if cache_dir is None and url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        cache_dir = Path(url.database).parent
+    if cache_dir is not None and not args.no_cache:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        config = config.model_copy(update={"call_cache": str(cache_dir / "calls.sqlite")})
+    api_keys = load_keys(getattr(args, "api_keys_file", None)) if keys else []
+    return DeskSettings(
+        db_url=db_url,
+        verifier=config,
+        keys=api_keys,
+        jobs=args.jobs,
+        lease_s=args.lease,
+        max_body_bytes=int(getattr(args, "max_body_mb", 10.0) * 1024 * 1024),
+        price_prompt_per_mtok=getattr(args, "price_prompt", 0.0),
+        price_completion_per_mtok=getattr(args, "price_completion", 0.0),
+        session_secret=os.environ.get("DEBATE_SESSION_SECRET") or None,
+    )
+
+
+def _db_url(args: argparse.Namespace) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    if args.db_url_file is not None:
+        if args.db:
+            raise UsageError("give --db or --db-url-file, not both")
+        return secret_from_file(args.db_url_file, "--db-url-file")
+    if args.db:
+        try:
+            password = make_url(args.db).password
+        except (ArgumentError, ValueError):
+            password = None  # malformed: _settings reports it with its reason
+        if password:
+            log.warning(
+                "--db: a password on the command line is visible to other users (ps); use --db-url-file "
+                "or DEBATE_DESK_DB"
+            )
+        return str(args.db)
+    return default_db_url()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    require_extra("desk", "debate serve")
+    import uvicorn
+    from sqlalchemy.engine import make_url
+
+    from markov_debate.desk.app import create_app
+
+    settings = _settings(args, keys=True)
+    if args.host not in _LOOPBACK and not settings.keys:
+        raise UsageError(
+            f"--host {args.host} exposes the desk beyond this machine: give API keys (--api-keys-file or "
+            "DEBATE_API_KEYS; `debate new-key NAME ROLE` makes one)"
+        )
+    if args.jobs < 0:
+        raise UsageError("--jobs must be 0 or more")
+    wildcard = args.host in ("0.0.0.0", "::", "")
+    if wildcard and not args.allowed_host:
+        raise UsageError(
+            f"--host {args.host or '(all)'} answers on every address: name the ones clients use with --allowed-host "
+            "(e.g. --allowed-host desk.example.com --allowed-host 10.0.0.5)"
+        )
+    extra = () if wildcard or args.host in _LOOPBACK else (args.host,)
+    settings = settings.model_copy(update={"allowed_hosts": (*settings.allowed_hosts, *extra, *args.allowed_host)})
+    app = create_app(settings)
+    where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/"
+    print(
+        f"audit desk on {where} (store {make_url(settings.db_url).render_as_string(hide_password=True)}; "
+        f"auth {'keys' if settings.keys else 'off, loopback only'})",
+        file=sys.stderr,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning")
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    require_extra("desk", "debate worker")
+    from sqlalchemy.engine import make_url
+
+    from markov_debate.desk.store import Store
+    from markov_debate.desk.worker import Worker
+
+    settings = _settings(args, keys=False)
+    if settings.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    store = Store(settings.db_url)
+    if args.requeue_failed:
+        requeued = store.retry_failed(Principal(name=f"worker@{socket.gethostname()}", role="admin"))
+        print(f"requeued {requeued} failed audit(s)", file=sys.stderr)
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        worker = Worker(store, settings)
+        print(
+            f"worker {worker.name} on {make_url(settings.db_url).render_as_string(hide_password=True)}", file=sys.stderr
+        )
+        await worker.run(stop)
+
+    try:
+        asyncio.run(run())
+    finally:
+        store.close()
+    return 0
+
+
+def _new_key(args: argparse.Namespace) -> int:
+    key = new_key()
+    print(f"key (give it to {args.name}; it is not stored anywhere): {key}")
+    print("line for --api-keys-file:")
+    print(f"{args.name}:{args.role}:sha256:{hash_key(key)}")
+    return 0

@@ -1,0 +1,136 @@
+"""Exports of finished audits, streamed: jsonl (request, report as stored, reviews), csv (one row per claim with its
+latest review), refchecker (RefChecker's JSON array: claims, Y, ys)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from typing import Literal
+
+from debate.results import ResultRecord, refchecker_item
+from markov_debate.desk.store import Store, engine_label
+
+__all__ = ["EXPORT_MEDIA", "ExportFormat", "export_stream"]
+
+ExportFormat = Literal["jsonl", "csv", "refchecker"]
+EXPORT_MEDIA: dict[str, tuple[str, str]] = {
+    "jsonl": ("application/x-ndjson", "jsonl"),
+    "csv": ("text/csv", "csv"),
+    "refchecker": ("application/json", "json"),
+}
+"""Each format's media type and file suffix."""
+
+
+def export_stream(store: Store, format: ExportFormat) -> Iterator[str]:
+    """The export, piece by piece (the store is paged, never read whole)."""
+    return {"jsonl": _export_jsonl, "csv": _export_csv, "refchecker": _export_refchecker}[format](store)
+
+
+def _export_jsonl(store: Store) -> Iterator[str]:
+    for row, reviews in store.export_rows():
+        yield (
+            json.dumps(
+                {
+                    "audit_id": row.id,
+                    "submitted_by": row.submitted_by,
+                    "created_at": row.created_at.isoformat() + "Z",
+                    "request": json.loads(row.request_json),
+                    "report": json.loads(row.report_json or "null"),
+                    "reviews": [
+                        {
+                            "claim_id": r.claim_id,
+                            "reviewer": r.reviewer,
+                            "created_at": r.created_at.isoformat() + "Z",
+                            "decision": r.decision,
+                            "label": r.label,
+                            "engine_label": r.engine_label,
+                            "note": r.note,
+                        }
+                        for r in reviews
+                    ],
+                },
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
+
+
+_CSV_FIELDS = [
+    "audit_id",
+    "task",
+    "verdict",
+    "reviewed_verdict",
+    "claim_id",
+    "claim",
+    "engine_label",
+    "decided_by",
+    "error_severity",
+    "review_decision",
+    "review_label",
+    "reviewer",
+    "reviewed_at",
+    "review_note",
+]
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""What makes a spreadsheet read a cell as a formula (OWASP, CSV injection)."""
+
+
+def _cell(value: object) -> object:
+    """A cell a spreadsheet shows as text, never runs: a text starting like a formula gets OWASP's leading single
+    quote (numbers, such as a severity, are left as they are)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def _export_csv(store: Store) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=_CSV_FIELDS)
+    writer.writeheader()
+    for row, reviews in store.export_rows():
+        latest = {r.claim_id: r for r in reviews}
+        for claim in json.loads(row.report_json or "{}").get("claims", []):
+            review = latest.get(claim["claim_id"])
+            writer.writerow(
+                {
+                    key: _cell(value)
+                    for key, value in {
+                        "audit_id": row.id,
+                        "task": row.task,
+                        "verdict": row.verdict,
+                        "reviewed_verdict": row.reviewed_verdict or "",
+                        "claim_id": claim["claim_id"],
+                        "claim": claim["text"],
+                        "engine_label": engine_label(claim),
+                        "decided_by": claim.get("decided_by", "debate"),
+                        "error_severity": claim.get("error_severity"),
+                        "review_decision": review.decision if review else "",
+                        "review_label": review.label if review else "",
+                        "reviewer": review.reviewer if review else "",
+                        "reviewed_at": review.created_at.isoformat() + "Z" if review else "",
+                        "review_note": review.note if review else "",
+                    }.items()
+                }
+            )
+        yield buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+    yield buffer.getvalue()
+
+
+def _export_refchecker(store: Store) -> Iterator[str]:
+    yield "["
+    first = True
+    for row, _ in store.export_rows():
+        request = json.loads(row.request_json)
+        fields = {k: request[k] for k in ("question", "response", "reference", "claims") if request.get(k) is not None}
+        record = ResultRecord.model_validate(
+            {"id": str(row.id), **fields, "result": json.loads(row.report_json or "null")}
+        )
+        yield ("" if first else ",\n") + json.dumps(refchecker_item(record), ensure_ascii=False)
+        first = False
+    yield "]\n"

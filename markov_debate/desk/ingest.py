@@ -1,0 +1,82 @@
+"""Batch uploads, shared by the API (`POST /v1/batches`) and the upload form: parse, check each line with the same
+rules as a single audit, queue the readable ones in one transaction.
+
+`ingest` is blocking (file parsing, validation, a database transaction): the routes run it in a worker thread, so
+a large or hostile upload never holds the event loop that answers `/v1/health` and every other request. Parsing
+stops at `max_items + 1` records, so a junk upload of millions of lines is refused after reading one line more
+than the limit, not after parsing all of it. The body's byte cap is enforced before this runs (BodyLimit).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from debate.errors import InputError
+from debate.results import BatchItem, read_items
+from markov_debate.desk.auth import Principal
+from markov_debate.desk.models import AuditRequest, BatchInfo, checked_request
+from markov_debate.desk.store import Store
+
+__all__ = ["IngestError", "ingest"]
+
+
+class IngestError(InputError):
+    """The upload as a whole cannot be queued: `status` is the HTTP status that says why (413 or 422)."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def ingest(
+    path: Path,
+    *,
+    store: Store,
+    principal: Principal,
+    task: str,
+    name: str,
+    max_items: int,
+    max_claims: int | None,
+) -> BatchInfo:
+    """Queue the upload at `path` as one batch; unreadable lines are listed in its `input_errors`."""
+    try:
+        records = list(itertools.islice(read_items(path), max_items + 1))
+    except InputError as exc:
+        raise IngestError(str(exc).replace(str(path), "the upload"), status=422) from exc
+    if len(records) > max_items:
+        raise IngestError(f"the batch has more than {max_items} items; the limit is {max_items}", status=413)
+    items: list[tuple[int, AuditRequest]] = []
+    errors: list[dict[str, Any]] = []
+    for line, item, error in records:
+        if item is None:
+            errors.append({"line": line, "message": error})
+            continue
+        checked = _request(line, item, task, max_claims)
+        if isinstance(checked, str):
+            errors.append({"line": line, "message": checked})
+        else:
+            items.append((line, checked))
+    if not items:
+        detail = errors[0]["message"] if errors else "the upload has no items"
+        raise IngestError(f"no readable item in the upload ({detail})", status=422)
+    batch_id = store.submit_batch(principal, name=name, task=task, items=items, input_errors=errors)
+    return store.batch(batch_id)
+
+
+def _request(line: int, item: BatchItem, task: str, max_claims: int | None) -> AuditRequest | str:
+    """The line as an audit request, checked as a single submission is; or the error naming its line and field."""
+    try:
+        request = AuditRequest(
+            task=task, question=item.question, response=item.response, reference=item.reference, claims=item.claims
+        )
+        checked_request(request, max_claims=max_claims)
+    except InputError as exc:
+        return f"line {line}: {exc}"
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        return f"line {line}: field {'.'.join(map(str, first['loc']))!r}: {first['msg']}"
+    return request

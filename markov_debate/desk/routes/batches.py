@@ -1,0 +1,100 @@
+"""`/v1/batches`: upload many responses at once (JSONL or a RefChecker array), follow, cancel or retry them."""
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from starlette.datastructures import UploadFile
+
+from debate.plugins import TASKS
+from markov_debate.desk.deps import Canceller, Reader, RowId, StoreDep, Submitter, csrf
+from markov_debate.desk.ingest import IngestError, ingest
+from markov_debate.desk.models import BatchInfo
+from markov_debate.desk.security import Guard
+
+__all__ = ["NAME_LIMIT", "router", "upload_batch"]
+
+router = APIRouter(prefix="/v1/batches", tags=["batches"])
+
+NAME_LIMIT = 200
+"""Longest batch name (the column holds 500; a longer one is a mistake, not a name)."""
+
+
+async def upload_batch(request: Request, task: str, name: str | None, upload: UploadFile | None) -> BatchInfo:
+    """Queue an upload (a multipart file, or the request's own body), shared by the API and the upload form. The
+    body is spooled to a file as it arrives and parsed in a worker thread (see markov_debate.desk.ingest)."""
+    guard: Guard = request.app.state.guard
+    principal = guard.require(request, "submit")
+    if task not in TASKS.names():
+        raise HTTPException(422, f"task: unknown task {task!r}; choose one of: {', '.join(TASKS.names())}")
+    if name is not None and len(name) > NAME_LIMIT:
+        raise HTTPException(422, f"name: at most {NAME_LIMIT} characters")
+    settings = request.app.state.settings
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "upload"
+        with path.open("wb") as out:
+            if upload is not None:
+                while chunk := await upload.read(1 << 20):
+                    out.write(chunk)
+                name = name or upload.filename
+            else:
+                async for chunk in request.stream():
+                    out.write(chunk)
+        try:
+            return await asyncio.to_thread(
+                ingest,
+                path,
+                store=request.app.state.store,
+                principal=principal,
+                task=task,
+                name=(name or "upload")[:NAME_LIMIT],
+                max_items=settings.max_batch_items,
+                max_claims=settings.verifier.claims.max_claims,
+            )
+        except IngestError as exc:
+            raise HTTPException(exc.status, str(exc)) from exc
+
+
+@router.post("", status_code=202, dependencies=[Depends(csrf)])
+async def submit_batch(
+    request: Request, task: Annotated[str, Query()] = "qa", name: Annotated[str | None, Query()] = None
+) -> BatchInfo:
+    """Queue a JSONL or RefChecker JSON-array upload: a multipart `file` (with form fields `task`, `name`), or
+    the raw body (Content-Type application/x-ndjson or application/json) with `?task=`. Unreadable lines are
+    listed in `input_errors`; the others are queued."""
+    upload: UploadFile | None = None
+    if request.headers.get("content-type", "").startswith("multipart/form-data"):
+        form = await request.form()
+        file = form.get("file")
+        if not isinstance(file, UploadFile):
+            raise HTTPException(422, "file: a multipart upload needs a `file` field")
+        upload = file
+        task = str(form.get("task") or task)
+        name = str(form.get("name") or "") or name
+    return await upload_batch(request, task, name, upload)
+
+
+@router.get("")
+def list_batches(_: Reader, store: StoreDep) -> list[BatchInfo]:
+    """Recent batches with their progress."""
+    return store.batches()
+
+
+@router.get("/{batch_id}")
+def get_batch(batch_id: RowId, _: Reader, store: StoreDep) -> BatchInfo:
+    """A batch's progress (audits by status) and unreadable lines."""
+    return store.batch(batch_id)
+
+
+@router.post("/{batch_id}/cancel", dependencies=[Depends(csrf)])
+def cancel_batch(batch_id: RowId, principal: Canceller, store: StoreDep) -> dict[str, Any]:
+    """Cancel a batch's pending and running audits."""
+    return {"cancelled": store.cancel_batch(batch_id, principal), "batch": store.batch(batch_id)}
+
+
+@router.post("/{batch_id}/retry-failed", dependencies=[Depends(csrf)])
+def retry_failed_batch(batch_id: RowId, principal: Submitter, store: StoreDep) -> dict[str, Any]:
+    """Bring a batch's failed audits back to the queue."""
+    return {"requeued": store.retry_failed(principal, batch_id=batch_id), "batch": store.batch(batch_id)}

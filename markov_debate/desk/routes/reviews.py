@@ -1,0 +1,36 @@
+"""Human review: confirm or overturn one claim's outcome; the queue of claims waiting for a human."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
+
+from markov_debate.desk.deps import Reviewer, RowId, SettingsDep, StoreDep, csrf
+from markov_debate.desk.models import QueueItem, ReviewIn, ReviewInfo
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", tags=["reviews"])
+
+
+@router.post("/audits/{audit_id}/claims/{claim_id}/reviews", status_code=201, dependencies=[Depends(csrf)])
+def review_claim(audit_id: RowId, claim_id: str, body: ReviewIn, principal: Reviewer, store: StoreDep) -> ReviewInfo:
+    """Confirm or overturn the engine's outcome on one claim (appended; the report is never changed)."""
+    return store.add_review(audit_id, claim_id, principal, body)
+
+
+@router.get("/review-queue")
+def review_queue(
+    _: Reviewer,
+    store: StoreDep,
+    settings: SettingsDep,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    sample: Annotated[float | None, Query(ge=0, le=1)] = None,
+    seed: Annotated[int | None, Query()] = None,
+) -> list[QueueItem]:
+    """Unreviewed claims the engine did not find factual, then a seeded sample of its factual decisions
+    (prefilter decisions included) for re-checking; each with its evidence and deciding opinion."""
+    return store.review_queue(
+        limit=limit,
+        sample_rate=settings.queue_sample_rate if sample is None else sample,
+        seed=settings.queue_seed if seed is None else seed,
+    )

@@ -1,0 +1,297 @@
+"""Who is asking, and may they: API keys, UI sessions, CSRF tokens, body limits and response headers.
+
+- An API request authenticates with `Authorization: Bearer KEY` (or `X-API-Key`); the UI signs in once with a key
+  and then carries a signed session cookie (HttpOnly, SameSite=Strict) naming the key's owner, never the key.
+- Without configured keys (loopback only) everyone is `local` with the admin role.
+- CSRF: a state-changing request that a browser could send cross-site without asking first (a form, a multipart
+  upload, text/plain) or that relies on the session cookie must carry the page's CSRF token; a request whose
+  Origin is another site is refused. JSON bodies and key headers cannot be sent cross-site without a preflight,
+  which this server never grants.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from collections import deque
+from collections.abc import Callable
+
+from fastapi import HTTPException, Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from markov_debate.desk.auth import ApiKey, Permission, Principal, find_key
+
+__all__ = ["LOOPBACK_HOSTS", "AllowedHosts", "BodyLimit", "Guard", "SecurityHeaders", "host_of"]
+
+SESSION_COOKIE = "desk_session"
+CSRF_COOKIE = "desk_csrf"
+CSRF_FIELD = "csrf_token"
+CSRF_HEADER = "x-csrf-token"
+_SIMPLE_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
+_SESSION_S = 12 * 3600
+_LOGIN_FAILURES = 5
+"""Failed sign-ins a client may make within `_LOGIN_WINDOW_S` before it has to wait."""
+_LOGIN_WINDOW_S = 300.0
+
+
+class Guard:
+    """Authentication and CSRF for one app."""
+
+    def __init__(
+        self, keys: list[ApiKey], secret: str | None, *, revoked: Callable[[str], bool] = lambda _sid: False
+    ) -> None:
+        self.keys = keys
+        self._secret = (secret or secrets.token_hex(32)).encode()
+        self._revoked = revoked
+        """Whether a session id was ended by logout (the store answers, for every server sharing it)."""
+        self._failed_logins: dict[str, deque[float]] = {}
+
+    @property
+    def open(self) -> bool:
+        """No keys: the desk is open to whoever reaches it (it then binds loopback only)."""
+        return not self.keys
+
+    # --- sessions --------------------------------------------------------------------------------------------
+
+    def _sign(self, payload: str) -> str:
+        return hmac.new(self._secret, payload.encode(), hashlib.sha256).hexdigest()
+
+    def session_cookie(self, key: ApiKey) -> str:
+        session_id = secrets.token_hex(16)
+        payload = f"{key.name}|{key.role}|{int(time.time()) + _SESSION_S}|{key.sha256[:16]}|{session_id}"
+        return base64.urlsafe_b64encode(payload.encode()).decode() + "." + self._sign(payload)
+
+    def session_of(self, cookie: str) -> tuple[str, int] | None:
+        """(session id, expiry as a Unix time) of a genuine session cookie; None for anything else."""
+        encoded, _, signature = cookie.partition(".")
+        try:
+            payload = base64.urlsafe_b64decode(encoded.encode()).decode()
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if not hmac.compare_digest(self._sign(payload), signature):
+            return None
+        fields = payload.split("|")
+        if len(fields) != 5 or not fields[2].isdigit() or not fields[4]:
+            return None
+        return fields[4], int(fields[2])
+
+    def _from_session(self, cookie: str) -> Principal | None:
+        session = self.session_of(cookie)
+        if session is None or session[1] < time.time() or self._revoked(session[0]):
+            return None
+        payload = base64.urlsafe_b64decode(cookie.partition(".")[0].encode()).decode()
+        name, role, _expires, key_prefix, _sid = payload.split("|")
+        # A key removed from the configuration ends its sessions too.
+        key = next((k for k in self.keys if k.name == name and k.sha256.startswith(key_prefix) and key_prefix), None)
+        return Principal(name=key.name, role=key.role) if key is not None and key.role == role else None
+
+    def login(self, presented: str, client: str) -> ApiKey | None:
+        """The key presented at the login form, or None; a client with too many recent failures gets 429 first,
+        so a key cannot be guessed at the rate the server can answer."""
+        now = time.monotonic()
+        failures = self._failed_logins.setdefault(client, deque())
+        while failures and failures[0] < now - _LOGIN_WINDOW_S:
+            failures.popleft()
+        if len(failures) >= _LOGIN_FAILURES:
+            wait = int(failures[0] + _LOGIN_WINDOW_S - now) + 1
+            raise HTTPException(
+                429, f"too many failed sign-ins; try again in {wait} s", headers={"Retry-After": str(wait)}
+            )
+        key = find_key(self.keys, presented.strip())
+        if key is None:
+            failures.append(now)
+        return key
+
+    # --- identification --------------------------------------------------------------------------------------
+
+    def presented_key(self, request: Request) -> str | None:
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            return auth[7:].strip()
+        return request.headers.get("x-api-key")
+
+    def principal(self, request: Request) -> Principal | None:
+        """Who sent the request; None when it is not authenticated."""
+        if self.open:
+            return Principal(name="local", role="admin")
+        presented = self.presented_key(request)
+        if presented is not None:
+            key = find_key(self.keys, presented)
+            return Principal(name=key.name, role=key.role) if key is not None else None
+        cookie = request.cookies.get(SESSION_COOKIE)
+        return self._from_session(cookie) if cookie else None
+
+    def require(self, request: Request, permission: Permission) -> Principal:
+        principal = self.principal(request)
+        if principal is None:
+            raise HTTPException(
+                401, "an API key is required (Authorization: Bearer KEY)", headers={"WWW-Authenticate": "Bearer"}
+            )
+        if not principal.may(permission):
+            raise HTTPException(403, f"the {principal.role} role may not {permission}")
+        request.state.principal = principal
+        return principal
+
+    # --- CSRF ------------------------------------------------------------------------------------------------
+
+    def csrf_token(self, request: Request) -> str:
+        """The token the UI puts in its forms, bound to this browser's session (or its CSRF cookie)."""
+        return self._sign("csrf:" + self._csrf_anchor(request))
+
+    def _csrf_anchor(self, request: Request) -> str:
+        fresh: str = getattr(request.state, "csrf_anchor", "")
+        return request.cookies.get(SESSION_COOKIE) or request.cookies.get(CSRF_COOKIE) or fresh
+
+    def check_origin(self, request: Request) -> None:
+        """Refuse a request a browser sent from another site (its Origin header says so)."""
+        origin = request.headers.get("origin")
+        if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
+            raise HTTPException(403, f"cross-site request refused (Origin {origin})")
+
+    async def check_csrf(self, request: Request) -> None:
+        self.check_origin(request)
+        if self.presented_key(request) is not None:
+            return  # a key header is never sent by a browser on its own
+        content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        ambient = SESSION_COOKIE in request.cookies
+        if not ambient and content_type not in _SIMPLE_TYPES:
+            return
+        token = request.headers.get(CSRF_HEADER)
+        if token is None and content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            form = await request.form()
+            value = form.get(CSRF_FIELD)
+            token = value if isinstance(value, str) else None
+        anchor = self._csrf_anchor(request)
+        if not token or not anchor or not hmac.compare_digest(token, self._sign("csrf:" + anchor)):
+            raise HTTPException(403, "missing or invalid CSRF token: reload the page and try again")
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def host_of(header: str) -> str:
+    """The host name of a Host header, without its port ("[::1]:8000" -> "::1", "desk.example:80" -> "desk.example")."""
+    value = header.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class AllowedHosts:
+    """400 for a request whose Host is not one of the desk's names. A web page can point a name it controls at
+    127.0.0.1 (DNS rebinding) and then talk to a desk on loopback as if it were its own origin; it cannot make the
+    browser send one of the desk's names as Host."""
+
+    def __init__(self, app: ASGIApp, allowed: tuple[str, ...]) -> None:
+        self.app = app
+        self.allowed = frozenset(host_of(h) for h in allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            header = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            if host_of(header) not in self.allowed:
+                body = b'{"detail":"host: this desk does not answer to that name (see --allowed-host)"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 400,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+class BodyLimit:
+    """Refuses bodies above `limit` bytes with 413: by Content-Length up front, and while streaming otherwise."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            await _too_large(send, self.limit)
+            return
+        if declared is not None:
+            await self.app(scope, receive, send)  # the server stops reading at the declared length
+            return
+        # No Content-Length (chunked): read up to the limit first, so the refusal is a clean 413 before the app runs.
+        chunks: list[bytes] = []
+        seen = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.limit:
+                await _too_large(send, self.limit)
+                return
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = f'{{"detail":"request body larger than {limit} bytes"}}'.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class SecurityHeaders:
+    """Headers on every response: no inline script, no framing, no sniffing."""
+
+    HEADERS: tuple[tuple[bytes, bytes], ...] = (
+        (
+            b"content-security-policy",
+            b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+            b"form-action 'self'; base-uri 'none'",
+        ),
+        (b"x-content-type-options", b"nosniff"),
+        (b"referrer-policy", b"same-origin"),
+        (b"x-frame-options", b"DENY"),
+    )
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = self.HEADERS
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *headers]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)

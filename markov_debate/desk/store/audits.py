@@ -1,0 +1,328 @@
+"""Submitting audits and batches, reading them back (one, a filtered page, a batch), and the rows an export pages
+through."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from contextlib import nullcontext
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import and_, exists, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from debate.types import Report
+from markov_debate.desk.auth import Principal
+from markov_debate.desk.models import (
+    AuditDetail,
+    AuditPage,
+    AuditRequest,
+    AuditSummary,
+    BatchInfo,
+    EventInfo,
+    ReviewInfo,
+    load_request,
+)
+from markov_debate.desk.store.db import ConflictError, NotFoundError, sha, utcnow
+from markov_debate.desk.store.reporting import ReportingStore
+from markov_debate.desk.tables import AuditRow, BatchRow, ClaimRow, EventRow, ReviewRow
+
+__all__ = ["AuditStore", "review_info"]
+
+
+class AuditStore(ReportingStore):
+    """Submissions and reads."""
+
+    # --- submission ------------------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        principal: Principal,
+        request: AuditRequest,
+        *,
+        idempotency_key: str | None = None,
+        batch_id: int | None = None,
+        batch_line: int | None = None,
+        session: Session | None = None,
+    ) -> tuple[int, bool]:
+        """Queue one audit; (id, created). The same idempotency key with the same body returns the first audit,
+        also when two such requests race (the database's unique index decides; the loser reads the winner's)."""
+        try:
+            return self._insert(principal, request, idempotency_key, batch_id, batch_line, session)
+        except IntegrityError:
+            if idempotency_key is None or session is not None:
+                raise
+            # another request with this key committed first: this look finds its audit
+            return self._insert(principal, request, idempotency_key, batch_id, batch_line, session)
+
+    def _insert(
+        self,
+        principal: Principal,
+        request: AuditRequest,
+        idempotency_key: str | None,
+        batch_id: int | None,
+        batch_line: int | None,
+        session: Session | None,
+    ) -> tuple[int, bool]:
+        body = request.model_dump_json()
+        digest = sha(body)
+        with nullcontext(session) if session is not None else self._session.begin() as s:
+            if idempotency_key is not None:
+                found = s.scalars(
+                    select(AuditRow).where(
+                        AuditRow.submitted_by == principal.name, AuditRow.idempotency_key == idempotency_key
+                    )
+                ).first()
+                if found is not None:
+                    if found.request_sha256 != digest:
+                        raise ConflictError(
+                            f"idempotency key {idempotency_key!r} was used for a different request (audit {found.id})"
+                        )
+                    if found.status == "failed":
+                        # Sending it again is asking for it to be done: the same audit goes back to the queue.
+                        self._requeue_failed(s, found, principal.name)
+                    return found.id, False
+            now = utcnow()
+            row = AuditRow(
+                created_at=now,
+                submitted_by=principal.name,
+                idempotency_key=idempotency_key,
+                request_sha256=digest,
+                batch_id=batch_id,
+                batch_line=batch_line,
+                task=request.task,
+                request_json=body,
+                status="pending",
+                attempts=0,
+                llm_calls=0,
+                prompt_tokens=0,
+                completion_tokens=0,
+                search_text=f"{request.question or ''}\n{request.response}".lower(),
+            )
+            s.add(row)
+            s.flush()
+            s.add(
+                EventRow(
+                    audit_id=row.id,
+                    at=now,
+                    kind="submitted",
+                    actor=principal.name,
+                    detail=f"batch {batch_id} line {batch_line}" if batch_id else None,
+                )
+            )
+            return row.id, True
+
+    def submit_batch(
+        self,
+        principal: Principal,
+        *,
+        name: str,
+        task: str,
+        items: Sequence[tuple[int, AuditRequest]],
+        input_errors: list[dict[str, Any]],
+    ) -> int:
+        """Queue a batch in one transaction: all its readable lines, or nothing."""
+        with self._session.begin() as s:
+            batch = BatchRow(
+                created_at=utcnow(),
+                submitted_by=principal.name,
+                name=name,
+                task=task,
+                total=len(items),
+                input_errors=input_errors,
+            )
+            s.add(batch)
+            s.flush()
+            for line, request in items:
+                self.submit(principal, request, batch_id=batch.id, batch_line=line, session=s)
+            return batch.id
+
+    # --- reading ---------------------------------------------------------------------------------------------
+
+    def _summary(self, row: AuditRow, claims: int, reviewed: int) -> dict[str, Any]:
+        request = json.loads(row.request_json)
+        response = request["response"]
+        return {
+            "id": row.id,
+            "status": row.status,
+            "task": row.task,
+            "created_at": row.created_at,
+            "finished_at": row.finished_at,
+            "submitted_by": row.submitted_by,
+            "batch_id": row.batch_id,
+            "verdict": row.verdict,
+            "reviewed_verdict": row.reviewed_verdict,
+            "question": request.get("question"),
+            "response_excerpt": response if len(response) <= 160 else response[:157] + "...",
+            "claims": claims,
+            "reviewed_claims": reviewed,
+            "llm_calls": row.llm_calls,
+            "prompt_tokens": row.prompt_tokens,
+            "completion_tokens": row.completion_tokens,
+            "cost": self._cost(row.prompt_tokens, row.completion_tokens),
+            "error": row.error,
+        }
+
+    def _claim_counts(self, s: Session, ids: Sequence[int]) -> tuple[Counter[int], Counter[int]]:
+        claims: Counter[int] = Counter()
+        reviewed: Counter[int] = Counter()
+        if ids:
+            for audit_id, n in s.execute(
+                select(ClaimRow.audit_id, func.count()).where(ClaimRow.audit_id.in_(ids)).group_by(ClaimRow.audit_id)
+            ):
+                claims[audit_id] = n
+            for audit_id, n in s.execute(
+                select(ReviewRow.audit_id, func.count(func.distinct(ReviewRow.claim_id)))
+                .where(ReviewRow.audit_id.in_(ids))
+                .group_by(ReviewRow.audit_id)
+            ):
+                reviewed[audit_id] = n
+        return claims, reviewed
+
+    def audit(self, audit_id: int) -> AuditDetail:
+        with self._session() as s:
+            row = s.get(AuditRow, audit_id)
+            if row is None:
+                raise NotFoundError(f"no audit {audit_id}")
+            claims, reviewed = self._claim_counts(s, [audit_id])
+            reviews = [
+                review_info(r)
+                for r in s.scalars(select(ReviewRow).where(ReviewRow.audit_id == audit_id).order_by(ReviewRow.id))
+            ]
+            events = [
+                EventInfo(at=e.at, kind=e.kind, actor=e.actor, detail=e.detail)
+                for e in s.scalars(select(EventRow).where(EventRow.audit_id == audit_id).order_by(EventRow.id))
+            ]
+            return AuditDetail(
+                **self._summary(row, claims[audit_id], reviewed[audit_id]),
+                request=_shown_request(row.request_json),
+                report=Report.model_validate_json(row.report_json) if row.report_json else None,
+                attempts=row.attempts,
+                reviews=reviews,
+                events=events,
+            )
+
+    def report_json(self, audit_id: int) -> str | None:
+        """The report exactly as stored."""
+        with self._session() as s:
+            row = s.get(AuditRow, audit_id)
+            if row is None:
+                raise NotFoundError(f"no audit {audit_id}")
+            return row.report_json
+
+    def status(self, audit_id: int) -> str:
+        with self._session() as s:
+            value = s.scalar(select(AuditRow.status).where(AuditRow.id == audit_id))
+            if value is None:
+                raise NotFoundError(f"no audit {audit_id}")
+            return value
+
+    def audits(
+        self,
+        *,
+        verdict: str | None = None,
+        task: str | None = None,
+        status: str | None = None,
+        reviewed: bool | None = None,
+        q: str | None = None,
+        since: datetime | None = None,
+        batch_id: int | None = None,
+        page: int = 1,
+        per_page: int = 50,
+    ) -> AuditPage:
+        """Audits, newest first, filtered."""
+        conditions = []
+        if verdict:
+            conditions.append(func.coalesce(AuditRow.reviewed_verdict, AuditRow.verdict) == verdict)
+        if task:
+            conditions.append(AuditRow.task == task)
+        if status:
+            conditions.append(AuditRow.status == status)
+        if since is not None:
+            conditions.append(
+                AuditRow.created_at >= since.astimezone(UTC).replace(tzinfo=None)
+                if since.tzinfo
+                else AuditRow.created_at >= since
+            )
+        if q:
+            conditions.append(AuditRow.search_text.contains(q.lower(), autoescape=True))
+        if batch_id is not None:
+            conditions.append(AuditRow.batch_id == batch_id)
+        if reviewed is not None:
+            has_review = exists().where(ReviewRow.audit_id == AuditRow.id)
+            conditions.append(has_review if reviewed else ~has_review)
+        where = and_(*conditions) if conditions else None
+        with self._session() as s:
+            base = select(AuditRow)
+            counted = select(func.count()).select_from(AuditRow)
+            if where is not None:
+                base, counted = base.where(where), counted.where(where)
+            total = s.scalar(counted) or 0
+            rows = list(s.scalars(base.order_by(AuditRow.id.desc()).offset((page - 1) * per_page).limit(per_page)))
+            claims, reviewed_counts = self._claim_counts(s, [r.id for r in rows])
+            items = [AuditSummary(**self._summary(r, claims[r.id], reviewed_counts[r.id])) for r in rows]
+        return AuditPage(items=items, total=total, page=page, per_page=per_page)
+
+    def batch(self, batch_id: int) -> BatchInfo:
+        with self._session() as s:
+            row = s.get(BatchRow, batch_id)
+            if row is None:
+                raise NotFoundError(f"no batch {batch_id}")
+            counts = {
+                status: n
+                for status, n in s.execute(
+                    select(AuditRow.status, func.count()).where(AuditRow.batch_id == batch_id).group_by(AuditRow.status)
+                )
+            }
+            return BatchInfo(
+                id=row.id,
+                created_at=row.created_at,
+                submitted_by=row.submitted_by,
+                name=row.name,
+                task=row.task,
+                total=row.total,
+                counts=counts,
+                input_errors=row.input_errors,
+                done=not counts.get("pending") and not counts.get("running"),
+            )
+
+    def batches(self, limit: int = 50) -> list[BatchInfo]:
+        with self._session() as s:
+            ids = list(s.scalars(select(BatchRow.id).order_by(BatchRow.id.desc()).limit(limit)))
+        return [self.batch(i) for i in ids]
+
+    @staticmethod
+    def _requeue_failed(s: Session, row: AuditRow, actor: str) -> None:
+        """A failed audit back to the queue with its attempts reset (retry, or the same request sent again)."""
+        now = utcnow()
+        detail = f"retried after: {row.error}" if row.error else "retried"
+        row.status, row.attempts, row.not_before, row.finished_at, row.error = "pending", 0, None, None, None
+        s.add(EventRow(audit_id=row.id, at=now, kind="requeued", actor=actor, detail=detail))
+
+
+def _shown_request(text: str) -> AuditRequest:
+    """A stored request for reading: as the worker loads it, or, for one it refused (an older server stored what
+    the worker cannot load), from Python's own JSON reader, so the audit and its failure can still be shown."""
+    try:
+        return load_request(text)
+    except ValidationError:
+        return AuditRequest.model_validate(json.loads(text))
+
+
+def review_info(row: ReviewRow) -> ReviewInfo:
+    return ReviewInfo(
+        id=row.id,
+        audit_id=row.audit_id,
+        claim_id=row.claim_id,
+        reviewer=row.reviewer,
+        created_at=row.created_at,
+        decision=row.decision,
+        label=row.label,
+        engine_label=row.engine_label,
+        decided_by=row.decided_by,
+        note=row.note,
+    )

@@ -1,0 +1,132 @@
+"""The audit store's database: the engine (SQLite in WAL mode, or PostgreSQL), its per-connection settings, and
+the migrations applied on open; the store's errors and small helpers shared by its parts."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import Connection, CursorResult, Result, make_url
+from sqlalchemy.orm import sessionmaker
+
+from debate.errors import DebateError
+from debate.files import private_file
+from markov_debate.desk.models import (
+    AuditRequest,
+    EngineLabel,
+)
+
+__all__ = ["ConflictError", "Database", "Job", "NotFoundError", "StoreError", "count", "engine_label", "sha", "utcnow"]
+
+_MIGRATIONS = Path(__file__).parent.parent / "migrations"
+_MIGRATION_LOCK = threading.Lock()
+
+
+class StoreError(DebateError):
+    """A request the store cannot honour (the API turns it into a 4xx)."""
+
+    kind = "input"
+
+
+class NotFoundError(StoreError):
+    """No such audit, claim or batch."""
+
+
+class ConflictError(StoreError):
+    """The request conflicts with what is stored (an idempotency key reused for another body, a finished job)."""
+
+
+def count(result: Result[Any]) -> int:
+    """Rows an UPDATE changed (every UPDATE here runs on a cursor, which has the count)."""
+    return int(cast("CursorResult[Any]", result).rowcount)
+
+
+def utcnow() -> datetime:
+    """Naive UTC: stored the same way on SQLite and PostgreSQL."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def engine_label(claim: dict[str, Any]) -> EngineLabel:
+    label = claim.get("label")
+    return label if label in ("factual", "non_factual", "not_enough_evidence") else "unverifiable"
+
+
+@dataclass(frozen=True)
+class Job:
+    """A claimed audit: what the worker runs."""
+
+    audit_id: int
+    request: AuditRequest
+    attempts: int
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Database:
+    """The store's connection: `engine`, a `_session` factory, the dialect; the schema brought to the current
+    revision on open (concurrent starts serialised)."""
+
+    def __init__(self, url: str, *, price_prompt_per_mtok: float = 0.0, price_completion_per_mtok: float = 0.0) -> None:
+        self.url = url
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            private_file(Path(parsed.database))  # audits and reviews are nobody else's to read
+        self.engine: Engine = create_engine(url, pool_pre_ping=True)
+        self.dialect = self.engine.dialect.name
+        if self.dialect == "sqlite":
+            _sqlite_setup(self.engine)
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
+        self._prices = (price_prompt_per_mtok, price_completion_per_mtok)
+        self.migrate()
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest migration (a no-op when it is current)."""
+        config = Config()
+        config.set_main_option("script_location", str(_MIGRATIONS))
+        # Alembic keeps its context in module globals (one migration per process at a time), and servers that
+        # start together must not both create the schema: PostgreSQL serialises them with an advisory lock,
+        # SQLite with the BEGIN IMMEDIATE every transaction here starts with.
+        with _MIGRATION_LOCK, self.engine.begin() as conn:
+            if self.dialect == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(7405921)"))
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def schema_revision(self) -> str | None:
+        with self.engine.connect() as conn:
+            return _revision(conn)
+
+
+def _revision(conn: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+def _sqlite_setup(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        # pysqlite's own transaction handling is turned off so that every transaction starts with BEGIN IMMEDIATE:
+        # a deferred one that reads and then writes can fail with "database is locked" at once, busy timeout or not.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

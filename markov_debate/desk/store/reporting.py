@@ -1,0 +1,98 @@
+"""What reports are made of: the counts the desk's statistics use, and the finished audits an export pages
+through."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select
+
+from markov_debate.desk.store.sessions import SessionStore
+from markov_debate.desk.tables import AuditRow, ReviewRow
+
+__all__ = ["ReportingStore", "StoreFigures"]
+
+
+@dataclass(frozen=True)
+class StoreFigures:
+    """What `markov_debate.desk.stats` computes its statistics from."""
+
+    by_status: dict[str, int]
+    by_verdict: dict[str, int]
+    by_task: dict[str, int]
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    reviews: list[tuple[datetime, str, str, int, str]]
+
+
+class ReportingStore(SessionStore):
+    """Aggregates over the store and the export's stream."""
+
+    def _cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self._prices[0] + completion_tokens * self._prices[1]) / 1e6
+
+    def figures(self) -> StoreFigures:
+        """The counts statistics are made of: audits by status, verdict and task, usage, and every review's
+        (time, engine label, human label, audit, claim), oldest first."""
+        with self._session() as s:
+            by_status = dict(s.execute(select(AuditRow.status, func.count()).group_by(AuditRow.status)).all())
+            standing = func.coalesce(AuditRow.reviewed_verdict, AuditRow.verdict)  # as reviewed, where reviewed
+            done = select(standing, func.count()).where(AuditRow.status == "done")
+            by_verdict = dict(s.execute(done.group_by(standing)).all())
+            by_task = dict(s.execute(select(AuditRow.task, func.count()).group_by(AuditRow.task)).all())
+            calls, prompt, completion = s.execute(
+                select(
+                    func.coalesce(func.sum(AuditRow.llm_calls), 0),
+                    func.coalesce(func.sum(AuditRow.prompt_tokens), 0),
+                    func.coalesce(func.sum(AuditRow.completion_tokens), 0),
+                )
+            ).one()
+            reviews = list(
+                s.execute(
+                    select(
+                        ReviewRow.created_at,
+                        ReviewRow.engine_label,
+                        ReviewRow.label,
+                        ReviewRow.audit_id,
+                        ReviewRow.claim_id,
+                    ).order_by(ReviewRow.id)
+                )
+            )
+        return StoreFigures(
+            by_status=by_status,
+            by_verdict={str(k): v for k, v in by_verdict.items()},
+            by_task=by_task,
+            calls=int(calls),
+            prompt_tokens=int(prompt),
+            completion_tokens=int(completion),
+            cost=self._cost(int(prompt), int(completion)),
+            reviews=[(r[0], r[1], r[2], r[3], r[4]) for r in reviews],
+        )
+
+    def export_rows(self) -> Iterator[tuple[AuditRow, list[ReviewRow]]]:
+        """Finished audits in id order, with their reviews (streamed in pages)."""
+        last = 0
+        while True:
+            with self._session() as s:
+                rows = list(
+                    s.scalars(
+                        select(AuditRow)
+                        .where(AuditRow.status == "done", AuditRow.id > last)
+                        .order_by(AuditRow.id)
+                        .limit(200)
+                    )
+                )
+                if not rows:
+                    return
+                reviews: dict[int, list[ReviewRow]] = {}
+                for review in s.scalars(
+                    select(ReviewRow).where(ReviewRow.audit_id.in_([r.id for r in rows])).order_by(ReviewRow.id)
+                ):
+                    reviews.setdefault(review.audit_id, []).append(review)
+            for row in rows:
+                yield row, reviews.get(row.id, [])
+            last = rows[-1].id

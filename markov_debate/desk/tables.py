@@ -1,0 +1,118 @@
+"""The audit store's tables (SQLAlchemy 2). The schema is created and changed only by the Alembic migrations in
+markov_debate/desk/migrations; this module is what the code and `alembic revision --autogenerate` compare against."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["AuditRow", "Base", "BatchRow", "ClaimRow", "EventRow", "ReviewRow"]
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class BatchRow(Base):
+    __tablename__ = "batches"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    submitted_by: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(500))
+    task: Mapped[str] = mapped_column(String(50))
+    total: Mapped[int] = mapped_column(Integer)
+    input_errors: Mapped[list[dict[str, object]]] = mapped_column(JSON)
+
+
+class AuditRow(Base):
+    """One response to audit. `report_json` is written once, exactly as the engine produced it, and never changed."""
+
+    __tablename__ = "audits"
+    __table_args__ = (
+        UniqueConstraint("submitted_by", "idempotency_key", name="uq_audits_idempotency"),
+        Index("ix_audits_queue", "status", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    submitted_by: Mapped[str] = mapped_column(String(200))
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    request_sha256: Mapped[str] = mapped_column(String(64))
+    batch_id: Mapped[int | None] = mapped_column(ForeignKey("batches.id"), index=True)
+    batch_line: Mapped[int | None] = mapped_column(Integer)
+    task: Mapped[str] = mapped_column(String(50), index=True)
+    request_json: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(200))
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime)
+    not_before: Mapped[datetime | None] = mapped_column(DateTime)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    verdict: Mapped[str | None] = mapped_column(String(40), index=True)
+    reviewed_verdict: Mapped[str | None] = mapped_column(String(40), index=True)
+    """The verdict with the reviewers' labels, once a review overturned a claim (None: the engine's stands)."""
+    report_json: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    llm_calls: Mapped[int] = mapped_column(Integer, default=0)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    search_text: Mapped[str] = mapped_column(Text)
+    """question + response, lower-cased, for `q=` searches."""
+
+
+class ClaimRow(Base):
+    """A claim of a finished audit, indexed from its report for the queue, filters and stats."""
+
+    __tablename__ = "claims"
+
+    audit_id: Mapped[int] = mapped_column(ForeignKey("audits.id"), primary_key=True)
+    claim_id: Mapped[str] = mapped_column(String(50), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    engine_label: Mapped[str] = mapped_column(String(40), index=True)
+    decided_by: Mapped[str] = mapped_column(String(60))
+    error_severity: Mapped[int | None] = mapped_column(Integer)
+
+
+class ReviewRow(Base):
+    """A human decision on a claim's automated outcome. Rows are only ever added."""
+
+    __tablename__ = "reviews"
+    __table_args__ = (Index("ix_reviews_claim", "audit_id", "claim_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    audit_id: Mapped[int] = mapped_column(ForeignKey("audits.id"))
+    claim_id: Mapped[str] = mapped_column(String(50))
+    reviewer: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime, index=True)
+    decision: Mapped[str] = mapped_column(String(20))
+    label: Mapped[str] = mapped_column(String(40))
+    engine_label: Mapped[str] = mapped_column(String(40))
+    decided_by: Mapped[str] = mapped_column(String(60))
+    note: Mapped[str] = mapped_column(Text)
+
+
+class EventRow(Base):
+    """The audit trail: who did what to an audit, when. Rows are only ever added."""
+
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    audit_id: Mapped[int] = mapped_column(ForeignKey("audits.id"), index=True)
+    at: Mapped[datetime] = mapped_column(DateTime)
+    kind: Mapped[str] = mapped_column(String(20))
+    actor: Mapped[str | None] = mapped_column(String(200))
+    detail: Mapped[str | None] = mapped_column(Text)
+
+
+class RevokedSessionRow(Base):
+    """A UI session ended by logout before its expiry; kept until it would have expired anyway."""
+
+    __tablename__ = "revoked_sessions"
+
+    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(DateTime)

@@ -1,0 +1,241 @@
+"""The checks behind every dynamics prediction, on populations that break one assumption each (run through the real
+engine): each check fires on the population that breaks its assumption and stays quiet on the Markov one, the
+mixture of item classes holds the truth where the one-class model does not, and the commands say so above their
+tables."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from debate.engine import load_chain
+from experiments.dynamics import Observation, diagnose, fit_model, markov_check, observations, predict
+from experiments.dynamics.examples import EXAMPLES
+from experiments.dynamics.predict import Setting
+from experiments.dynamics.simulate import Population, exact_accuracy, labels_for, load_population, simulate_debates
+from tests.support.helpers import ROOT, debate
+
+pytestmark = pytest.mark.slow  # starts processes
+
+CHAIN = "true-to-skeptic"
+
+
+def _seen(population: Population, n: int, labels_seed: int = 1) -> list[Observation]:
+    results = asyncio.run(
+        simulate_debates(population, chain=CHAIN, min_rounds=2, max_rounds=4, labels=labels_for(n, 0.5, labels_seed))
+    )
+    spec = load_chain(CHAIN)
+    return [o for item, label, r in results for o in observations(r, spec, item=item, label=label)]
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, list[Observation]]:
+    return {name: _seen(population, 800) for name, population in EXAMPLES.items()}
+
+
+def test_each_check_fires_on_the_population_that_breaks_it_and_not_on_the_markov_one(
+    runs: dict[str, list[Observation]],
+) -> None:
+    expected = {"markov": set(), "two-class": {"heterogeneity"}, "memory": {"markov"}, "state": {"state"}}
+    for name, seen in runs.items():
+        fitted = fit_model(seen, bootstrap=20)
+        found = diagnose(seen, fitted.choice)
+        failed = {c.name for c in found.checks if c.rejected}
+        assert expected[name] <= failed, (name, found.checks)
+        if name == "markov":
+            assert not failed and not found.warnings and fitted.choice.classes == 1, found
+        else:
+            assert found.warnings, name
+        if name in ("memory", "state"):
+            assert "heterogeneity" not in failed and fitted.choice.classes == 1, (name, found.checks)
+    state = diagnose(runs["state"], fit_model(runs["state"], bootstrap=0).choice).check("state")
+    assert state is not None and "differs across states: trust" in state.detail
+
+
+def test_false_alarms_on_the_markov_population_stay_rare() -> None:
+    """Ten independent runs (their own items and draws) of 300 claims: at most one raises any warning or picks
+    classes (four checks at 1% each: about 4% per run expected)."""
+    alarms = []
+    for seed in range(10):
+        population = EXAMPLES["markov"].model_copy(update={"seed": 100 + seed})
+        seen = _seen(population, 300, labels_seed=seed)
+        fitted = fit_model(seen, bootstrap=0, seed=seed)
+        found = diagnose(seen, fitted.choice)
+        if found.warnings or fitted.choice.classes > 1:
+            alarms.append((seed, found.warnings, fitted.choice.reason))
+    assert len(alarms) <= 1, alarms
+
+
+def test_the_mixture_holds_the_truth_where_one_class_does_not(runs: dict[str, list[Observation]]) -> None:
+    population, seen = EXAMPLES["two-class"], runs["two-class"]
+    settings = [
+        Setting(chain, m, 4)
+        for chain in ("true-to-skeptic", "always-trust", "true-to-trust", "always-skeptic")
+        for m in (1, 2, 3)
+    ]
+    truths = [exact_accuracy(population, s) for s in settings]
+    mixture = predict(seen, settings, share_true=0.5, bootstrap=100, seed=3)
+    one = predict(seen, settings, share_true=0.5, bootstrap=100, seed=3, model="one-class")
+    missed = [
+        (s, t, p.accuracy_interval)
+        for s, t, p in zip(settings, truths, mixture, strict=True)
+        if not p.accuracy_interval[0] <= t <= p.accuracy_interval[1]
+    ]
+    assert len(missed) <= 1, missed
+    one_missed = [
+        s
+        for s, t, p in zip(settings, truths, one, strict=True)
+        if not p.accuracy_interval[0] <= t <= p.accuracy_interval[1]
+    ]
+    assert len(one_missed) >= 4, one_missed
+    worst = max(abs(t - p.accuracy) for t, p in zip(truths, mixture, strict=True))
+    assert worst < max(abs(t - p.accuracy) for t, p in zip(truths, one, strict=True)) / 2
+
+
+def test_runs_on_the_same_items_show_unequal_difficulty_across_runs() -> None:
+    """The initial agent's verdicts on the same items across runs: binomial for alike items, over-dispersed for
+    classes of items."""
+    for name, rejected in (("two-class", True), ("markov", False)):
+        population = EXAMPLES[name]
+        first, second = (_seen(population.model_copy(update={"seed": s}), 300) for s in (21, 22))
+        fitted = fit_model(first, bootstrap=0, runs=[first, second])
+        check = diagnose(first, fitted.choice, runs=[first, second]).check("overdispersion")
+        assert check is not None and check.rejected is rejected, (name, check)
+        assert check.detail.endswith("over 300 items seen in 2 runs"), check.detail
+
+
+def test_back_offs_and_the_cap_are_stated(runs: dict[str, list[Observation]]) -> None:
+    seen = runs["markov"]
+    own, other, capped = predict(
+        seen, [Setting(CHAIN, 2, 4), Setting("always-trust", 2, 4), Setting(CHAIN, 4, 4)], share_true=0.5, bootstrap=50
+    )
+    assert own.backed_off == [] and own.backoff_range is None
+    # always-trust shows trust a "true" in S1, which the paper's rule never does (it enters S1 after "false")
+    assert "trust in S1, label True, shown [True]" in other.backed_off and other.backoff_range is not None
+    low, high = other.backoff_range
+    assert low <= other.accuracy <= high and high - low > 0.005
+    assert own.capped < 0.2 and capped.capped > 0.3
+    # without bootstrap replicates the intervals and the back-off range collapse to the point, and say so
+    [bare] = predict(seen, [Setting("always-trust", 2, 4)], share_true=0.5, bootstrap=0)
+    assert bare.accuracy_interval == (bare.accuracy, bare.accuracy) == bare.backoff_range
+
+
+def test_the_roles_file_states_classes_and_state_dependence(tmp_path: Path) -> None:
+    roles = tmp_path / "roles.toml"
+    roles.write_text(
+        "seed = 7\n[roles.trust]\nconformity = 0.6\n[roles.trust.states.S1]\nconformity = 0.0\n"
+        "[[classes]]\nshare = 0.6\nfactual_true = 0.92\nhallucinated_true = 0.08\n"
+        "[[classes]]\nshare = 0.4\nfactual_true = 0.25\nhallucinated_true = 0.75\n"
+        "[classes.roles.leader]\nfactual_true = 0.5\n"
+    )
+    population = load_population(roles)
+    assert population.p("trust", "S1", True, (False,), 0) == pytest.approx(0.92)
+    assert population.p("trust", "S2", True, (False,), 0) == pytest.approx(0.4 * 0.92)
+    assert population.p("leader", "S1", True, (), 1) == 0.5 and population.p("skeptic", "S1", False, (), 1) == 0.75
+    assert [population.class_of(f"sim-{i}") for i in range(5)] == [population.class_of(f"sim-{i}") for i in range(5)]
+    roles.write_text("[[classes]]\nshare = 0.6\n[[classes]]\nshare = 0.3\n")
+    bad = debate("dynamics", "simulate", "--roles", str(roles), "--out", str(tmp_path / "x"))
+    assert bad.returncode == 2 and "classes: the shares add up to 0.9, not 1" in bad.stderr, bad.stderr
+    roles.write_text("[roles.trust]\nconformity = 0.7\nmemory = 0.5\n")
+    bad = debate("dynamics", "simulate", "--roles", str(roles), "--out", str(tmp_path / "x"))
+    assert bad.returncode == 2 and "roles.trust: Value error, memory + conformity is 1.2: at most 1" in bad.stderr
+
+
+TWO_CLASS = """seed = 7
+[roles.initial]
+factual_true = 0.75
+hallucinated_true = 0.35
+[roles.trust]
+conformity = 0.6
+[roles.skeptic]
+conformity = 0.3
+[roles.leader]
+conformity = 0.5
+[[classes]]
+share = 0.6
+factual_true = 0.92
+hallucinated_true = 0.08
+[[classes]]
+share = 0.4
+factual_true = 0.25
+hallucinated_true = 0.75
+"""
+
+
+def test_the_commands_warn_above_their_tables_on_heterogeneous_items_only(tmp_path: Path) -> None:
+    for name, text in (("two-class", TWO_CLASS), ("alike", TWO_CLASS.split("[[classes]]")[0])):
+        (tmp_path / f"{name}.toml").write_text(text)
+        for out, seed in ((name, "7"), (f"{name}-at", "8")):
+            done = debate(
+                "dynamics",
+                "simulate",
+                "--roles",
+                str(tmp_path / f"{name}.toml"),
+                "--n",
+                "300",
+                "--max-rounds",
+                "4",
+                "--seed",
+                seed,
+                "--out",
+                str(tmp_path / out),
+            )
+            assert done.returncode == 0, done.stderr
+        run, other = str(tmp_path / name), str(tmp_path / f"{name}-at")
+        outputs = [
+            debate("dynamics", "fit", run, "--bootstrap", "20"),
+            debate("dynamics", "predict", run, "--chain", "always-trust", "--bootstrap", "20"),
+            debate("dynamics", "validate", run, other, "--bootstrap", "20"),
+        ]
+        for done in outputs:
+            assert done.returncode == 0, done.stderr
+            table = done.stdout.index("| ")
+            warned = "WARNING: the items are heterogeneous (heterogeneity check" in done.stdout[:table]
+            assert warned is (name == "two-class"), done.stdout[:table]
+            assert "model: " in done.stdout[:table] and "- markov (" in done.stdout[:table]
+        assert ("a mixture of 2 item classes" in outputs[0].stdout) is (name == "two-class")
+        for done in outputs:
+            assert "self-consistency: the fitted setting (true-to-skeptic, min 2)" in done.stdout
+        assert "| accuracy within |" in outputs[2].stdout and "| calls within |" in outputs[2].stdout
+        assert "- overdispersion (" in outputs[2].stdout
+    predicted = debate("dynamics", "predict", str(tmp_path / "alike"), "--json", "--bootstrap", "10")
+    body = json.loads(predicted.stdout)
+    assert set(body) == {"diagnostics", "self_check", "predictions"} and body["diagnostics"]["warnings"] == []
+
+
+def test_the_docs_roles_files_are_the_example_populations() -> None:
+    """docs/dynamics.md shows the `markov` and `two-class` populations as roles files: the tables beside them were
+    measured on these."""
+    text = (ROOT / "docs" / "dynamics.md").read_text()
+    files = dict(re.findall(r"<!-- readme: file (\S+) -->\n```toml\n(.*?)```", text, re.S))
+    for name, example in (("roles.toml", "markov"), ("two-class.toml", "two-class")):
+        shown = Population.model_validate(tomllib.loads(files[name]))
+        assert shown == EXAMPLES[example], name
+
+
+def test_a_check_on_too_few_turns_says_not_applicable_rather_than_holds() -> None:
+    def turn(i: int, earlier: bool) -> Observation:
+        return Observation(
+            item=f"i{i}",
+            label=True,
+            role="trust",
+            state="S1",
+            shown=(True,),
+            earlier=earlier,
+            verdict=i % 2 == 0,
+            calls=1,
+            position=2,
+            initial=None,
+        )
+
+    # nine turns a side: under the 10-turn cells the chi-square reference needs
+    few = markov_check([turn(i, i < 9) for i in range(18)])
+    assert few.p_value is None and not few.rejected and few.detail.startswith("not applicable: no context")
+    # the same split with ten a side is tested (and holds: the verdicts do not follow `earlier`)
+    enough = markov_check([turn(i, i < 10) for i in range(20)])
+    assert enough.df == 1 and enough.p_value is not None and not enough.rejected

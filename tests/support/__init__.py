@@ -1,0 +1,1 @@
+"""Helpers, fakes and servers the tests share (imported as tests.support.*)."""

@@ -1,0 +1,244 @@
+"""Direct tests of the small modules every stage leans on: the re-ask loop (debate.engine), the registry, the
+concurrency cap (debate.concurrency) and the team's selector model (agents.selector_model)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import warnings
+
+import pytest
+
+from agents.selector_model import NoSelectorModel
+from debate.concurrency import gather_ordered, ordered_map, run_blocking
+from debate.engine import ask_structured, converse, load_prompt
+from debate.errors import ModelUnavailableError, ReplyUnusableError
+from debate.llm import item_scope
+from debate.registry import Registry, UnknownNameError
+from debate.testing import ScriptedChatClient
+
+
+def _number(reply: str) -> int:
+    try:
+        return int(json.loads(reply)["n"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ReplyUnusableError(f"no integer n in {reply!r}") from exc
+
+
+# --- debate.engine ------------------------------------------------------------------------------------------
+
+
+async def test_a_malformed_reply_is_re_asked_with_its_error_in_the_same_conversation() -> None:
+    client = ScriptedChatClient({"count": ["seven", '{"n": 7}']})
+    chat = converse(client, "You count.", schema=None, schema_name="n", purpose="count", site="x")
+    outcome = await ask_structured(chat, "How many?", _number, max_retries=2, expected='{"n": <integer>}')
+    assert (outcome.value, outcome.attempts, outcome.errors) == (7, 2, ["no integer n in 'seven'"])
+    second = client.calls[1].request
+    assert [m.role for m in second.messages] == ["system", "user", "assistant", "user"]
+    assert (
+        "no integer n in 'seven'" in second.messages[-1].content and '{"n": <integer>}' in second.messages[-1].content
+    )
+    assert [c.request.site for c in client.calls] == ["x#1", "x#2"]
+    # Usage comes back on the outcome; only the usable reply is offered to a call cache.
+    assert outcome.usage.llm_calls == 2 and outcome.usage.prompt_tokens == 20
+    assert [r.text for r in client.accepted] == ['{"n": 7}']
+    info = outcome.info(load_prompt("reask"), chat.messages())
+    assert info.attempts == 2 and info.usage.llm_calls == 2 and info.messages is not None and len(info.messages) == 5
+
+
+async def test_the_re_asks_are_bounded_and_the_outcome_says_why_it_failed() -> None:
+    client = ScriptedChatClient({"count": ["a", "b", "c"]})
+    chat = converse(client, "", schema=None, schema_name="n", purpose="count")
+    outcome = await ask_structured(chat, "How many?", _number, max_retries=2, expected="n")
+    assert outcome.value is None and outcome.attempts == 3 and client.remaining == 0 and client.accepted == []
+    assert outcome.failure == "no usable reply after 3 attempts; last problem: no integer n in 'c'"
+    with pytest.raises(ReplyUnusableError, match="after 3 attempts"):
+        outcome.unwrap()
+
+
+async def test_a_network_failure_is_not_re_asked() -> None:
+    client = ScriptedChatClient({"count": [ModelUnavailableError("HTTP 503"), '{"n": 1}']})
+    chat = converse(client, "", schema=None, schema_name="n", purpose="count")
+    with pytest.raises(ModelUnavailableError):
+        await ask_structured(chat, "How many?", _number, max_retries=2, expected="n")
+    assert client.remaining == 1 and len(chat.responses) == 0
+
+
+# --- debate.registry --------------------------------------------------------------------------------------------
+
+
+def test_registry_names_describes_and_suggests() -> None:
+    class Square:
+        """A square widget.
+
+        More about it."""
+
+    registry: Registry[type] = Registry("widgets")
+    registry.register("round", int, description="a round widget")
+    registry.register("square", Square)
+    assert registry.names() == ["round", "square"] and list(registry) == ["round", "square"]
+    assert registry.get("round") is int and "square" in registry and "oval" not in registry
+    assert registry.describe("round") == "a round widget" and registry.describe("square") == "A square widget."
+    with pytest.raises(UnknownNameError, match=r"unknown widget 'rund' \(known: round, square\); did you mean 'round'"):
+        registry.get("rund")
+    registry.register("round", str)  # a later registration replaces the earlier one
+    assert registry.get("round") is str
+
+
+def test_registry_loads_a_plugin_through_its_entry_point() -> None:
+    from debate.plugins import PREFILTERS
+
+    assert "rules" in PREFILTERS.names()
+    with pytest.raises(UnknownNameError, match="did you mean 'rules'"):
+        PREFILTERS.get("rulez")
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (
+            {"rollup": "majorty"},
+            "rollup: unknown rollup 'majorty' (known: any-false, major, soft, strict); did you mean",
+        ),
+        ({"team": "autogn"}, "team: unknown team 'autogn'"),
+        ({"retrieval": {"retriever": "bm52"}}, "retrieval.retriever: unknown retriever 'bm52'"),
+        ({"prefilter": {"prefilters": ["rulez"]}}, "prefilter.prefilters: unknown prefilter 'rulez'"),
+        ({"debate": {"chain": "true-to-skeptik"}}, "debate.chain: unknown chain 'true-to-skeptik'"),
+    ],
+)
+def test_a_name_nothing_registered_stops_the_verifier_being_built(config: dict[str, object], expected: str) -> None:
+    """The configuration holds names; the registries are asked when a Verifier is built, with the field named and
+    the closest registered name."""
+    from debate import Verifier, VerifierConfig
+
+    with pytest.raises(UnknownNameError) as caught:
+        Verifier(config=VerifierConfig.model_validate(config), client=ScriptedChatClient([]))
+    assert str(caught.value).startswith(expected)
+
+
+# --- debate.concurrency -----------------------------------------------------------------------------------------
+
+
+async def test_results_come_in_input_order_with_at_most_limit_running() -> None:
+    running, most = 0, 0
+
+    async def work(i: int) -> int:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.001 * (10 - i))  # later items finish first
+        running -= 1
+        return i * i
+
+    assert await gather_ordered(range(10), work, limit=3) == [i * i for i in range(10)]
+    assert most == 3
+    with pytest.raises(ValueError, match="limit must be at least 1"):
+        await gather_ordered([1], work, limit=0)
+
+
+def test_run_blocking_closes_a_coroutine_a_ctrl_c_kept_from_starting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C that lands before the loop starts the coroutine: no "never awaited" warning after the CLI's
+    one-line message (it printed one in CI)."""
+    started: list[bool] = []
+
+    async def work() -> int:
+        started.append(True)
+        return 1
+
+    def interrupted(coroutine: object) -> int:
+        raise KeyboardInterrupt
+
+    assert run_blocking(work()) == 1 and started == [True]
+    monkeypatch.setattr(asyncio, "run", interrupted)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(KeyboardInterrupt):
+            run_blocking(work())
+        gc.collect()
+    assert started == [True]
+    assert not [w for w in caught if "never awaited" in str(w.message)], [str(w.message) for w in caught]
+
+
+async def test_a_failure_cancels_the_work_still_running_and_surfaces_in_order() -> None:
+    cancelled: list[int] = []
+
+    async def work(i: int) -> int:
+        try:
+            if i == 1:
+                raise KeyError("item 1")
+            await asyncio.sleep(0.05 if i == 0 else 10)
+            return i
+        except asyncio.CancelledError:
+            cancelled.append(i)
+            raise
+
+    seen: list[int] = []
+    with pytest.raises(KeyError, match="item 1"):
+        async for result in ordered_map(range(5), work, limit=2):
+            seen.append(result)
+    # Item 0's result was due first; item 1's error then surfaced and the items already running were cancelled.
+    assert seen == [0] and sorted(cancelled) == [2, 3]
+
+
+async def test_cancelling_the_caller_cancels_every_task() -> None:
+    started: list[int] = []
+    finished: list[int] = []
+
+    async def work(i: int) -> int:
+        started.append(i)
+        await asyncio.sleep(10)
+        finished.append(i)
+        return i
+
+    task = asyncio.ensure_future(gather_ordered(range(6), work, limit=2))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # A queued item may get the slot a cancelled one frees, but it is cancelled at its first await.
+    assert started[:2] == [0, 1] and len(started) <= 3 and finished == []
+    assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+
+async def test_the_item_scope_reaches_the_tasks_work_starts() -> None:
+    client = ScriptedChatClient({"x@a": ["1", "2"], "x@b": ["3"]})
+
+    async def ask(text: str) -> str:
+        from debate.llm import ChatMessage, ChatRequest
+
+        return (await client.complete(ChatRequest(messages=[ChatMessage(role="user", content=text)], purpose="x"))).text
+
+    with item_scope("a"):
+        first = await gather_ordered(["p", "q"], ask, limit=2)
+    with item_scope("b"):
+        second = await ask("r")
+    assert (first, second) == (["1", "2"], "3") and [c.item for c in client.calls] == ["a", "a", "b"]
+
+
+# --- agents.selector_model --------------------------------------------------------------------------------------
+
+
+async def test_the_selector_model_refuses_every_call() -> None:
+    model = NoSelectorModel()
+    with pytest.raises(RuntimeError, match="the Markov chain names every speaker"):
+        await model.create([])
+    with pytest.raises(RuntimeError, match="never asked"):
+        async for _ in model.create_stream([]):
+            pass
+    assert model.total_usage().prompt_tokens == 0 and model.model_info["function_calling"] is False
+
+
+# --- per-prefilter options --------------------------------------------------------------------------------------
+
+
+def test_a_prefilter_without_an_options_model_takes_no_options() -> None:
+    """Checked when a Verifier is built (configuration imports no stage), with the field named."""
+    from debate import Verifier, VerifierConfig
+    from debate.config import PrefilterConfig
+    from debate.errors import UsageError
+
+    config = VerifierConfig(prefilter=PrefilterConfig(prefilters=["rules"], options={"rules": {"strict": True}}))
+    with pytest.raises(UsageError, match=r"prefilter.options: prefilter 'rules' takes no options"):
+        Verifier(config=config, client=ScriptedChatClient([]))
+    assert PrefilterConfig(prefilters=["rules"]).options == {}
