@@ -22,6 +22,8 @@ from autogen_core.models import (
 from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
 
+from debate.errors import InternalError
+
 __all__ = ["NoSelectorModel"]
 
 
@@ -30,7 +32,7 @@ class NoSelectorModel(ChatCompletionClient):
     returned no name, which is a bug."""
 
     def _refuse(self) -> NoReturn:
-        raise RuntimeError("the Markov chain names every speaker; the team's selector model is never asked")
+        raise InternalError("the Markov chain names every speaker; the team's selector model is never asked")
 
     async def create(
         self,

@@ -47,7 +47,7 @@ from debate.engine import (
     render_opinions,
     transcript_result,
 )
-from debate.errors import DebateError, is_fatal
+from debate.errors import DebateError, InternalError, is_fatal
 from debate.llm import ChatClient
 from debate.types import Claim, DebateResult, Evidence, Failure, Turn
 
@@ -96,7 +96,7 @@ class _ClaimRun:
         plan, self._plan = self._plan, None
         if plan is None or plan.role != role:
             # Only a selector bug gets here: autogen asks the agent the selector function named.
-            raise RuntimeError(f"{role} was asked to speak without the chain's plan for it (plan: {plan})")
+            raise InternalError(f"{role} was asked to speak without the chain's plan for it (plan: {plan})")
         return plan
 
     def abort(self, error: Exception) -> None:

@@ -11,6 +11,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
+from debate.errors import UsageError
+
 __all__ = ["Terminated", "cancel_on_sigterm", "gather_ordered", "ordered_map", "run_blocking"]
 
 log = logging.getLogger(__name__)
@@ -26,7 +28,7 @@ async def ordered_map(items: Iterable[T], fn: Callable[[T], Awaitable[R]], *, li
     surfaces when its result is due; the remaining tasks are then cancelled and awaited.
     """
     if limit < 1:
-        raise ValueError(f"limit must be at least 1, got {limit}")
+        raise UsageError(f"limit must be at least 1, got {limit}")
     gate = asyncio.Semaphore(limit)
 
     async def run(item: T) -> R:

@@ -22,6 +22,7 @@ __all__ = [
     "ExtractionError",
     "Hint",
     "InputError",
+    "InternalError",
     "ModelError",
     "ModelRequestError",
     "ModelUnavailableError",
@@ -86,6 +87,12 @@ class UsageError(DebateError):
     """Bad arguments or configuration: the command exits 2 with one line."""
 
     kind = "usage"
+
+
+class InternalError(DebateError):
+    """A broken invariant: a bug in markov-debate, never the input's or the model's fault (please report it)."""
+
+    kind = "internal"
 
 
 class InputError(DebateError, ValueError):

@@ -23,7 +23,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, Protocol, TypeVar
 
 from debate.concurrency import run_blocking
-from debate.errors import DebateError
+from debate.errors import DebateError, UsageError
 from debate.llm._ratelimit import SharedRates, adopt_shared
 
 __all__ = ["Job", "WorkerError", "process_map", "resolve_workers"]
@@ -56,7 +56,7 @@ def resolve_workers(value: str | int) -> int:
         return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     number = int(value)
     if number < 1:
-        raise ValueError(f"--workers must be at least 1 or auto, got {value}")
+        raise UsageError(f"--workers must be at least 1 or auto, got {value}")
     return number
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from debate.cli import (
     add_command,
     add_command_group,
     examples,
 )
+from debate.cli.conventions import Subcommands
 from debate.cli.cost import add_cost_arguments, print_estimate
 from debate.engine import PROMPT_SETS
 from debate.errors import UsageError
@@ -29,14 +29,14 @@ from experiments.runner import RunSpec, items_for, method_config
 __all__ = ["register"]
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     """Add eval, ablate and report to the `debate` subcommands."""
     _register_eval(sub)
     _register_ablate(sub)
     _register_report(sub)
 
 
-def _register_eval(sub: Any) -> None:
+def _register_eval(sub: Subcommands) -> None:
     ev_sub = add_command_group(
         sub,
         "eval",
@@ -82,7 +82,7 @@ def _register_eval(sub: Any) -> None:
     fact.set_defaults(handler=_eval, task="kbqa")
 
 
-def _register_ablate(sub: Any) -> None:
+def _register_ablate(sub: Subcommands) -> None:
     ab_sub = add_command_group(
         sub,
         "ablate",
@@ -121,7 +121,7 @@ def _register_ablate(sub: Any) -> None:
     _register_prompt_set_and_replot(ab_sub)
 
 
-def _register_prompt_set_and_replot(ab_sub: Any) -> None:
+def _register_prompt_set_and_replot(ab_sub: Subcommands) -> None:
     ps = ab_sub.add_parser(
         "prompt-set",
         help="the paper's prompt set against the tuned one (and any directory)",
@@ -149,7 +149,7 @@ def _register_prompt_set_and_replot(ab_sub: Any) -> None:
     rp.set_defaults(handler=ablate_replot)
 
 
-def _register_report(sub: Any) -> None:
+def _register_report(sub: Subcommands) -> None:
     rep = add_command(
         sub,
         "report",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -20,6 +19,7 @@ from rich.progress import (
 from rich.table import Table
 
 from debate.cli import add_command_group, examples
+from debate.cli.conventions import Subcommands
 from experiments.datasets import (
     DATASET_NAMES,
     DatasetName,
@@ -36,7 +36,7 @@ _out = Console()
 _err = Console(stderr=True)
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     """Add `data` (fetch, list, path) to the `debate` subcommands."""
     data_sub = add_command_group(
         sub,
@@ -69,7 +69,7 @@ def register(sub: Any) -> None:
     path.set_defaults(handler=_path)
 
 
-def _register_fetch(data_sub: Any) -> None:
+def _register_fetch(data_sub: Subcommands) -> None:
     fetch = data_sub.add_parser(
         "fetch",
         help="download and install datasets (a re-run resumes and skips what is installed)",

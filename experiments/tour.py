@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from rich.table import Table
 
-from debate.cli.conventions import add_command, err, examples, out
+from debate.cli.conventions import Subcommands, add_command, err, examples, out
 from debate.cli.options import add_verifier_arguments, verifier_config
 from debate.cli.render import render_report
 from debate.concurrency import run_blocking
@@ -48,7 +47,7 @@ TOUR_POPULATION = Population(
 SIMULATED = "SIMULATED agents, not a model"
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     """Add `debate tour` to the `debate` parser's subcommands."""
     parser = add_command(
         sub,

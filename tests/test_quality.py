@@ -136,3 +136,63 @@ def test_no_function_over_60_lines_and_no_module_over_400() -> None:
                     if node.end_lineno - node.lineno + 1 > 60:
                         long_functions.append(f"{where}:{node.lineno} {node.name}")
     assert (long_functions, long_modules) == ([], [])
+
+
+def test_the_core_install_pulls_none_of_the_experiments_libraries() -> None:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = " ".join(project["dependencies"]).lower()
+    assert not [lib for lib in ("matplotlib", "scikit-learn", "scipy", "tabulate") if lib in core]
+    assert {"matplotlib", "scikit-learn", "scipy", "tabulate"} <= {
+        d.split(">")[0].split("=")[0] for d in project["optional-dependencies"]["experiments"]
+    }
+
+
+PUBLIC = (
+    "debate",
+    "debate.config",
+    "debate.errors",
+    "debate.plugins",
+    "debate.types",
+    "debate.llm",
+    "debate.engine",
+    "debate.claims",
+    "debate.evidence",
+    "debate.tasks",
+    "debate.prefilter",
+    "debate.results",
+    "debate.pipeline",
+    "debate.testing",
+    "debate.sentences",
+    "debate.rollup",
+    "debate.registry",
+)
+
+
+def test_every_public_name_imports_from_where_it_is_listed() -> None:
+    import importlib
+
+    missing = [
+        f"{module}.{name}"
+        for module in PUBLIC
+        for name in importlib.import_module(module).__all__
+        if not hasattr(importlib.import_module(module), name)
+    ]
+    assert missing == []
+    import debate
+
+    for name in (
+        "VerifierConfig",
+        "ModelConfig",
+        "DebateConfig",
+        "ClaimConfig",
+        "RetrievalConfig",
+        "SearchConfig",
+        "PrefilterConfig",
+        "TelemetryConfig",
+        "ChatClient",
+        "ScriptedChatClient",
+        "__version__",
+    ):
+        assert name in debate.__all__

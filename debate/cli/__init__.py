@@ -10,9 +10,8 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib.metadata import entry_points
-from typing import Any
 
 from debate.cli import admin, verify
 from debate.cli.conventions import (
@@ -20,6 +19,7 @@ from debate.cli.conventions import (
     EXIT_CODES,
     Handler,
     Parser,
+    Register,
     add_command,
     add_command_group,
     err,
@@ -84,7 +84,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
     if not (words and words[0] in _BUILTIN_COMMANDS):
         for entry in entry_points(group=COMMAND_ENTRY_POINT_GROUP):
-            register: Callable[[Any], None] = entry.load()
+            register: Register = entry.load()
             register(sub)
     for child in walk(parser)[1:]:
         # Global options work after the subcommand too: SUPPRESS keeps a subcommand from resetting what was

@@ -6,14 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from rich.markup import escape
 
-from debate.cli.conventions import add_command, examples, out
+from debate.cli.conventions import Subcommands, add_command, examples, out
 from debate.cli.options import read_json
 from debate.engine import load_chain
-from debate.errors import UsageError
+from debate.errors import InputError, UsageError
 from debate.llm._cache import CACHE_FILE, DEFAULT_CACHE_DIR, cache_stats, clear_cache
 from debate.plugins import CHAINS
 from debate.prefilter import (
@@ -29,14 +28,14 @@ from debate.prefilter import (
 __all__ = ["register"]
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     """Add the commands to the `debate` parser's subcommands."""
     _register_cache(sub)
     _register_chains(sub)
     _register_check_tools(sub)
 
 
-def _register_cache(sub: Any) -> None:
+def _register_cache(sub: Subcommands) -> None:
     cache = add_command(
         sub,
         "cache",
@@ -61,7 +60,7 @@ def _register_cache(sub: Any) -> None:
     cache.add_argument("--json", action="store_true", help="stats: print JSON")
 
 
-def _register_chains(sub: Any) -> None:
+def _register_chains(sub: Subcommands) -> None:
     chains = add_command(
         sub,
         "chains",
@@ -73,7 +72,7 @@ def _register_chains(sub: Any) -> None:
     chains.add_argument("--json", action="store_true", help="print the graphs as JSON node/edge lists")
 
 
-def _register_check_tools(sub: Any) -> None:
+def _register_check_tools(sub: Subcommands) -> None:
     tools = add_command(
         sub,
         "check-tools",
@@ -161,7 +160,7 @@ def _check_tools(args: argparse.Namespace) -> int:
         registry = ToolRegistry.from_file(args.registry)
     except OSError as exc:
         raise UsageError(f"--registry: cannot read {args.registry}: {exc.strerror}") from exc
-    except ValueError as exc:
+    except InputError as exc:
         raise UsageError(f"--registry {args.registry}: {exc}") from exc
     call = read_json(args.call, "--call")
     body = call.get("function", call) if isinstance(call, dict) else None

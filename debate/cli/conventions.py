@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeAlias
 
 from rich.console import Console
 from rich.logging import RichHandler
@@ -32,6 +32,8 @@ __all__ = [
     "EXIT_CODES",
     "Handler",
     "Parser",
+    "Register",
+    "Subcommands",
     "add_command",
     "add_command_group",
     "err",
@@ -60,6 +62,12 @@ COMMAND_ENTRY_POINT_GROUP = "markov_debate.commands"
 
 Handler = Callable[[argparse.Namespace], int]
 """What a command runs: its parsed arguments in, its exit status out."""
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[Parser]"
+"""The subcommands a `markov_debate.commands` entry point's `register(sub)` adds to (with `add_command`)."""
+
+Register = Callable[[Subcommands], None]
+"""A command plugin: the `register` function its `markov_debate.commands` entry point names."""
 
 err = Console(stderr=True)
 """stderr: progress, log records, the model line."""
@@ -203,7 +211,7 @@ def package_version() -> str:
 
 
 def add_command(
-    sub: Any, name: str, handler: Handler | None = None, *, extra: Extra | None = None, **kwargs: Any
+    sub: Subcommands, name: str, handler: Handler | None = None, *, extra: Extra | None = None, **kwargs: Any
 ) -> argparse.ArgumentParser:
     """A subcommand of `sub` (the subparsers a command-adding entry point receives) that follows these
     conventions; `handler` is what it runs. `extra`: the optional extra it (and every subcommand under it) needs;
@@ -218,8 +226,8 @@ def add_command(
 
 
 def add_command_group(
-    sub: Any, name: str, *, dest: str, metavar: str, extra: Extra | None = None, **kwargs: Any
-) -> Any:
+    sub: Subcommands, name: str, *, dest: str, metavar: str, extra: Extra | None = None, **kwargs: Any
+) -> Subcommands:
     """A subcommand with subcommands of its own (`debate eval halueval`): returns the subparsers to pass to
     `add_command` for each of them."""
     parser = add_command(sub, name, extra=extra, **kwargs)

@@ -103,7 +103,7 @@ def _behaviour(args: argparse.Namespace, chain: MarkovChain) -> Behaviour:
     reports = list(_reports(args.estimate_from))
     try:
         return fitted_behaviour(reports, chain, source=str(args.estimate_from), agreement=args.agreement)
-    except ValueError as exc:
+    except UsageError as exc:
         raise UsageError(f"--estimate-from: {exc}") from exc
 
 

@@ -226,7 +226,7 @@ def add_verifier_arguments(
 def _workers(value: str) -> int:
     try:
         return resolve_workers(value)
-    except ValueError as exc:
+    except (ValueError, UsageError) as exc:
         raise argparse.ArgumentTypeError(f"expected a positive integer or auto, got {value!r}") from exc
 
 

@@ -13,6 +13,7 @@ from rich.progress import TextColumn
 
 from debate.cli.conventions import (
     EXIT_CODES,
+    Subcommands,
     add_command,
     err,
     examples,
@@ -46,7 +47,7 @@ from debate.results import (
 __all__ = ["BatchPaths", "BatchProgress", "register"]
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     """Add `debate verify` to the `debate` parser's subcommands."""
     parser = add_command(
         sub,

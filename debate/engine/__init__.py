@@ -2,22 +2,11 @@
 their structured replies, and the prompt files.
 """
 
-from debate.engine._chain import (
-    BUILTIN_ROLES,
-    PAPER_TRANSITION_RULES,
-    ChainDriver,
-    ChainError,
-    ChainSpec,
-    MarkovChain,
-    PriorOpinion,
-    RoleSpec,
-    TurnPlan,
-    TurnRecord,
-    explain_moves,
-    load_chain,
-    transcript_result,
-)
+from debate.engine import _builtins  # noqa: F401  (importing registers the paper's chains)
+from debate.engine._builtins import PAPER_TRANSITION_RULES
+from debate.engine._driver import ChainDriver, PriorOpinion, TurnPlan, TurnRecord, explain_moves, transcript_result
 from debate.engine._expectation import Outcome, RoleModel, outcome
+from debate.engine._graph import MarkovChain, load_chain
 from debate.engine._inputs import render_evidence, render_opinion, render_opinions
 from debate.engine._parsing import (
     OPINION_FORMAT,
@@ -29,6 +18,7 @@ from debate.engine._parsing import (
     parse_opinion,
 )
 from debate.engine._prompts import DEFAULT_PROMPT_SET, PROMPT_SETS, PromptError, PromptTemplate, load_prompt
+from debate.engine._spec import BUILTIN_ROLES, ChainError, ChainSpec, RoleSpec
 from debate.engine._structured import ChatConversation, Conversation, Structured, ask_structured, call_info, converse
 
 __all__ = [

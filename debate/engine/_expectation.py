@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
 
-from debate.engine._chain import MarkovChain
+from debate.engine._graph import MarkovChain
 
 __all__ = ["Outcome", "RoleModel", "outcome"]
 

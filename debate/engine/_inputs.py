@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from debate.engine._chain import PriorOpinion
+from debate.engine._driver import PriorOpinion
 from debate.types import Evidence, Opinion
 
 __all__ = ["render_evidence", "render_opinion", "render_opinions"]

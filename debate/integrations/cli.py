@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
 
-from debate.cli.conventions import add_command_group, err, examples
+from debate.cli.conventions import Subcommands, add_command_group, err, examples
 
 __all__ = ["register"]
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     """Add `export` (phoenix) to the `debate` subcommands."""
     export_sub = add_command_group(
         sub,

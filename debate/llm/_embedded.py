@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
-from debate.errors import DebateError
+from debate.errors import DebateError, UsageError
 from debate.extras import EMBEDDED_INSTALL
 
 __all__ = [
@@ -134,7 +134,7 @@ class EmbeddedServer:
     @property
     def base_url(self) -> str:
         if self.port is None:
-            raise RuntimeError("embedded server not started")
+            raise UsageError("embedded server not started")
         return f"http://127.0.0.1:{self.port}/v1"
 
     @property

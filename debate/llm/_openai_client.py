@@ -91,7 +91,7 @@ class OpenAIChatClient:
 
     def __init__(self, *, config: ModelConfig, model: str | None = None) -> None:
         if config.base_url is None:
-            raise ValueError("OpenAIChatClient needs a base_url; the embedded model provides one")
+            raise UsageError("OpenAIChatClient needs a base_url; the embedded model provides one")
         if config.api_key is None and is_hosted(config.base_url):
             # Refused before the first call: a hosted API would answer 401 after the run has started.
             raise UsageError(f"{config.base_url} is a hosted endpoint and no API key is set").with_hint(*KEY_HINT)
@@ -135,7 +135,7 @@ class OpenAIChatClient:
     @property
     def model_name(self) -> str:
         if self._model is None:
-            raise RuntimeError("model not resolved yet; call resolve_model() first")
+            raise UsageError("model not resolved yet; call resolve_model() first")
         return self._model
 
     @property

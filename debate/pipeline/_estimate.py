@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from debate.config import VerifierConfig
 from debate.engine import MarkovChain, PromptTemplate, outcome
+from debate.errors import UsageError
 from debate.pipeline._prices import Price
 from debate.plugins import PREFILTERS, EstimatesWork, Task, TaskInput, TaskWork
 from debate.sentences import guess_language
@@ -130,7 +131,7 @@ def fitted_behaviour(reports: Iterable[Report], chain: MarkovChain, *, source: s
                 counts.debate(claim.debate, chain)
     debates = sum(counts.initial)
     if debates == 0:
-        raise ValueError(f"{source} has no finished debate to fit the agents' behaviour from")
+        raise UsageError(f"{source} has no finished debate to fit the agents' behaviour from")
     rates = {key: said[1] / (said[0] + said[1]) for key, said in counts.said.items()}
     return Behaviour(
         source=f"fitted from {source} ({debates} debates, {counts.turns} turns)",

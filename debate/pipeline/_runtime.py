@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from debate import telemetry
 from debate.config import ModelConfig, VerifierConfig
-from debate.errors import InputError
+from debate.errors import InputError, UsageError
 from debate.evidence import RetrievalCache
 from debate.llm import ChatClient
 from debate.llm._cache import CachingChatClient
@@ -60,7 +60,7 @@ class Runtime:
     @property
     def client(self) -> ChatClient:
         if self._client is None:
-            raise RuntimeError(_NOT_STARTED)
+            raise UsageError(_NOT_STARTED)
         return self._client
 
     @property
@@ -92,7 +92,7 @@ class Runtime:
     @property
     def prefilters(self) -> list[Prefilter]:
         if self._prefilters is None:
-            raise RuntimeError(_NOT_STARTED)
+            raise UsageError(_NOT_STARTED)
         return self._prefilters
 
     def task(self, name: str) -> Task:
@@ -129,7 +129,7 @@ class Runtime:
         model (so no worker starts its own embedded model), with the model concurrency split between them so that
         together they send what one process would (one worker per slot at most)."""
         if self._client is None:
-            raise RuntimeError(_NOT_STARTED)
+            raise UsageError(_NOT_STARTED)
         total = self.model_config.max_concurrency
         count = max(1, min(workers, total))
         shares = [total // count + (1 if k < total % count else 0) for k in range(count)]

@@ -13,6 +13,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 from pydantic import BaseModel, ConfigDict, Field
 
+from debate.errors import InputError
 from debate.prefilter._tool_facts import (
     APIEndpointChecker,
     DestructiveActionChecker,
@@ -59,11 +60,11 @@ class ToolRegistry:
         self.tools: dict[str, ToolDefinition] = {}
         for tool in tools:
             if tool.name in self.tools:
-                raise ValueError(f"tool {tool.name!r} is defined twice")
+                raise InputError(f"tool {tool.name!r} is defined twice")
             try:
                 Draft202012Validator.check_schema(tool.parameters)
             except SchemaError as exc:
-                raise ValueError(f"tool {tool.name!r}: parameters are not a valid JSON schema: {exc.message}") from exc
+                raise InputError(f"tool {tool.name!r}: parameters are not a valid JSON schema: {exc.message}") from exc
             self.tools[tool.name] = tool
 
     @classmethod
@@ -73,17 +74,20 @@ class ToolRegistry:
         for index, item in enumerate(definitions):
             body = item.get("function", item) if isinstance(item, Mapping) else None
             if not isinstance(body, Mapping) or "name" not in body:
-                raise ValueError(f"tool definition {index}: expected an object with a function name")
+                raise InputError(f"tool definition {index}: expected an object with a function name")
             tools.append(ToolDefinition.model_validate(body))
         return cls(tools)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ToolRegistry:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except ValueError as exc:  # not JSON, or not UTF-8
+            raise InputError(f"{path}: not a JSON file of tool definitions ({exc})") from exc
         if isinstance(data, Mapping) and "tools" in data:
             data = data["tools"]
         if not isinstance(data, list):
-            raise ValueError(f"{path}: expected a JSON list of tool definitions (or {{'tools': [...]}})")
+            raise InputError(f"{path}: expected a JSON list of tool definitions (or {{'tools': [...]}})")
         return cls.from_openai(data)
 
 

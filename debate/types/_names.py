@@ -59,5 +59,6 @@ FailureKind = Literal[
     "evidence_unavailable",
     "extraction_failed",
     "context_too_long",
+    "internal",
 ]
 """What went wrong, as recorded in a `Failure`."""

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from debate.cli.conventions import add_command_group, err, examples
+from debate.cli.conventions import Subcommands, add_command_group, err, examples
 from debate.errors import UsageError
 from experiments.dynamics.fit import fit
 from experiments.dynamics.fitted import FittedModel, fit_model
@@ -32,7 +32,7 @@ def _rounds(value: str) -> list[int]:
     return rounds
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     """Add `debate dynamics` and its commands."""
     dyn = add_command_group(
         sub,

@@ -10,9 +10,9 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import Any
 
 from debate.cli import add_verifier_arguments, examples, secret_from_file, verifier_config
+from debate.cli.conventions import Subcommands
 from debate.errors import UsageError
 from debate.extras import require_extra
 from markov_debate.desk.auth import ROLE_PERMISSIONS, Principal, hash_key, load_keys, new_key
@@ -24,13 +24,13 @@ _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 log = logging.getLogger(__name__)
 
 
-def register(sub: Any) -> None:
+def register(sub: Subcommands) -> None:
     """Add serve, worker and new-key to the `debate` subcommands."""
     _register_serve(sub)
     _register_worker(sub)
 
 
-def _register_serve(sub: Any) -> None:
+def _register_serve(sub: Subcommands) -> None:
     serve = sub.add_parser(
         "serve",
         help="the audit desk: HTTP API, audit store and web UI (http://127.0.0.1:8000)",
@@ -85,7 +85,7 @@ def _register_serve(sub: Any) -> None:
     serve.set_defaults(handler=_serve)
 
 
-def _register_worker(sub: Any) -> None:
+def _register_worker(sub: Subcommands) -> None:
     worker = sub.add_parser(
         "worker",
         help="run audit jobs from a shared store (more processes or machines)",

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from debate.errors import ModelRequestError
+from debate.errors import ModelRequestError, UsageError
 from debate.workers import WorkerError, process_map, resolve_workers
 from tests.support.fakes import FakeOpenAI, Reply
 from tests.support.helpers import FIXTURES, op
@@ -92,7 +92,7 @@ async def test_the_model_concurrency_is_split_exactly_between_workers() -> None:
 
 def test_workers_option_values() -> None:
     assert resolve_workers("3") == 3 and resolve_workers("auto") >= 1
-    with pytest.raises(ValueError):
+    with pytest.raises(UsageError, match="at least 1"):
         resolve_workers("0")
 
 

@@ -13,7 +13,7 @@ import pytest
 from agents.selector_model import NoSelectorModel
 from debate.concurrency import gather_ordered, ordered_map, run_blocking
 from debate.engine import ask_structured, converse, load_prompt
-from debate.errors import ModelUnavailableError, ReplyUnusableError
+from debate.errors import InternalError, ModelUnavailableError, ReplyUnusableError, UsageError
 from debate.llm import item_scope
 from debate.registry import Registry, UnknownNameError
 from debate.testing import ScriptedChatClient
@@ -133,7 +133,7 @@ async def test_results_come_in_input_order_with_at_most_limit_running() -> None:
 
     assert await gather_ordered(range(10), work, limit=3) == [i * i for i in range(10)]
     assert most == 3
-    with pytest.raises(ValueError, match="limit must be at least 1"):
+    with pytest.raises(UsageError, match="limit must be at least 1"):
         await gather_ordered([1], work, limit=0)
 
 
@@ -221,9 +221,9 @@ async def test_the_item_scope_reaches_the_tasks_work_starts() -> None:
 
 async def test_the_selector_model_refuses_every_call() -> None:
     model = NoSelectorModel()
-    with pytest.raises(RuntimeError, match="the Markov chain names every speaker"):
+    with pytest.raises(InternalError, match="the Markov chain names every speaker"):
         await model.create([])
-    with pytest.raises(RuntimeError, match="never asked"):
+    with pytest.raises(InternalError, match="never asked"):
         async for _ in model.create_stream([]):
             pass
     assert model.total_usage().prompt_tokens == 0 and model.model_info["function_calling"] is False

@@ -1,0 +1,128 @@
+"""A chain spec built into a networkx graph and validated when built (roles, reachable states, a next state for
+every verdict), and the loader: a registered chain by name, or a spec file (TOML or JSON)."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+from pydantic import ValidationError
+
+from debate.engine._spec import BUILTIN_ROLES, ChainError, ChainSpec
+from debate.errors import validation_problem
+from debate.plugins import CHAINS
+
+__all__ = ["MarkovChain", "load_chain"]
+
+
+def load_chain(name_or_path: str) -> MarkovChain:
+    """A registered chain by name, or a chain spec file (TOML, or JSON with the same fields)."""
+    path = Path(name_or_path)
+    if name_or_path not in CHAINS and (path.suffix in (".toml", ".json") or path.is_file()):
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ChainError(f"chain file {path}: {exc.strerror}") from exc
+        try:
+            raw: Any = tomllib.loads(data.decode()) if path.suffix != ".json" else json.loads(data)
+        except (tomllib.TOMLDecodeError, ValueError, UnicodeDecodeError) as exc:
+            raise ChainError(f"chain file {path}: not valid {path.suffix[1:].upper() or 'TOML'}: {exc}") from exc
+        try:
+            spec = ChainSpec.model_validate({**raw, "source": str(path.resolve())})
+        except ValidationError as exc:
+            raise ChainError(f"chain file {path}: {validation_problem(exc, '(file)')}") from exc
+        return MarkovChain(spec)
+    if name_or_path not in CHAINS:
+        raise ChainError(CHAINS.unknown(name_or_path) + " (or give a chain spec file)")
+    found = CHAINS.get(name_or_path)
+    return MarkovChain(found() if callable(found) else found)
+
+
+class MarkovChain:
+    """A validated chain spec and its graph: states are nodes (attribute `roles`), each with one out-edge per
+    verdict (edge key True/False)."""
+
+    def __init__(self, spec: ChainSpec) -> None:
+        self.spec = spec
+        self.graph = nx.MultiDiGraph(name=spec.name)
+        for state, roles in spec.states.items():
+            self.graph.add_node(state, roles=tuple(roles), initial=state == spec.initial)
+        self._validate()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def _validate(self) -> None:
+        where = f"chain {self.spec.name!r}"
+        self._check_states(where)
+        self._add_transitions(where)
+        spec = self.spec
+        reachable = nx.descendants(self.graph, spec.initial) | {spec.initial}
+        unreachable = sorted(set(spec.states) - reachable)
+        if unreachable:
+            raise ChainError(f"{where}: state(s) {unreachable} cannot be reached from {spec.initial}")
+        if len(spec.states) < 2:
+            raise ChainError(f"{where}: a chain needs the initial state and at least one debate state")
+
+    def _check_states(self, where: str) -> None:
+        spec = self.spec
+        if spec.initial not in spec.states:
+            raise ChainError(f"{where}: the initial state {spec.initial!r} is not among the states {list(spec.states)}")
+        for state, roles in spec.states.items():
+            if not roles:
+                raise ChainError(f"{where}: state {state} has no speakers")
+            for role in roles:
+                if role not in spec.roles and role not in BUILTIN_ROLES:
+                    raise ChainError(
+                        f"{where}: state {state} names unknown role {role!r}; define it under [roles.{role}] "
+                        f"(known: {', '.join(sorted({*BUILTIN_ROLES, *spec.roles}))})"
+                    )
+            if state != spec.initial and any(spec.role(r).sees == "nothing" for r in roles):
+                raise ChainError(f"{where}: state {state}: a debate role must see earlier opinions, not `nothing`")
+
+    def _add_transitions(self, where: str) -> None:
+        spec = self.spec
+        unknown = [s for s in spec.transitions if s != "*" and s not in spec.states]
+        if unknown:
+            raise ChainError(f"{where}: transitions from unknown state(s) {unknown}")
+        for state in spec.states:
+            table = spec.transitions.get(state) or spec.transitions.get("*")
+            if table is None:
+                raise ChainError(f"{where}: state {state} has no transitions (give [transitions.{state}] or `*`)")
+            for verdict in ("true", "false"):
+                target = table.get(verdict)
+                if target is None:
+                    raise ChainError(f"{where}: state {state} gives no next state for verdict {verdict}")
+                if target not in spec.states:
+                    raise ChainError(f"{where}: state {state} on {verdict} leads to unknown state {target!r}")
+                if target == spec.initial:
+                    raise ChainError(f"{where}: no transition may lead back to the initial state {spec.initial}")
+                self.graph.add_edge(state, target, key=verdict == "true")
+
+    def roles(self, state: str) -> tuple[str, ...]:
+        roles: tuple[str, ...] = self.graph.nodes[state]["roles"]
+        return roles
+
+    def next_state(self, current: str, verdict: bool) -> str:
+        for _, target, key in self.graph.out_edges(current, keys=True):
+            if key is verdict:
+                return str(target)
+        raise ChainError(f"no transition from {current} on {verdict}")  # unreachable after validation
+
+    def to_dict(self) -> dict[str, Any]:
+        """Node and edge lists, for drawing (the audit UI) and for the report."""
+        return {
+            "name": self.spec.name,
+            "initial": self.spec.initial,
+            "nodes": [
+                {"id": s, "roles": list(self.roles(s)), "initial": s == self.spec.initial} for s in self.spec.states
+            ],
+            "edges": [
+                {"source": u, "target": v, "verdict": bool(k)}
+                for u, v, k in sorted(self.graph.edges(keys=True), key=lambda e: (e[0], not e[2]))
+            ],
+        }
