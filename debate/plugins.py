@@ -208,6 +208,8 @@ class SearchHit:
 
 
 class SearchBackend(Protocol):
+    """Answers a search query with hits (Serper, a local collection, or a plugin's)."""
+
     name: str
 
     async def search(self, query: str, k: int) -> list[SearchHit]:

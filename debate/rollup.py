@@ -29,12 +29,14 @@ def claim_credit(claim: ClaimVerdict) -> float:
 
 
 def response_score(claims: Sequence[ClaimVerdict]) -> float | None:
+    """The mean claim credit (module docstring); None for a response with no claims."""
     if not claims:
         return None
     return sum(claim_credit(c) for c in claims) / len(claims)
 
 
 def claim_ratios(claims: Sequence[ClaimVerdict]) -> ClaimRatios:
+    """The shares of factual, non-factual and unverifiable claims (RefChecker's ratios; all 0 with no claims)."""
     n = len(claims)
     if n == 0:
         return ClaimRatios(factual=0.0, non_factual=0.0, unverifiable=0.0)
@@ -137,4 +139,9 @@ ROLLUPS.register("major", _major, description="RefChecker's major: the most comm
 
 
 def roll_up(claims: Sequence[ClaimVerdict], *, rule: RollupName = "any-false", soft_threshold: float = 0.5) -> Rollup:
+    """The response's verdict by the registered rollup `rule`.
+
+    Raises:
+        UnknownNameError: no rollup is registered as `rule`.
+    """
     return ROLLUPS.get(rule)(claims, soft_threshold)

@@ -196,3 +196,18 @@ def test_every_public_name_imports_from_where_it_is_listed() -> None:
         "__version__",
     ):
         assert name in debate.__all__
+
+
+def test_every_public_class_and_function_says_what_it_is() -> None:
+    """The API reference (docs/api.md) is generated from these docstrings."""
+    import importlib
+    import inspect
+
+    undocumented = [
+        f"{module}.{name}"
+        for module in PUBLIC
+        for name in importlib.import_module(module).__all__
+        if (inspect.isclass(obj := getattr(importlib.import_module(module), name)) or inspect.isfunction(obj))
+        and not (obj.__doc__ or "").strip()
+    ]
+    assert undocumented == []

@@ -19,6 +19,8 @@ __all__ = ["Outcome", "RoleModel", "outcome"]
 
 
 class RoleModel(Protocol):
+    """Each role's probability of saying true in a context: what the chain's exact expectation is computed from."""
+
     def p(self, role: str, state: str, label: bool, shown: tuple[bool, ...]) -> float:
         """P(verdict true) for this role in this context."""
         ...

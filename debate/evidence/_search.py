@@ -229,6 +229,8 @@ async def generate_queries(
     prompts_dir: str | None = None,
     prompt_name: str = "factool_queries",
 ) -> tuple[Structured[list[str]], Usage]:
+    """`n` search queries for `claim` (Factool's prompt by default), re-asked up to `max_retries` times when the
+    reply is unusable; the outcome says whether queries were obtained."""
     prompt = load_prompt(prompt_name, prompts_dir)
     system, user = prompt.render(claim=claim.text)
     chat = converse(client, system, schema=_QUERIES_SCHEMA, schema_name="queries", purpose="queries")

@@ -37,6 +37,7 @@ def as_evidence(reference: Reference | None, source: str | None) -> list[Evidenc
 
 
 def as_document(reference: Reference | None) -> str | None:
+    """The reference as one text (evidence items joined by lines); None without one."""
     if reference is None:
         return None
     text = reference if isinstance(reference, str) else "\n".join(e.text for e in as_evidence(reference, None))
@@ -65,6 +66,11 @@ def given_claims(item: TaskInput) -> Extraction | None:
 
 
 async def extract_claims(text: str, *, context: str | None, ctx: StageContext) -> Extraction:
+    """The claims of `text` by the configured extractor (format, prompt, cap), with the run's re-ask limit.
+
+    Raises:
+        ExtractionError: the model's replies stayed unusable.
+    """
     cfg = ctx.config.claims
     extractor = LLMClaimExtractor(
         ctx.client,
