@@ -68,6 +68,21 @@ def _register_serve(sub: Subcommands) -> None:
     )
     serve.add_argument("--max-body-mb", type=float, default=10.0, help="largest request body in MiB (default: 10)")
     serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        metavar="N",
+        help="open client connections at most; at the cap the longest-idle one is closed for a new one (default: the "
+        "open-file limit, raised to its hard limit, less 352 kept for the store, the model endpoint and accepts)",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds a client has to send a request's line and headers before its connection is closed (default: 10)",
+    )
+    serve.add_argument(
         "--price-prompt",
         type=float,
         default=0.0,
@@ -201,6 +216,7 @@ def _serve(args: argparse.Namespace) -> int:
     from sqlalchemy.engine import make_url
 
     from markov_debate.desk.app import create_app
+    from markov_debate.desk.serving import ACCEPT_BACKLOG, guarded_protocol, limit_accept_errors, server_limits
 
     settings = _settings(args, keys=True)
     if args.host not in _LOOPBACK and not settings.keys:
@@ -210,6 +226,10 @@ def _serve(args: argparse.Namespace) -> int:
         )
     if args.jobs < 0:
         raise UsageError("--jobs must be 0 or more")
+    if args.max_connections is not None and args.max_connections < 1:
+        raise UsageError("--max-connections must be at least 1")
+    if args.header_timeout <= 0:
+        raise UsageError("--header-timeout must be more than 0 seconds")
     wildcard = args.host in ("0.0.0.0", "::", "")
     if wildcard and not args.allowed_host:
         raise UsageError(
@@ -225,7 +245,24 @@ def _serve(args: argparse.Namespace) -> int:
         f"auth {'keys' if settings.keys else 'off, loopback only'})",
         file=sys.stderr,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning")
+    limits = server_limits(max_connections=args.max_connections, header_timeout_s=args.header_timeout)
+    print(f"limits: {limits.describe()}", file=sys.stderr)
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="info" if args.verbose else "warning",
+        http=guarded_protocol(limits),
+        timeout_keep_alive=5,
+        backlog=ACCEPT_BACKLOG,
+    )
+    server = uvicorn.Server(config)
+
+    async def run() -> None:
+        limit_accept_errors(asyncio.get_running_loop())
+        await server.serve()
+
+    asyncio.run(run())
     return 0
 
 

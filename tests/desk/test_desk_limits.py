@@ -1,0 +1,104 @@
+"""The desk's server against clients that connect and send nothing, or half a request (issue 37): at a 1,024
+open-file limit, 1,100 silent connections do not stall health, the log stays small, and a half-sent request is
+closed at the header deadline."""
+
+from __future__ import annotations
+
+import resource
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.desk import free_port
+from tests.support.helpers import cli_env
+
+pytestmark = pytest.mark.slow  # starts processes
+
+
+def _limit_files() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+
+@pytest.fixture
+def desk(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    port = free_port()
+    log = tmp_path / "desk.log"
+    args = [
+        sys.executable,
+        "-m",
+        "debate.cli",
+        "serve",
+        "--port",
+        str(port),
+        "--db",
+        f"sqlite:///{tmp_path}/d.db",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--jobs",
+        "0",
+        "--header-timeout",
+        "3",
+    ]
+    with log.open("w") as out:
+        process = subprocess.Popen(args, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, preexec_fn=_limit_files)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            try:
+                if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield url, log
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+def _silent(port: int, n: int) -> list[socket.socket]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 1000), hard))
+    return [socket.create_connection(("127.0.0.1", port), timeout=15) for _ in range(n)]
+
+
+def test_silent_connections_do_not_stall_the_desk(desk: tuple[str, Path]) -> None:
+    url, log = desk
+    port = int(url.rsplit(":", 1)[1])
+    assert "limits: at most 672 connections (open-file limit 1024)" in log.read_text()
+    sockets = _silent(port, 1100)
+    try:
+        half = sockets[0]
+        half.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1")  # never finished
+        started = time.monotonic()
+        health = httpx.get(url + "/v1/health", timeout=5)
+        answered = time.monotonic() - started
+        assert health.status_code == 200 and answered < 2, answered
+        time.sleep(4)  # past the header deadline: the silent and half-sent connections are closed
+        assert httpx.get(url + "/v1/health", timeout=5).status_code == 200
+        # the oldest were closed to make room at the cap, the newest at the header deadline
+        assert sum(_closed(sock) for sock in [*sockets[:50], *sockets[-50:]]) == 100
+    finally:
+        for sock in sockets:
+            sock.close()
+    assert log.stat().st_size < 1_000_000
+
+
+def _closed(sock: socket.socket) -> bool:
+    sock.settimeout(0.5)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:  # aborted by the server
+        return True
+    except TimeoutError:  # still open
+        return False
