@@ -2,16 +2,9 @@
 figures, RefChecker's output shape, the severity scale.
 """
 
-from debate.results._batch import (
-    BatchError,
-    BatchItem,
-    BatchSummary,
-    EndpointDownError,
-    count_pending,
-    read_items,
-    run_batch,
-)
+from debate.results._batch import BatchError, BatchSummary, EndpointDownError, count_pending, run_batch
 from debate.results._frames import load_run
+from debate.results._items import BatchItem, InputTooLongError, read_items
 from debate.results._jsonl import OutputLock, ResultsLog, ResumeState, compact, run_ordered, scan_results
 from debate.results._monitoring import RagMonitoring, rag_monitoring
 from debate.results._records import (
@@ -43,6 +36,7 @@ __all__ = [
     "ErrorRecord",
     "EvaluationRates",
     "FailOn",
+    "InputTooLongError",
     "OutputLock",
     "PredictionRecord",
     "RagMonitoring",

@@ -5,32 +5,24 @@ record per input line, in input order."""
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from debate.claims._extract import triplet_sentence
 from debate.errors import DebateError, InputError, ModelRequestError, ModelUnavailableError
 from debate.pipeline import Verifier
-from debate.plugins import Reference
+from debate.results._items import BatchItem, Work, read_input
 from debate.results._jsonl import OutputLock, ResumeState, compact, run_ordered, scan_results
 from debate.results._records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord, fails_on
-from debate.tasks._rag import sources_from
-from debate.types import Evidence, Source, Usage
+from debate.types import Usage
 
 __all__ = [
     "BatchError",
-    "BatchItem",
     "BatchSummary",
     "EndpointDownError",
     "count_pending",
-    "read_items",
     "run_batch",
 ]
 
@@ -43,58 +35,6 @@ class BatchError(ModelRequestError):
 
 class EndpointDownError(ModelUnavailableError):
     """Several items in a row failed for a transient reason: the endpoint is down; the batch stops."""
-
-
-class BatchItem(BaseModel):
-    """One input item, with RefChecker's field names. Other fields are carried through to the output."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    id: str = Field(min_length=1)
-    """Unique within the file; the resume key (a RefChecker JSON array may leave it out: the item's index is used)."""
-    question: str | None = None
-    """The question the response answers."""
-    response: str = Field(min_length=1)
-    """The text to check."""
-    reference: str | dict[str, str] | list[str] | list[dict[str, Any]] | None = None
-    """Evidence: knowledge or document text, or a list of passages (RefChecker's noisy context); for task rag the
-    sources ({id: text} or [{id, text, parent_id}])."""
-    claims: list[str] | list[list[str]] | None = None
-    """Claims to verify instead of extracting them: sentences, or RefChecker (subject, predicate, object) triplets."""
-
-    @field_validator("id", mode="before")
-    @classmethod
-    def _id_to_str(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @field_validator("response")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be blank")
-        return value
-
-    @field_validator("claims")
-    @classmethod
-    def _triplets(cls, value: list[str] | list[list[str]] | None) -> list[str] | list[list[str]] | None:
-        for claim in value or []:
-            if isinstance(claim, list) and len(claim) != 3:
-                raise ValueError("a triplet claim is [subject, predicate, object]")
-        return value
-
-    def claim_texts(self) -> list[str] | None:
-        if self.claims is None:
-            return None
-        return [c if isinstance(c, str) else triplet_sentence(*c) for c in self.claims]
-
-    def evidence(self) -> Reference | Sequence[Source] | None:
-        reference = self.reference
-        if isinstance(reference, list) and all(isinstance(r, str) for r in reference):
-            passages = [r for r in reference if isinstance(r, str) and r.strip()]
-            return [Evidence(text=p.strip(), source=f"passage {i}", kind="given") for i, p in enumerate(passages, 1)]
-        if isinstance(reference, list):
-            return sources_from([r for r in reference if isinstance(r, dict)])
-        return reference
 
 
 @dataclass
@@ -136,97 +76,6 @@ class BatchSummary:
         else:
             self.unverifiable += 1
         self.fail_on_matched += fails_on(record.verdict, fail_on)
-
-
-@dataclass
-class _Work:
-    line: int
-    sha: str
-    raw: dict[str, Any] | None
-    item: BatchItem | None
-    error: str | None
-
-    @property
-    def key(self) -> str:
-        return self.item.id if self.item is not None else f"line:{self.line}"
-
-
-def _describe_validation(line: int, exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(line)"
-        parts.append(f"field {where!r}: {err['msg']}")
-    return f"line {line}: " + "; ".join(parts)
-
-
-def _read_input(path: Path) -> Iterator[_Work]:
-    """JSONL read as bytes (a line that is not UTF-8 is one error naming its line; a BOM and CRLF are fine), or a
-    RefChecker JSON array (detected by its first character; an item's `line` is its 1-based index)."""
-    with path.open("rb") as fh:
-        head = fh.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
-    if head.startswith(b"["):
-        yield from _read_array(path)
-        return
-    with path.open("rb") as fh:
-        for number, raw_line in enumerate(fh, start=1):
-            sha = hashlib.sha256(raw_line.rstrip(b"\r\n")).hexdigest()
-            if number == 1 and raw_line.startswith(b"\xef\xbb\xbf"):
-                raw_line = raw_line[3:]
-            try:
-                text = raw_line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                bad = raw_line[exc.start : exc.start + 1].hex()
-                message = f"line {number}: not valid UTF-8 (byte 0x{bad} at column {exc.start + 1})"
-                yield _Work(number, sha, None, None, message)
-                continue
-            if not text.strip():
-                continue
-            try:
-                raw = json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield _Work(number, sha, None, None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
-                continue
-            except RecursionError:
-                yield _Work(number, sha, None, None, f"line {number}: nested too deeply to read")
-                continue
-            yield _validate(number, sha, raw, "line")
-
-
-def read_items(path: Path) -> Iterator[tuple[int, BatchItem | None, str | None]]:
-    """The items of a JSONL or RefChecker JSON-array file: (line or item number, item, None), or (number, None, the
-    error naming that line) for one that cannot be read. Raises InputError for a JSON array unreadable as a whole."""
-    for work in _read_input(path):
-        yield work.line, work.item, work.error
-
-
-def _validate(number: int, sha: str, raw: Any, unit: str) -> _Work:
-    if not isinstance(raw, dict):
-        return _Work(number, sha, None, None, f"{unit} {number}: expected a JSON object, got {type(raw).__name__}")
-    try:
-        return _Work(number, sha, raw, BatchItem.model_validate(raw), None)
-    except ValidationError as exc:
-        return _Work(number, sha, raw, None, _describe_validation(number, exc).replace("line", unit, 1))
-    except RecursionError:
-        return _Work(number, sha, raw, None, f"{unit} {number}: nested too deeply to read")
-
-
-def _read_array(path: Path) -> Iterator[_Work]:
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start + 1})") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path} line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg})") from exc
-    except RecursionError as exc:
-        raise InputError(f"{path}: nested too deeply to read") from exc
-    if not isinstance(data, list):
-        raise InputError(f"{path}: a JSON input must be an array of items (RefChecker's format)")
-    for index, raw in enumerate(data, start=1):
-        sha = hashlib.sha256(json.dumps(raw, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
-        if isinstance(raw, dict) and raw.get("id") is None:
-            # RefChecker's items have no id: the 0-based index is the key (`id_from_index` marks it as ours).
-            raw = {**raw, "id": str(index - 1), "id_from_index": True}
-        yield _validate(index, sha, raw, "item")
 
 
 async def run_batch(
@@ -272,7 +121,7 @@ async def run_batch(
             if summary.stopped is None or summary.processed == before:
                 break
             summary.stopped, first = None, False
-        _, summary.dropped = compact(output_path, (work.key for work in _dedupe(_read_input(input_path))))
+        _, summary.dropped = compact(output_path, (work.key for work in _dedupe(read_input(input_path))))
     return summary
 
 
@@ -283,9 +132,9 @@ def _pending(
     gate: Callable[[BatchItem | None, BatchSummary], str | None] | None,
     *,
     count: bool,
-) -> Iterator[_Work]:
+) -> Iterator[Work]:
     """The input's work not finished in `state`, until the gate stops it (`count`: tally skipped and redone)."""
-    for work in _dedupe(_read_input(input_path)):
+    for work in _dedupe(read_input(input_path)):
         if state.done(work.key, work.sha):
             summary.skipped_done += count
             continue
@@ -320,7 +169,7 @@ class _EndpointWatch:
             )
 
 
-async def _process(verifier: Verifier, input_name: str, task: str, work: _Work) -> Record:
+async def _process(verifier: Verifier, input_name: str, task: str, work: Work) -> Record:
     """One input line's record: its report, or an error record naming the line."""
     base: dict[str, Any] = dict(work.raw or {})
 
@@ -354,7 +203,7 @@ async def _process(verifier: Verifier, input_name: str, task: str, work: _Work) 
     return ResultRecord.model_validate({**base, "line": work.line, "result": report})
 
 
-def _line_handler(input_name: str, task: str, verifier: Verifier) -> Callable[[_Work], Awaitable[Record]]:
+def _line_handler(input_name: str, task: str, verifier: Verifier) -> Callable[[Work], Awaitable[Record]]:
     return functools.partial(_process, verifier, input_name, task)
 
 
@@ -362,7 +211,7 @@ def count_pending(input_path: Path, output_path: Path, *, retry_failed: bool = T
     """(items still to do, items already finished): a batch with nothing to do needs no model at all."""
     state = scan_results(output_path, retry_failed=retry_failed)
     todo = done = 0
-    for work in _dedupe(_read_input(input_path)):
+    for work in _dedupe(read_input(input_path)):
         if state.done(work.key, work.sha):
             done += 1
         else:
@@ -370,7 +219,7 @@ def count_pending(input_path: Path, output_path: Path, *, retry_failed: bool = T
     return todo, done
 
 
-def _dedupe(works: Iterator[_Work]) -> Iterator[_Work]:
+def _dedupe(works: Iterator[Work]) -> Iterator[Work]:
     """Input lines as the output keys them: a repeated id's later lines are errors keyed by their line."""
     first_line: dict[str, int] = {}
     for work in works:
@@ -378,5 +227,5 @@ def _dedupe(works: Iterator[_Work]) -> Iterator[_Work]:
             first = first_line.setdefault(work.item.id, work.line)
             if first != work.line:
                 message = f"line {work.line}: duplicate id {work.item.id!r} (first on line {first})"
-                work = _Work(work.line, work.sha, work.raw, None, message)
+                work = Work(work.line, work.sha, work.raw, None, message)
         yield work

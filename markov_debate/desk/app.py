@@ -21,7 +21,7 @@ from debate.results import severity_text
 from debate.types import ReportVerdict
 from markov_debate.desk.deps import html_error, wants_html
 from markov_debate.desk.routes import audits, batches, reviews, stats
-from markov_debate.desk.security import AllowedHosts, BodyLimit, Guard, SecurityHeaders
+from markov_debate.desk.security import AllowedHosts, BodyLimit, Guard, NoNul, SecurityHeaders
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import ConflictError, NotFoundError, Store, StoreError
 from markov_debate.desk.ui import STATIC, swagger_assets
@@ -77,6 +77,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     app.state.guard = Guard(settings.keys, settings.session_secret, revoked=store.session_revoked)
     app.add_middleware(SecurityHeaders)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(NoNul)
     app.add_middleware(AllowedHosts, allowed=settings.allowed_hosts)  # added last: it runs first
     # before /static: a mount matches by prefix, in order
     app.mount("/static/swagger", StaticFiles(directory=swagger_assets()), name="swagger")
@@ -126,7 +127,7 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
 
 def _error(request: Request, status: int, detail: object, headers: Mapping[str, str] | None = None) -> Response:
     if wants_html(request):
-        return html_error(request, status, str(detail))
+        return html_error(request, status, str(detail), headers)
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
 

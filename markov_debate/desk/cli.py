@@ -67,6 +67,13 @@ def _register_serve(sub: Subcommands) -> None:
         help="audits the in-process worker runs at once; 0: none, use `debate worker` (default: 2)",
     )
     serve.add_argument("--max-body-mb", type=float, default=10.0, help="largest request body in MiB (default: 10)")
+    _connection_arguments(serve)
+    add_verifier_arguments(serve, batch=False)
+    serve.set_defaults(handler=_serve)
+
+
+def _connection_arguments(serve: argparse.ArgumentParser) -> None:
+    """What the server allows its clients: connections, the header deadline, which proxies name the client."""
     serve.add_argument(
         "--max-connections",
         type=int,
@@ -74,6 +81,14 @@ def _register_serve(sub: Subcommands) -> None:
         metavar="N",
         help="open client connections at most; at the cap the longest-idle one is closed for a new one (default: the "
         "open-file limit, raised to its hard limit, less 352 kept for the store, the model endpoint and accepts)",
+    )
+    serve.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="IP",
+        help="a reverse proxy whose X-Forwarded-For names the client (repeatable); from anyone else the header is "
+        "ignored, so it cannot buy a fresh sign-in throttle (default: none)",
     )
     serve.add_argument(
         "--header-timeout",
@@ -96,8 +111,6 @@ def _register_serve(sub: Subcommands) -> None:
         metavar="USD",
         help="price per million completion tokens (default: 0)",
     )
-    add_verifier_arguments(serve, batch=False)
-    serve.set_defaults(handler=_serve)
 
 
 def _register_worker(sub: Subcommands) -> None:
@@ -254,6 +267,8 @@ def _serve(args: argparse.Namespace) -> int:
         log_level="info" if args.verbose else "warning",
         http=guarded_protocol(limits),
         timeout_keep_alive=5,
+        proxy_headers=bool(args.trusted_proxy),
+        forwarded_allow_ips=",".join(args.trusted_proxy) or None,
         backlog=ACCEPT_BACKLOG,
     )
     server = uvicorn.Server(config)

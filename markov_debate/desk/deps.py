@@ -3,6 +3,7 @@ the app's state, so every route is importable and testable on its own), who is a
 (auth), the CSRF check, validated ids, and the page renderer the UI shares."""
 
 import secrets
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -171,13 +172,15 @@ def wants_html(request: Request) -> bool:
     return not request.url.path.startswith("/v1/") and "text/html" in request.headers.get("accept", "text/html")
 
 
-def html_error(request: Request, status: int, message: str) -> HTMLResponse:
+def html_error(request: Request, status: int, message: str, headers: Mapping[str, str] | None = None) -> HTMLResponse:
+    """The error page; `headers` (a 429's Retry-After, a 401's WWW-Authenticate) are kept."""
     templates: Jinja2Templates = request.app.state.templates
     return templates.TemplateResponse(
         request,
         "error.html",
         {"status": status, "message": message, "principal": None, "auth_on": False},
         status_code=status,
+        headers=dict(headers) if headers else None,
     )
 
 

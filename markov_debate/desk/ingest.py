@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from debate.errors import InputError
-from debate.results import BatchItem, read_items
+from debate.results import BatchItem, InputTooLongError, read_items
 from markov_debate.desk.auth import Principal
 from markov_debate.desk.models import AuditRequest, BatchInfo, checked_request
 from markov_debate.desk.store import Store
@@ -44,7 +44,12 @@ def ingest(
 ) -> BatchInfo:
     """Queue the upload at `path` as one batch; unreadable lines are listed in its `input_errors`."""
     try:
-        records = list(itertools.islice(read_items(path), max_items + 1))
+        # Every line counts toward the limit, blank or not: a body of newlines stops being read at the limit.
+        records = list(itertools.islice(read_items(path, max_lines=max_items), max_items + 1))
+    except InputTooLongError:
+        raise IngestError(
+            f"the upload has more than {max_items} lines (blank ones count); the limit is {max_items}", status=413
+        ) from None
     except InputError as exc:
         raise IngestError(str(exc).replace(str(path), "the upload"), status=422) from exc
     if len(records) > max_items:

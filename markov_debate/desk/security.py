@@ -14,17 +14,19 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import secrets
 import time
 from collections import deque
 from collections.abc import Callable
+from urllib.parse import parse_qsl
 
 from fastapi import HTTPException, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from markov_debate.desk.auth import ApiKey, Permission, Principal, find_key
 
-__all__ = ["LOOPBACK_HOSTS", "AllowedHosts", "BodyLimit", "Guard", "SecurityHeaders", "host_of"]
+__all__ = ["LOOPBACK_HOSTS", "AllowedHosts", "BodyLimit", "Guard", "NoNul", "SecurityHeaders", "host_of"]
 
 SESSION_COOKIE = "desk_session"
 CSRF_COOKIE = "desk_csrf"
@@ -34,6 +36,8 @@ _SIMPLE_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "te
 _SESSION_S = 12 * 3600
 _LOGIN_FAILURES = 5
 """Failed sign-ins a client may make within `_LOGIN_WINDOW_S` before it has to wait."""
+_TRACKED_CLIENTS = 10_000
+"""Clients whose failures are remembered at once (a flood of addresses cannot grow the table without bound)."""
 _LOGIN_WINDOW_S = 300.0
 
 
@@ -91,6 +95,12 @@ class Guard:
     def login(self, presented: str, client: str) -> ApiKey | None:
         """The key presented at the login form, or None; a client with too many recent failures gets 429 first,
         so a key cannot be guessed at the rate the server can answer."""
+        return self._checked(presented.strip(), client)
+
+    def _checked(self, presented: str, client: str) -> ApiKey | None:
+        """The key, counting a wrong one against `client` (the connection's address: X-Forwarded-For counts only
+        from a configured proxy); past `_LOGIN_FAILURES` within the window, 429 before the key is even looked at.
+        The sign-in form and the `Authorization`/`X-API-Key` headers share one count."""
         now = time.monotonic()
         failures = self._failed_logins.setdefault(client, deque())
         while failures and failures[0] < now - _LOGIN_WINDOW_S:
@@ -100,9 +110,11 @@ class Guard:
             raise HTTPException(
                 429, f"too many failed sign-ins; try again in {wait} s", headers={"Retry-After": str(wait)}
             )
-        key = find_key(self.keys, presented.strip())
+        key = find_key(self.keys, presented)
         if key is None:
             failures.append(now)
+            if len(self._failed_logins) > _TRACKED_CLIENTS:  # bounded: the oldest client's count goes first
+                self._failed_logins.pop(next(iter(self._failed_logins)))
         return key
 
     # --- identification --------------------------------------------------------------------------------------
@@ -119,7 +131,7 @@ class Guard:
             return Principal(name="local", role="admin")
         presented = self.presented_key(request)
         if presented is not None:
-            key = find_key(self.keys, presented)
+            key = self._checked(presented, request.client.host if request.client else "?")
             return Principal(name=key.name, role=key.role) if key is not None else None
         cookie = request.cookies.get(SESSION_COOKIE)
         return self._from_session(cookie) if cookie else None
@@ -193,20 +205,45 @@ class AllowedHosts:
         if scope["type"] in ("http", "websocket"):
             header = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
             if host_of(header) not in self.allowed:
-                body = b'{"detail":"host: this desk does not answer to that name (see --allowed-host)"}'
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 400,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
+                await _refuse(send, 400, "host: this desk does not answer to that name (see --allowed-host)")
                 return
         await self.app(scope, receive, send)
+
+
+class NoNul:
+    """400 for a URL whose path or a query parameter holds a NUL character (`%00`), naming where: PostgreSQL text
+    cannot hold one, so it must never reach a query (it would fail there as if the store were down)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            where = _nul_in(scope)
+            if where is not None:
+                await _refuse(send, 400, f"{where}: holds a NUL character (%00), which is not allowed")
+                return
+        await self.app(scope, receive, send)
+
+
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    """A JSON error from a middleware, in the error model's shape, before the app runs."""
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _nul_in(scope: Scope) -> str | None:
+    if "\x00" in scope.get("path", ""):
+        return "path"
+    query = scope.get("query_string", b"").decode("latin-1")
+    if "%00" not in query and "\x00" not in query:
+        return None
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if "\x00" in name or "\x00" in value:
+            return f"query parameter {name.replace(chr(0), '%00')!r}"
+    return "query"
 
 
 class BodyLimit:
@@ -255,15 +292,7 @@ class BodyLimit:
 
 
 async def _too_large(send: Send, limit: int) -> None:
-    body = f'{{"detail":"request body larger than {limit} bytes"}}'.encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 413,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await _refuse(send, 413, f"request body larger than {limit} bytes")
 
 
 class SecurityHeaders:

@@ -65,6 +65,9 @@ class DeskSettings(BaseModel):
     """Transient failures (endpoint down) before an audit is marked failed."""
     stall_s: float = Field(default=120.0, gt=0)
     """`/v1/health` answers 503 when audits have been due this long and no worker has claimed or finished one."""
+    outage_s: float = Field(default=300.0, gt=0)
+    """`/v1/health` answers 503 when the in-process worker has found the model endpoint down for this long (audits
+    are deferred, not failed, meanwhile, so the queue alone would look alive)."""
     breaker_failures: int = Field(default=3, ge=1)
     """Transient endpoint failures in a row that mark the endpoint down: claiming stops (audits keep their
     attempts) until a probe audit gets through."""

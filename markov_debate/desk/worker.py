@@ -51,6 +51,8 @@ class WorkerHealth(BaseModel):
     """The cause of the current (or last) trouble."""
     seconds_since_progress: float | None
     """Since the worker last completed a pass over the store (None: not yet)."""
+    trouble_for_s: float | None = None
+    """How long the current trouble (store-unavailable, endpoint-down) has lasted; None when running."""
 
 
 class Worker:
@@ -74,10 +76,15 @@ class Worker:
         """Consecutive transient endpoint failures; the breaker opens at `settings.breaker_failures`."""
         self._breaker_until = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._trouble_since: float | None = None
 
     def health(self) -> WorkerHealth:
-        since = None if self._last_progress is None else time.monotonic() - self._last_progress
-        return WorkerHealth(state=self.state, last_error=self.last_error, seconds_since_progress=since)
+        now = time.monotonic()
+        since = None if self._last_progress is None else now - self._last_progress
+        trouble = None if self._trouble_since is None else now - self._trouble_since
+        return WorkerHealth(
+            state=self.state, last_error=self.last_error, seconds_since_progress=since, trouble_for_s=trouble
+        )
 
     @property
     def endpoint_down(self) -> bool:
@@ -181,12 +188,15 @@ class Worker:
         message = self.settings.redact(message)
         if (state, message) != (self.state, self.last_error):
             log.error("worker %s: %s; retrying with backoff", self.name, message)
+        if state != self.state:
+            self._trouble_since = time.monotonic()
         self.state, self.last_error = state, message
 
     def _recovered(self) -> None:
         if self.state in ("store-unavailable", "endpoint-down"):
             log.warning("worker %s: back to work (%s is over)", self.name, self.state)
         self.state = "running"
+        self._trouble_since = None
 
     async def _release(self, running: dict[int, asyncio.Task[None]]) -> None:
         for task in running.values():

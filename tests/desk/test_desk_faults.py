@@ -153,7 +153,7 @@ def test_a_junk_upload_does_not_hold_the_server(tmp_path: Path, model: FakeOpenA
             done.set()
             poller.join()
         # refused after reading one record past the limit, not after parsing five million lines
-        assert upload.status_code == 413 and "more than 10000 items" in upload.json()["detail"]
+        assert upload.status_code == 413 and "more than 10000 lines" in upload.json()["detail"]
         assert latencies and max(latencies) < 0.5, latencies
 
 

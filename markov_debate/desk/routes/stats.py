@@ -7,7 +7,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from markov_debate.desk.deps import GuardDep, Reader, SettingsDep, StoreDep, worker_of
 from markov_debate.desk.models import Stats
+from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.stats import stats as compute_stats
+from markov_debate.desk.worker import Worker
 
 __all__ = ["router"]
 
@@ -23,31 +25,59 @@ def stats(_: Reader, store: StoreDep, bucket: Annotated[Literal["day", "week"], 
 
 @router.get("/health")
 def health(request: Request, response: Response, store: StoreDep, settings: SettingsDep, guard: GuardDep) -> Any:
-    """Whether audits are being processed: the store, the in-process worker's state and last error, the queue
-    (pending audits that are due, the oldest one's wait, the last worker activity). 503 when the store does not
-    answer, or when audits are due and no worker has made progress for `stall_s` seconds. Open without a key:
-    a supervisor must be able to ask, and it shows no audit content."""
+    """Whether audits are being processed: the store, the in-process worker's state, the queue (pending audits
+    that are due, the oldest one's wait, the last worker activity). 503 when the store does not answer, when audits
+    are due and no worker has made progress for `stall_s` seconds, or when the worker has found the model endpoint
+    down for `outage_s` seconds. Open without a key, so a supervisor can ask: it then shows states and counts only;
+    the causes (error texts, which may name hosts) are for admins."""
+    principal = guard.principal(request)
+    detailed = principal is not None and principal.role == "admin"
     worker = worker_of(request)
     body: dict[str, Any] = {"auth": "off" if guard.open else "keys"}
+    if not detailed:
+        body["details"] = "causes are shown to admins"
     if worker is not None:
-        body["worker"] = worker.health().model_dump()
+        shown = worker.health()
+        body["worker"] = shown.model_dump(exclude=None if detailed else {"last_error"})
     body["worker_ready"] = bool(worker and worker.started.is_set() and worker.state == "running")
     try:
         body["schema"] = store.schema_revision()
         due, oldest_s, last_activity_s = store.queue_health()
     except (SQLAlchemyError, OSError) as exc:
         response.status_code = 503
-        return body | {"ok": False, "problem": f"the audit store does not answer: {settings.redact(str(exc))}"}
+        cause = f": {settings.redact(str(exc))}" if detailed else ""
+        return body | {"ok": False, "problem": f"the audit store does not answer{cause}"}
     body["queue"] = {"due": due, "oldest_due_s": oldest_s, "last_activity_s": last_activity_s}
+    problem = _problem(worker, settings, due, oldest_s, last_activity_s, detailed=detailed)
+    if problem is not None:
+        response.status_code = 503
+        return body | {"ok": False, "problem": problem}
+    return body | {"ok": True}
+
+
+def _problem(
+    worker: Worker | None,
+    settings: DeskSettings,
+    due: int,
+    oldest_s: float | None,
+    last_activity_s: float | None,
+    *,
+    detailed: bool,
+) -> str | None:
+    """Why audits are not being processed, if they are not (the cause only for admins)."""
+    why = f" ({worker.last_error})" if detailed and worker is not None and worker.last_error else ""
+    if worker is not None and worker.state == "endpoint-down":
+        down_for = worker.health().trouble_for_s or 0.0
+        if down_for > settings.outage_s:
+            return f"the model endpoint has been down for {down_for:.0f} s{why}"
     stalled = (
         due > 0
         and oldest_s is not None
         and oldest_s > settings.stall_s
         and (last_activity_s is None or last_activity_s > settings.stall_s)
     )
-    if stalled:
-        response.status_code = 503
-        why = worker.last_error if worker is not None and worker.last_error else "no worker is running"
-        problem = f"{due} audit(s) due and no progress for {settings.stall_s:.0f} s ({why})"
-        return body | {"ok": False, "problem": problem}
-    return body | {"ok": True}
+    if not stalled:
+        return None
+    if worker is None:
+        why = " (no worker is running)" if detailed else ""
+    return f"{due} audit(s) due and no progress for {settings.stall_s:.0f} s{why}"

@@ -99,6 +99,7 @@ class Database:
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(7405921)"))
             config.attributes["connection"] = conn
+            _refuse_newer_schema(conn, config)
             command.upgrade(config, "head")
 
     def close(self) -> None:
@@ -107,6 +108,20 @@ class Database:
     def schema_revision(self) -> str | None:
         with self.engine.connect() as conn:
             return _revision(conn)
+
+
+def _refuse_newer_schema(conn: Connection, config: Config) -> None:
+    """A store written by a newer markov-debate is refused in one line, before Alembic fails on a revision it
+    cannot locate."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory.from_config(config)
+    current = _revision(conn)
+    if current is not None and current not in {script.revision for script in scripts.walk_revisions()}:
+        raise StoreError(
+            f"the store's schema is at revision {current}, which this version of markov-debate does not know (it "
+            f"knows up to {scripts.get_current_head()}): upgrade markov-debate, or use another store"
+        )
 
 
 def _revision(conn: Connection) -> str | None:

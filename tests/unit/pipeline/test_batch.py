@@ -99,3 +99,24 @@ async def test_a_503_during_extraction_fails_that_item_only(tmp_path: Path) -> N
     assert "503" in failure["message"] and failure["stage"] == "extraction"
     assert records[0]["result"]["failure"] is None and records[2]["result"]["claims"][0]["factual"] is True
     assert (summary.processed, summary.failed, summary.factual) == (3, 1, 2)
+
+
+def test_a_lone_surrogate_is_an_error_on_its_item_and_the_next_item_is_read(tmp_path: Path) -> None:
+    """JSON may escape half a UTF-16 pair ("\\ud800"): such an item is named as not valid Unicode, in both input
+    formats, instead of failing the whole file when it is encoded (issue 37)."""
+    from debate.results import read_items
+
+    good = {
+        "id": "g",
+        "response": "Paris is in France.",
+        "question": "Where is Paris?",
+        "reference": "Paris is in France.",
+    }
+    bad = '{"response": "\\ud800", "question": "q", "reference": "r"}'
+    array, lines = tmp_path / "items.json", tmp_path / "items.jsonl"
+    array.write_text(f"[{bad}, {json.dumps(good)}]")
+    lines.write_text(f"{bad}\n{json.dumps(good)}\n")
+    for path, unit in ((array, "item"), (lines, "line")):
+        (first, none, error), (second, item, no_error) = list(read_items(path))
+        assert (first, none, error) == (1, None, f"{unit} 1: a string holds a lone surrogate (not valid Unicode)")
+        assert second == 2 and item is not None and item.response == good["response"] and no_error is None

@@ -1,0 +1,67 @@
+"""Health as a supervisor and an attacker see it (issue 37): without a key, states and counts only; the causes
+(error texts that may name hosts) for admins; a long endpoint outage is 503 with the reason; a store written by a
+newer version is refused in one line; wrong keys are throttled per client, whatever X-Forwarded-For says."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import text
+
+from markov_debate.desk.store import Store, StoreError
+from tests.support.desk import DeskProcess, ThreadedDesk, api_keys, free_port, settings_for, wait_for
+from tests.support.helpers import cli_env
+
+pytestmark = pytest.mark.slow  # serves the desk on a loopback port
+
+
+def test_health_shows_causes_to_admins_only_and_a_long_outage_is_503(tmp_path: Path) -> None:
+    down = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: the endpoint is down from the start
+    settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", down, keys=api_keys(), outage_s=1.0, breaker_max_s=0.5)
+    with ThreadedDesk(settings) as desk:
+        anonymous, admin = desk.client(), desk.client("root")
+        wait_for(lambda: anonymous.get("/v1/health").json()["worker"]["state"] == "endpoint-down", what="down")
+        outage = wait_for(lambda: (h := anonymous.get("/v1/health")).status_code == 503 and h, what="outage 503")
+        shown = outage.json()
+        assert shown["problem"].startswith("the model endpoint has been down for ") and "127.0.0.1" not in outage.text
+        assert "last_error" not in shown["worker"] and shown["details"] == "causes are shown to admins"
+        assert set(shown["queue"]) == {"due", "oldest_due_s", "last_activity_s"}
+        detailed = admin.get("/v1/health")
+        assert detailed.status_code == 503 and "127.0.0.1" in detailed.json()["worker"]["last_error"]
+        assert "127.0.0.1" in detailed.json()["problem"] and "details" not in detailed.json()
+
+
+def test_a_store_from_a_newer_version_is_refused_in_one_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/newer.sqlite"
+    store = Store(url)
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))
+    store.close()
+    with pytest.raises(StoreError, match=r"schema is at revision 0099, which this version .* knows up to 0003"):
+        Store(url)
+    for command in (["serve", "--port", str(free_port())], ["worker"]):
+        words = [*command, "--db", url, "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+        run = [sys.executable, "-m", "debate.cli", *words]
+        done = subprocess.run(run, capture_output=True, text=True, env=cli_env(), timeout=60)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 1 and len(lines) == 1 and "revision 0099" in lines[0], done.stderr
+
+
+def test_wrong_bearer_keys_are_throttled_and_x_forwarded_for_buys_no_fresh_count(tmp_path: Path) -> None:
+    """Five wrong keys from one client, at the form or in a header, then 429 with Retry-After (on the API and on
+    the pages); a spoofed X-Forwarded-For from a client that is not a configured proxy changes nothing."""
+    keys = tmp_path / "keys.txt"
+    keys.write_text("".join(f"{k.name}:{k.role}:sha256:{k.sha256}\n" for k in api_keys()))
+    with DeskProcess(f"sqlite:///{tmp_path}/d.sqlite", "http://127.0.0.1:9/v1", "--api-keys-file", str(keys)) as desk:
+        for attempt in range(5):
+            wrong = httpx.get(desk.url + "/v1/audits", headers={"Authorization": f"Bearer guess-{attempt}"})
+            assert wrong.status_code == 401
+        for spoofed in ({}, {"X-Forwarded-For": "203.0.113.9"}):
+            throttled = httpx.get(desk.url + "/v1/audits", headers={"Authorization": "Bearer guess", **spoofed})
+            assert throttled.status_code == 429 and int(throttled.headers["Retry-After"]) > 0, throttled.text
+        page = httpx.get(desk.url + "/", headers={"Authorization": "Bearer guess", "Accept": "text/html"})
+        assert page.status_code == 429 and "Retry-After" in page.headers and "too many failed" in page.text
