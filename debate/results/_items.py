@@ -173,7 +173,9 @@ def _read_array(path: Path) -> Iterator[Work]:
         raise InputError(f"{path}: a JSON input must be an array of items (RefChecker's format)")
     for index, raw in enumerate(data, start=1):
         try:
-            sha = hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()
+            # surrogatepass: the hash of every valid item is what it always was; a lone surrogate is named below
+            text = json.dumps(raw, sort_keys=True, ensure_ascii=False)
+            sha = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         except RecursionError:
             sha = hashlib.sha256(str(index).encode()).hexdigest()
         if isinstance(raw, dict) and raw.get("id") is None:

@@ -9,6 +9,7 @@ import asyncio
 import logging
 import resource
 import time
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -25,13 +26,13 @@ RESERVED_FILES = 96 + 2 * ACCEPT_BACKLOG
 connections, and sockets accepted but not yet counted."""
 
 
+@dataclass(frozen=True)
 class ServerLimits:
     """What the server allows: open client connections, and seconds to send a request's line and headers."""
 
-    def __init__(self, connections: int, header_timeout_s: float, file_limit: int) -> None:
-        self.connections = connections
-        self.header_timeout_s = header_timeout_s
-        self.file_limit = file_limit
+    connections: int
+    header_timeout_s: float
+    file_limit: int
 
     def describe(self) -> str:
         return (

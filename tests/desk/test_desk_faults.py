@@ -24,7 +24,16 @@ from debate.config import ModelConfig, VerifierConfig
 from markov_debate.desk.auth import Principal
 from markov_debate.desk.models import AuditRequest
 from markov_debate.desk.store import Store
-from tests.support.desk import ThreadedDesk, jsonl, postgres_cluster, settings_for, verdicts, wait_done, wait_for
+from tests.support.desk import (
+    ThreadedDesk,
+    fresh_database,
+    jsonl,
+    postgres_cluster,
+    settings_for,
+    verdicts,
+    wait_done,
+    wait_for,
+)
 from tests.support.fakes import Call, FakeOpenAI, Reply
 
 pytestmark = pytest.mark.slow  # starts processes
@@ -252,8 +261,6 @@ def pg() -> Iterator[Any]:
 
 
 def _fresh(cluster: Any) -> str:
-    from tests.desk.test_desk_jobs import fresh_database
-
     return fresh_database(cluster.url)
 
 

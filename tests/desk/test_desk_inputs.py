@@ -9,12 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.desk.test_desk_jobs import fresh_database, postgres
-from tests.support.desk import ThreadedDesk, settings_for
+from tests.support.desk import ThreadedDesk, fresh_database, settings_for
 
 pytestmark = pytest.mark.slow  # a PostgreSQL server and the desk on a loopback port
-
-__all__ = ["postgres"]  # the fixture, shared with the jobs' tests
 
 
 @pytest.mark.parametrize(

@@ -4,23 +4,19 @@ audit, on SQLite and on a real PostgreSQL server; `debate worker` processes shar
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
 
 from markov_debate.desk.auth import Principal
 from markov_debate.desk.models import AuditRequest
 from markov_debate.desk.store import Store
-from tests.support.desk import DeskProcess, ThreadedDesk, jsonl, postgres_server, settings_for, verdicts, wait_for
+from tests.support.desk import DeskProcess, ThreadedDesk, fresh_database, jsonl, settings_for, verdicts, wait_for
 from tests.support.fakes import Call, FakeOpenAI, Reply
 from tests.support.helpers import cli_env
 
@@ -36,27 +32,6 @@ def slow_model(delay_s: float) -> FakeOpenAI:
         return reply
 
     return FakeOpenAI(routes={"debate": respond})
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[str]:
-    try:
-        with postgres_server() as url:
-            yield url
-    except (FileNotFoundError, subprocess.CalledProcessError) as exc:
-        if os.environ.get("DEBATE_REQUIRE_POSTGRES"):
-            raise
-        detail = exc.stderr if isinstance(exc, subprocess.CalledProcessError) else exc
-        pytest.skip(f"no PostgreSQL server could be started here ({detail}); CI installs one")
-
-
-def fresh_database(server_url: str) -> str:
-    name = "desk_" + uuid.uuid4().hex[:10]
-    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return server_url.rsplit("/", 1)[0] + "/" + name
 
 
 def finished_events(store: Store, audit_ids: list[int]) -> Counter[int]:

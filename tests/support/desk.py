@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from sqlalchemy import create_engine, text
 
 from debate.config import ModelConfig, VerifierConfig
 from markov_debate.desk.app import create_app
@@ -212,6 +214,16 @@ class DeskProcess:
 
 
 # --- PostgreSQL ---------------------------------------------------------------------------------------------------
+
+
+def fresh_database(server_url: str) -> str:
+    """A new empty database on the server at `server_url`; its URL."""
+    name = "desk_" + uuid.uuid4().hex[:10]
+    engine = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return server_url.rsplit("/", 1)[0] + "/" + name
 
 
 def _pg_bin() -> Path | None:

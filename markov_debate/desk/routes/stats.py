@@ -9,7 +9,7 @@ from markov_debate.desk.deps import GuardDep, Reader, SettingsDep, StoreDep, wor
 from markov_debate.desk.models import Stats
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.stats import stats as compute_stats
-from markov_debate.desk.worker import Worker
+from markov_debate.desk.worker import WorkerHealth
 
 __all__ = ["router"]
 
@@ -36,8 +36,8 @@ def health(request: Request, response: Response, store: StoreDep, settings: Sett
     body: dict[str, Any] = {"auth": "off" if guard.open else "keys"}
     if not detailed:
         body["details"] = "causes are shown to admins"
-    if worker is not None:
-        shown = worker.health()
+    shown = worker.health() if worker is not None else None
+    if shown is not None:
         body["worker"] = shown.model_dump(exclude=None if detailed else {"last_error"})
     body["worker_ready"] = bool(worker and worker.started.is_set() and worker.state == "running")
     try:
@@ -48,7 +48,7 @@ def health(request: Request, response: Response, store: StoreDep, settings: Sett
         cause = f": {settings.redact(str(exc))}" if detailed else ""
         return body | {"ok": False, "problem": f"the audit store does not answer{cause}"}
     body["queue"] = {"due": due, "oldest_due_s": oldest_s, "last_activity_s": last_activity_s}
-    problem = _problem(worker, settings, due, oldest_s, last_activity_s, detailed=detailed)
+    problem = _problem(shown, settings, due, oldest_s, last_activity_s, detailed=detailed)
     if problem is not None:
         response.status_code = 503
         return body | {"ok": False, "problem": problem}
@@ -56,7 +56,7 @@ def health(request: Request, response: Response, store: StoreDep, settings: Sett
 
 
 def _problem(
-    worker: Worker | None,
+    worker: WorkerHealth | None,
     settings: DeskSettings,
     due: int,
     oldest_s: float | None,
@@ -67,7 +67,7 @@ def _problem(
     """Why audits are not being processed, if they are not (the cause only for admins)."""
     why = f" ({worker.last_error})" if detailed and worker is not None and worker.last_error else ""
     if worker is not None and worker.state == "endpoint-down":
-        down_for = worker.health().trouble_for_s or 0.0
+        down_for = worker.trouble_for_s or 0.0
         if down_for > settings.outage_s:
             return f"the model endpoint has been down for {down_for:.0f} s{why}"
     stalled = (
