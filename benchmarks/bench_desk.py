@@ -2,10 +2,13 @@
 `debate worker` processes, on SQLite and on a PostgreSQL server it starts, against the fake endpoint (50 ms a
 call). During the run: kill -9 of a worker (a replacement starts), kill -9 of the server (restarted), an endpoint
 outage, and (PostgreSQL) a database restart. Prints audits/s, the API's p50/p99 latency during the run, and how
-many audits ended done / duplicated (finished twice) / lost (never finished) / failed.
+many audits ended done / duplicated (finished twice) / lost (never finished) / failed. With --large-store N, it
+instead builds a store of N finished audits and prints the read routes' p50/p99 and the server's memory on it
+(desk_large_store.py).
 
     python benchmarks/bench_desk.py                                   # 2,000 audits, 2 workers, 4-minute outage
     python benchmarks/bench_desk.py --audits 400 --outage-s 60 --stores sqlite
+    python benchmarks/bench_desk.py --large-store 10000 --claims 25   # the queue and lists on a large store
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 from sqlalchemy import create_engine, text
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
 
 def _port() -> int:
@@ -258,6 +261,9 @@ def main() -> int:
     parser.add_argument("--db-down-s", type=float, default=8.0, help="PostgreSQL restart: seconds down")
     parser.add_argument("--stores", nargs="+", choices=["sqlite", "postgres"], default=["sqlite", "postgres"])
     parser.add_argument("--timeout-s", type=float, default=3600.0)
+    parser.add_argument("--large-store", type=int, default=0, metavar="N", help="the large-store mode: N audits")
+    parser.add_argument("--claims", type=int, default=25, help="large-store mode: claims per audit")
+    parser.add_argument("--repeats", type=int, default=100, help="large-store mode: requests per route")
     args = parser.parse_args()
     if shutil.which("debate") is None:
         raise SystemExit("bench_desk: the debate command is not installed (pip install -e '.[desk]')")
@@ -266,12 +272,20 @@ def main() -> int:
         with ExitStack() as stack:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-desk-")))
             if store == "sqlite":
-                results.append(run(store, f"sqlite:///{folder}/desk.sqlite", args, folder, None))
+                url, restart = f"sqlite:///{folder}/desk.sqlite", None
             else:
-                from desk_support import postgres_cluster
+                from tests.support.desk import postgres_cluster
 
                 cluster = stack.enter_context(postgres_cluster())
-                results.append(run(store, cluster.url, args, folder, lambda c=cluster: c.restart(args.db_down_s)))
+                url, restart = cluster.url, lambda c=cluster: c.restart(args.db_down_s)
+            if args.large_store:
+                from desk_large_store import run_large
+
+                run_large(store, url, args, folder, Desk, _fake_endpoint)
+                continue
+            results.append(run(store, url, args, folder, restart))
+    if args.large_store:
+        return 0
     print(
         f"\n{args.audits} audits, {args.workers} workers x {args.jobs} jobs, endpoint {args.latency_ms:.0f} ms/call, "
         f"outage {args.outage_s:.0f} s (audits/s leaves the outage out)"

@@ -23,7 +23,7 @@ from markov_debate.desk.deps import html_error, wants_html
 from markov_debate.desk.routes import audits, batches, reviews, stats
 from markov_debate.desk.security import AllowedHosts, BodyLimit, Guard, NoNul, SecurityHeaders
 from markov_debate.desk.settings import DeskSettings
-from markov_debate.desk.store import ConflictError, NotFoundError, Store, StoreError
+from markov_debate.desk.store import ConflictError, NotFoundError, ReviewConflictError, Store, StoreError
 from markov_debate.desk.ui import STATIC, swagger_assets
 from markov_debate.desk.ui import router as ui_router
 from markov_debate.desk.worker import Worker
@@ -95,6 +95,8 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
     @app.exception_handler(StoreError)
     async def _store_error(request: Request, exc: StoreError) -> Response:
         status = 404 if isinstance(exc, NotFoundError) else 409 if isinstance(exc, ConflictError) else 400
+        if isinstance(exc, ReviewConflictError):
+            return _review_conflict(request, exc)
         return _error(request, status, str(exc))
 
     @app.exception_handler(RequestValidationError)
@@ -123,6 +125,15 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
         if wants_html(request) and exc.status_code == 401:
             return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
         return _error(request, exc.status_code, exc.detail, headers=exc.headers)
+
+
+def _review_conflict(request: Request, exc: ReviewConflictError) -> Response:
+    """409 with the label as it now stands, so a client can show it; the page links back to the claim."""
+    if wants_html(request):
+        back = (f"/audits/{exc.audit_id}#claim-{exc.claim_id}", "Back to the claim, as it now stands")
+        return html_error(request, 409, str(exc), back=back)
+    body = {"detail": str(exc), "current_label": exc.current_label, "reviewed_by": exc.reviewed_by}
+    return JSONResponse(body, status_code=409)
 
 
 def _error(request: Request, status: int, detail: object, headers: Mapping[str, str] | None = None) -> Response:

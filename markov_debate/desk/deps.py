@@ -172,13 +172,20 @@ def wants_html(request: Request) -> bool:
     return not request.url.path.startswith("/v1/") and "text/html" in request.headers.get("accept", "text/html")
 
 
-def html_error(request: Request, status: int, message: str, headers: Mapping[str, str] | None = None) -> HTMLResponse:
-    """The error page; `headers` (a 429's Retry-After, a 401's WWW-Authenticate) are kept."""
+def html_error(
+    request: Request,
+    status: int,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    back: tuple[str, str] = ("/", "Back to the audits"),
+) -> HTMLResponse:
+    """The error page; `headers` (a 429's Retry-After, a 401's WWW-Authenticate) are kept; `back`: the link
+    (a site path) and its text."""
     templates: Jinja2Templates = request.app.state.templates
     return templates.TemplateResponse(
         request,
         "error.html",
-        {"status": status, "message": message, "principal": None, "auth_on": False},
+        {"status": status, "message": message, "principal": None, "auth_on": False, "back": back},
         status_code=status,
         headers=dict(headers) if headers else None,
     )

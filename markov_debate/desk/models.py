@@ -211,6 +211,10 @@ class ReviewIn(_In):
     """The right label: required to overturn; when confirming it must be the engine's (or left out)."""
     note: str = Field(default="", max_length=5000)
     """Why (shown in the trail)."""
+    seen_label: EngineLabel | None = None
+    """The claim's label as the reviewer saw it (its latest review's label, else the engine's). When given and the
+    label has changed since, the review is refused (409 with the current label) instead of silently replacing a
+    colleague's decision. The UI always sends it."""
 
 
 class ReviewInfo(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 __all__ = ["AuditRow", "Base", "BatchRow", "ClaimRow", "EventRow", "ReviewRow"]
@@ -68,6 +68,7 @@ class ClaimRow(Base):
     """A claim of a finished audit, indexed from its report for the queue, filters and stats."""
 
     __tablename__ = "claims"
+    __table_args__ = (Index("ix_claims_queue", "queue", "audit_id", "position"),)
 
     audit_id: Mapped[int] = mapped_column(ForeignKey("audits.id"), primary_key=True)
     claim_id: Mapped[str] = mapped_column(String(50), primary_key=True)
@@ -76,6 +77,13 @@ class ClaimRow(Base):
     engine_label: Mapped[str] = mapped_column(String(40), index=True)
     decided_by: Mapped[str] = mapped_column(String(60))
     error_severity: Mapped[int | None] = mapped_column(Integer)
+    queue: Mapped[str | None] = mapped_column(String(20))
+    """Where the unreviewed claim waits: "needs-review" (the engine did not find it factual) or "spot-check";
+    None once a human reviewed it. Kept on finish and review, so the queue is one indexed read."""
+    draw: Mapped[float] = mapped_column(Float, default=0.0)
+    """The claim's fixed draw in [0, 1) for the seeded spot-check sample (see store.queueing.sample_window)."""
+    context: Mapped[str | None] = mapped_column(Text)
+    """JSON: the claim's evidence and deciding opinion, copied from the report so the queue parses no report."""
 
 
 class ReviewRow(Base):

@@ -30,7 +30,7 @@ from markov_debate.desk.deps import (
     stop_running,
     validated,
 )
-from markov_debate.desk.models import AuditOverrides, AuditRequest, ReviewIn, ReviewInfo
+from markov_debate.desk.models import AuditOverrides, AuditRequest, EngineLabel, ReviewIn, ReviewInfo
 from markov_debate.desk.routes.batches import upload_batch
 from markov_debate.desk.security import SESSION_COOKIE
 from markov_debate.desk.stats import stats as compute_stats
@@ -186,9 +186,11 @@ def review_form(
     label: Annotated[str, Form()] = "",
     note: Annotated[str, Form(max_length=5000)] = "",
     back: Annotated[str, Form()] = "",
+    seen_label: Annotated[EngineLabel | None, Form()] = None,
 ) -> Response:
     chosen = cast(ClaimLabel, label) if label in _LABELS else None
-    store.add_review(audit_id, claim_id, principal, ReviewIn(decision=decision, label=chosen, note=note))
+    review = ReviewIn(decision=decision, label=chosen, note=note, seen_label=seen_label)
+    store.add_review(audit_id, claim_id, principal, review)
     target = safe_next(back) if back else f"/audits/{audit_id}#claim-{claim_id}"
     return RedirectResponse(target, status_code=303)
 

@@ -7,11 +7,28 @@ take the same audit; a result stored only by the worker still holding the audit)
 store are in `markov_debate.desk.stats`.
 """
 
-from markov_debate.desk.store.db import ConflictError, Job, NotFoundError, StoreError, engine_label, utcnow
+from markov_debate.desk.store.db import (
+    ConflictError,
+    Job,
+    NotFoundError,
+    ReviewConflictError,
+    StoreError,
+    engine_label,
+    utcnow,
+)
 from markov_debate.desk.store.jobs import JobStore
 from markov_debate.desk.store.reviews import ReviewStore
 
-__all__ = ["ConflictError", "Job", "NotFoundError", "Store", "StoreError", "engine_label", "utcnow"]
+__all__ = [
+    "ConflictError",
+    "Job",
+    "NotFoundError",
+    "ReviewConflictError",
+    "Store",
+    "StoreError",
+    "engine_label",
+    "utcnow",
+]
 
 
 class Store(JobStore, ReviewStore):

@@ -23,7 +23,18 @@ from markov_debate.desk.models import (
     EngineLabel,
 )
 
-__all__ = ["ConflictError", "Database", "Job", "NotFoundError", "StoreError", "count", "engine_label", "sha", "utcnow"]
+__all__ = [
+    "ConflictError",
+    "Database",
+    "Job",
+    "NotFoundError",
+    "ReviewConflictError",
+    "StoreError",
+    "count",
+    "engine_label",
+    "sha",
+    "utcnow",
+]
 
 _MIGRATIONS = Path(__file__).parent.parent / "migrations"
 _MIGRATION_LOCK = threading.Lock()
@@ -41,6 +52,16 @@ class NotFoundError(StoreError):
 
 class ConflictError(StoreError):
     """The request conflicts with what is stored (an idempotency key reused for another body, a finished job)."""
+
+
+class ReviewConflictError(ConflictError):
+    """A review made on a stale view: the claim's label changed after the reviewer saw it."""
+
+    def __init__(self, message: str, *, audit_id: int, claim_id: str, current_label: str, reviewed_by: str) -> None:
+        super().__init__(message)
+        self.audit_id, self.claim_id = audit_id, claim_id
+        self.current_label = current_label
+        self.reviewed_by = reviewed_by
 
 
 def count(result: Result[Any]) -> int:

@@ -20,6 +20,7 @@ from markov_debate.desk.models import (
 )
 from markov_debate.desk.store.audits import AuditStore
 from markov_debate.desk.store.db import ConflictError, Job, NotFoundError, count, engine_label, utcnow
+from markov_debate.desk.store.queueing import claim_context, claim_draw, queue_of
 from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow
 
 __all__ = ["JobStore"]
@@ -219,6 +220,9 @@ class JobStore(AuditStore):
                         engine_label=engine_label(claim),
                         decided_by=claim.get("decided_by") or "debate",
                         error_severity=claim.get("error_severity"),
+                        queue=queue_of(engine_label(claim)),
+                        draw=claim_draw(audit_id, claim["claim_id"]),
+                        context=claim_context(claim),
                     )
                 )
             s.add(EventRow(audit_id=audit_id, at=now, kind="finished", actor=worker, detail=report.verdict))

@@ -3,11 +3,12 @@ deciding opinion from its stored report)."""
 
 from __future__ import annotations
 
-import random
+import json
 from typing import Literal
 
-from sqlalchemy import exists, select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from debate.types import Report
 from markov_debate.desk.auth import Principal
@@ -17,7 +18,8 @@ from markov_debate.desk.models import (
     ReviewInfo,
 )
 from markov_debate.desk.store.audits import AuditStore, review_info
-from markov_debate.desk.store.db import NotFoundError, StoreError, utcnow
+from markov_debate.desk.store.db import NotFoundError, ReviewConflictError, StoreError, utcnow
+from markov_debate.desk.store.queueing import QueueName, sample_window
 from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow, ReviewRow
 from markov_debate.desk.views import reviewed_verdict
 
@@ -32,12 +34,15 @@ class ReviewStore(AuditStore):
     def add_review(self, audit_id: int, claim_id: str, principal: Principal, review: ReviewIn) -> ReviewInfo:
         """Record a review of a finished audit's claim (appended; the report is untouched)."""
         with self._session.begin() as s:
-            claim = s.get(ClaimRow, (audit_id, claim_id))
+            # The row lock (PostgreSQL; SQLite's writes are serial anyway) makes the stale-view check and the insert
+            # one step against a colleague reviewing the same claim.
+            claim = s.get(ClaimRow, (audit_id, claim_id), with_for_update=True)
             if claim is None:
                 if s.get(AuditRow, audit_id) is None:
                     raise NotFoundError(f"no audit {audit_id}")
                 raise NotFoundError(f"audit {audit_id} has no claim {claim_id!r} (or is not finished)")
             engine = claim.engine_label
+            _check_fresh(s, claim, review.seen_label)
             if review.decision == "confirm":
                 if engine == "unverifiable":
                     raise StoreError("the engine gave no label (unverifiable): overturn it with the right label")
@@ -62,6 +67,7 @@ class ReviewStore(AuditStore):
                 note=review.note,
             )
             s.add(row)
+            claim.queue = None
             s.flush()
             _standing_verdict(s, audit_id)
             s.add(
@@ -77,42 +83,33 @@ class ReviewStore(AuditStore):
 
     def review_queue(self, *, limit: int = 50, sample_rate: float = 0.1, seed: int = 0) -> list[QueueItem]:
         """Unreviewed claims: those the engine did not find factual first (oldest audit first), then a seeded
-        sample of its confident factual decisions (prefilter decisions included) for re-checking."""
-        reviewed = exists().where(ReviewRow.audit_id == ClaimRow.audit_id, ReviewRow.claim_id == ClaimRow.claim_id)
+        sample of its confident factual decisions (prefilter decisions included) for re-checking. Two reads of the
+        claims' queue index, each stopping at `limit`: the cost follows `limit`, not the store's size."""
         with self._session() as s:
-            rows = s.execute(
-                select(ClaimRow, AuditRow.task)
-                .join(AuditRow, AuditRow.id == ClaimRow.audit_id)
-                .where(AuditRow.status == "done", ~reviewed)
-                .order_by(ClaimRow.audit_id, ClaimRow.position)
-            ).all()
-        needs = [(c, t) for c, t in rows if c.engine_label != "factual"]
-        spot = [(c, t) for c, t in rows if c.engine_label == "factual" and _sampled(seed, c, sample_rate)]
-        items = [_queue_item(c, t, "needs-review") for c, t in needs] + [
-            _queue_item(c, t, "spot-check") for c, t in spot
-        ]
-        return self._with_context(items[:limit])
+            rows = self._waiting(s, "needs-review", limit)
+            windows = sample_window(seed, sample_rate)
+            if len(rows) < limit and windows:
+                drawn = or_(*(and_(ClaimRow.draw >= lo, ClaimRow.draw < hi) for lo, hi in windows))
+                rows += self._waiting(s, "spot-check", limit - len(rows), drawn)
+        return [_queue_item(c, t) for c, t in rows]
 
-    def _with_context(self, items: list[QueueItem]) -> list[QueueItem]:
-        """Each item with its claim's evidence and deciding opinion, read from the stored reports, so a review
-        needs no second page."""
-        ids = {item.audit_id for item in items}
-        with self._session() as s:
-            stored = dict(s.execute(select(AuditRow.id, AuditRow.report_json).where(AuditRow.id.in_(ids))).all())
-        reports = {audit_id: Report.model_validate_json(text) for audit_id, text in stored.items() if text}
-        out = []
-        for item in items:
-            report = reports.get(item.audit_id)
-            claim = next((c for c in report.claims if c.claim_id == item.claim_id), None) if report else None
-            if claim is None:
-                out.append(item)
-                continue
-            opinion = claim.debate.final.opinion if claim.debate is not None and claim.debate.final else claim.reason
-            out.append(item.model_copy(update={"evidence": claim.evidence, "final_opinion": opinion}))
-        return out
+    @staticmethod
+    def _waiting(s: Session, queue: QueueName, limit: int, *where: ColumnElement[bool]) -> list[tuple[ClaimRow, str]]:
+        query = (
+            select(ClaimRow, AuditRow.task)
+            .join(AuditRow, AuditRow.id == ClaimRow.audit_id)
+            .where(ClaimRow.queue == queue, *where)
+            .order_by(ClaimRow.queue, ClaimRow.audit_id, ClaimRow.position)
+            .limit(limit)
+        )
+        return [(claim, task) for claim, task in s.execute(query).all()]
 
 
-def _queue_item(claim: ClaimRow, task: str, reason: Literal["needs-review", "spot-check"]) -> QueueItem:
+def _queue_item(claim: ClaimRow, task: str) -> QueueItem:
+    """The claim with its evidence and deciding opinion (kept with it at finish), so a review needs no second
+    page."""
+    reason: Literal["needs-review", "spot-check"] = "spot-check" if claim.queue == "spot-check" else "needs-review"
+    context = json.loads(claim.context) if claim.context else {}
     return QueueItem(
         audit_id=claim.audit_id,
         claim_id=claim.claim_id,
@@ -122,12 +119,33 @@ def _queue_item(claim: ClaimRow, task: str, reason: Literal["needs-review", "spo
         decided_by=claim.decided_by,
         error_severity=claim.error_severity,
         task=task,
+        evidence=context.get("evidence", []),
+        final_opinion=context.get("final_opinion"),
     )
 
 
-def _sampled(seed: int, claim: ClaimRow, rate: float) -> bool:
-    # Each claim's draw depends only on (seed, audit, claim): the sample does not shift as new audits arrive.
-    return random.Random(f"{seed}:{claim.audit_id}:{claim.claim_id}").random() < rate
+def _check_fresh(s: Session, claim: ClaimRow, seen: str | None) -> None:
+    """Refuse a review made on a view older than the claim's current label."""
+    if seen is None:
+        return
+    last = s.scalars(
+        select(ReviewRow)
+        .where(ReviewRow.audit_id == claim.audit_id, ReviewRow.claim_id == claim.claim_id)
+        .order_by(ReviewRow.id.desc())
+        .limit(1)
+    ).first()
+    current = last.label if last is not None else claim.engine_label
+    if seen == current:
+        return
+    by = f"{last.reviewer}'s {last.decision} at {last.created_at:%Y-%m-%d %H:%M} UTC" if last else "the engine"
+    raise ReviewConflictError(
+        f"not saved: the label of claim {claim.claim_id} changed while you were reviewing it (you saw "
+        f"{seen.replace('_', ' ')}; it is now {current.replace('_', ' ')}, by {by}). Look at it again and review anew.",
+        audit_id=claim.audit_id,
+        claim_id=claim.claim_id,
+        current_label=current,
+        reviewed_by=last.reviewer if last else "engine",
+    )
 
 
 def _standing_verdict(s: Session, audit_id: int) -> None:
