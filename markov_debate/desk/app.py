@@ -23,7 +23,14 @@ from markov_debate.desk.deps import html_error, wants_html
 from markov_debate.desk.routes import audits, batches, reviews, stats
 from markov_debate.desk.security import AllowedHosts, BodyLimit, Guard, NoNul, SecurityHeaders
 from markov_debate.desk.settings import DeskSettings
-from markov_debate.desk.store import ConflictError, NotFoundError, ReviewConflictError, Store, StoreError
+from markov_debate.desk.store import (
+    CancelledReplayError,
+    ConflictError,
+    NotFoundError,
+    ReviewConflictError,
+    Store,
+    StoreError,
+)
 from markov_debate.desk.ui import STATIC, swagger_assets
 from markov_debate.desk.ui import router as ui_router
 from markov_debate.desk.worker import Worker
@@ -97,6 +104,8 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
         status = 404 if isinstance(exc, NotFoundError) else 409 if isinstance(exc, ConflictError) else 400
         if isinstance(exc, ReviewConflictError):
             return _review_conflict(request, exc)
+        if isinstance(exc, CancelledReplayError) and not wants_html(request):
+            return JSONResponse({"detail": str(exc), "id": exc.audit_id, "status": "cancelled"}, status_code=409)
         return _error(request, status, str(exc))
 
     @app.exception_handler(RequestValidationError)

@@ -62,6 +62,12 @@ class Principal(BaseModel):
     def may(self, permission: Permission) -> bool:
         return permission in ROLE_PERMISSIONS[self.role]
 
+    @property
+    def owner(self) -> str | None:
+        """Whose audits and batches this principal may read, cancel and retry: a submitter its own only (its
+        name); reviewers and admins all (None)."""
+        return self.name if self.role == "submitter" else None
+
 
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()

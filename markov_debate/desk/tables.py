@@ -34,6 +34,7 @@ class AuditRow(Base):
     __table_args__ = (
         UniqueConstraint("submitted_by", "idempotency_key", name="uq_audits_idempotency"),
         Index("ix_audits_queue", "status", "id"),
+        Index("ix_audits_owner", "submitted_by", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

@@ -124,6 +124,7 @@ def audits_page(
     page_number: Annotated[int, Query(alias="page", ge=1, le=PAGE_MAX)] = 1,
 ) -> HTMLResponse:
     listing = store.audits(
+        owner=principal.owner,
         verdict=verdict or None,
         task=task or None,
         status=status or None,
@@ -141,7 +142,7 @@ def audit_page(
     request: Request, audit_id: RowId, principal: UiReader, store: StoreDep, settings: SettingsDep
 ) -> HTMLResponse:
     """An audit, with each claim as it now stands: a reviewer's overturn leads the badge, highlight and table."""
-    detail = store.audit(audit_id)
+    detail = store.audit(audit_id, owner=principal.owner)
     latest: dict[str, ReviewInfo] = {r.claim_id: r for r in detail.reviews}
     claims = []
     shown: list[Segment] = []
@@ -282,6 +283,6 @@ async def batch_form(
 
 @router.get("/batches/{batch_id}")
 def batch_page(request: Request, batch_id: RowId, principal: UiReader, store: StoreDep) -> HTMLResponse:
-    info = store.batch(batch_id)
+    info = store.batch(batch_id, owner=principal.owner)
     listing = store.audits(batch_id=batch_id, per_page=200)
     return render(request, "batch.html", principal, batch=info, listing=listing)

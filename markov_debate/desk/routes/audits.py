@@ -40,7 +40,7 @@ def submit_audit(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> dict[str, Any]:
     """Queue one response for audit; 202 with its id. Repeating an Idempotency-Key returns the first audit (and
-    brings it back to the queue if it had failed)."""
+    brings it back to the queue if it had failed; 409 naming it if it was cancelled)."""
     audit_id, created = store.submit(principal, validated(body, settings), idempotency_key=idempotency_key)
     response.headers["Location"] = f"/v1/audits/{audit_id}"
     if not created:
@@ -50,7 +50,7 @@ def submit_audit(
 
 @router.get("")
 def list_audits(
-    _: Reader,
+    principal: Reader,
     store: StoreDep,
     verdict: Annotated[ReportVerdict | None, Query()] = None,
     task: Annotated[str | None, Query()] = None,
@@ -62,8 +62,10 @@ def list_audits(
     page: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> AuditPage:
-    """Audits, newest first, by verdict, task, status, reviewed or not, text (`q`), creation time (`since`)."""
+    """Audits, newest first, by verdict, task, status, reviewed or not, text (`q`), creation time (`since`). A
+    submitter sees its own."""
     return store.audits(
+        owner=principal.owner,
         verdict=verdict,
         task=task,
         status=status,
@@ -89,15 +91,15 @@ def export(_: Exporter, store: StoreDep, format: Annotated[ExportFormat, Query()
 
 
 @router.get("/{audit_id}")
-def get_audit(audit_id: RowId, _: Reader, store: StoreDep) -> AuditDetail:
-    """Status, request, the Report as the engine produced it, reviews and the trail."""
-    return store.audit(audit_id)
+def get_audit(audit_id: RowId, principal: Reader, store: StoreDep) -> AuditDetail:
+    """Status, request, the Report as the engine produced it, reviews and the trail (a submitter: its own)."""
+    return store.audit(audit_id, owner=principal.owner)
 
 
 @router.get("/{audit_id}/report")
-def get_report(audit_id: RowId, _: Reader, store: StoreDep) -> Response:
+def get_report(audit_id: RowId, principal: Reader, store: StoreDep) -> Response:
     """The stored report, byte for byte (404 until the audit is done)."""
-    stored = store.report_json(audit_id)
+    stored = store.report_json(audit_id, owner=principal.owner)
     if stored is None:
         raise HTTPException(404, f"audit {audit_id} has no report yet ({store.status(audit_id)})")
     return Response(stored, media_type="application/json")
@@ -114,5 +116,5 @@ def cancel_audit(request: Request, audit_id: RowId, principal: Canceller, store:
 
 @router.post("/{audit_id}/retry", dependencies=[Depends(csrf)])
 def retry_audit(audit_id: RowId, principal: Submitter, store: StoreDep) -> dict[str, Any]:
-    """Bring a failed audit back to the queue with its attempts reset (409 unless it failed)."""
+    """Bring a failed or cancelled audit back to the queue with its attempts reset (409 for any other status)."""
     return {"id": audit_id, "status": store.retry(audit_id, principal)}

@@ -77,15 +77,15 @@ async def submit_batch(
 
 
 @router.get("")
-def list_batches(_: Reader, store: StoreDep) -> list[BatchInfo]:
-    """Recent batches with their progress."""
-    return store.batches()
+def list_batches(principal: Reader, store: StoreDep) -> list[BatchInfo]:
+    """Recent batches with their progress (a submitter: its own)."""
+    return store.batches(owner=principal.owner)
 
 
 @router.get("/{batch_id}")
-def get_batch(batch_id: RowId, _: Reader, store: StoreDep) -> BatchInfo:
-    """A batch's progress (audits by status) and unreadable lines."""
-    return store.batch(batch_id)
+def get_batch(batch_id: RowId, principal: Reader, store: StoreDep) -> BatchInfo:
+    """A batch's progress (audits by status) and unreadable lines (a submitter: its own)."""
+    return store.batch(batch_id, owner=principal.owner)
 
 
 @router.post("/{batch_id}/cancel", dependencies=[Depends(csrf)])

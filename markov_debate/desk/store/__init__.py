@@ -8,6 +8,7 @@ store are in `markov_debate.desk.stats`.
 """
 
 from markov_debate.desk.store.db import (
+    CancelledReplayError,
     ConflictError,
     Job,
     NotFoundError,
@@ -20,6 +21,7 @@ from markov_debate.desk.store.jobs import JobStore
 from markov_debate.desk.store.reviews import ReviewStore
 
 __all__ = [
+    "CancelledReplayError",
     "ConflictError",
     "Job",
     "NotFoundError",

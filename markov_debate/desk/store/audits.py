@@ -27,7 +27,7 @@ from markov_debate.desk.models import (
     ReviewInfo,
     load_request,
 )
-from markov_debate.desk.store.db import ConflictError, NotFoundError, sha, utcnow
+from markov_debate.desk.store.db import CancelledReplayError, ConflictError, NotFoundError, sha, utcnow
 from markov_debate.desk.store.reporting import ReportingStore
 from markov_debate.desk.tables import AuditRow, BatchRow, ClaimRow, EventRow, ReviewRow
 
@@ -85,6 +85,13 @@ class AuditStore(ReportingStore):
                     if found.status == "failed":
                         # Sending it again is asking for it to be done: the same audit goes back to the queue.
                         self._requeue_failed(s, found, principal.name)
+                    if found.status == "cancelled":
+                        # Someone stopped it on purpose: a replay must not quietly return it as if it were running.
+                        raise CancelledReplayError(
+                            f"idempotency key {idempotency_key!r} belongs to audit {found.id}, which was cancelled; "
+                            f"POST /v1/audits/{found.id}/retry runs it again, or send a new key",
+                            audit_id=found.id,
+                        )
                     return found.id, False
             now = utcnow()
             row = AuditRow(
@@ -183,11 +190,10 @@ class AuditStore(ReportingStore):
                 reviewed[audit_id] = n
         return claims, reviewed
 
-    def audit(self, audit_id: int) -> AuditDetail:
+    def audit(self, audit_id: int, *, owner: str | None = None) -> AuditDetail:
+        """One audit; `owner`: only if that principal submitted it (another's is "no audit", as if absent)."""
         with self._session() as s:
-            row = s.get(AuditRow, audit_id)
-            if row is None:
-                raise NotFoundError(f"no audit {audit_id}")
+            row = owned(s.get(AuditRow, audit_id), audit_id, owner)
             claims, reviewed = self._claim_counts(s, [audit_id])
             reviews = [
                 review_info(r)
@@ -206,20 +212,14 @@ class AuditStore(ReportingStore):
                 events=events,
             )
 
-    def report_json(self, audit_id: int) -> str | None:
+    def report_json(self, audit_id: int, *, owner: str | None = None) -> str | None:
         """The report exactly as stored."""
         with self._session() as s:
-            row = s.get(AuditRow, audit_id)
-            if row is None:
-                raise NotFoundError(f"no audit {audit_id}")
-            return row.report_json
+            return owned(s.get(AuditRow, audit_id), audit_id, owner).report_json
 
-    def status(self, audit_id: int) -> str:
+    def status(self, audit_id: int, *, owner: str | None = None) -> str:
         with self._session() as s:
-            value = s.scalar(select(AuditRow.status).where(AuditRow.id == audit_id))
-            if value is None:
-                raise NotFoundError(f"no audit {audit_id}")
-            return value
+            return owned(s.get(AuditRow, audit_id), audit_id, owner).status
 
     def audits(
         self,
@@ -231,11 +231,14 @@ class AuditStore(ReportingStore):
         q: str | None = None,
         since: datetime | None = None,
         batch_id: int | None = None,
+        owner: str | None = None,
         page: int = 1,
         per_page: int = 50,
     ) -> AuditPage:
-        """Audits, newest first, filtered."""
+        """Audits, newest first, filtered (`owner`: only those that principal submitted)."""
         conditions = []
+        if owner is not None:
+            conditions.append(AuditRow.submitted_by == owner)
         if verdict:
             conditions.append(func.coalesce(AuditRow.reviewed_verdict, AuditRow.verdict) == verdict)
         if task:
@@ -267,10 +270,10 @@ class AuditStore(ReportingStore):
             items = [AuditSummary(**self._summary(r, claims[r.id], reviewed_counts[r.id])) for r in rows]
         return AuditPage(items=items, total=total, page=page, per_page=per_page)
 
-    def batch(self, batch_id: int) -> BatchInfo:
+    def batch(self, batch_id: int, *, owner: str | None = None) -> BatchInfo:
         with self._session() as s:
             row = s.get(BatchRow, batch_id)
-            if row is None:
+            if row is None or (owner is not None and row.submitted_by != owner):
                 raise NotFoundError(f"no batch {batch_id}")
             counts = {
                 status: n
@@ -290,16 +293,20 @@ class AuditStore(ReportingStore):
                 done=not counts.get("pending") and not counts.get("running"),
             )
 
-    def batches(self, limit: int = 50) -> list[BatchInfo]:
+    def batches(self, limit: int = 50, *, owner: str | None = None) -> list[BatchInfo]:
         with self._session() as s:
-            ids = list(s.scalars(select(BatchRow.id).order_by(BatchRow.id.desc()).limit(limit)))
+            query = select(BatchRow.id).order_by(BatchRow.id.desc()).limit(limit)
+            if owner is not None:
+                query = query.where(BatchRow.submitted_by == owner)
+            ids = list(s.scalars(query))
         return [self.batch(i) for i in ids]
 
     @staticmethod
     def _requeue_failed(s: Session, row: AuditRow, actor: str) -> None:
-        """A failed audit back to the queue with its attempts reset (retry, or the same request sent again)."""
+        """A failed or cancelled audit back to the queue with its attempts reset (retry, or a failed one's request
+        sent again)."""
         now = utcnow()
-        detail = f"retried after: {row.error}" if row.error else "retried"
+        detail = f"retried after: {row.error}" if row.error else f"retried after it was {row.status}"
         row.status, row.attempts, row.not_before, row.finished_at, row.error = "pending", 0, None, None, None
         s.add(EventRow(audit_id=row.id, at=now, kind="requeued", actor=actor, detail=detail))
 
@@ -311,6 +318,14 @@ def _shown_request(text: str) -> AuditRequest:
         return load_request(text)
     except ValidationError:
         return AuditRequest.model_validate(json.loads(text))
+
+
+def owned(row: AuditRow | None, audit_id: int, owner: str | None) -> AuditRow:
+    """The row, if it exists and `owner` (when given) submitted it. Another's audit reads as absent, so a
+    submitter learns nothing of others' work, not even that an id is taken."""
+    if row is None or (owner is not None and row.submitted_by != owner):
+        raise NotFoundError(f"no audit {audit_id}")
+    return row
 
 
 def review_info(row: ReviewRow) -> ReviewInfo:

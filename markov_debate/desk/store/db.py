@@ -24,6 +24,7 @@ from markov_debate.desk.models import (
 )
 
 __all__ = [
+    "CancelledReplayError",
     "ConflictError",
     "Database",
     "Job",
@@ -52,6 +53,14 @@ class NotFoundError(StoreError):
 
 class ConflictError(StoreError):
     """The request conflicts with what is stored (an idempotency key reused for another body, a finished job)."""
+
+
+class CancelledReplayError(ConflictError):
+    """An Idempotency-Key replayed after its audit was cancelled."""
+
+    def __init__(self, message: str, *, audit_id: int) -> None:
+        super().__init__(message)
+        self.audit_id = audit_id
 
 
 class ReviewConflictError(ConflictError):

@@ -18,8 +18,8 @@ from markov_debate.desk.auth import Principal
 from markov_debate.desk.models import (
     load_request,
 )
-from markov_debate.desk.store.audits import AuditStore
-from markov_debate.desk.store.db import ConflictError, Job, NotFoundError, count, engine_label, utcnow
+from markov_debate.desk.store.audits import AuditStore, owned
+from markov_debate.desk.store.db import ConflictError, Job, count, engine_label, utcnow
 from markov_debate.desk.store.queueing import claim_context, claim_draw, queue_of
 from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow
 
@@ -269,34 +269,35 @@ class JobStore(AuditStore):
             return count(done) == 1
 
     def cancel(self, audit_id: int, principal: Principal) -> str:
-        """Cancel a pending or running audit; its status afterwards."""
+        """Cancel a pending or running audit (a submitter its own only); its status afterwards."""
         with self._session.begin() as s:
-            row = s.get(AuditRow, audit_id)
-            if row is None:
-                raise NotFoundError(f"no audit {audit_id}")
+            row = owned(s.get(AuditRow, audit_id), audit_id, principal.owner)
             if row.status in ("pending", "running"):
                 row.status, row.worker, row.lease_until, row.finished_at = "cancelled", None, None, utcnow()
                 s.add(EventRow(audit_id=audit_id, at=utcnow(), kind="cancelled", actor=principal.name, detail=None))
             return row.status
 
     def retry(self, audit_id: int, principal: Principal) -> str:
-        """Bring a failed audit back to the queue with its attempts reset (after an outage, or a fixed endpoint);
-        its status afterwards. Only a failed audit can be retried (ConflictError otherwise)."""
+        """Bring a failed or cancelled audit (a submitter's own only) back to the queue with its attempts reset
+        (after an outage, a fixed endpoint, a cancel regretted); its status afterwards. ConflictError for any
+        other status."""
         with self._session.begin() as s:
-            row = s.get(AuditRow, audit_id)
-            if row is None:
-                raise NotFoundError(f"no audit {audit_id}")
-            if row.status != "failed":
-                raise ConflictError(f"audit {audit_id} is {row.status}; only a failed audit can be retried")
+            row = owned(s.get(AuditRow, audit_id), audit_id, principal.owner)
+            if row.status not in ("failed", "cancelled"):
+                raise ConflictError(
+                    f"audit {audit_id} is {row.status}; only a failed or cancelled audit can be retried"
+                )
             self._requeue_failed(s, row, principal.name)
             return row.status
 
     def retry_failed(self, principal: Principal, *, batch_id: int | None = None) -> int:
-        """Bring every failed audit (of one batch, or all) back to the queue; how many."""
+        """Bring every failed audit (of one batch, or all; a submitter's own only) back to the queue; how many."""
         if batch_id is not None:
-            self.batch(batch_id)
+            self.batch(batch_id, owner=principal.owner)
         with self._session.begin() as s:
             query = select(AuditRow).where(AuditRow.status == "failed")
+            if principal.owner is not None:
+                query = query.where(AuditRow.submitted_by == principal.owner)
             if batch_id is not None:
                 query = query.where(AuditRow.batch_id == batch_id)
             rows = list(s.scalars(query))
@@ -305,8 +306,8 @@ class JobStore(AuditStore):
             return len(rows)
 
     def cancel_batch(self, batch_id: int, principal: Principal) -> int:
-        """Cancel a batch's unfinished audits; how many."""
-        self.batch(batch_id)
+        """Cancel a batch's unfinished audits (a submitter its own batch only); how many."""
+        self.batch(batch_id, owner=principal.owner)
         with self._session.begin() as s:
             ids = list(
                 s.scalars(

@@ -1,5 +1,6 @@
 """the review queue as an indexed read: each claim says where it waits (needs-review, spot-check, none once
-reviewed) and carries its fixed spot-check draw and what a reviewer reads next to it (evidence, deciding opinion)
+reviewed) and carries its fixed spot-check draw and what a reviewer reads next to it (evidence, deciding opinion);
+a submitter's audits by an index (ownership)
 
 Revision ID: 0004
 Revises: 0003
@@ -24,6 +25,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column("context", sa.Text(), nullable=True))
     _backfill()
     op.create_index("ix_claims_queue", "claims", ["queue", "audit_id", "position"])
+    # a submitter's own audits, newest first (ownership)
+    op.create_index("ix_audits_owner", "audits", ["submitted_by", "id"])
 
 
 def _backfill() -> None:
@@ -60,6 +63,7 @@ def _backfill() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_audits_owner", table_name="audits")
     op.drop_index("ix_claims_queue", table_name="claims")
     with op.batch_alter_table("claims") as batch:
         batch.drop_column("context")
