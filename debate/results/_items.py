@@ -53,9 +53,9 @@ class BatchItem(BaseModel):
     @field_validator("claims")
     @classmethod
     def _triplets(cls, value: list[str] | list[list[str]] | None) -> list[str] | list[list[str]] | None:
-        for claim in value or []:
+        for index, claim in enumerate(value or []):
             if isinstance(claim, list) and len(claim) != 3:
-                raise ValueError("a triplet claim is [subject, predicate, object]")
+                raise ValueError(f"claim {index} has {len(claim)} parts; a triplet is [subject, predicate, object]")
         return value
 
     def claim_texts(self) -> list[str] | None:

@@ -14,14 +14,19 @@ class SummarizationTask:
     name = "summarization"
 
     async def plan(self, item: TaskInput, ctx: StageContext) -> Plan:
-        if as_document(item.reference) is None:
-            raise InputError("task summarization needs the source document as `reference`")
+        _need_document(item)
         extraction = given_claims(item) or await extract_claims(item.response, context=item.question, ctx=ctx)
         notes = list(extraction.notes)
         return Plan(extraction.claims, extraction.info, reference_evidence(item.reference, ctx, notes), notes)
 
     def expected_work(self, item: TaskInput, config: VerifierConfig) -> TaskWork:
+        _need_document(item)  # what the run refuses, the estimate (and the desk's submit) refuses too
         return extraction_work(item, config)
+
+
+def _need_document(item: TaskInput) -> None:
+    if as_document(item.reference) is None:
+        raise InputError("task summarization needs the source document as `reference`")
 
 
 TASKS.register("summarization", SummarizationTask)

@@ -67,6 +67,12 @@ def _register_serve(sub: Subcommands) -> None:
         help="audits the in-process worker runs at once; 0: none, use `debate worker` (default: 2)",
     )
     serve.add_argument("--max-body-mb", type=float, default=10.0, help="largest request body in MiB (default: 10)")
+    serve.add_argument(
+        "--max-claim-chars",
+        type=int,
+        default=2_000,
+        help="longest claim a request may give; longer is a 422 (default: 2000)",
+    )
     _connection_arguments(serve)
     add_verifier_arguments(serve, batch=False)
     serve.set_defaults(handler=_serve)
@@ -195,6 +201,7 @@ def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
         jobs=args.jobs,
         lease_s=args.lease,
         max_body_bytes=int(getattr(args, "max_body_mb", 10.0) * 1024 * 1024),
+        max_claim_chars=getattr(args, "max_claim_chars", 2_000),
         price_prompt_per_mtok=getattr(args, "price_prompt", 0.0),
         price_completion_per_mtok=getattr(args, "price_completion", 0.0),
         session_secret=os.environ.get("DEBATE_SESSION_SECRET") or None,

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from debate.errors import InputError
 from markov_debate.desk.auth import Permission, Principal
 from markov_debate.desk.models import AuditRequest, checked_request
+from markov_debate.desk.runnable import check_runnable
 from markov_debate.desk.security import CSRF_COOKIE, SESSION_COOKIE, Guard
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import Store
@@ -111,8 +112,9 @@ def validated(request: AuditRequest, settings: DeskSettings) -> AuditRequest:
     """A submitted request checked as the worker will need it: its overrides apply to the server's configuration,
     and it can be stored and read back (limits, text); 422 naming the field otherwise."""
     try:
-        request.overrides.apply(settings.verifier)
+        config = request.overrides.apply(settings.verifier)
         checked_request(request, max_claims=settings.verifier.claims.max_claims)
+        check_runnable(request, config, max_claim_chars=settings.max_claim_chars)
     except ValidationError as exc:
         raise HTTPException(422, f"overrides: {exc.errors()[0]['msg']}") from exc
     except InputError as exc:

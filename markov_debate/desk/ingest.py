@@ -19,6 +19,8 @@ from debate.errors import InputError
 from debate.results import BatchItem, InputTooLongError, read_items
 from markov_debate.desk.auth import Principal
 from markov_debate.desk.models import AuditRequest, BatchInfo, checked_request
+from markov_debate.desk.runnable import check_runnable
+from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import Store
 
 __all__ = ["IngestError", "ingest"]
@@ -39,10 +41,10 @@ def ingest(
     principal: Principal,
     task: str,
     name: str,
-    max_items: int,
-    max_claims: int | None,
+    settings: DeskSettings,
 ) -> BatchInfo:
     """Queue the upload at `path` as one batch; unreadable lines are listed in its `input_errors`."""
+    max_items = settings.max_batch_items
     try:
         # Every line counts toward the limit, blank or not: a body of newlines stops being read at the limit.
         records = list(itertools.islice(read_items(path, max_lines=max_items), max_items + 1))
@@ -60,7 +62,7 @@ def ingest(
         if item is None:
             errors.append({"line": line, "message": error})
             continue
-        checked = _request(line, item, task, max_claims)
+        checked = _request(line, item, task, settings)
         if isinstance(checked, str):
             errors.append({"line": line, "message": checked})
         else:
@@ -72,13 +74,14 @@ def ingest(
     return store.batch(batch_id)
 
 
-def _request(line: int, item: BatchItem, task: str, max_claims: int | None) -> AuditRequest | str:
+def _request(line: int, item: BatchItem, task: str, settings: DeskSettings) -> AuditRequest | str:
     """The line as an audit request, checked as a single submission is; or the error naming its line and field."""
     try:
         request = AuditRequest(
             task=task, question=item.question, response=item.response, reference=item.reference, claims=item.claims
         )
-        checked_request(request, max_claims=max_claims)
+        checked_request(request, max_claims=settings.verifier.claims.max_claims)
+        check_runnable(request, settings.verifier, max_claim_chars=settings.max_claim_chars)
     except InputError as exc:
         return f"line {line}: {exc}"
     except ValidationError as exc:

@@ -90,6 +90,10 @@ class DeskSettings(BaseModel):
     """Share of confident automated decisions the review queue samples for re-checking."""
     queue_seed: int = 0
     """Seed of that sample (the same seed gives the same sample)."""
+    max_claim_chars: int | None = Field(default=2_000, ge=1)
+    """Longest claim a request may give (each is sent in every debate prompt); None: no limit."""
+    max_override_verifiers: int = Field(default=8, ge=1)
+    """Verifiers a worker keeps for distinct per-audit override sets (least recently used closed first)."""
 
     @property
     def priced(self) -> bool:

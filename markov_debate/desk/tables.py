@@ -109,6 +109,7 @@ class EventRow(Base):
     """The audit trail: who did what to an audit, when. Rows are only ever added."""
 
     __tablename__ = "events"
+    __table_args__ = (Index("ix_events_kind", "kind", "id"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     audit_id: Mapped[int] = mapped_column(ForeignKey("audits.id"), index=True)

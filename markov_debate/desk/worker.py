@@ -29,8 +29,10 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from debate.errors import DebateError, InputError, ModelRequestError
 from debate.pipeline import Verifier
-from debate.results import BatchItem, transient_failure
-from markov_debate.desk.models import AuditOverrides, AuditRequest
+from debate.results import transient_failure
+from markov_debate.desk.models import AuditRequest
+from markov_debate.desk.overrides import OverrideVerifiers
+from markov_debate.desk.runnable import work_item
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import Job, Store
 
@@ -62,7 +64,7 @@ class Worker:
         self.store = store
         self.settings = settings
         self.name = name or f"{socket.gethostname()}:{os.getpid()}:{id(self) & 0xFFFF:04x}"
-        self._verifiers: dict[str, Verifier] = {}
+        self._overrides: OverrideVerifiers | None = None
         self._stack = AsyncExitStack()
         self._base: Verifier | None = None
         self.running: dict[int, asyncio.Task[None]] = {}
@@ -119,6 +121,8 @@ class Worker:
         while not stop.is_set():
             try:
                 self._base = await self._stack.enter_async_context(Verifier(config=self.settings.verifier))
+                self._overrides = OverrideVerifiers(self._base, self.settings.max_override_verifiers)
+                self._stack.push_async_callback(self._overrides.aclose)
             except DebateError as exc:
                 if not exc.transient and not isinstance(exc, ModelRequestError):
                     raise  # a configuration the worker can never run with: stopping says so at once
@@ -210,31 +214,21 @@ class Worker:
             except (SQLAlchemyError, OSError) as exc:
                 log.warning("could not hand back audits %s (%s); their leases will run out", list(running), exc)
 
-    async def _verifier(self, overrides: AuditOverrides) -> Verifier:
-        assert self._base is not None
-        if overrides.is_empty():
-            return self._base
-        key = overrides.model_dump_json(exclude_none=True)
-        if key not in self._verifiers:
-            config = overrides.apply(self._base.worker_configs(1)[0])
-            verifier = Verifier(config=config, client=self._base.client, attached_embedded=self._base.embedded)
-            self._verifiers[key] = await self._stack.enter_async_context(verifier)
-        return self._verifiers[key]
-
     async def _run(self, job: Job) -> None:
         request: AuditRequest = job.request
+        assert self._overrides is not None
         try:
-            verifier = await self._verifier(request.overrides)
-            item = _item(request)
-            report = await verifier.verify(
-                request.response,
-                question=request.question,
-                reference=item.evidence(),
-                reference_source=f"audit {job.audit_id}: reference",
-                task=request.task,
-                claims=item.claim_texts(),
-                item_id=f"audit-{job.audit_id}",
-            )
+            async with self._overrides.lease(request.overrides) as verifier:
+                item = work_item(request)
+                report = await verifier.verify(
+                    request.response,
+                    question=request.question,
+                    reference=item.evidence(),
+                    reference_source=f"audit {job.audit_id}: reference",
+                    task=request.task,
+                    claims=item.claim_texts(),
+                    item_id=f"audit-{job.audit_id}",
+                )
         except InputError as exc:
             await self._store(self.store.fail, job.audit_id, self.name, f"input: {exc}")
             return
@@ -345,7 +339,3 @@ async def _wait(stop: asyncio.Event, seconds: float) -> None:
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait([stopping], timeout=seconds)
     stopping.cancel()
-
-
-def _item(request: AuditRequest) -> BatchItem:
-    return BatchItem(id="audit", response=request.response, reference=request.reference, claims=request.claims)

@@ -6,14 +6,26 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import text
 
 from markov_debate.desk.store import Store, StoreError
-from tests.support.desk import DeskProcess, ThreadedDesk, api_keys, free_port, settings_for, wait_for
+from tests.support.desk import (
+    DeskProcess,
+    ThreadedDesk,
+    api_keys,
+    free_port,
+    settings_for,
+    verdicts,
+    wait_done,
+    wait_for,
+)
+from tests.support.fakes import Call, FakeOpenAI, Reply
 from tests.support.helpers import cli_env
 
 pytestmark = pytest.mark.slow  # serves the desk on a loopback port
@@ -65,3 +77,35 @@ def test_wrong_bearer_keys_are_throttled_and_x_forwarded_for_buys_no_fresh_count
             assert throttled.status_code == 429 and int(throttled.headers["Retry-After"]) > 0, throttled.text
         page = httpx.get(desk.url + "/", headers={"Authorization": "Bearer guess", "Accept": "text/html"})
         assert page.status_code == 429 and "Retry-After" in page.headers and "too many failed" in page.text
+
+
+def test_a_server_without_its_own_worker_sees_a_long_outage_through_the_store(tmp_path: Path) -> None:
+    """`debate serve --jobs 0` with separate workers: the server has no worker state to read, so the store's trail
+    (audits deferred, none finished) is what makes its health 503 during a long endpoint outage."""
+    down = threading.Event()
+
+    def endpoint(call: Call) -> Reply:
+        return Reply(status=503, error_message="upstream overloaded at 10.1.2.3") if down.is_set() else verdicts(call)
+
+    url = f"sqlite:///{tmp_path}/d.sqlite"
+    with FakeOpenAI(routes={"debate": endpoint}) as model:
+        common: dict[str, Any] = {"keys": api_keys(), "outage_s": 2.0, "breaker_max_s": 0.5, "max_attempts": 50}
+        with (
+            ThreadedDesk(settings_for(url, model.base_url, jobs=2, **common)) as workers,
+            ThreadedDesk(settings_for(url, model.base_url, jobs=0, **common)) as server,
+        ):
+            sam, anonymous, admin = workers.client("sam"), server.client(), server.client("root")
+            body = {"question": "Capital of France?", "reference": "Paris is the capital of France."}
+            first = sam.post("/v1/audits", json={**body, "response": "Paris."}).json()["id"]
+            assert wait_done(sam, first)["status"] == "done"
+            healthy = anonymous.get("/v1/health")
+            assert healthy.status_code == 200 and "worker" not in healthy.json()  # no in-process worker here
+            down.set()
+            sam.post("/v1/audits", json={**body, "response": "It is Paris."})
+            outage = wait_for(lambda: (h := anonymous.get("/v1/health")).status_code == 503 and h, what="503")
+            problem = outage.json()["problem"]
+            assert problem.startswith("audits have been deferred for ") and "none finished" in problem
+            assert "10.1.2.3" not in outage.text  # the cause is for admins
+            assert "10.1.2.3" in admin.get("/v1/health").json()["problem"]
+            down.clear()  # the endpoint is back: the audit finishes and health recovers
+            wait_for(lambda: anonymous.get("/v1/health").status_code == 200, timeout=60, what="recovery")

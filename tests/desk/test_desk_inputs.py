@@ -50,3 +50,65 @@ def test_blank_lines_count_toward_the_upload_limit(tmp_path: Path) -> None:
         body = b"\n" * 10 + json.dumps(item).encode() + b"\n\n"
         accepted = client.post("/v1/batches", params={"task": "qa"}, content=body, headers=ndjson)
         assert accepted.status_code == 202 and accepted.json()["total"] == 1, accepted.text
+
+
+FRANCE = {"question": "What is the capital of France?", "reference": "Paris is the capital of France."}
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (b'{"response": ' + b"[" * 999 + b"]" * 999 + b"}", "body: nested too deeply to read at byte 76"),
+        (b'{"response": "caf\xe9 au lait"}', "body: not valid UTF-8 at byte 17 (send JSON as UTF-8)"),
+        (b'{"response": "x", "overrides": {"max_rounds": ' + b"9" * 5000 + b"}}", "body: a number at byte 46 has"),
+        # é is 2 bytes: the offset is in bytes, the column in characters
+        (b'{"response": "\xc3\xa9t\xc3\xa9", "task": qa}', "body: not valid JSON at byte 30 (line 1, column 29)"),
+        (b'{\n  "response": "x",\n  "task": "qa",,\n}', "body: not valid JSON at byte 36 (line 3, column 16)"),
+    ],
+)
+def test_a_body_that_does_not_parse_is_a_4xx_naming_the_byte(tmp_path: Path, body: bytes, detail: str) -> None:
+    settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", "http://127.0.0.1:9/v1", jobs=0)
+    with ThreadedDesk(settings) as desk:
+        refused = desk.client().post("/v1/audits", content=body, headers={"Content-Type": "application/json"})
+        assert refused.status_code in (400, 422), refused.text
+        assert refused.json()["detail"].startswith(detail), refused.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ({**FRANCE, "response": "x", "claims": [["a"] * 100_000]}, "claims: Value error, claim 0 has 100000 parts"),
+        ({"task": "rag", "response": "Paris [1]."}, "task rag needs the sources as `reference`"),
+        ({"task": "summarization", "response": "A short summary."}, "task summarization needs the source document"),
+        ({**FRANCE, "response": "x", "claims": ["ok", "y" * 2_001]}, "claims.1: 2,001 characters; the limit is 2,000"),
+        ({**FRANCE, "response": "x", "claims": [["s" * 1_000, "p", "o" * 1_000]]}, "claims.0: 2,004 characters"),
+        ({**FRANCE, "response": "x", "overrides": {"prefilters": ["citations"] * 5_000}}, "overrides.prefilters: "),
+    ],
+)
+def test_what_a_worker_would_refuse_is_refused_at_submit(tmp_path: Path, body: dict[str, object], detail: str) -> None:
+    settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", "http://127.0.0.1:9/v1", jobs=0)
+    with ThreadedDesk(settings) as desk:
+        client = desk.client()
+        refused = client.post("/v1/audits", json=body)
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["detail"].startswith(detail), refused.json()["detail"]
+        assert len(refused.content) < 2_000  # the input is named, not echoed
+        assert client.get("/v1/audits").json()["total"] == 0
+        if "overrides" in body:
+            return  # a batch line carries no overrides
+        # the same in a batch: that line is listed, the others are queued
+        lines = [{"id": "bad", **body}, {"id": "good", **FRANCE, "response": "Paris."}]
+        task = str(body.get("task", "qa"))
+        if task != "qa":
+            lines[1]["reference"] = {"1": "Paris."} if task == "rag" else "Paris is in France."
+        made = client.post(
+            "/v1/batches",
+            params={"task": task},
+            content="".join(json.dumps({k: v for k, v in line.items() if k != "task"}) + "\n" for line in lines),
+            headers={"Content-Type": "application/x-ndjson"},
+        )
+        assert made.status_code == 202, made.text
+        batch = made.json()
+        assert batch["total"] == 1 and len(batch["input_errors"]) == 1
+        message = batch["input_errors"][0]["message"]
+        assert message.startswith("line 1: ") and detail.split(": ")[-1] in message, message

@@ -44,7 +44,9 @@ def test_a_submitter_sees_and_acts_on_its_own_work_only(desk: ThreadedDesk) -> N
     sam, sue = desk.client("sam"), _sue(desk)
     mine = sam.post("/v1/audits", json=AUDIT).json()["id"]
     ndjson = {"Content-Type": "application/x-ndjson"}
-    made = sam.post("/v1/batches?task=qa&name=nightly", content=jsonl([{"id": "1", **AUDIT}, {"id": "2", **AUDIT}]), headers=ndjson)
+    made = sam.post(
+        "/v1/batches?task=qa&name=nightly", content=jsonl([{"id": "1", **AUDIT}, {"id": "2", **AUDIT}]), headers=ndjson
+    )
     assert made.status_code == 202, made.text
     batch = made.json()["id"]
     theirs = sue.post("/v1/audits", json=AUDIT).json()["id"]

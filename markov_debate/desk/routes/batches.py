@@ -50,8 +50,7 @@ async def upload_batch(request: Request, task: str, name: str | None, upload: Up
                 principal=principal,
                 task=task,
                 name=(name or "upload")[:NAME_LIMIT],
-                max_items=settings.max_batch_items,
-                max_claims=settings.verifier.claims.max_claims,
+                settings=settings,
             )
         except IngestError as exc:
             raise HTTPException(exc.status, str(exc)) from exc

@@ -9,6 +9,7 @@ from markov_debate.desk.deps import GuardDep, Reader, SettingsDep, StoreDep, wor
 from markov_debate.desk.models import Stats
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.stats import stats as compute_stats
+from markov_debate.desk.store.reporting import DeferralRun
 from markov_debate.desk.worker import WorkerHealth
 
 __all__ = ["router"]
@@ -43,16 +44,29 @@ def health(request: Request, response: Response, store: StoreDep, settings: Sett
     try:
         body["schema"] = store.schema_revision()
         due, oldest_s, last_activity_s = store.queue_health()
+        deferring = store.deferral_run()
     except (SQLAlchemyError, OSError) as exc:
         response.status_code = 503
         cause = f": {settings.redact(str(exc))}" if detailed else ""
         return body | {"ok": False, "problem": f"the audit store does not answer{cause}"}
     body["queue"] = {"due": due, "oldest_due_s": oldest_s, "last_activity_s": last_activity_s}
-    problem = _problem(shown, settings, due, oldest_s, last_activity_s, detailed=detailed)
+    problem = _problem(shown, settings, due, oldest_s, last_activity_s, detailed=detailed) or _outage(
+        deferring, settings, detailed=detailed
+    )
     if problem is not None:
         response.status_code = 503
         return body | {"ok": False, "problem": problem}
     return body | {"ok": True}
+
+
+def _outage(run: DeferralRun | None, settings: DeskSettings, *, detailed: bool) -> str | None:
+    """An outage as the store shows it, whichever process runs the workers: audits still being deferred (the
+    latest within `stall_s`) and none finished for `outage_s`. Deferrals count as activity for the stall rule, so
+    without this a desk would stay "ok" through a long endpoint outage."""
+    if run is None or run.for_s <= settings.outage_s or run.last_s > settings.stall_s:
+        return None
+    why = f" (latest: {settings.redact(run.reason)})" if detailed and run.reason else ""
+    return f"audits have been deferred for {run.for_s:.0f} s and none finished: the model endpoint may be down{why}"
 
 
 def _problem(

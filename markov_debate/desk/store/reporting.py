@@ -9,10 +9,24 @@ from datetime import datetime
 
 from sqlalchemy import func, select
 
+from markov_debate.desk.store.db import utcnow
 from markov_debate.desk.store.sessions import SessionStore
-from markov_debate.desk.tables import AuditRow, ReviewRow
+from markov_debate.desk.tables import AuditRow, EventRow, ReviewRow
 
-__all__ = ["ReportingStore", "StoreFigures"]
+__all__ = ["DeferralRun", "ReportingStore", "StoreFigures"]
+
+
+@dataclass(frozen=True)
+class DeferralRun:
+    """Audits being deferred with none finishing: how a server without its own worker (`--jobs 0`) sees an
+    endpoint outage that its separate workers live through."""
+
+    for_s: float
+    """Seconds since the first deferral after the last finished audit."""
+    last_s: float
+    """Seconds since the latest deferral."""
+    reason: str | None
+    """The latest deferral's reason (may name hosts: for admins)."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +45,21 @@ class StoreFigures:
 
 class ReportingStore(SessionStore):
     """Aggregates over the store and the export's stream."""
+
+    def deferral_run(self) -> DeferralRun | None:
+        """Deferrals since the last finished audit, if any. Reads the events after the last finish only (by the
+        primary key), so its cost follows the outage, not the store."""
+        with self._session() as s:
+            now = utcnow()
+            finished = s.scalar(select(func.max(EventRow.id)).where(EventRow.kind == "finished")) or 0
+            since = select(EventRow).where(EventRow.kind == "deferred", EventRow.id > finished)
+            first = s.scalars(since.order_by(EventRow.id).limit(1)).first()
+            if first is None:
+                return None
+            last = s.scalars(since.order_by(EventRow.id.desc()).limit(1)).first() or first
+            return DeferralRun(
+                for_s=(now - first.at).total_seconds(), last_s=(now - last.at).total_seconds(), reason=last.detail
+            )
 
     def _cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self._prices[0] + completion_tokens * self._prices[1]) / 1e6

@@ -1,6 +1,6 @@
 """the review queue as an indexed read: each claim says where it waits (needs-review, spot-check, none once
 reviewed) and carries its fixed spot-check draw and what a reviewer reads next to it (evidence, deciding opinion);
-a submitter's audits by an index (ownership)
+a submitter's audits and events by kind by an index (ownership, health)
 
 Revision ID: 0004
 Revises: 0003
@@ -27,6 +27,8 @@ def upgrade() -> None:
     op.create_index("ix_claims_queue", "claims", ["queue", "audit_id", "position"])
     # a submitter's own audits, newest first (ownership)
     op.create_index("ix_audits_owner", "audits", ["submitted_by", "id"])
+    # the last finished audit and the deferrals since, for health without an in-process worker
+    op.create_index("ix_events_kind", "events", ["kind", "id"])
 
 
 def _backfill() -> None:
@@ -63,6 +65,7 @@ def _backfill() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_events_kind", table_name="events")
     op.drop_index("ix_audits_owner", table_name="audits")
     op.drop_index("ix_claims_queue", table_name="claims")
     with op.batch_alter_table("claims") as batch:

@@ -1,0 +1,62 @@
+"""Where a request body that does not parse went wrong, by byte offset: FastAPI says only "There was an error
+parsing the body" for invalid UTF-8, nesting past the parser's depth and integers past Python's digit limit, and
+gives a character (not byte) position for JSON syntax errors."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+__all__ = ["PARSE_FAILED", "body_problem", "json_syntax_problem"]
+
+PARSE_FAILED = "There was an error parsing the body"
+"""FastAPI's detail for a body its JSON reader raised on (other than a syntax error)."""
+
+_DIGITS = re.compile(rb"-?\d{%d,}" % (sys.get_int_max_str_digits() + 1 if sys.get_int_max_str_digits() else 10**9))
+
+
+def body_problem(body: bytes, cause: BaseException | None) -> str:
+    """The reason a body did not parse, naming the byte where it can."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"body: not valid UTF-8 at byte {cause.start} (send JSON as UTF-8)"
+    if isinstance(cause, RecursionError):
+        offset = _too_deep_at(body)
+        where = f" at byte {offset}" if offset is not None else ""
+        return f"body: nested too deeply to read{where} (the desk reads requests up to 64 levels deep)"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        found = _DIGITS.search(body)
+        where = f" at byte {found.start()}" if found else ""
+        return f"body: a number{where} has more than {sys.get_int_max_str_digits()} digits, which is not read"
+    reason = f" ({type(cause).__name__})" if cause is not None else ""
+    return f"body: could not be read as JSON{reason}"
+
+
+def json_syntax_problem(body: bytes, position: int, reason: str) -> str:
+    """A JSON syntax error at character `position` of the decoded body, as a byte offset with line and column."""
+    text = body.decode("utf-8", errors="replace")
+    offset = len(text[:position].encode("utf-8", errors="replace"))
+    line = text.count("\n", 0, position) + 1
+    column = position - (text.rfind("\n", 0, position) + 1) + 1
+    return f"body: not valid JSON at byte {offset} (line {line}, column {column}): {reason}"
+
+
+def _too_deep_at(body: bytes, limit: int = 64) -> int | None:
+    """The byte where nesting first passes `limit` levels (outside strings)."""
+    depth, in_string, escaped = 0, False, False
+    for offset, byte in enumerate(body):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return offset
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return None
