@@ -19,7 +19,6 @@ from tests.support.desk import (
     WRONG,
     ThreadedDesk,
     api_keys,
-    fake_model,
     jsonl,
     settings_for,
     wait_done,
@@ -33,12 +32,6 @@ pytestmark = pytest.mark.slow  # starts processes
 FRANCE = {"question": "What is the capital of France?", "reference": "Paris is the capital of France."}
 RIGHT = {**FRANCE, "response": "The capital of France is Paris."}
 WRONG_ANSWER = {**FRANCE, "response": f"The capital of France is {WRONG}."}
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeOpenAI]:
-    with fake_model() as server:
-        yield server
 
 
 @pytest.fixture

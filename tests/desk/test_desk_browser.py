@@ -174,6 +174,19 @@ def test_audit_review_and_export_in_a_real_browser(browser: object, tmp_path: Pa
         assert page.locator("#response mark.hl-factual").count() == 0
         page.screenshot(path=str(shots / "audit-reviewed.png"), full_page=True)
 
+        # A colleague changes the label while this page is open: confirming from the stale page is refused, the
+        # page says what the label is now and leads back to it.
+        eiffel_id = int(eiffel_url.rstrip("/").rsplit("/", 1)[1])
+        colleague = {"decision": "overturn", "label": "not_enough_evidence", "seen_label": "non_factual"}
+        made = desk.client("alice").post(f"/v1/audits/{eiffel_id}/claims/c0/reviews", json=colleague)
+        assert made.status_code == 201, made.text
+        page.locator("form[aria-label='Review claim c0'] button[value=confirm]").click()
+        alert = page.get_by_role("alert").inner_text()
+        assert alert.startswith("not saved: the label of claim c0 changed while you were reviewing it"), alert
+        assert "it is now not enough evidence, by alice's overturn" in alert
+        page.get_by_role("link", name="Back to the claim, as it now stands").click()
+        assert page.locator("#claim-c0-title .badge").inner_text() == "overturned: not enough evidence"
+
         # A batch upload and its progress bar.
         upload = tmp_path / "batch.jsonl"
         upload.write_bytes(

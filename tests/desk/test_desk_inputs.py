@@ -97,7 +97,7 @@ def test_what_a_worker_would_refuse_is_refused_at_submit(tmp_path: Path, body: d
         if "overrides" in body:
             return  # a batch line carries no overrides
         # the same in a batch: that line is listed, the others are queued
-        lines = [{"id": "bad", **body}, {"id": "good", **FRANCE, "response": "Paris."}]
+        lines: list[dict[str, object]] = [{"id": "bad", **body}, {"id": "good", **FRANCE, "response": "Paris."}]
         task = str(body.get("task", "qa"))
         if task != "qa":
             lines[1]["reference"] = {"1": "Paris."} if task == "rag" else "Paris is in France."

@@ -5,7 +5,6 @@ leaves the worker with at most that many."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from debate import Verifier
 from debate.testing import ScriptedChatClient
 from markov_debate.desk.models import AuditOverrides
 from markov_debate.desk.overrides import OverrideVerifiers
-from tests.support.desk import ThreadedDesk, fake_model, settings_for, wait_done
+from tests.support.desk import ThreadedDesk, settings_for, wait_done
 from tests.support.fakes import FakeOpenAI
 
 AUDIT = {
@@ -57,12 +56,6 @@ def test_the_least_recently_used_idle_verifier_is_closed_first(monkeypatch: pyte
             assert len(cache) == 0 and sorted(closed) == [3, 4, 4, 5, 5]
 
     asyncio.run(scenario())
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeOpenAI]:
-    with fake_model() as server:
-        yield server
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from markov_debate.desk.auth import ApiKey, hash_key
-from tests.support.desk import ThreadedDesk, api_keys, auth, fake_model, jsonl, settings_for
+from tests.support.desk import ThreadedDesk, api_keys, auth, jsonl, settings_for
 from tests.support.fakes import FakeOpenAI
 
 pytestmark = pytest.mark.slow  # starts servers
@@ -20,12 +20,6 @@ AUDIT = {
     "reference": "Paris is the capital of France.",
     "response": "The capital of France is Paris.",
 }
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeOpenAI]:
-    with fake_model() as server:
-        yield server
 
 
 @pytest.fixture

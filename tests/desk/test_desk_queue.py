@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from sqlalchemy import event, text
 
 from markov_debate.desk.store import Store
 from markov_debate.desk.store.queueing import claim_draw, sample_window
-from tests.support.desk import WRONG, ThreadedDesk, api_keys, fake_model, fresh_database, settings_for, wait_done
+from tests.support.desk import WRONG, ThreadedDesk, api_keys, fresh_database, settings_for, wait_done
 from tests.support.fakes import FakeOpenAI
 
 pytestmark = pytest.mark.slow  # starts servers
@@ -23,12 +22,6 @@ pytestmark = pytest.mark.slow  # starts servers
 FRANCE = {"question": "What is the capital of France?", "reference": "Paris is the capital of France."}
 TWO_WRONG = {**FRANCE, "response": "x", "claims": [f"The capital of France is {WRONG}.", f"{WRONG} is in France."]}
 RIGHT = {**FRANCE, "response": "The capital of France is Paris."}
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[FakeOpenAI]:
-    with fake_model() as server:
-        yield server
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

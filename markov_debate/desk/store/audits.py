@@ -71,28 +71,9 @@ class AuditStore(ReportingStore):
         body = request.model_dump_json()
         digest = sha(body)
         with nullcontext(session) if session is not None else self._session.begin() as s:
-            if idempotency_key is not None:
-                found = s.scalars(
-                    select(AuditRow).where(
-                        AuditRow.submitted_by == principal.name, AuditRow.idempotency_key == idempotency_key
-                    )
-                ).first()
-                if found is not None:
-                    if found.request_sha256 != digest:
-                        raise ConflictError(
-                            f"idempotency key {idempotency_key!r} was used for a different request (audit {found.id})"
-                        )
-                    if found.status == "failed":
-                        # Sending it again is asking for it to be done: the same audit goes back to the queue.
-                        self._requeue_failed(s, found, principal.name)
-                    if found.status == "cancelled":
-                        # Someone stopped it on purpose: a replay must not quietly return it as if it were running.
-                        raise CancelledReplayError(
-                            f"idempotency key {idempotency_key!r} belongs to audit {found.id}, which was cancelled; "
-                            f"POST /v1/audits/{found.id}/retry runs it again, or send a new key",
-                            audit_id=found.id,
-                        )
-                    return found.id, False
+            replayed = None if idempotency_key is None else self._replayed(s, principal, idempotency_key, digest)
+            if replayed is not None:
+                return replayed, False
             now = utcnow()
             row = AuditRow(
                 created_at=now,
@@ -122,6 +103,27 @@ class AuditStore(ReportingStore):
                 )
             )
             return row.id, True
+
+    def _replayed(self, s: Session, principal: Principal, key: str, digest: str) -> int | None:
+        """The audit this principal already sent with this Idempotency-Key, if any (None: a new one)."""
+        found = s.scalars(
+            select(AuditRow).where(AuditRow.submitted_by == principal.name, AuditRow.idempotency_key == key)
+        ).first()
+        if found is None:
+            return None
+        if found.request_sha256 != digest:
+            raise ConflictError(f"idempotency key {key!r} was used for a different request (audit {found.id})")
+        if found.status == "failed":
+            # Sending it again is asking for it to be done: the same audit goes back to the queue.
+            self._requeue_failed(s, found, principal.name)
+        if found.status == "cancelled":
+            # Someone stopped it on purpose: a replay must not quietly return it as if it were running.
+            raise CancelledReplayError(
+                f"idempotency key {key!r} belongs to audit {found.id}, which was cancelled; "
+                f"POST /v1/audits/{found.id}/retry runs it again, or send a new key",
+                audit_id=found.id,
+            )
+        return found.id
 
     def submit_batch(
         self,
