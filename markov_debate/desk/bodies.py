@@ -7,12 +7,12 @@ from __future__ import annotations
 import re
 import sys
 
+from markov_debate.desk.models import MAX_DEPTH
+
 __all__ = ["PARSE_FAILED", "body_problem", "json_syntax_problem"]
 
 PARSE_FAILED = "There was an error parsing the body"
 """FastAPI's detail for a body its JSON reader raised on (other than a syntax error)."""
-
-_DIGITS = re.compile(rb"-?\d{%d,}" % (sys.get_int_max_str_digits() + 1 if sys.get_int_max_str_digits() else 10**9))
 
 
 def body_problem(body: bytes, cause: BaseException | None) -> str:
@@ -22,11 +22,12 @@ def body_problem(body: bytes, cause: BaseException | None) -> str:
     if isinstance(cause, RecursionError):
         offset = _too_deep_at(body)
         where = f" at byte {offset}" if offset is not None else ""
-        return f"body: nested too deeply to read{where} (the desk reads requests up to 64 levels deep)"
+        return f"body: nested too deeply to read{where} (the desk reads requests up to {MAX_DEPTH} levels deep)"
     if isinstance(cause, ValueError) and "digits" in str(cause):
-        found = _DIGITS.search(body)
+        limit = sys.get_int_max_str_digits()
+        found = re.search(rb"\d{%d,}" % (limit + 1), body)
         where = f" at byte {found.start()}" if found else ""
-        return f"body: a number{where} has more than {sys.get_int_max_str_digits()} digits, which is not read"
+        return f"body: a number{where} has more than {limit} digits, which is not read"
     reason = f" ({type(cause).__name__})" if cause is not None else ""
     return f"body: could not be read as JSON{reason}"
 
@@ -40,7 +41,7 @@ def json_syntax_problem(body: bytes, position: int, reason: str) -> str:
     return f"body: not valid JSON at byte {offset} (line {line}, column {column}): {reason}"
 
 
-def _too_deep_at(body: bytes, limit: int = 64) -> int | None:
+def _too_deep_at(body: bytes, limit: int = MAX_DEPTH) -> int | None:
     """The byte where nesting first passes `limit` levels (outside strings)."""
     depth, in_string, escaped = 0, False, False
     for offset, byte in enumerate(body):

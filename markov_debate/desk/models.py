@@ -24,6 +24,7 @@ __all__ = [
     "BatchInfo",
     "EngineLabel",
     "EventInfo",
+    "MAX_DEPTH",
     "QueueItem",
     "ReviewIn",
     "ReviewInfo",
@@ -40,7 +41,7 @@ EventKind = Literal[
 ]
 
 _TEXT_LIMIT = 200_000
-_MAX_DEPTH = 64
+MAX_DEPTH = 64
 """Nesting a request may have (a reference of passages is 2 deep; pydantic's JSON reader stops at 200)."""
 
 
@@ -75,9 +76,9 @@ def checked_request(request: AuditRequest, *, max_claims: int | None) -> str:
 
 def _unstorable_text(value: Any, path: str, depth: int = 0) -> str | None:
     """Where a request holds what no store keeps (a NUL, a lone surrogate) or nests too deep to read back."""
-    if depth > _MAX_DEPTH:
+    if depth > MAX_DEPTH:
         top = ".".join(path.split(".")[:3])
-        return f"{top or 'request'}: nested more than {_MAX_DEPTH} levels deep"
+        return f"{top or 'request'}: nested more than {MAX_DEPTH} levels deep"
     if isinstance(value, str):
         if "\x00" in value:
             return f"{path}: NUL characters are not allowed"

@@ -3,13 +3,12 @@ model endpoint (agents say false exactly when the claim names the wrong city).""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 
 import pytest
 
-from tests.support.desk import fake_model, postgres_server
+from tests.support.desk import fake_model, postgres_server, skip_without_postgres
 from tests.support.fakes import FakeOpenAI
 
 
@@ -19,10 +18,7 @@ def postgres() -> Iterator[str]:
         with postgres_server() as url:
             yield url
     except (FileNotFoundError, subprocess.CalledProcessError) as exc:
-        if os.environ.get("DEBATE_REQUIRE_POSTGRES"):
-            raise
-        detail = exc.stderr if isinstance(exc, subprocess.CalledProcessError) else exc
-        pytest.skip(f"no PostgreSQL server could be started here ({detail}); CI installs one")
+        skip_without_postgres(exc)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ parallel submits with one idempotency key."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from tests.support.desk import (
     jsonl,
     postgres_cluster,
     settings_for,
+    skip_without_postgres,
     verdicts,
     wait_done,
     wait_for,
@@ -255,9 +255,7 @@ def pg() -> Iterator[Any]:
         with postgres_cluster() as cluster:
             yield cluster
     except (FileNotFoundError, subprocess.CalledProcessError) as exc:
-        if os.environ.get("DEBATE_REQUIRE_POSTGRES"):
-            raise
-        pytest.skip(f"no PostgreSQL server could be started here ({exc}); CI installs one")
+        skip_without_postgres(exc)
 
 
 def _fresh(cluster: Any) -> str:

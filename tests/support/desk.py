@@ -18,9 +18,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
+import pytest
 import uvicorn
 from sqlalchemy import create_engine, text
 
@@ -246,6 +247,15 @@ class PgCluster:
         subprocess.run([*self._ctl, "-m", "fast", "-w", "stop"], check=True, capture_output=True)
         time.sleep(down_s)
         subprocess.run([*self._ctl, "-w", "start"], check=True, capture_output=True)
+
+
+def skip_without_postgres(exc: FileNotFoundError | subprocess.CalledProcessError) -> NoReturn:
+    """Skip the test when no PostgreSQL server can be started here; fail instead where one must (CI sets
+    DEBATE_REQUIRE_POSTGRES)."""
+    if os.environ.get("DEBATE_REQUIRE_POSTGRES"):
+        raise exc
+    detail = exc.stderr if isinstance(exc, subprocess.CalledProcessError) else exc
+    pytest.skip(f"no PostgreSQL server could be started here ({detail}); CI installs one")
 
 
 @contextmanager
