@@ -15,6 +15,7 @@ from debate.plugins import CHAINS, PREFILTERS, ROLLUPS, TASKS
 from debate.types import ClaimLabel, Evidence, Report
 
 __all__ = [
+    "MAX_DEPTH",
     "AuditDetail",
     "AuditOverrides",
     "AuditPage",
@@ -24,7 +25,6 @@ __all__ = [
     "BatchInfo",
     "EngineLabel",
     "EventInfo",
-    "MAX_DEPTH",
     "QueueItem",
     "ReviewIn",
     "ReviewInfo",
