@@ -37,12 +37,22 @@ listed in the tests' conformance suite); `tuned` is the earlier, shorter set, a 
 (`debate ablate prompt-set`); `refchecker` is the paper set whose agents may also answer that the evidence cannot
 decide a claim (RefChecker's Neutral)."""
 
+MAX_ROUNDS = 100
+"""The most debate rounds a chain may be given: past it the exact estimate and dynamics tables grow without use."""
+MAX_SECONDS = 86_400.0
+"""The longest timeout or back-off step accepted (a day)."""
+MAX_CONCURRENCY = 1024
+"""The most requests or claims in flight that a limit may allow."""
+
 StructuredOutputMode = Literal["auto", "json_schema", "json_object", "none"]
 
 
 class _Config(BaseModel):
     # Field docstrings become descriptions: the CLI's help text comes from them.
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, populate_by_name=True)
+    # No infinite or NaN number anywhere: a timeout of inf or a price of nan would reach a sleep or a sum.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, populate_by_name=True, allow_inf_nan=False
+    )
 
 
 _O = TypeVar("_O", bound=BaseModel)
@@ -51,9 +61,9 @@ _O = TypeVar("_O", bound=BaseModel)
 class DebateConfig(_Config):
     """The Markov chain's knobs (paper section 3.3)."""
 
-    min_rounds: int = Field(default=2, ge=0)
+    min_rounds: int = Field(default=2, ge=0, le=MAX_ROUNDS)
     """Debate rounds that always run before consensus may stop the chain; 0 makes S0 final."""
-    max_rounds: int = Field(default=5, ge=0)
+    max_rounds: int = Field(default=5, ge=0, le=MAX_ROUNDS)
     """Hard limit on debate rounds."""
     chain: str = Field(default="true-to-skeptic", validation_alias=AliasChoices("chain", "transition"))
     """A registered chain (`debate chains`; the paper's default true-to-skeptic: true -> S2, false -> S1) or a chain
@@ -82,31 +92,31 @@ class ModelConfig(_Config):
     """Never written to reports."""
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     """Sampling temperature (0: as deterministic as the endpoint allows)."""
-    max_tokens: int = Field(default=512, ge=16)
+    max_tokens: int = Field(default=512, ge=16, le=1_000_000)
     """Completion token limit per call."""
-    seed: int | None = 0
+    seed: int | None = Field(default=0, ge=-(2**63), le=2**63 - 1)
     """Seed sent to the endpoint."""
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: float = Field(default=120.0, gt=0, le=MAX_SECONDS)
     """Per-request timeout."""
     max_attempts: int = Field(default=5, ge=1, le=20)
     """HTTP attempts per call (first try included) on retryable errors."""
-    backoff_initial_s: float = Field(default=1.0, gt=0)
+    backoff_initial_s: float = Field(default=1.0, gt=0, le=MAX_SECONDS)
     """First backoff step; later steps grow exponentially with full jitter."""
-    backoff_max_s: float = Field(default=30.0, gt=0)
+    backoff_max_s: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
     """Longest single wait, Retry-After included."""
     structured_output: StructuredOutputMode = "auto"
     """auto: try json_schema, fall back to llama.cpp's json_object+schema, then plain prompting."""
-    max_concurrency: int = Field(default=4, ge=1)
+    max_concurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY)
     """Model requests in flight at once: the one limit on model calls (a slot is held for one HTTP attempt)."""
-    requests_per_minute: int | None = Field(default=None, ge=1)
+    requests_per_minute: int | None = Field(default=None, ge=1, le=10**9)
     """Most HTTP attempts started per minute, shared by every worker process of a run (None: no limit)."""
-    tokens_per_minute: int | None = Field(default=None, ge=1)
+    tokens_per_minute: int | None = Field(default=None, ge=1, le=10**12)
     """Most tokens (prompt estimate + completion limit, settled to actual usage) per minute, shared likewise."""
-    price_in: float | None = Field(default=None, ge=0)
+    price_in: float | None = Field(default=None, ge=0, le=1e6)
     """USD per million input tokens (None: the price table, if it knows the model)."""
-    price_out: float | None = Field(default=None, ge=0)
+    price_out: float | None = Field(default=None, ge=0, le=1e6)
     """USD per million output tokens."""
-    max_string_chars: int | None = Field(default=None, ge=16)
+    max_string_chars: int | None = Field(default=None, ge=16, le=1_000_000)
     """Bound every string of a structured reply to this many characters, and raise the token limit to the schema's
     worst case, so a grammar-constrained reply always closes (the embedded model: 300)."""
 
@@ -137,7 +147,7 @@ class ClaimConfig(_Config):
 
     format: Literal["sentence", "triplet"] = "sentence"
     """Atomic sentences (Factool) or RefChecker (subject, predicate, object) triplets."""
-    max_claims: int | None = Field(default=None, ge=1)
+    max_claims: int | None = Field(default=None, ge=1, le=100_000)
     """Claims kept per response (extracted ones, RAG sentences); None (the default, as in the paper): no cap. When
     a cap cuts, the report's note says how many claims were dropped."""
     min_chars: int = Field(default=15, ge=0)
@@ -155,7 +165,7 @@ class RetrievalConfig(_Config):
 
     retriever: str = "dense"
     """Document retriever: dense (all-MiniLM-L6-v2 embeddings, offline), bm25 (bm25s), or a plugin's."""
-    top_k: int = Field(default=10, ge=1)
+    top_k: int = Field(default=10, ge=1, le=100_000)
     """Sentences per claim (paper: 10)."""
     cache_dir: str | None = None
     """Also keep retrieval results on disk, keyed by content hash."""
@@ -179,7 +189,7 @@ class SearchConfig(_Config):
     queries_prompt: str = "factool_queries"
     """Query-generation prompt: factool_queries (default: the paper retrieves evidence with Factool's queries) or
     queries (our own, a named departure)."""
-    timeout_s: float = Field(default=20.0, gt=0)
+    timeout_s: float = Field(default=20.0, gt=0, le=MAX_SECONDS)
     """Per-request timeout."""
     max_attempts: int = Field(default=4, ge=1, le=20)
     """HTTP attempts on transient errors."""
@@ -211,7 +221,7 @@ class PrefilterConfig(_Config):
     """Let a strongly grounded claim skip the debate (decided factual)."""
     grounded_confidence: float = Field(default=0.8, ge=0, le=1)
     """Grounding confidence a claim needs to skip the debate (with trust_grounded)."""
-    max_claims: int = Field(default=10, ge=1)
+    max_claims: int = Field(default=10, ge=1, le=100_000)
     """Logprob check: claims checked per response."""
     min_chars: int = Field(default=15, ge=0)
     """Logprob check: shorter claims are skipped."""
@@ -302,7 +312,7 @@ class VerifierConfig(_Config):
     """The agents' prompts: paper (the instructions of the paper's Tables 6-9 in our words, each listed in the
     conformance tests), tuned (our earlier short set, a departure), refchecker (paper + Neutral), or a directory
     of prompt files (missing files fall back to the paper set)."""
-    claim_concurrency: int = Field(default=4, ge=1)
+    claim_concurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY)
     """Claims of one response in progress at once (model calls are bounded by model.max_concurrency)."""
     claims: ClaimConfig = Field(default_factory=ClaimConfig)
     """Claim extraction."""

@@ -289,7 +289,8 @@ def check_config(config: VerifierConfig) -> None:
     if config.search is not None:
         names.append(("search.backend", SEARCH_BACKENDS, config.search.backend))
     chain = config.debate.chain
-    if not (chain.endswith((".toml", ".json")) or "/" in chain):  # a spec file is validated when it is loaded
+    if not (chain.lower().endswith((".toml", ".json", ".yaml", ".yml")) or "/" in chain):
+        # A spec file is validated when it is loaded.
         names.append(("debate.chain", CHAINS, chain))
     for where, registry, name in names:
         if name not in registry:

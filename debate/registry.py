@@ -72,10 +72,12 @@ class Registry(Generic[F]):
 
     def unknown(self, name: str) -> str:
         known = self.names()
-        close = difflib.get_close_matches(name, known, n=1)
+        # A name pasted by mistake can be long: the message quotes its start, and difflib is not run on it.
+        close = difflib.get_close_matches(name, known, n=1) if len(name) <= 100 else []
         hint = f"; did you mean {close[0]!r}?" if close else ""
         what = self.stage[:-1] if self.stage.endswith("s") else self.stage
-        return f"unknown {what} {name!r} (known: {', '.join(known) or 'none'}){hint}"
+        shown = repr(name) if len(name) <= 80 else f"{name[:60]!r}... ({len(name)} characters)"
+        return f"unknown {what} {shown} (known: {', '.join(known) or 'none'}){hint}"
 
     def names(self) -> list[str]:
         self._load()

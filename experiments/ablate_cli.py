@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from debate.cli import (
+    output_folder,
     verifier_config,
 )
 from debate.engine import PAPER_TRANSITION_RULES
@@ -165,7 +166,7 @@ def _model_of(run_dir: Path) -> str:
 
 
 def _ablation_dir(args: argparse.Namespace, kind: str) -> Path:
-    folder: Path = args.out or args.runs_root / f"ablate-{kind}"
+    folder: Path = output_folder(args.out or args.runs_root / f"ablate-{kind}", "--out")
     return folder
 
 

@@ -14,6 +14,7 @@ from rich.progress import TextColumn
 from debate.cli import (
     add_verifier_arguments,
     items_in_flight,
+    output_folder,
     progress_bar,
     verifier_config,
 )
@@ -205,7 +206,11 @@ def duration(seconds: float) -> str:
 
 
 def run_one(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None) -> tuple[Path, dict[str, Any]]:
-    run_dir = open_run_dir(spec, out=out if out is not None else args.out, runs_root=args.runs_root)
+    output_folder(args.runs_root, "--runs-root")
+    chosen = out if out is not None else args.out
+    run_dir = open_run_dir(
+        spec, out=None if chosen is None else output_folder(chosen, "--out"), runs_root=args.runs_root
+    )
     on_interrupt(kept_records(run_dir / "results.jsonl"))
     if args.backend == "ray":
         require_extra("ray", "--backend ray")

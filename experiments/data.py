@@ -93,6 +93,16 @@ def sample_indices(total: int, n: int | None, seed: int) -> list[int]:
     return sorted(random.Random(seed).sample(range(total), n))
 
 
+def _sample(path: Path, total: int, n: int | None, seed: int, unit: str = "records") -> list[int]:
+    """`sample_indices`, refusing a file with nothing in it and a sample larger than the file: a run named after
+    the n asked must hold n items, and metrics over no item are not 0."""
+    if total == 0:
+        raise DataError(f"{path} has no {unit}; fetch it again with `debate data fetch` or check --data-dir")
+    if n is not None and n > total:
+        raise DataError(f"--n {n}: {path} has only {total} {unit}; give --n {total} or --n all")
+    return sample_indices(total, n, seed)
+
+
 def labels_for(n: int, seed: int, *, balanced: bool) -> list[bool]:
     """Which items show the hallucinated output: p = 0.5 each (seeded), or exactly half when balanced."""
     rng = random.Random(seed + 1)  # a stream apart from the record sample's
@@ -108,23 +118,35 @@ def _records(path: Path, wanted: list[int]) -> Iterator[tuple[int, dict[str, Any
     targets = iter(wanted)
     target = next(targets, None)
     index = -1
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
                 continue
             index += 1
             if index != target:
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path} line {number}: not valid JSON ({exc.msg})") from exc
+            record = _record(path, number, raw)
             if not isinstance(record, dict):
                 raise DataError(f"{path} line {number}: expected a JSON object")
             yield number, record
             target = next(targets, None)
             if target is None:
                 return
+
+
+def _record(path: Path, number: int, raw: bytes) -> Any:
+    """One JSONL line of a data file (a BOM on the first line and CRLF endings are fine)."""
+    if number == 1:
+        raw = raw.removeprefix(b"\xef\xbb\xbf")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        bad = raw[exc.start : exc.end].hex(" ")
+        raise DataError(f"{path} line {number}: not valid UTF-8 (bytes {bad} at byte {exc.start + 1})") from exc
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} line {number}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    except (ValueError, RecursionError) as exc:
+        raise DataError(f"{path} line {number}: not readable JSON (nested too deeply or a number too long)") from exc
 
 
 def _field(record: dict[str, Any], name: str, path: Path, line: int) -> str:
@@ -149,7 +171,7 @@ def halueval_items(
 ) -> Iterator[Item]:
     """HaluEval items, in file order. `knowledge=False` runs qa/dialogue knowledge-free (HaluEval's own setting)."""
     path = _file(data_dir, "halueval", "halueval", HALUEVAL_FILES[task])
-    wanted = sample_indices(_count_lines(path), n, seed)
+    wanted = _sample(path, _count_lines(path), n, seed)
     shown = labels_for(len(wanted), seed, balanced=balanced)
     for k, (line, record) in enumerate(_records(path, wanted)):
         hallucinated = shown[k]
@@ -185,7 +207,7 @@ def factprompts_items(
 ) -> Iterator[Item]:
     """FactPrompts KB-QA: one item per annotated claim (claim level) or per response with its annotated claims."""
     path = _file(data_dir, "factprompts", "factool", "knowledge_qa.jsonl")
-    wanted = sample_indices(_count_lines(path), n, seed) if level == "response" else None
+    wanted = _sample(path, _count_lines(path), n, seed) if level == "response" else None
     records = _records(path, wanted if wanted is not None else list(range(_count_lines(path))))
     produced = 0
     claim_pool: list[Item] = []
@@ -230,5 +252,5 @@ def factprompts_items(
                     )
                 )
     if level == "claim":
-        chosen = sample_indices(len(claim_pool), n, seed)
+        chosen = _sample(path, len(claim_pool), n, seed, unit="annotated claims")
         yield from (claim_pool[i] for i in chosen)

@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from debate.cli import add_command_group, examples
+from debate.cli import add_command_group, examples, output_folder
 from debate.cli.conventions import Subcommands
 from experiments.datasets import (
     DATASET_NAMES,
@@ -113,6 +113,7 @@ def _names(given: list[str]) -> list[DatasetName]:
 
 def _fetch(args: argparse.Namespace) -> int:
     root = args.dir or (Path(os.environ["DEBATE_DATA_DIR"]) if os.environ.get("DEBATE_DATA_DIR") else user_data_root())
+    output_folder(root, "--dir" if args.dir else "DEBATE_DATA_DIR")
     manifest = load_manifest(args.manifest)
     progress = Progress(
         TextColumn("{task.description}"),

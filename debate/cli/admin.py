@@ -157,11 +157,11 @@ def _chains(args: argparse.Namespace) -> int:
 
 def _check_tools(args: argparse.Namespace) -> int:
     try:
-        registry = ToolRegistry.from_file(args.registry)
-    except OSError as exc:
-        raise UsageError(f"--registry: cannot read {args.registry}: {exc.strerror}") from exc
+        registry = ToolRegistry.from_file(args.registry, "--registry")
     except InputError as exc:
-        raise UsageError(f"--registry {args.registry}: {exc}") from exc
+        raise UsageError(
+            str(exc) if str(exc).startswith("--registry") else f"--registry {args.registry}: {exc}"
+        ) from exc
     call = read_json(args.call, "--call")
     body = call.get("function", call) if isinstance(call, dict) else None
     if not isinstance(body, dict) or not isinstance(body.get("name"), str):

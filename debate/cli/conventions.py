@@ -8,7 +8,9 @@ import argparse
 import asyncio
 import difflib
 import logging
+import math
 import re
+import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -25,6 +27,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from debate.errors import UsageError
 from debate.extras import Extra
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "examples",
     "log_handler",
     "out",
+    "output_folder",
     "package_version",
     "progress_bar",
     "shown",
@@ -127,6 +131,18 @@ def progress_bar(description: ProgressColumn, *extra: ProgressColumn) -> Progres
     )
 
 
+def output_folder(path: Path, flag: str) -> Path:
+    """`path` as a folder a command will write into, refused in one line when it cannot be one (it, or a folder on
+    the way to it, is an existing file)."""
+    for place in [path, *path.parents]:
+        if place.exists():
+            if not place.is_dir():
+                what = "is a file" if place == path else f"cannot be made: {place} is a file"
+                raise UsageError(f"{flag} {path} {what}; give a folder")
+            break
+    return path
+
+
 def examples(*lines: str, extra: str = "") -> str:
     """A subcommand's epilog: its examples (each a command line, optionally `# what it does` first), then `extra`."""
     text = "examples:\n" + "\n".join(f"  {line}" for line in lines)
@@ -158,6 +174,9 @@ def shown(default: Any, *, flag: bool = False) -> str:
     return str(default)
 
 
+_MAX_INT = 2**63 - 1
+"""The largest integer any option takes (a 64-bit field's): seeds, counts and sizes alike."""
+
 _CHOICE = re.compile(r"invalid choice: '(?P<value>[^']*)' \(choose from (?P<choices>.*)\)")
 
 
@@ -173,7 +192,10 @@ def did_you_mean(message: str, options: Sequence[str]) -> str:
         guesses = []
         for word in message.split(":", 1)[1].split():
             if word.startswith("--"):
-                close = difflib.get_close_matches(word.split("=")[0], options, n=1, cutoff=0.6)
+                typed = word.split("=")[0]
+                # Compared without the dashes every option shares, which would make any two look alike.
+                others = {o[2:]: o for o in options if o != typed}
+                close = [others[c] for c in difflib.get_close_matches(typed[2:], list(others), n=1, cutoff=0.6)]
                 if close:
                     guesses.append(f"{close[0]} for {word}")
         if guesses:
@@ -188,9 +210,43 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", Formatter)
         super().__init__(*args, **kwargs)
 
+    _argv: Sequence[str] = ()
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        # Every command's numbers, checked once here: no option means anything by inf, nan or a 30-digit integer,
+        # and each would otherwise reach a sleep, a sum or a 64-bit field as a traceback.
+        value = super()._get_value(action, arg_string)
+        if action.type is float and not math.isfinite(value):
+            raise argparse.ArgumentError(action, f"must be a finite number, got {arg_string!r}")
+        if action.type is int and abs(value) > _MAX_INT:
+            raise argparse.ArgumentError(
+                action, f"{arg_string[:30]}{'...' if len(arg_string) > 30 else ''} is too large"
+            )
+        return value
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> Any:
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
-        options = [o for parser in walk(self) for o in parser._option_string_actions if o.startswith("--")]
-        self.exit(2, f"{self.prog}: error: {did_you_mean(message, options)} (see {self.prog} --help)\n")
+        # Suggest only options of the command the user ran (argparse reports unknown options from the top parser).
+        scope = self._command(self._argv)
+        options = [o for o in scope._option_string_actions if o.startswith("--")]
+        self.exit(2, f"{scope.prog}: error: {did_you_mean(message, options)} (see {scope.prog} --help)\n")
+
+    def _command(self, argv: Sequence[str]) -> argparse.ArgumentParser:
+        """The deepest subcommand parser the words of `argv` name (this parser when they name none)."""
+        parser: argparse.ArgumentParser = self
+        for word in argv:
+            if word.startswith("-"):
+                continue
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            if not subs or word not in subs[0].choices:
+                continue
+            parser = subs[0].choices[word]
+        return parser
 
 
 def walk(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:

@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ from debate.config import (
     TelemetryConfig,
     VerifierConfig,
 )
-from debate.errors import UsageError
+from debate.errors import InputError, UsageError
+from debate.files import decode_text, read_json_file, read_text_file
 from debate.plugins import CHAINS, PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS
 from debate.workers import resolve_workers
 
@@ -47,7 +49,12 @@ def _field(model: type[BaseModel], name: str) -> tuple[Any, str]:
     return default, " ".join((info.description or "").split())
 
 
+_FLAG_OF: dict[str, str] = {}
+"""A config field's flag, for errors: the user typed --timeout, not timeout_s (the first model's field wins)."""
+
+
 def _opt(group: Any, flags: Sequence[str], model: type[BaseModel], name: str, **kwargs: Any) -> None:
+    _FLAG_OF.setdefault(name, flags[0])
     default, text = _field(model, name)
     value = shown(kwargs.pop("shown", default), flag=kwargs.get("action") == "store_true")
     group.add_argument(*flags, default=kwargs.pop("default", default), help=f"{text} (default: {value})", **kwargs)
@@ -247,7 +254,8 @@ def _prefilter_options(values: list[str]) -> dict[str, dict[str, Any]]:
             raise UsageError(f"--prefilter-option {given!r}: expected NAME.KEY=VALUE, e.g. numbers.min_digits=2")
         try:
             value: Any = json.loads(raw)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
+            # Not JSON (or past the parser's limits): the option's own validation sees the plain string.
             value = raw
         options.setdefault(name.strip(), {})[field.strip()] = value
     return options
@@ -269,9 +277,9 @@ def _prefilters(value: str) -> list[str]:
 def secret_from_file(path: Path, flag: str) -> str:
     """The first line of a secret file (a key, a database URL), for options that keep secrets out of `ps`."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UsageError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
+        lines = read_text_file(path, flag).splitlines()
+    except InputError as exc:
+        raise UsageError(str(exc)) from exc
     if not lines or not lines[0].strip():
         raise UsageError(f"{flag}: {path} is empty")
     return lines[0].strip()
@@ -291,29 +299,46 @@ def _api_key(args: argparse.Namespace) -> str | None:
 
 
 def read_text_arg(value: str | None, flag: str) -> tuple[str | None, str | None]:
-    """A text option's value and where it came from: `@FILE` reads the file. A bare value that names an existing
-    file is refused: it was almost certainly meant as @FILE, and judging the file *name* as the text would pass
-    silently."""
+    """A text option's value and where it came from. A value is text, whatever it looks like: only `@FILE` reads a
+    file and `-` reads standard input (`@@...` is text that starts with one @). A value that happens to name an
+    existing file is still text; a hint on stderr says how to read the file instead."""
     if value is None:
         return None, None
-    if value.startswith("@"):
-        path = Path(value[1:])
+    if value == "-":
         try:
-            return path.read_text(encoding="utf-8"), str(path)
-        except OSError as exc:
-            raise UsageError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
-    if "\n" not in value and len(value) < 4096 and Path(value).is_file():
-        raise UsageError(f"{flag} {value}: that is a file; to read it, pass {flag} @{value}")
+            return decode_text(sys.stdin.buffer.read(), f"{flag} -"), "stdin"
+        except InputError as exc:
+            raise UsageError(str(exc)) from exc
+    if value.startswith("@@"):
+        return value[1:], flag
+    if value.startswith("@"):
+        if not value[1:]:
+            raise UsageError(f"{flag} @: give a file after @ (e.g. {flag} @notes.txt), or - for standard input")
+        try:
+            return read_text_file(value[1:], flag), value[1:]
+        except InputError as exc:
+            raise UsageError(str(exc)) from exc
+    if _names_a_file(value):
+        log.warning("%s is read as text; to read the file %s instead, pass %s @%s", flag, value, flag, value)
     return value, flag
 
 
-def read_json(path: Path, flag: str) -> Any:
+def _names_a_file(value: str) -> bool:
+    """Whether a short, space-free value is also an existing file's name (only for the hint: never read)."""
+    if len(value) > 255 or not value or any(c.isspace() or c == "\0" for c in value):
+        return False
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{flag}: {path} line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+        return Path(value).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def read_json(path: Path, flag: str) -> Any:
+    """A JSON file a user named; every failure a UsageError naming the option, the file and the place."""
+    try:
+        return read_json_file(path, flag)
+    except InputError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def verifier_config(args: argparse.Namespace) -> VerifierConfig:
@@ -373,5 +398,8 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
         )
     except ValidationError as exc:
         first = exc.errors()[0]
+        field = str(first["loc"][-1]) if first["loc"] else ""
+        if field in _FLAG_OF:
+            raise UsageError(f"{_FLAG_OF[field]}: {first['msg']}") from exc
         where = ".".join(str(p) for p in first["loc"])
         raise UsageError(f"invalid configuration{f' ({where})' if where else ''}: {first['msg']}") from exc

@@ -174,8 +174,7 @@ class BatchPaths:
             raise UsageError("batch mode needs both --input and --output")
         if args.answer is not None or args.question is not None or args.evidence is not None:
             raise UsageError("--input/--output cannot be combined with --question/--answer/--evidence")
-        if not args.input.is_file():
-            raise UsageError(f"--input: no such file: {args.input}")
+        _check_input(args.input)
         _check_output(args.input, args.output)
         if args.max_consecutive_failures < 1:
             raise UsageError("--max-consecutive-failures must be at least 1")
@@ -214,8 +213,10 @@ def run(args: argparse.Namespace) -> int:
     if args.max_cost is not None and not batch and not args.estimate:
         raise UsageError("--max-cost stops a batch between items: give --input and --output")
     if args.estimate:
-        if batch and (args.input is None or not args.input.is_file()):
-            raise UsageError("--estimate of a batch needs an existing --input file")
+        if batch:
+            if args.input is None:
+                raise UsageError("--estimate of a batch needs an existing --input file")
+            _check_input(args.input)
         return run_estimate(args, config, None if batch else _one_input(args))
     if batch:
         return run_blocking(_verify_batch(args, config, BatchPaths.from_args(args)))
@@ -309,12 +310,27 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
     return 0
 
 
+def _check_input(source: Path) -> None:
+    """Refuse, in one line saying why, an input a batch cannot read twice (it is counted, then read, and read
+    again on resume)."""
+    if str(source) == "-":
+        raise UsageError("--input -: a batch reads a file (it is read again to resume); save the input to a file")
+    if source.is_dir():
+        raise UsageError(f"--input {source} is a directory; give a JSONL, JSON or CSV file")
+    if source.exists() and not source.is_file():
+        raise UsageError(f"--input {source} is not a regular file; give a JSONL, JSON or CSV file")
+    if not source.exists():
+        raise UsageError(f"--input: no such file: {source}")
+
+
 def _check_output(source: Path, output: Path) -> None:
     """Refuse, in one line, an output that would overwrite the input or cannot be written."""
     if output.resolve() == source.resolve() or (output.exists() and output.samefile(source)):
         raise UsageError(f"--input and --output are the same file ({output}); results need their own file")
     if output.is_dir():
         raise UsageError(f"--output {output} is a directory; give a file path")
+    if output.exists() and not output.is_file():
+        raise UsageError(f"--output {output} is not a regular file: the results log is read back to resume a batch")
     parent = output.parent
     for ancestor in [parent, *parent.parents]:
         if ancestor.exists():

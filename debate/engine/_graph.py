@@ -3,8 +3,6 @@ every verdict), and the loader: a registered chain by name, or a spec file (TOML
 
 from __future__ import annotations
 
-import json
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -12,33 +10,45 @@ import networkx as nx
 from pydantic import ValidationError
 
 from debate.engine._spec import BUILTIN_ROLES, ChainError, ChainSpec
-from debate.errors import validation_problem
+from debate.errors import InputError, validation_problem
+from debate.files import load_json, load_toml, read_text_file
 from debate.plugins import CHAINS
 
 __all__ = ["MarkovChain", "load_chain"]
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long for a path, or holding NUL, names no file
+        return False
+
+
 def load_chain(name_or_path: str) -> MarkovChain:
     """A registered chain by name, or a chain spec file (TOML, or JSON with the same fields)."""
     path = Path(name_or_path)
-    if name_or_path not in CHAINS and (path.suffix in (".toml", ".json") or path.is_file()):
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ChainError(f"chain file {path}: {exc.strerror}") from exc
-        try:
-            raw: Any = tomllib.loads(data.decode()) if path.suffix != ".json" else json.loads(data)
-        except (tomllib.TOMLDecodeError, ValueError, UnicodeDecodeError) as exc:
-            raise ChainError(f"chain file {path}: not valid {path.suffix[1:].upper() or 'TOML'}: {exc}") from exc
-        try:
-            spec = ChainSpec.model_validate({**raw, "source": str(path.resolve())})
-        except ValidationError as exc:
-            raise ChainError(f"chain file {path}: {validation_problem(exc, '(file)')}") from exc
-        return MarkovChain(spec)
-    if name_or_path not in CHAINS:
+    if name_or_path in CHAINS:
+        found = CHAINS.get(name_or_path)
+        return MarkovChain(found() if callable(found) else found)
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        raise ChainError(f"chain file {path}: YAML is not read; write the chain spec as TOML or JSON")
+    if not (suffix in (".toml", ".json") or _is_file(path)):
         raise ChainError(CHAINS.unknown(name_or_path) + " (or give a chain spec file)")
-    found = CHAINS.get(name_or_path)
-    return MarkovChain(found() if callable(found) else found)
+    try:
+        text = read_text_file(path, "chain file")
+        raw: Any = load_json(text, f"chain file {path}") if suffix == ".json" else load_toml(text, f"chain file {path}")
+    except InputError as exc:
+        raise ChainError(str(exc)) from exc
+    if not isinstance(raw, dict):
+        raise ChainError(f"chain file {path}: expected an object of chain fields, got {type(raw).__name__}")
+    try:
+        spec = ChainSpec.model_validate({**raw, "source": str(path.resolve())})
+    except ValidationError as exc:
+        raise ChainError(f"chain file {path}: {validation_problem(exc, '(file)')}") from exc
+    except RecursionError as exc:
+        raise ChainError(f"chain file {path}: nested too deeply to read") from exc
+    return MarkovChain(spec)
 
 
 class MarkovChain:

@@ -9,7 +9,8 @@ from typing import Literal
 __all__ = ["MessageLanguage", "message"]
 
 MessageLanguage = Literal["en", "zh"]
-"""en: our English rendering (default); zh: the source's Chinese text exactly."""
+"""en: our English rendering (default); zh: the source's Chinese text exactly for its own checks, and our Chinese
+for the schema checks beyond them."""
 
 _TEXT: dict[str, dict[MessageLanguage, str]] = {
     "tool_close": {"en": "tool '{name}' does not exist", "zh": "工具 '{name}' 不存在"},
@@ -47,6 +48,24 @@ _TEXT: dict[str, dict[MessageLanguage, str]] = {
     "suggestion": {"en": "Suggestion", "zh": "建议"},
     "outro": {"en": "Please call the correct tool again.", "zh": "请重新调用正确的工具。"},
     "passed": {"en": "The tool call passed all checks.", "zh": "工具调用通过验证,可以执行"},
+    # Beyond the source (its checks stop at the top level): ours, in both languages.
+    "missing": {"en": "missing required parameter {name}", "zh": "缺少必需参数 {name}"},
+    "missing_fix": {"en": "provide {name}", "zh": "请提供 {name}"},
+    "extra": {"en": "parameter {name} is not in the tool definition", "zh": "参数 {name} 不在其所属对象的定义中"},
+    "type": {"en": "{where} is {kind}, the schema wants {wanted}", "zh": "{where} 的类型是 {kind},定义要求 {wanted}"},
+    "type_fix": {"en": "send {where} as {wanted}", "zh": "请以 {wanted} 类型发送 {where}"},
+    "enum_nested": {"en": "{where}={value} is not one of {options}", "zh": "{where}={value} 不在 {options} 之中"},
+    "enum_nested_fix": {"en": "use one of {options} for {where}", "zh": "{where} 请使用 {options} 之一"},
+    "below_nested": {"en": "{where}={value} is below the minimum {limit}", "zh": "{where}={value} 小于最小值 {limit}"},
+    "below_nested_fix": {"en": "use a value >= {limit} for {where}", "zh": "{where} 请使用不小于 {limit} 的值"},
+    "above_nested": {"en": "{where}={value} is above the maximum {limit}", "zh": "{where}={value} 大于最大值 {limit}"},
+    "above_nested_fix": {"en": "use a value <= {limit} for {where}", "zh": "{where} 请使用不大于 {limit} 的值"},
+    "schema": {"en": "{where}: {detail}", "zh": "{where}: 不符合定义 ({detail})"},
+    "schema_fix": {"en": "make {where} satisfy its schema ({rule})", "zh": "请让 {where} 符合其定义 ({rule})"},
+    "not_json": {"en": "the arguments are not valid JSON{detail}", "zh": "参数不是有效的 JSON{detail}"},
+    "not_object": {"en": "the arguments are JSON {kind}, not an object", "zh": "参数是 JSON {kind},不是对象"},
+    "one_object": {"en": "send the arguments as one JSON object", "zh": "请以一个 JSON 对象发送参数"},
+    "the_arguments": {"en": "the arguments", "zh": "参数"},
 }
 
 

@@ -12,8 +12,10 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
 
-from debate.errors import InputError
+from debate.errors import InputError, validation_problem
+from debate.files import read_json_file
 from debate.prefilter._tool_facts import (
     APIEndpointChecker,
     DestructiveActionChecker,
@@ -75,15 +77,16 @@ class ToolRegistry:
             body = item.get("function", item) if isinstance(item, Mapping) else None
             if not isinstance(body, Mapping) or "name" not in body:
                 raise InputError(f"tool definition {index}: expected an object with a function name")
-            tools.append(ToolDefinition.model_validate(body))
+            try:
+                tools.append(ToolDefinition.model_validate(body))
+            except PydanticValidationError as exc:
+                raise InputError(f"tool definition {index}: {validation_problem(exc)}") from exc
         return cls(tools)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> ToolRegistry:
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except ValueError as exc:  # not JSON, or not UTF-8
-            raise InputError(f"{path}: not a JSON file of tool definitions ({exc})") from exc
+    def from_file(cls, path: str | Path, where: str = "tool definitions") -> ToolRegistry:
+        """From a JSON file of such definitions (or `{"tools": [...]}`); errors name `where` and the place."""
+        data = read_json_file(path, where)
         if isinstance(data, Mapping) and "tools" in data:
             data = data["tools"]
         if not isinstance(data, list):
@@ -121,65 +124,36 @@ def _path(error: ValidationError) -> str:
     return "".join(parts).lstrip(".")
 
 
-def _finding(error: ValidationError) -> list[ToolCallFinding]:
+def _finding(error: ValidationError, language: MessageLanguage = "en") -> list[ToolCallFinding]:
     """One jsonschema error as findings in our words (the library's message for the rarer keywords)."""
     path, value, rule = _path(error), error.instance, error.validator
     rule_value: Any = error.validator_value
     schema: Mapping[str, Any] = error.schema if isinstance(error.schema, Mapping) else {}
-    where = f"{path!r}" if path else "the arguments"
+    where = f"{path!r}" if path else message("the_arguments", language)
+    prefix = f"{path}." if path else ""
+
+    def one(confidence: float, key: str, **values: object) -> list[ToolCallFinding]:
+        return [
+            parameter_finding(confidence, message(key, language, **values), message(f"{key}_fix", language, **values))
+        ]
+
     if rule == "required":
         present = error.instance if isinstance(error.instance, Mapping) else {}
-        prefix = f"{path}." if path else ""
-        return [
-            parameter_finding(0.95, f"missing required parameter {prefix + k!r}", f"provide {prefix + k!r}")
-            for k in rule_value
-            if k not in present
-        ]
+        return [f for k in rule_value if k not in present for f in one(0.95, "missing", name=repr(prefix + k))]
     if rule == "additionalProperties":
         allowed = list(schema.get("properties", {}))
         extra = [k for k in value if k not in allowed] if isinstance(value, Mapping) else []
-        prefix = f"{path}." if path else ""
-        return [
-            parameter_finding(
-                0.8,
-                f"parameter {prefix + k!r} is not in the tool definition",
-                f"allowed parameters: {', '.join(allowed) or '(none)'}",
-            )
-            for k in extra
-        ]
+        fix = message("undefined_fix", language, allowed=", ".join(allowed) or "(none)")
+        return [parameter_finding(0.8, message("extra", language, name=repr(prefix + k)), fix) for k in extra]
     if rule == "type":
-        wanted = error.validator_value
-        return [
-            parameter_finding(
-                0.9,
-                f"{where} is {_with_article(_type_name(value))}, the schema wants {wanted}",
-                f"send {where} as {wanted}",
-            )
-        ]
+        return one(0.9, "type", where=where, kind=_with_article(_type_name(value)), wanted=rule_value)
     if rule == "enum":
-        options = json.dumps(error.validator_value)
-        return [
-            parameter_finding(
-                0.95, f"{where}={json.dumps(value)} is not one of {options}", f"use one of {options} for {where}"
-            )
-        ]
+        return one(0.95, "enum_nested", where=where, value=json.dumps(value), options=json.dumps(rule_value))
     if rule in ("minimum", "exclusiveMinimum"):
-        return [
-            parameter_finding(
-                0.9,
-                f"{where}={value} is below the minimum {error.validator_value}",
-                f"use a value >= {error.validator_value} for {where}",
-            )
-        ]
+        return one(0.9, "below_nested", where=where, value=value, limit=rule_value)
     if rule in ("maximum", "exclusiveMaximum"):
-        return [
-            parameter_finding(
-                0.9,
-                f"{where}={value} is above the maximum {error.validator_value}",
-                f"use a value <= {error.validator_value} for {where}",
-            )
-        ]
-    return [parameter_finding(0.85, f"{where}: {error.message}", f"make {where} satisfy its schema ({rule})")]
+        return one(0.9, "above_nested", where=where, value=value, limit=rule_value)
+    return one(0.85, "schema", where=where, detail=error.message, rule=rule)
 
 
 def parameter_finding(confidence: float, evidence: str, correction: str) -> ToolCallFinding:
@@ -271,7 +245,7 @@ class ToolCallChecker:
         tool = self._registry.tools.get(name)
         if tool is None:
             return [self._unknown_tool(name)]
-        parsed = _arguments(arguments)
+        parsed = _arguments(arguments, self.language)
         if isinstance(parsed, ToolCallFinding):
             return [parsed]
         errors = sorted(
@@ -279,7 +253,7 @@ class ToolCallChecker:
             key=lambda e: (e.validator != "required", list(map(str, e.absolute_path))),
         )
         findings = _seed_parameters(tool.parameters, parsed, self.language)
-        findings.extend(finding for error in errors for finding in _finding(error))
+        findings.extend(finding for error in errors for finding in _finding(error, self.language))
         for checker in self._fact_checkers:
             findings.extend(checker.check(name, parsed))
         return findings
@@ -303,18 +277,18 @@ class ToolCallChecker:
         return ToolCallFinding(kind="tool_name", confidence=0.95, evidence=evidence, correction=correction)
 
 
-_ONE_OBJECT = "send the arguments as one JSON object"
-
-
-def _arguments(arguments: Mapping[str, Any] | str) -> Mapping[str, Any] | ToolCallFinding:
+def _arguments(
+    arguments: Mapping[str, Any] | str, language: MessageLanguage = "en"
+) -> Mapping[str, Any] | ToolCallFinding:
     """The arguments as an object, or the finding that they are not one (beyond the source, which takes a dict)."""
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except (ValueError, RecursionError) as exc:
-            where = f" ({exc.msg} at character {exc.pos})" if isinstance(exc, json.JSONDecodeError) else ""
-            return parameter_finding(0.95, f"the arguments are not valid JSON{where}", _ONE_OBJECT)
+            detail = f" ({exc.msg} at character {exc.pos})" if isinstance(exc, json.JSONDecodeError) else ""
+            evidence = message("not_json", language, detail=detail)
+            return parameter_finding(0.95, evidence, message("one_object", language))
     if not isinstance(arguments, Mapping):
         kind = _with_article(_type_name(arguments))
-        return parameter_finding(0.95, f"the arguments are JSON {kind}, not an object", _ONE_OBJECT)
+        return parameter_finding(0.95, message("not_object", language, kind=kind), message("one_object", language))
     return arguments

@@ -3,8 +3,12 @@ is an error naming it, the rest are read), the reading bounded by a line limit w
 
 from __future__ import annotations
 
+import codecs
+import csv
 import hashlib
+import io
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from debate.claims._extract import triplet_sentence
 from debate.errors import InputError
+from debate.files import decode_text, load_json
 from debate.plugins import Reference
 from debate.tasks._rag import sources_from
 from debate.types import Evidence, Source
@@ -98,40 +103,116 @@ class InputTooLongError(InputError):
     """The input has more lines than the reader was allowed (blank lines count: each one is read)."""
 
 
+_WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
+
+
 def read_input(path: Path, max_lines: int | None = None) -> Iterator[Work]:
-    """JSONL read as bytes (a line that is not UTF-8 is one error naming its line; a BOM and CRLF are fine), or a
-    RefChecker JSON array (detected by its first character; an item's `line` is its 1-based index). With
-    `max_lines`, reading stops with InputTooLongError at the first line past it, blank or not."""
+    """JSONL read as bytes (a line that is not UTF-8 is one error naming its line; a BOM and CRLF are fine; a
+    UTF-16 or UTF-32 file, known by its BOM, is decoded whole), a RefChecker JSON array (detected by its first
+    character; an item's `line` is its 1-based index), or CSV/TSV by the file's suffix (a header row names the
+    fields; an item's `line` is its row's line). With `max_lines`, reading stops with InputTooLongError at the
+    first line past it, blank or not."""
     with path.open("rb") as fh:
-        head = fh.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
-    if head.startswith(b"["):
+        head = fh.read(4096)
+    if path.suffix.lower() in _TABLE_SUFFIXES:
+        yield from _read_table(path, _TABLE_SUFFIXES[path.suffix.lower()], max_lines)
+        return
+    wide = head.startswith(_WIDE_BOMS)
+    if (
+        decode_text(head[:4], str(path)).lstrip("\ufeff").lstrip().startswith("[")
+        if wide
+        else (head.lstrip(b"\xef\xbb\xbf").lstrip().startswith(b"["))
+    ):
         yield from _read_array(path)
         return
+    lines = (
+        (line.encode("utf-8", "surrogatepass") for line in decode_text(path.read_bytes(), str(path)).splitlines(True))
+        if wide
+        else None
+    )
     with path.open("rb") as fh:
-        for number, raw_line in enumerate(fh, start=1):
+        for number, raw_line in enumerate(lines if lines is not None else fh, start=1):
             if max_lines is not None and number > max_lines:
                 raise InputTooLongError(f"{path}: more than {max_lines} lines (blank lines count)")
-            sha = hashlib.sha256(raw_line.rstrip(b"\r\n")).hexdigest()
-            if number == 1 and raw_line.startswith(b"\xef\xbb\xbf"):
-                raw_line = raw_line[3:]
+            yield from _jsonl_line(path, number, raw_line)
+
+
+def _jsonl_line(path: Path, number: int, raw_line: bytes) -> Iterator[Work]:
+    sha = hashlib.sha256(raw_line.rstrip(b"\r\n")).hexdigest()
+    if number == 1 and raw_line.startswith(b"\xef\xbb\xbf"):
+        raw_line = raw_line[3:]
+    try:
+        text = raw_line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = raw_line[exc.start : exc.start + 1].hex()
+        yield Work(number, sha, None, None, f"line {number}: not valid UTF-8 (byte 0x{bad} at column {exc.start + 1})")
+        return
+    if not text.strip():
+        return
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if number == 1 and text.strip() == "{":
+            _refuse_one_document(path)
+        yield Work(number, sha, None, None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
+        return
+    except RecursionError:
+        yield Work(number, sha, None, None, f"line {number}: nested too deeply to read")
+        return
+    except ValueError:
+        digits = sys.get_int_max_str_digits()
+        yield Work(number, sha, None, None, f"line {number}: a number has more than {digits} digits")
+        return
+    yield _validate(number, sha, raw, "line")
+
+
+def _refuse_one_document(path: Path) -> None:
+    """A pretty-printed JSON object is one document, not JSON Lines: say so once instead of an error a line."""
+    try:
+        load_json(decode_text(path.read_bytes(), str(path)), str(path))
+    except InputError:
+        return
+    raise InputError(
+        f"{path} is one JSON document spread over several lines; a batch is JSON Lines (one item per line) or a "
+        "JSON array of items"
+    )
+
+
+def _read_table(path: Path, delimiter: str, max_lines: int | None) -> Iterator[Work]:
+    text = decode_text(path.read_bytes(), str(path))
+    rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        header = next(rows, None)
+    except csv.Error as exc:
+        raise InputError(f"{path} line 1: not a readable header row ({exc})") from exc
+    if header is None or not any(h.strip() for h in header):
+        raise InputError(f"{path}: no header row; the first row names the fields (id, question, response, reference)")
+    names = [h.strip() for h in header]
+    while True:
+        start = rows.line_num + 1
+        if max_lines is not None and start > max_lines:
+            raise InputTooLongError(f"{path}: more than {max_lines} lines (blank lines count)")
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InputError(f"{path} line {rows.line_num}: not valid CSV ({exc})") from exc
+        if not any(cell.strip() for cell in row):
+            continue
+        sha = hashlib.sha256(json.dumps(row, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
+        if len(row) > len(names):
+            yield Work(start, sha, None, None, f"line {start}: {len(row)} cells, but the header names {len(names)}")
+            continue
+        raw: dict[str, Any] = {name: cell for name, cell in zip(names, row, strict=False) if name and cell != ""}
+        if "claims" in raw:
             try:
-                text = raw_line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                bad = raw_line[exc.start : exc.start + 1].hex()
-                message = f"line {number}: not valid UTF-8 (byte 0x{bad} at column {exc.start + 1})"
-                yield Work(number, sha, None, None, message)
+                raw["claims"] = load_json(raw["claims"], f"line {start}: field 'claims'")
+            except InputError as exc:
+                yield Work(start, sha, None, None, f"{exc} (a JSON array in its cell)")
                 continue
-            if not text.strip():
-                continue
-            try:
-                raw = json.loads(text)
-            except json.JSONDecodeError as exc:
-                yield Work(number, sha, None, None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
-                continue
-            except RecursionError:
-                yield Work(number, sha, None, None, f"line {number}: nested too deeply to read")
-                continue
-            yield _validate(number, sha, raw, "line")
+        yield _validate(start, sha, raw, "line")
 
 
 def read_items(path: Path, *, max_lines: int | None = None) -> Iterator[tuple[int, BatchItem | None, str | None]]:
@@ -161,14 +242,7 @@ def _validate(number: int, sha: str, raw: Any, unit: str) -> Work:
 
 
 def _read_array(path: Path) -> Iterator[Work]:
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not valid UTF-8 (byte {exc.start + 1})") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path} line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg})") from exc
-    except RecursionError as exc:
-        raise InputError(f"{path}: nested too deeply to read") from exc
+    data = load_json(decode_text(path.read_bytes(), str(path)), str(path))
     if not isinstance(data, list):
         raise InputError(f"{path}: a JSON input must be an array of items (RefChecker's format)")
     for index, raw in enumerate(data, start=1):

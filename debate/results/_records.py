@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 
 from debate.errors import InputError, validation_problem
+from debate.files import decode_text, load_json
 from debate.types import Failure, Report, ReportVerdict
 
 __all__ = [
@@ -235,16 +236,16 @@ def parse_record(data: Any) -> Record:
 def read_records(path: Path) -> list[Record]:
     """Every record of a results log, in file order; a line that is not a record is an InputError naming it."""
     records = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, 1):
+            if not raw.strip():
                 continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{path} line {number}: not valid JSON ({exc.msg})") from exc
+            where = f"{path} line {number}"
+            data = load_json(decode_text(raw, where), where)
             try:
                 records.append(_RECORD.validate_python(data))
             except ValidationError as exc:
-                raise InputError(f"{path} line {number}: not a results record ({validation_problem(exc)})") from exc
+                raise InputError(f"{where}: not a results record ({validation_problem(exc)})") from exc
+            except RecursionError as exc:
+                raise InputError(f"{where}: not a results record (nested too deeply to read)") from exc
     return records

@@ -16,23 +16,40 @@ from debate.types import Claim, Evidence, ExtractionInfo, Source, Usage
 __all__ = ["CitedSources", "RagTask", "cited_sources", "sources_from"]
 
 
+_SOURCES_FORM = "{id: text} or [{id, text, parent_id}]"
+
+
 def sources_from(reference: Reference | Sequence[Mapping[str, str]]) -> list[Source]:
-    """RAG sources from {id: text} or a list of {id, text, parent_id}."""
-    if isinstance(reference, str):
-        raise InputError("task rag needs the sources as `reference`: {id: text} or [{id, text, parent_id}]")
+    """RAG sources from {id: text} or a list of {id, text, parent_id}; anything else, no source at all, or sources
+    whose texts are all blank (nothing to check an answer against) is an InputError naming the source."""
+    if isinstance(reference, str) or not isinstance(reference, Mapping | Sequence):
+        got = "text" if isinstance(reference, str) else type(reference).__name__
+        raise InputError(f"task rag needs the sources as `reference`: {_SOURCES_FORM}; got {got}")
     if isinstance(reference, Mapping):
-        return [Source(id=str(k), text=str(v)) for k, v in reference.items()]
-    try:
-        return [
-            s
-            if isinstance(s, Source)
-            else Source(id=s.source or "", text=s.text)
-            if isinstance(s, Evidence)
-            else Source.model_validate(s)
-            for s in reference
-        ]
-    except ValidationError as exc:
-        raise InputError(f"reference: a source {validation_problem(exc)}") from exc
+        sources = []
+        for key, text in reference.items():
+            if not isinstance(text, str):
+                raise InputError(
+                    f"reference: source {str(key)[:80]!r}: its text must be a string, got {type(text).__name__}"
+                )
+            sources.append(Source(id=str(key), text=text))
+    else:
+        try:
+            sources = [
+                s
+                if isinstance(s, Source)
+                else Source(id=s.source or "", text=s.text)
+                if isinstance(s, Evidence)
+                else Source.model_validate(s)
+                for s in reference
+            ]
+        except ValidationError as exc:
+            raise InputError(f"reference: a source {validation_problem(exc)}") from exc
+    if not sources:
+        raise InputError(f"reference: no sources given; task rag needs at least one ({_SOURCES_FORM})")
+    if not any(s.text.strip() for s in sources):
+        raise InputError("reference: every source's text is blank: there is nothing to check the answer against")
+    return sources
 
 
 def cited_sources(sources: Sequence[Source], claim: Claim) -> list[Source]:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from debate.cli.conventions import Subcommands, add_command_group, err, examples
+from debate.cli.conventions import Subcommands, add_command_group, err, examples, output_folder
 from debate.errors import UsageError
 from experiments.dynamics.fit import fit
 from experiments.dynamics.fitted import FittedModel, fit_model
@@ -145,7 +145,19 @@ def _self_check(run: RunObservations, fitted: FittedModel) -> SelfCheck:
     return self_check(own, *_observed(run))
 
 
+_MIN_BOOTSTRAP = 10
+"""Fewer replicates than this give a 95% interval in name only (1 replicate: zero width)."""
+
+
+def _check_bootstrap(args: argparse.Namespace) -> None:
+    if args.bootstrap < _MIN_BOOTSTRAP:
+        raise UsageError(
+            f"--bootstrap {args.bootstrap}: at least {_MIN_BOOTSTRAP} replicates are needed for the 95% intervals"
+        )
+
+
 def _fit(args: argparse.Namespace) -> int:
+    _check_bootstrap(args)
     runs = [read_run(r) for r in args.runs]
     seen = [o for run in runs for o in run.observations]
     first = runs[0]
@@ -214,6 +226,7 @@ def plot_predictions(rows: list[Predicted], observed: tuple[str, float, float], 
 
 
 def _predict(args: argparse.Namespace) -> int:
+    _check_bootstrap(args)
     run = read_run(args.run)
     chains = args.chain or [run.chain]
     settings = [
@@ -234,7 +247,7 @@ def _predict(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(predict_table(rows, diagnostics, check))
     observed = (f"{run.chain}, min {run.min_rounds}", check.observed_accuracy, check.observed_calls)
-    for path in plot_predictions(rows, observed, args.out or args.run / "dynamics"):
+    for path in plot_predictions(rows, observed, output_folder(args.out or args.run / "dynamics", "--out")):
         err.print(f"wrote {path}")
     return 0
 
@@ -275,6 +288,7 @@ def _checked(fitted: FittedModel, run: RunObservations, other_dir: Path, other: 
 
 
 def _validate(args: argparse.Namespace) -> int:
+    _check_bootstrap(args)
     run = read_run(args.run)
     others = [read_run(o) for o in args.others]
     fitted = _model(run, args, others)
@@ -304,7 +318,7 @@ def _simulate(args: argparse.Namespace) -> int:
         max_rounds=args.max_rounds,
         n=args.n,
         share_true=args.share_true,
-        out=args.out,
+        out=output_folder(args.out, "--out"),
         seed=args.seed,
     )
     sys.stdout.write(summary + "\n")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import tomllib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
 from debate.concurrency import gather_ordered
 from debate.engine import MarkovChain, load_chain
-from debate.errors import UsageError, validation_problem
+from debate.errors import InputError, UsageError, validation_problem
+from debate.files import read_toml_file
 from debate.llm import ChatRequest, ChatResponse, current_item
 from debate.types import DebateResult, Report, Usage
 from experiments.dynamics.predict import Setting, outcome
@@ -181,9 +181,9 @@ class ClassView:
 def load_population(path: Path) -> Population:
     """A roles file: `seed = 1` and `[roles.trust] conformity = 0.6 ...` per role."""
     try:
-        return Population.model_validate(tomllib.loads(path.read_text(encoding="utf-8")))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{path}: {exc}") from exc
+        return Population.model_validate(read_toml_file(path, "roles file"))
+    except InputError as exc:
+        raise UsageError(str(exc)) from exc
     except ValidationError as exc:
         raise UsageError(f"{path}: {validation_problem(exc)}") from exc
 

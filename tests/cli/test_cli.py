@@ -102,49 +102,40 @@ def test_readable_report(tmp_path: Path) -> None:
     assert "--- assistant ---" in prompts.stdout and "The capital city lies on the Seine." in prompts.stdout
 
 
-def test_a_file_name_given_as_text_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "knowledge.txt").write_text("Paris is the capital of France.")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "debate.cli",
-            "verify",
-            "--answer",
-            "Paris",
-            "--evidence",
-            "knowledge.txt",
-            "--base-url",
-            "http://127.0.0.1:9/v1",
-        ],
+def _verify_in(tmp_path: Path, server: FakeOpenAI, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "debate.cli", "verify", *args, "--base-url", server.base_url, "--json"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         env=_env(),
         timeout=60,
+        input=stdin,
     )
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
-        "debate: error: --evidence knowledge.txt: that is a file; to read it, pass --evidence @knowledge.txt"
-    ]
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--answer", "x", "--min-rounds", "3", "--max-rounds", "2"], "min_rounds (3) must not exceed max_rounds (2)"),
-        (["--question", "q"], "give a non-empty --answer"),
-        (["--answer", "x", "--evidence", "@/no/such/file"], "cannot read /no/such/file"),
-        (["--input", "in.jsonl"], "needs both --input and --output"),
-        (["--answer", "x", "--transition", "sideways"], "unknown chain 'sideways'"),
-        (["--answer", "x", "--temperature", "9"], "temperature"),
-    ],
-)
-def test_usage_errors_exit_2_with_one_line(args: list[str], message: str) -> None:
-    done = debate("verify", *args, "--base-url", "http://127.0.0.1:9/v1")
-    assert done.returncode == 2
-    assert message in done.stderr
-    assert "Traceback" not in done.stderr
+def test_a_value_that_names_a_file_is_text_with_a_hint(tmp_path: Path) -> None:
+    (tmp_path / "knowledge.txt").write_text("Paris is the capital of France.")
+    with FakeOpenAI(routes=AGREEING) as server:
+        done = _verify_in(tmp_path, server, "--answer", "Paris", "--evidence", "knowledge.txt")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["claims"][0]["evidence"][0]["text"] == "knowledge.txt"
+    assert "--evidence is read as text; to read the file knowledge.txt instead, pass --evidence @knowledge.txt" in (
+        done.stderr
+    )
+
+
+def test_a_pasted_paragraph_stdin_and_a_literal_at_sign(tmp_path: Path) -> None:
+    """Issue 43: a 300-character value without a line break was probed as a file name and crashed."""
+    paragraph = "Paris is the capital of France and its largest city, " * 6
+    with FakeOpenAI(routes=AGREEING) as server:
+        pasted = _verify_in(tmp_path, server, "--answer", "Paris", "--evidence", paragraph)
+        piped = _verify_in(tmp_path, server, "--answer", "-", "--evidence", "@@home", stdin="Paris\n")
+    assert pasted.returncode == 0, pasted.stderr
+    assert json.loads(pasted.stdout)["claims"][0]["evidence"][0]["text"] == paragraph.strip()
+    assert piped.returncode == 0, piped.stderr
+    report = json.loads(piped.stdout)
+    assert report["response"] == "Paris\n" and report["claims"][0]["evidence"][0]["text"] == "@home"
 
 
 def test_rejected_key_exits_1() -> None:

@@ -7,10 +7,12 @@ comparison by name."""
 from __future__ import annotations
 
 import random
+import re
 from difflib import SequenceMatcher
 from typing import Any
 
 from debate.prefilter import ToolCallChecker, ToolRegistry, correction_message
+from debate.prefilter._tool_messages import message
 from debate.types import ToolCallFinding
 
 Finding = tuple[str, float, str, str]
@@ -98,10 +100,27 @@ def _registry(rng: random.Random) -> dict[str, dict[str, Any]]:
     return tools
 
 
+_BEYOND = ("missing", "extra", "type", "enum_nested", "below_nested", "above_nested", "schema", "not_json", "not_object")
+"""Our messages for the schema checks beyond the source's (their Chinese is ours, not the source's)."""
+
+
+def _template(key: str) -> re.Pattern[str]:
+    names = ("name", "where", "kind", "wanted", "value", "options", "limit", "detail", "rule")
+    text = message(key, "zh", **{n: "\0" for n in names})
+    return re.compile(".*".join(re.escape(part) for part in text.split("\0")) + "$", re.S)
+
+
+_BEYOND_TEMPLATES = [_template(key) for key in _BEYOND]
+
+
 def _ours(checker: ToolCallChecker, name: str, parameters: dict[str, Any]) -> list[Finding]:
     findings: list[ToolCallFinding] = checker.check(name, parameters)
-    # Beyond the source: the schema library's findings (types, required, ...) are in English and come after.
-    return [(f.kind, f.confidence, f.evidence, f.correction) for f in findings if not f.evidence.isascii()]
+    # Beyond the source: the schema library's findings (types, required, ...) are left out.
+    return [
+        (f.kind, f.confidence, f.evidence, f.correction)
+        for f in findings
+        if not any(t.match(f.evidence) for t in _BEYOND_TEMPLATES)
+    ]
 
 
 def test_layers_1_and_2_match_the_source_on_generated_calls() -> None:
@@ -136,6 +155,8 @@ def test_the_edge_cases_the_source_decides_by_python_semantics() -> None:
     english = ToolCallChecker(ToolRegistry.from_openai([{"name": "t", "parameters": tools["t"]}]))
     # Beyond the source, in English: the schema's type for "b" ("true" is a string, not a boolean).
     assert [f.evidence for f in english.check("t", {"b": "true"})] == ["'b' is a string, the schema wants boolean"]
+    # ... and in Chinese when the findings are asked in Chinese (issue 43: they stayed English).
+    assert [f.evidence for f in checker.check("t", {"b": "true"})] == ["'b' 的类型是 a string,定义要求 boolean"]
 
 
 def test_the_correction_message_is_the_sources_in_zh() -> None:
