@@ -18,7 +18,7 @@ from debate.config import VerifierConfig
 from debate.errors import UsageError
 from debate.llm import ChatClient
 from debate.pipeline import Verifier
-from debate.results import OutputLock, PredictionRecord, Record, compact, run_ordered, scan_results
+from debate.results import OutputLock, PredictionRecord, Record, compact, differences, run_ordered, scan_results
 from debate.workers import Job
 from experiments.baselines import Baselines, tuning_pairs
 from experiments.data import Item, factprompts_items, halueval_items
@@ -281,15 +281,6 @@ def evaluate_run(run_dir: Path, spec: RunSpec) -> dict[str, Any]:
     return metrics
 
 
-def _differences(old: Any, new: Any, where: str = "") -> list[str]:
-    if isinstance(old, dict) and isinstance(new, dict):
-        out: list[str] = []
-        for key in sorted({*old, *new}):
-            out += _differences(old.get(key), new.get(key), f"{where}.{key}" if where else str(key))
-        return out
-    return [] if old == new else [f"{where}: {json.dumps(old)} -> {json.dumps(new)}"]
-
-
 _RUN_FILES = ("config.json", "results.jsonl", "metrics.json", "results.md")
 
 
@@ -305,7 +296,7 @@ def check_run_dir(run_dir: Path, spec: RunSpec, *, overwrite: bool = False) -> P
         if recorded.get("spec_digest") != spec.digest():
             if not overwrite:
                 recorded_spec = recorded.get("spec")
-                shown = _differences(recorded_spec, spec.model_dump(mode="json")) if recorded_spec else []
+                shown = differences(recorded_spec, spec.model_dump(mode="json")) if recorded_spec else []
                 raise UsageError(
                     f"{run_dir} holds a run with another configuration ({'; '.join(shown[:5]) or 'spec differs'}); "
                     "choose another --out, or --overwrite to replace it"

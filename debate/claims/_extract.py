@@ -16,7 +16,7 @@ from debate.engine import ask_structured, converse, load_json_object, load_promp
 from debate.errors import ExtractionError, ReplyUnusableError
 from debate.llm import ChatClient
 from debate.prefilter._citations import CitationVariant, cited_ids
-from debate.sentences import sentence_spans
+from debate.sentences import claim_length, sentence_spans
 from debate.types import Claim, ExtractionInfo, Span
 
 __all__ = ["Extraction", "LLMClaimExtractor", "RagClaims", "SubjectiveFilter", "qa_claim", "rag_claims"]
@@ -39,8 +39,9 @@ class RagClaims:
     """Claims beyond `max_claims`."""
 
     def notes(self, min_chars: int, max_claims: int | None) -> list[str]:
+        short = f"{self.short} sentence(s) shorter than {min_chars} characters (a CJK character counts 3)"
         return [
-            *([f"{self.short} sentence(s) shorter than {min_chars} characters are not claims"] if self.short else []),
+            *([f"{short} are not claims"] if self.short else []),
             *([f"{self.capped} claim(s) beyond max_claims={max_claims} were dropped"] if self.capped else []),
         ]
 
@@ -62,7 +63,7 @@ def rag_claims(
     for span in sentence_spans(answer, language):
         sentence = answer[span.start : span.end]
         text = _FULL_STOP.sub("", _MARKER.sub("", sentence).strip()).strip()
-        if len(text) < min_chars:
+        if claim_length(text) < min_chars:
             short += bool(text)
             continue
         claims.append(

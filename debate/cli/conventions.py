@@ -299,6 +299,16 @@ class _QuietCancellation(logging.Filter):
         return not (kind is not None and issubclass(kind, asyncio.CancelledError | KeyboardInterrupt))
 
 
+class _UserFormatter(logging.Formatter):
+    """A record from one of our modules names the package, not its private module (`debate`, not
+    `debate.llm._embedded`): a user reads what happened, not where in the code; other libraries keep their name."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.name.startswith(("debate.", "markov_debate.", "experiments.")) and "._" in record.name:
+            record = logging.makeLogRecord({**record.__dict__, "name": record.name.split("._", 1)[0]})
+        return super().format(record)
+
+
 def log_handler(console: Console) -> logging.Handler:
     """On a terminal, log records go through the console the progress bar draws on, so a retry warning is printed
     above the live bar instead of breaking it; elsewhere (CI logs, pipes) there is no bar and lines stay whole."""
@@ -307,9 +317,9 @@ def log_handler(console: Console) -> logging.Handler:
         handler: logging.Handler = RichHandler(
             console=console, show_time=False, show_path=False, markup=False, rich_tracebacks=False
         )
-        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        handler.setFormatter(_UserFormatter("%(name)s: %(message)s"))
     else:
         handler = logging.StreamHandler(console.file)
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(_UserFormatter("%(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_QuietCancellation())
     return handler

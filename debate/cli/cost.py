@@ -196,6 +196,8 @@ def cost_line(usage: Usage, price: Price | None) -> str:
     )
     if price is None:
         return f"{tokens} (no price known: give --price-in/--price-out for the cost)"
+    if price.source == "local":
+        return f"{tokens} (a local model: no cost)"
     return f"{tokens}, ${cost_of(usage, price):.4f} at {price.describe()}"
 
 

@@ -12,7 +12,7 @@ from debate.errors import DebateError
 from debate.results import SEVERITY_KEY, severity_text
 from debate.types import ClaimVerdict, Report
 
-__all__ = ["render_report"]
+__all__ = ["render_report", "verdict_caveats"]
 
 
 _COLOUR = {
@@ -45,12 +45,9 @@ def render_report(
     moved, and the opinions. A `banner` (e.g. that the agents were simulated) is in the verdict's own title."""
     score = "n/a" if report.score is None else f"{report.score:.2f}"
     colour = _COLOUR[report.verdict]
-    console.print(
-        Panel.fit(
-            f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  (rollup {report.rollup})",
-            title="verdict" if banner is None else f"verdict: {banner}",
-        )
-    )
+    lines = [f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  (rollup {report.rollup})"]
+    lines += [escape(line) for line in verdict_caveats(report)]
+    console.print(Panel.fit("\n".join(lines), title="verdict" if banner is None else f"verdict: {banner}"))
     _plain(console, f"task: {report.task}   claims: {len(report.claims)} ({report.extraction.method})")
     if report.failure is not None:
         _plain(console, f"failed ({report.failure.kind}, {report.failure.stage}): {report.failure.message}")
@@ -89,6 +86,20 @@ def render_report(
     for index, claim in enumerate(report.claims, 1):
         _render_claim(console, index, claim, chain, show_prompts=show_prompts)
     _usage_line(console, report)
+
+
+def verdict_caveats(report: Report) -> list[str]:
+    """What the verdict line must say with it (in --brief too): nothing was checked, a cheap check rated the risk
+    moderate or high, or the verdicts are the embedded 135M demonstration model's."""
+    caveats = []
+    if report.verdict == "no_claims":
+        caveats.append("nothing in the response was checked: it has no checkable claim")
+    for check in report.prefilter.checks if report.prefilter is not None else []:
+        if check.risk_level in ("moderate", "high"):
+            caveats.append(f"{check.name} rated the risk {check.risk_level}: {_excerpt(check.reason, 100)}")
+    if report.meta.embedded:
+        caveats.append("a 135M demonstration model (embedded): its verdicts say nothing about the method's accuracy")
+    return caveats
 
 
 def _report_chain(report: Report) -> MarkovChain | None:

@@ -293,12 +293,21 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
     paths.write_output_format()
     print(
         f"done: {summary.processed} written ({summary.factual} factual, {summary.non_factual} non-factual, "
-        f"{summary.unverifiable} unverifiable, {summary.failed} failed, {summary.errors} errors), "
+        + (f"{summary.not_enough_evidence} not enough evidence, " if summary.not_enough_evidence else "")
+        + (f"{summary.no_claims} with no checkable claim, " if summary.no_claims else "")
+        + f"{summary.unverifiable} unverifiable, {summary.failed} failed, {summary.errors} errors), "
         f"{summary.redone} redone, {summary.skipped_done} already done -> {paths.output}",
         file=sys.stderr,
     )
     price = price_for(config.model, name=model, embedded=embedded)
     print(f"usage: {cost_line(summary.usage, price)}", file=sys.stderr)
+    if summary.no_model_answered:
+        print(
+            f"debate: error: no model call succeeded in this run ({summary.unfinished} item(s) unfinished; last: "
+            f"{summary.last_failure}); check the endpoint, then re-run the same command to redo them",
+            file=sys.stderr,
+        )
+        return 1
     if summary.stopped is not None:
         print(
             f"{summary.stopped}; finished records are kept, re-run with a higher --max-cost to resume", file=sys.stderr

@@ -16,6 +16,7 @@ from debate.prefilter._grounding import (
     response_hallucination_check,
     warning_language,
 )
+from debate.sentences import claim_length
 from debate.types import Claim, ClaimVerdict, Evidence, PrefilterDecision, ResponseCheck, RiskLevel, Usage
 
 __all__ = ["LogprobPrefilter"]
@@ -77,7 +78,7 @@ class LogprobPrefilter:
         if self.logprobs_unavailable:
             return self._skip(_NO_LOGPROBS)
         site = f"{claim.id}:grounding"
-        if len(claim.text) < cfg.min_chars:
+        if claim_length(claim.text) < cfg.min_chars:
             return self._skip(f"shorter than {cfg.min_chars} characters")
         if index >= cfg.max_claims:
             return self._skip(self._beyond())

@@ -21,6 +21,7 @@ from debate.results._records import (
     transient_failure,
 )
 from debate.results._refchecker import Aggregator, EvaluationRates, evaluation_rates, refchecker_item, write_refchecker
+from debate.results._settings import differences, setting_of
 from debate.results._severity import SEVERITY, SEVERITY_KEY, severity_text
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "ResumeState",
     "compact",
     "count_pending",
+    "differences",
     "evaluation_rates",
     "fails_on",
     "load_run",
@@ -57,6 +59,7 @@ __all__ = [
     "run_batch",
     "run_ordered",
     "scan_results",
+    "setting_of",
     "severity_text",
     "transient_failure",
     "write_refchecker",

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from debate.errors import DebateError, InputError, ModelRequestError, ModelUnavailableError
+from debate.errors import DebateError, InputError, ModelRequestError, ModelUnavailableError, UsageError
 from debate.pipeline import Verifier
 from debate.results._items import BatchItem, Work, read_input
 from debate.results._jsonl import OutputLock, ResumeState, compact, run_ordered, scan_results
 from debate.results._records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord, fails_on
+from debate.results._settings import setting_of
 from debate.types import Usage
 
 __all__ = [
@@ -50,6 +51,9 @@ class BatchSummary:
     """Responses whose claims could not be obtained (a typed failure in the report)."""
     factual: int = 0
     non_factual: int = 0
+    not_enough_evidence: int = 0
+    no_claims: int = 0
+    """Responses with nothing checkable: neither checked nor unverifiable."""
     unverifiable: int = 0
     dropped: int = 0
     """Superseded records removed when the output was compacted."""
@@ -59,6 +63,16 @@ class BatchSummary:
     """Model usage of the records written in this run."""
     stopped: str | None = None
     """Why the batch stopped before its end (the cost gate), if it did."""
+    unfinished: int = 0
+    """Records a transient failure left unfinished (redone on a re-run)."""
+    last_failure: str | None = None
+    """The last such record's failure."""
+
+    @property
+    def no_model_answered(self) -> bool:
+        """No model call of this run succeeded, and items were left unfinished for it: an endpoint that never
+        answered usefully (down, or answering 200 with HTML), not a run whose verdicts stand."""
+        return self.usage.llm_calls == 0 and self.unfinished > 0
 
     def add(self, record: Record, fail_on: FailOn | None) -> None:
         """Count one written record."""
@@ -73,9 +87,16 @@ class BatchSummary:
             self.factual += 1
         elif record.verdict == "non_factual":
             self.non_factual += 1
+        elif record.verdict == "no_claims":
+            self.no_claims += 1
+        elif record.verdict == "not_enough_evidence":
+            self.not_enough_evidence += 1
         else:
             self.unverifiable += 1
         self.fail_on_matched += fails_on(record.verdict, fail_on)
+        if not record.is_final:
+            self.unfinished += 1
+            self.last_failure = record.failure_message
 
 
 async def run_batch(
@@ -109,6 +130,8 @@ async def run_batch(
         first = True
         while True:
             state = scan_results(output_path, retry_failed=retry_failed and first)
+            if first:
+                _same_settings(state, output_path, verifier, task)
             before = summary.processed
             works = _pending(input_path, state, summary, gate, count=first)
             records = run_ordered(
@@ -123,6 +146,19 @@ async def run_batch(
             summary.stopped, first = None, False
         _, summary.dropped = compact(output_path, (work.key for work in _dedupe(read_input(input_path))))
     return summary
+
+
+def _same_settings(state: ResumeState, output: Path, verifier: Verifier, task: str) -> None:
+    """Refuse to resume an output whose finished reports were made with other settings: the output would hold
+    two configurations' verdicts under one name."""
+    current = setting_of(task, verifier.meta())
+    count, found = state.other_settings(current)
+    if count:
+        shown = "; ".join(found[:4]) + (f"; and {len(found) - 4} more" if len(found) > 4 else "")
+        raise UsageError(
+            f"{output} holds {count} finished record(s) made with other settings ({shown}); resume with the "
+            "options they were made with, or write to another --output"
+        )
 
 
 def _pending(

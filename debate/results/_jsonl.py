@@ -17,13 +17,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self, TypeVar
+from typing import IO, Any, Self, TypeVar
 
 from pydantic import ValidationError
 
 from debate.concurrency import ordered_map
 from debate.errors import UsageError
-from debate.results._records import ErrorRecord, Record, parse_record
+from debate.results._records import ErrorRecord, Record, ResultRecord, parse_record
+from debate.results._settings import differences, setting_of
 from debate.workers import Job, process_map
 
 __all__ = [
@@ -48,6 +49,17 @@ class ResumeState:
     """Key -> sha256 of the input line the record answered (None when not recorded)."""
     redo: set[str] = field(default_factory=set)
     """Keys whose last record is not final: done again."""
+    settings: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    """The settings the finished reports were made with (debate.results._settings): JSON -> (records, settings)."""
+
+    def other_settings(self, current: dict[str, Any]) -> tuple[int, list[str]]:
+        """How many finished reports were made with settings other than `current`, and the first differences."""
+        count, found = 0, list[str]()
+        for records, setting in self.settings.values():
+            if setting != current:
+                count += records
+                found = found or differences(setting, current)
+        return count, found
 
     def done(self, key: str, line_sha: str | None = None) -> bool:
         if key not in self.final:
@@ -86,6 +98,10 @@ def scan_results(output: Path, *, retry_failed: bool = True) -> ResumeState:
                 continue
             if typed.is_final or not retry_failed:
                 state.final[key] = typed.line_sha256 if isinstance(typed, ErrorRecord) else None
+                if isinstance(typed, ResultRecord):
+                    setting = setting_of(typed.result.task, typed.result.meta)
+                    shown = json.dumps(setting, sort_keys=True)
+                    state.settings[shown] = (state.settings.get(shown, (0, setting))[0] + 1, setting)
                 state.redo.discard(key)
             else:
                 state.final.pop(key, None)

@@ -13,6 +13,8 @@ TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 """The repository's root."""
 FIXTURES = TESTS / "fixtures"
+DATA = TESTS / "data"
+"""Corpora the tests and benchmarks share (the multilingual sentence corpus)."""
 PLUGINS = TESTS / "plugins"
 """The test-only plugin packages (tests/plugins/README.md)."""
 
