@@ -81,6 +81,13 @@ class DebateConfig(_Config):
         return self
 
 
+def _header_safe(value: SecretStr | None) -> SecretStr | None:
+    """A key is sent in an HTTP header: printable ASCII without spaces, else refused here (never shown)."""
+    if value is not None and not all("\x21" <= char <= "\x7e" for char in value.get_secret_value()):
+        raise ValueError("holds a character an HTTP header cannot carry (a space, a control character or non-ASCII)")
+    return value
+
+
 class ModelConfig(_Config):
     """How to reach the model. No base_url means: start the embedded model."""
 
@@ -119,6 +126,11 @@ class ModelConfig(_Config):
     max_string_chars: int | None = Field(default=None, ge=16, le=1_000_000)
     """Bound every string of a structured reply to this many characters, and raise the token limit to the schema's
     worst case, so a grammar-constrained reply always closes (the embedded model: 300)."""
+
+    @field_validator("api_key")
+    @classmethod
+    def _header_safe_key(cls, value: SecretStr | None) -> SecretStr | None:
+        return _header_safe(value)
 
     @field_validator("base_url")
     @classmethod
@@ -196,6 +208,11 @@ class SearchConfig(_Config):
     dedupe: bool = False
     """Drop a snippet already found by an earlier query of the same claim (a named variant; Factool keeps both
     queries' snippets as they come)."""
+
+    @field_validator("api_key")
+    @classmethod
+    def _header_safe_key(cls, value: SecretStr | None) -> SecretStr | None:
+        return _header_safe(value)
 
     @model_validator(mode="after")
     def _backend_needs(self) -> Self:

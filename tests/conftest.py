@@ -6,6 +6,13 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Generated-input tests: "ci" (the default) keeps the suite inside CI's time; `pytest --hypothesis-profile long`
+# runs 20 times as many examples locally.
+settings.register_profile("ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")

@@ -318,6 +318,10 @@ def read_text_arg(value: str | None, flag: str) -> tuple[str | None, str | None]
             return read_text_file(value[1:], flag), value[1:]
         except InputError as exc:
             raise UsageError(str(exc)) from exc
+    bad = next((i for i, char in enumerate(value) if "\ud800" <= char <= "\udfff"), None)
+    if bad is not None:
+        # How a byte that is not UTF-8 reaches Python from the command line (surrogateescape).
+        raise UsageError(f"{flag}: the text is not valid UTF-8 (at character {bad + 1}); pass it in UTF-8, or as @FILE")
     if _names_a_file(value):
         log.warning("%s is read as text; to read the file %s instead, pass %s @%s", flag, value, flag, value)
     return value, flag

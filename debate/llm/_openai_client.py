@@ -12,9 +12,12 @@ headers, OPENAI_ORG_ID / OPENAI_PROJECT_ID, the environment's proxies), and its 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
+import re
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
@@ -82,8 +85,24 @@ def _tags(request: ChatRequest) -> dict[str, str]:
         tags["X-Debate-Site"] = request.site
     item = current_item()
     if item is not None:
-        tags["X-Debate-Item"] = item
+        tags["X-Debate-Item"] = header_value(item)
     return tags
+
+
+_PLAIN = re.compile(r"[\x20-\x7e]{0,256}")
+_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+
+
+def header_value(value: str) -> str:
+    """`value` as an HTTP header may carry it: printable ASCII of up to 256 characters as it is (every id a test or
+    a proxy's log routes by), anything else percent-encoded from UTF-8 and, past 256 characters, cut and followed by
+    a hash of the whole, so that an item id with a control character or of 100 KB cannot break a request."""
+    if _PLAIN.fullmatch(value):
+        return value
+    encoded = urllib.parse.quote(value.encode("utf-8", "surrogatepass"), safe=_SAFE)
+    if len(encoded) <= 256:
+        return encoded
+    return f"{encoded[:200]}...{hashlib.sha256(encoded.encode()).hexdigest()[:16]}"
 
 
 class OpenAIChatClient:

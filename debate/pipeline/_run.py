@@ -11,10 +11,11 @@ filter); other claims go on. `InputError` (the caller's item is malformed) and a
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import Any, cast
 
 from debate import telemetry
 from debate.claims import ground_claims
@@ -36,6 +37,7 @@ from debate.types import (
     PrefilterDecision,
     Report,
     RiskLevel,
+    Source,
     Usage,
 )
 
@@ -74,6 +76,74 @@ def _claims_text(plan: Plan | Failure) -> str:
     return plan.message if isinstance(plan, Failure) else "\n".join(c.text for c in plan.claims)
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _text_problem(value: str) -> str | None:
+    found = _SURROGATE.search(value)
+    if found is None:
+        return None
+    return f"holds a lone surrogate at character {found.start() + 1} (not valid Unicode: bytes that were not UTF-8?)"
+
+
+def _walk_texts(value: object, where: str, depth: int = 0) -> None:
+    if depth > 20:
+        raise InputError(f"{where}: nested too deeply")
+    if isinstance(value, str):
+        problem = _text_problem(value)
+        if problem is not None:
+            raise InputError(f"{where}: {problem}")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _walk_texts(key, f"{where} key", depth + 1)
+            _walk_texts(item, f"{where}[{str(key)[:40]!r}]", depth + 1)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _walk_texts(item, f"{where}[{index}]", depth + 1)
+
+
+def _reference(reference: object) -> Reference | None:
+    """The reference in a form the tasks read, or an InputError naming what is wrong with it: text, {id: text}, or a
+    list of passages (texts, as a batch line gives them), evidence items, sources or {id, text} objects."""
+    if reference is None or isinstance(reference, str):
+        return reference
+    if isinstance(reference, Mapping):
+        for key, text in reference.items():
+            if not isinstance(text, str):
+                raise InputError(f"reference[{str(key)[:40]!r}]: expected text, got {type(text).__name__}")
+        return cast(Reference, reference)
+    if not isinstance(reference, list | tuple):
+        raise InputError(
+            "reference: expected text, {id: text} or a list of passages or sources, got " + type(reference).__name__
+        )
+    if reference and all(isinstance(item, str) for item in reference):
+        passages = [p.strip() for p in reference if p.strip()]
+        return [Evidence(text=p, source=f"passage {i}", kind="given") for i, p in enumerate(passages, 1)]
+    for index, item in enumerate(reference):
+        if not isinstance(item, Evidence | Source | Mapping):
+            raise InputError(
+                f"reference[{index}]: expected a passage, an evidence item or a source, got {type(item).__name__}"
+            )
+    return cast(Reference, reference)
+
+
+def check_item(*, response: object, question: object, reference: object, claims: object) -> Reference | None:
+    """Refuse, naming the field, what no stage can use: a response or question that is not text, a reference of
+    another shape, claims that are not a list of texts, and text that is not valid Unicode anywhere in the item (a
+    lone surrogate cannot be sent to an endpoint or stored). Returns the reference as the tasks read it."""
+    if not isinstance(response, str):
+        raise InputError(f"response: expected text, got {type(response).__name__}")
+    if question is not None and not isinstance(question, str):
+        raise InputError(f"question: expected text or None, got {type(question).__name__}")
+    if claims is not None and (
+        not isinstance(claims, Iterable) or isinstance(claims, str) or not all(isinstance(c, str) for c in claims)
+    ):
+        raise InputError("claims: expected a list of texts")
+    for name, value in (("response", response), ("question", question), ("reference", reference), ("claims", claims)):
+        _walk_texts(value, name)
+    return _reference(reference)
+
+
 class Pipeline:
     """Verifies responses with a started runtime's resources, one chain and one team factory."""
 
@@ -94,6 +164,7 @@ class Pipeline:
         item_id: str | None = None,
     ) -> Report:
         """One response's report (see `Verifier.verify` for what each task reads)."""
+        reference = check_item(response=response, question=question, reference=reference, claims=claims)
         if not response.strip():
             raise InputError("response is empty")
         item = TaskInput(

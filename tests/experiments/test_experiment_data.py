@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from experiments.data import DataError, factprompts_items, halueval_items, labels_for, sample_indices
 from tests.support.helpers import FIXTURES
@@ -81,3 +84,49 @@ def test_bad_record_names_file_and_line(tmp_path: Path) -> None:
         list(halueval_items("qa", data_dir=tmp_path, n=None, seed=0))
     with pytest.raises(DataError, match="data file not found"):
         list(halueval_items("dialogue", data_dir=tmp_path, n=None, seed=0))
+
+
+_LINE = st.one_of(
+    st.binary(max_size=80),
+    st.dictionaries(
+        st.sampled_from(
+            ["question", "right_answer", "hallucinated_answer", "knowledge", "prompt", "response", "claims"]
+        ),
+        st.one_of(st.text(max_size=20), st.integers(), st.none(), st.lists(st.text(max_size=5), max_size=2)),
+        max_size=7,
+    ).map(lambda record: json.dumps(record, ensure_ascii=False).encode("utf-8", "surrogatepass")),
+    st.sampled_from([b"", b"\xef\xbb\xbf{}", b"[" * 5000, b'{"question": ' + b"9" * 5000 + b"}", b"\xff\xfe"]),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(lines=st.lists(_LINE, max_size=6), crlf=st.booleans(), n=st.one_of(st.none(), st.integers(0, 8)))
+def test_a_data_file_of_any_bytes_gives_items_or_one_data_error(lines: list[bytes], crlf: bool, n: int | None) -> None:
+    """Issue 43: a BOM, CRLF, bytes that are not UTF-8, deep nesting or a long number in a HaluEval or FactPrompts
+    file is a DataError naming the file and line, never a traceback; an empty file or an n past the file too."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        (root / "halueval").mkdir()
+        (root / "factool").mkdir()
+        content = (b"\r\n" if crlf else b"\n").join(lines)
+        (root / "halueval" / "qa_data.jsonl").write_bytes(content)
+        (root / "factool" / "knowledge_qa.jsonl").write_bytes(content)
+        for read in (
+            lambda: list(halueval_items("qa", data_dir=root, n=n, seed=0)),
+            lambda: list(factprompts_items(data_dir=root, level="response", n=n, seed=0)),
+        ):
+            try:
+                read()
+            except DataError as exc:
+                assert str(exc).startswith(str(root)) or str(exc).startswith("--n"), str(exc)
+
+
+def test_an_empty_file_and_an_n_past_the_file_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "halueval").mkdir()
+    path = tmp_path / "halueval" / "qa_data.jsonl"
+    path.write_text("")
+    with pytest.raises(DataError, match="has no records"):
+        list(halueval_items("qa", data_dir=tmp_path, n=None, seed=0))
+    path.write_text(json.dumps({"question": "q", "right_answer": "a", "hallucinated_answer": "b", "knowledge": "k"}))
+    with pytest.raises(DataError, match=r"--n 5: .* has only 1 records; give --n 1 or --n all"):
+        list(halueval_items("qa", data_dir=tmp_path, n=5, seed=0))

@@ -1,0 +1,356 @@
+"""Generated inputs at every door of the command line and the Python API (issue 43): text options of any length and
+any script, files in any encoding with any bytes, numbers at and past their limits, wrong JSON types. The property
+everywhere: a report, or one line naming the problem with a documented exit code; never a traceback, never a
+half-written output. `debate` runs in-process (its `main`) against one scripted endpoint on 127.0.0.1. Each failure
+hypothesis found is kept as an `@example`. `pytest --hypothesis-profile long` runs 8 times as many examples."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from debate import InputError, UsageError, VerifierConfig, verify
+from debate.cli import main
+from debate.config import ModelConfig
+from tests.support.fakes import Call, FakeOpenAI, Reply
+from tests.support.helpers import op
+
+DOCUMENTED = {0, 1, 2, 3}
+"""Exit codes a run without --max-cost may end with (docs/cli.md)."""
+
+
+def _route(call: Call) -> Reply:
+    if call.purpose == "extract":
+        return Reply(content=json.dumps({"claims": ["The sky is blue on a clear day."]}))
+    if call.purpose == "subjective_filter":
+        return Reply(content=json.dumps({"text": "The sky is blue on a clear day."}))
+    return Reply(content=op(True))
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    with FakeOpenAI(routes={"*": _route}) as server:
+        yield server.base_url
+
+
+@dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+
+
+def run(*argv: str, stdin: bytes = b"") -> Ran:
+    """`debate ARGV` in-process, its stdout and stderr captured."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(argv))
+    except SystemExit as exc:  # argparse's own exit (a usage error, --help)
+        code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        sys.stdin = saved
+    return Ran(code, out.getvalue(), err.getvalue())
+
+
+def assert_handled(ran: Ran) -> None:
+    """A report or one line naming the problem, with a documented exit code; never a traceback."""
+    assert "Traceback" not in ran.err, ran.err[-3000:]
+    assert ran.code in DOCUMENTED, (ran.code, ran.err[-2000:])
+    if ran.code == 2:
+        errors = [line for line in ran.err.splitlines() if line.startswith("debate") and "error:" in line]
+        assert len(errors) == 1, ran.err[-2000:]
+
+
+# Any Unicode an argument can carry: argv cannot hold NUL; a byte that is not UTF-8 reaches Python as a lone
+# surrogate (surrogateescape), so lone surrogates are in.
+_ARG_CHAR = st.characters(exclude_characters="\x00")
+_SPECIAL = st.sampled_from(
+    [
+        "",
+        " ",
+        "-",
+        "@",
+        "@@literal",
+        "@/nonexistent/file.txt",
+        "@/tmp",
+        "@/dev/null",
+        "knowledge.txt",
+        "word " * 60,  # a pasted paragraph: 300 characters, no line break (issue 43's first traceback)
+        "x" * 5000,
+        "\ufeffBOM first. Then text.",
+        "line one.\r\nline two.\r\n",
+        "מירושלים לתל אביב. ומשם לחיפה.",
+        "باريس عاصمة فرنسا.",
+        "巴黎是法国的首都。柏林是德国的首都。",
+        "e\u0301\u0301\u0301 combining marks. \U0001f642 emoji.",
+        "\udc80\udcff bytes that were not UTF-8",
+        "\u202eright-to-left override",
+    ]
+)
+TEXT = _SPECIAL | st.text(_ARG_CHAR, max_size=400) | st.text(_ARG_CHAR, min_size=300, max_size=3000)
+
+
+def _scaled(divisor: int) -> int:
+    """A share of the profile's examples (each of these runs the whole command)."""
+    current = settings.default
+    return max(5, (current.max_examples if current is not None else 100) // divisor)
+
+
+@settings(max_examples=_scaled(4), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(question=TEXT, answer=TEXT, evidence=TEXT, task=st.sampled_from(["qa", "summarization", "dialogue", "rag"]))
+@example(question="q", answer="word " * 60, evidence="e", task="qa")
+@example(question="q", answer="-", evidence="@@x", task="qa")
+@example(question="", answer="-", evidence="\ud800", task="qa")  # found: a lone surrogate reached pydantic
+@example(question="q", answer="The sky is blue.", evidence="", task="summarization")
+def test_verify_takes_any_text_on_any_text_option(
+    endpoint: str, question: str, answer: str, evidence: str, task: str, tmp_path: Path
+) -> None:
+    argv = ["verify", "--task", task, "--question", question, "--answer", answer, "--evidence", evidence]
+    if task == "rag":
+        sources = tmp_path / "sources.json"
+        sources.write_text(json.dumps({"S0": "The sky is blue."}))
+        argv += ["--sources", str(sources)]
+    ran = run(*argv, "--base-url", endpoint, "--model", "fake-model", "--brief", stdin=b"The sky is blue.")
+    assert_handled(ran)
+
+
+# Numbers at and past their limits, on every numeric option of verify.
+_NUMBER = (
+    st.sampled_from(
+        [
+            "0",
+            "-1",
+            "1",
+            "inf",
+            "-inf",
+            "nan",
+            "1e309",
+            "2.5",
+            "9" * 30,
+            str(2**63),
+            str(2**63 - 1),
+            "0x10",
+            "",
+            "1_000",
+        ]
+    )
+    | st.integers().map(str)
+    | st.floats().map(str)
+)
+_NUMERIC_OPTIONS = [
+    "--max-claims",
+    "--top-k",
+    "--results-per-query",
+    "--grounded-confidence",
+    "--min-rounds",
+    "--max-rounds",
+    "--max-parse-retries",
+    "--temperature",
+    "--seed",
+    "--timeout",
+    "--rpm",
+    "--tpm",
+    "--price-in",
+    "--price-out",
+    "--concurrency",
+    "--claim-concurrency",
+    "--items",
+    "--max-consecutive-failures",
+]
+
+
+@settings(max_examples=_scaled(2), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(option=st.sampled_from(_NUMERIC_OPTIONS), value=_NUMBER)
+@example(option="--timeout", value="inf")
+@example(option="--seed", value="9" * 30)
+def test_numbers_at_and_past_their_limits_are_one_line(endpoint: str, option: str, value: str) -> None:
+    ran = run("verify", "--answer", "The sky is blue.", option, value, "--base-url", endpoint, "--estimate")
+    assert_handled(ran)
+
+
+def _json_values() -> st.SearchStrategy[Any]:
+    leaves = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30)
+    return st.recursive(
+        leaves,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+        max_leaves=12,
+    )
+
+
+def _encoded(text: str, how: str) -> bytes:
+    if how == "utf-8-sig":
+        return b"\xef\xbb\xbf" + text.encode("utf-8", "surrogatepass")
+    if how == "crlf":
+        return text.replace("\n", "\r\n").encode("utf-8", "surrogatepass")
+    return text.encode(how, "surrogatepass")
+
+
+# What a file a user names may hold: JSON of any shape, in any of the encodings a user's editor writes, or raw bytes.
+FILE_BYTES = (
+    st.tuples(
+        _json_values().map(lambda v: json.dumps(v, ensure_ascii=False)),
+        st.sampled_from(["utf-8", "utf-8-sig", "utf-16", "crlf"]),
+    ).map(lambda pair: _encoded(*pair))
+    | st.binary(max_size=300)
+    | st.sampled_from(
+        [
+            b"",
+            b"[" * 10000 + b"]" * 10000,
+            b'{"a": ' + b"9" * 5000 + b"}",
+            b"caf\xe9",
+            "\ufeff{}".encode("utf-16"),
+            b'{"S0": "\\ud800 lone"}',
+            b"a = [",
+            b'{\n  "id": "1",\n  "response": "x"\n}',
+        ]
+    )
+)
+
+
+@settings(max_examples=_scaled(2), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=FILE_BYTES, door=st.sampled_from(["sources", "chain-json", "chain-toml", "key", "answer"]))
+@example(content=b"[" * 10000 + b"]" * 10000, door="sources")
+@example(content=b"[1, 2]", door="chain-json")
+@example(content=b"caf\xe9", door="answer")
+@example(content=b"\x00", door="key")  # found: a key with a control character broke the request's headers
+def test_every_file_option_reads_any_bytes(endpoint: str, content: bytes, door: str, tmp_path: Path) -> None:
+    suffix = {"chain-json": ".json", "chain-toml": ".toml"}.get(door, ".txt")
+    path = tmp_path / f"given{suffix}"
+    path.write_bytes(content)
+    argv = ["verify", "--base-url", endpoint, "--model", "fake-model", "--question", "q", "--brief"]
+    if door == "sources":
+        argv += ["--task", "rag", "--answer", "The sky is blue on clear days [S0].", "--sources", str(path)]
+    elif door.startswith("chain"):
+        argv += ["--answer", "The sky is blue.", "--chain", str(path)]
+    elif door == "key":
+        argv += ["--answer", "The sky is blue.", "--api-key-file", str(path)]
+    else:
+        argv += ["--answer", f"@{path}"]
+    assert_handled(run(*argv))
+
+
+@settings(max_examples=_scaled(2), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(registry=FILE_BYTES, call=FILE_BYTES, language=st.sampled_from(["en", "zh"]))
+def test_check_tools_reads_any_bytes(registry: bytes, call: bytes, language: str, tmp_path: Path) -> None:
+    (tmp_path / "registry.json").write_bytes(registry)
+    (tmp_path / "call.json").write_bytes(call)
+    ran = run(
+        "check-tools",
+        "--registry",
+        str(tmp_path / "registry.json"),
+        "--call",
+        str(tmp_path / "call.json"),
+        "--language",
+        language,
+    )
+    # check-tools' own codes: 0 no findings, 1 findings, 2 unreadable input.
+    assert "Traceback" not in ran.err, ran.err[-3000:]
+    assert ran.code in (0, 1, 2)
+
+
+_ITEM = st.fixed_dictionaries(
+    {"id": st.one_of(st.text(max_size=10), st.integers(), st.none())},
+    optional={
+        "question": st.one_of(st.text(max_size=40), st.integers(), st.none()),
+        "response": st.one_of(st.text(max_size=200), st.integers(), st.lists(st.text(max_size=5), max_size=2)),
+        "reference": st.one_of(
+            st.text(max_size=60),
+            st.dictionaries(st.text(max_size=4), st.text(max_size=10), max_size=2),
+            st.lists(st.text(max_size=10), max_size=2),
+        ),
+        "claims": st.one_of(
+            st.lists(st.text(max_size=20), max_size=2), st.lists(st.lists(st.text(max_size=5), max_size=4), max_size=2)
+        ),
+    },
+)
+
+
+def _batch_file(items: list[Any], form: str) -> bytes:
+    if form == "json":
+        return json.dumps(items, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    if form == "csv":
+        lines = ["id,question,response,reference"]
+        for item in items:
+            cells = [
+                str(item.get(k, "")) if isinstance(item, dict) else ""
+                for k in ("id", "question", "response", "reference")
+            ]
+            lines.append(",".join('"' + c.replace('"', '""') + '"' for c in cells))
+        return "\n".join(lines).encode("utf-8", "surrogatepass")
+    return b"".join(json.dumps(i, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n" for i in items)
+
+
+@settings(max_examples=_scaled(4), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    items=st.lists(_ITEM | _json_values(), max_size=4),
+    form=st.sampled_from(["jsonl", "json", "csv"]),
+    extra=st.sampled_from(
+        [b"", b"\n\n", b"not json\n", b'{"id": "z", "response": ' + b"9" * 5000 + b"}\n", b"\xff\xfe\n"]
+    ),
+)
+@example(items=[{"id": "\x1f", "response": 0}], form="csv", extra=b"")  # found: an id that no header can carry
+def test_a_batch_of_any_items_records_each_and_leaves_whole_lines(
+    endpoint: str, items: list[Any], form: str, extra: bytes, tmp_path: Path
+) -> None:
+    source = tmp_path / f"in.{form}"
+    source.write_bytes(_batch_file(items, form) + (extra if form == "jsonl" else b""))
+    output = tmp_path / "out.jsonl"
+    ran = run(
+        "verify", "--input", str(source), "--output", str(output), "--base-url", endpoint, "--model", "fake-model"
+    )
+    assert_handled(ran)
+    if output.exists():
+        data = output.read_bytes()
+        assert not data or data.endswith(b"\n")
+        for line in data.splitlines():
+            json.loads(line)  # every record whole
+
+
+@settings(max_examples=_scaled(4), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=FILE_BYTES)
+def test_report_reads_any_results_log(content: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    path.write_bytes(content)
+    assert_handled(run("report", str(path)))
+
+
+_API_VALUE = st.one_of(
+    st.none(),
+    st.text(max_size=200),
+    st.integers(),
+    st.floats(),
+    st.lists(st.text(max_size=10), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.one_of(st.text(max_size=10), st.integers()), max_size=3),
+)
+
+
+@settings(max_examples=_scaled(4), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    response=_API_VALUE,
+    question=_API_VALUE,
+    reference=_API_VALUE,
+    task=st.sampled_from(["qa", "rag", "summarization", "dialogue", "general", "kbqa", "nope"]),
+)
+@example(response="0", question=None, reference=0, task="qa")  # found: a reference of no known shape
+def test_the_python_api_gives_a_report_or_a_typed_error(
+    endpoint: str, response: Any, question: Any, reference: Any, task: str
+) -> None:
+    config = VerifierConfig(model=ModelConfig(base_url=endpoint, model="fake-model"))
+    try:
+        report = verify(response, question=question, reference=reference, task=task, config=config)
+    except (InputError, UsageError):
+        return
+    assert report.verdict in ("factual", "non_factual", "not_enough_evidence", "unverifiable", "no_claims")
