@@ -102,7 +102,9 @@ def test_readable_report(tmp_path: Path) -> None:
     assert "--- assistant ---" in prompts.stdout and "The capital city lies on the Seine." in prompts.stdout
 
 
-def _verify_in(tmp_path: Path, server: FakeOpenAI, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def _verify_in(
+    tmp_path: Path, server: FakeOpenAI, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "debate.cli", "verify", *args, "--base-url", server.base_url, "--json"],
         capture_output=True,

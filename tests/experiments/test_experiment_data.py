@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -111,10 +112,11 @@ def test_a_data_file_of_any_bytes_gives_items_or_one_data_error(lines: list[byte
         content = (b"\r\n" if crlf else b"\n").join(lines)
         (root / "halueval" / "qa_data.jsonl").write_bytes(content)
         (root / "factool" / "knowledge_qa.jsonl").write_bytes(content)
-        for read in (
+        readers: list[Callable[[], object]] = [
             lambda: list(halueval_items("qa", data_dir=root, n=n, seed=0)),
             lambda: list(factprompts_items(data_dir=root, level="response", n=n, seed=0)),
-        ):
+        ]
+        for read in readers:
             try:
                 read()
             except DataError as exc:

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.claims import rag_claims
-from debate.config import RetrievalConfig
 from debate.cli.render import verdict_caveats
+from debate.config import RetrievalConfig
 from debate.sentences import claim_length, guess_language, sentence_spans, split_sentences
 from debate.testing import ScriptedChatClient
 from tests.support.helpers import DATA, op

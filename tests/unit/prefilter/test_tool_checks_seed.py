@@ -100,7 +100,17 @@ def _registry(rng: random.Random) -> dict[str, dict[str, Any]]:
     return tools
 
 
-_BEYOND = ("missing", "extra", "type", "enum_nested", "below_nested", "above_nested", "schema", "not_json", "not_object")
+_BEYOND = (
+    "missing",
+    "extra",
+    "type",
+    "enum_nested",
+    "below_nested",
+    "above_nested",
+    "schema",
+    "not_json",
+    "not_object",
+)
 """Our messages for the schema checks beyond the source's (their Chinese is ours, not the source's)."""
 
 
