@@ -25,6 +25,8 @@ from debate.extras import EMBEDDED_INSTALL
 __all__ = [
     "EMBEDDED_MAX_STRING_CHARS",
     "EMBEDDED_MODEL_NAME",
+    "EMBEDDED_STILL_WAITING_S",
+    "EMBEDDED_TIMEOUT_S",
     "EmbeddedModelError",
     "EmbeddedServer",
     "embedded_model_path",
@@ -36,6 +38,11 @@ log = logging.getLogger(__name__)
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct-Q4_1"
 EMBEDDED_MAX_STRING_CHARS = 300
+EMBEDDED_TIMEOUT_S = 1800.0
+"""How long one reply of the embedded model may take: far past any generation of max_tokens on a loaded laptop, so
+that only a hung server reaches it."""
+EMBEDDED_STILL_WAITING_S = 30.0
+"""While one reply takes longer than this, the log says so at this interval (a stalled screen looks like a hang)."""
 """Every string of the embedded model's structured replies is bounded so (ModelConfig.max_string_chars)."""
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL_HINT = EMBEDDED_INSTALL

@@ -19,7 +19,7 @@ import re
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
@@ -108,7 +108,10 @@ def header_value(value: str) -> str:
 class OpenAIChatClient:
     """ChatClient over any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp)."""
 
-    def __init__(self, *, config: ModelConfig, model: str | None = None) -> None:
+    def __init__(self, *, config: ModelConfig, model: str | None = None, still_waiting_s: float | None = None) -> None:
+        """`still_waiting_s`: while one attempt has been answered for this long and longer, say so on the log every
+        as many seconds (a local model on a busy CPU is slow, not down: the user sees it working)."""
+        self._still_waiting_s = still_waiting_s
         if config.base_url is None:
             raise UsageError("OpenAIChatClient needs a base_url; the embedded model provides one")
         if config.api_key is None and is_hosted(config.base_url):
@@ -286,7 +289,7 @@ class OpenAIChatClient:
         async with self._limit:
             started = time.perf_counter()
             try:
-                body, answered = await self._http("POST", "/chat/completions", payload, headers)
+                body, answered = await self._watched(self._http("POST", "/chat/completions", payload, headers), headers)
             except EndpointHTTPError as exc:
                 self._rate.observe(exc.headers)
                 if exc.status == 429 and exc.retry_after is not None:
@@ -299,6 +302,30 @@ class OpenAIChatClient:
         if isinstance(usage, dict):
             self._rate.settle(reserved, int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0))
         return raw, choice, latency
+
+    async def _watched(
+        self, attempt: Coroutine[Any, Any, tuple[bytes, Mapping[str, str]]], headers: Mapping[str, str]
+    ) -> tuple[bytes, Mapping[str, str]]:
+        """The attempt, with a line on the log every `still_waiting_s` while it runs (cancelled with its caller)."""
+        if self._still_waiting_s is None:
+            return await attempt
+        running = asyncio.ensure_future(attempt)
+        started = time.monotonic()
+        try:
+            while True:
+                done, _ = await asyncio.wait({running}, timeout=self._still_waiting_s)
+                if done:
+                    return running.result()
+                log.warning(
+                    "%s is still generating one reply (%s, %.0f s so far; up to %.0f s): slow, not down",
+                    self._model or "the model",
+                    headers.get("X-Debate-Purpose", "a call"),
+                    time.monotonic() - started,
+                    self._config.timeout_s,
+                )
+        finally:
+            if not running.done():
+                running.cancel()
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         while True:

@@ -12,7 +12,13 @@ from debate.errors import InputError, UsageError
 from debate.evidence import RetrievalCache
 from debate.llm import ChatClient
 from debate.llm._cache import CachingChatClient
-from debate.llm._embedded import EMBEDDED_MAX_STRING_CHARS, EMBEDDED_MODEL_NAME, EmbeddedServer
+from debate.llm._embedded import (
+    EMBEDDED_MAX_STRING_CHARS,
+    EMBEDDED_MODEL_NAME,
+    EMBEDDED_STILL_WAITING_S,
+    EMBEDDED_TIMEOUT_S,
+    EmbeddedServer,
+)
 from debate.llm._openai_client import OpenAIChatClient
 from debate.llm._traced import TracedChatClient
 from debate.plugins import PREFILTERS, RETRIEVERS, SEARCH_BACKENDS, TASKS, Prefilter, Retriever, SearchBackend, Task
@@ -173,9 +179,13 @@ class Runtime:
                     "max_concurrency": 1,
                     # A 135M model under a grammar can write one string until the token limit cuts the reply.
                     "max_string_chars": model_config.max_string_chars or EMBEDDED_MAX_STRING_CHARS,
+                    # A local generation always ends (max_tokens bounds it) and a dead server closes its socket at
+                    # once: a busy CPU makes it slow, not down, so it is not cut off and asked again from the start.
+                    "timeout_s": max(model_config.timeout_s, EMBEDDED_TIMEOUT_S),
                 }
             )
-        client = OpenAIChatClient(config=model_config)
+        still_waiting = EMBEDDED_STILL_WAITING_S if self._server is not None else None
+        client = OpenAIChatClient(config=model_config, still_waiting_s=still_waiting)
         self._client = client
         await client.resolve_model()
         self.model_config = model_config.model_copy(update={"model": client.model_name})

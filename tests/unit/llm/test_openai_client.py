@@ -217,3 +217,24 @@ async def test_a_persistently_malformed_200_is_unavailable_not_a_crash(kind: str
             await client.complete(REQUEST)
         await client.aclose()
     assert caught.value.transient and len(server.requests) == 3
+
+
+async def test_a_slow_reply_is_waited_for_with_progress_not_asked_again(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 43: a local model that is alive and generating was timed out and asked again from the start. With
+    `still_waiting_s` (the embedded model's client) a long reply is one attempt, and the log says it is running."""
+    with FakeOpenAI([Reply(content="slow but here", delay_s=0.75)]) as server:
+        client = OpenAIChatClient(
+            config=ModelConfig(base_url=server.base_url, model="fake-model", timeout_s=5.0), still_waiting_s=0.2
+        )
+        with caplog.at_level("WARNING", logger="debate.llm._openai_client"):
+            response = await client.complete(REQUEST)
+        await client.aclose()
+    assert response.text == "slow but here" and len(server.calls) == 1
+    waiting = [r.getMessage() for r in caplog.records if "still generating" in r.getMessage()]
+    assert 2 <= len(waiting) <= 4 and "slow, not down" in waiting[0]
+
+
+async def test_the_embedded_model_gets_a_ceiling_not_a_short_timeout() -> None:
+    from debate.llm._embedded import EMBEDDED_STILL_WAITING_S, EMBEDDED_TIMEOUT_S
+
+    assert EMBEDDED_TIMEOUT_S >= 15 * ModelConfig().timeout_s and EMBEDDED_STILL_WAITING_S <= 60
