@@ -7,15 +7,17 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import get_args
+from typing import Any, get_args
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from debate.plugins import TASKS
 from debate.provenance import package_version
@@ -23,6 +25,7 @@ from debate.results import severity_text
 from debate.types import ReportVerdict
 from markov_debate.desk.bodies import PARSE_FAILED, body_problem, json_syntax_problem
 from markov_debate.desk.deps import html_error, wants_html
+from markov_debate.desk.models import ERROR_RESPONSES
 from markov_debate.desk.routes import audits, batches, reviews, stats
 from markov_debate.desk.security import AllowedHosts, BodyLimit, Guard, NoNul, SecurityHeaders
 from markov_debate.desk.settings import DeskSettings
@@ -82,6 +85,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         title="markov-debate audit desk",
         version=package_version(),
         lifespan=lifespan,
+        responses=ERROR_RESPONSES,
         description="Audits of LLM answers by Markov-chain multi-agent debate, with human review. "
         "Authenticate with `Authorization: Bearer KEY` when the server has keys.",
     )
@@ -97,9 +101,35 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     app.mount("/static/swagger", StaticFiles(directory=swagger_assets()), name="swagger")
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     _error_model(app, settings)
+    _document_nul_refusal(app)
     for router in (audits.router, batches.router, reviews.router, stats.router, ui_router):
         app.include_router(router)
     return app
+
+
+_NO_NUL = "^[^\\u0000]*$"
+
+
+def _document_nul_refusal(app: FastAPI) -> None:
+    """The published schema says what NoNul enforces: no path or query parameter may hold a NUL character."""
+    made = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = made()
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                for parameter in operation.get("parameters", []) if isinstance(operation, dict) else []:
+                    _exclude_nul(parameter.get("schema", {}))
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _exclude_nul(schema: dict[str, Any]) -> None:
+    for option in schema.get("anyOf", []):
+        _exclude_nul(option)
+    if schema.get("type") == "string" and not {"pattern", "enum", "const", "format"} & set(schema):
+        schema["pattern"] = _NO_NUL
 
 
 def _error_model(app: FastAPI, settings: DeskSettings) -> None:
@@ -148,7 +178,19 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
             return RedirectResponse(f"/login?next={request.url.path}", status_code=303)
         if exc.status_code == 400 and exc.detail == PARSE_FAILED:
             return _error(request, 400, body_problem(await request.body(), exc.__cause__))
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route that matched the path; a path with a GET and a POST
+            # route must name both.
+            return _error(request, 405, exc.detail, headers={"Allow": _allowed_methods(app, request)})
         return _error(request, exc.status_code, exc.detail, headers=exc.headers)
+
+
+def _allowed_methods(app: FastAPI, request: Request) -> str:
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if isinstance(route, APIRoute) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
 
 
 def _review_conflict(request: Request, exc: ReviewConflictError) -> Response:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticSerializationError
 
 from debate.config import VerifierConfig
 from debate.engine import PROMPT_SETS
 from debate.errors import InputError
 from debate.plugins import CHAINS, PREFILTERS, ROLLUPS, TASKS
+from debate.registry import Registry
 from debate.types import ClaimLabel, Evidence, Report
 
 __all__ = [
+    "ERROR_RESPONSES",
     "MAX_DEPTH",
     "AuditDetail",
     "AuditOverrides",
@@ -25,11 +27,15 @@ __all__ = [
     "BatchInfo",
     "EngineLabel",
     "EventInfo",
+    "FieldProblem",
+    "Problem",
     "QueueItem",
     "ReviewIn",
     "ReviewInfo",
     "Stats",
+    "UtcDatetime",
     "checked_request",
+    "iso_moment",
     "load_request",
 ]
 
@@ -43,6 +49,41 @@ EventKind = Literal[
 _TEXT_LIMIT = 200_000
 MAX_DEPTH = 64
 """Nesting a request may have (a reference of passages is 2 deep; pydantic's JSON reader stops at 200)."""
+
+
+def _utc(value: datetime) -> datetime:
+    # The store keeps UTC without an offset (SQLite has no time zone type): the API says which zone it is.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
+
+
+def iso_moment(value: object) -> object:
+    """A moment given in a query must be written as one (2026-01-31 or 2026-01-31T12:00:00Z): pydantic would also
+    read a bare number as seconds since 1970, which the published date-time format is not."""
+    if isinstance(value, str) and value.strip().lstrip("+-").replace(".", "", 1).isdigit():
+        raise ValueError("expected a date-time such as 2026-01-31T12:00:00Z, not a number")
+    return value
+
+
+"""A moment as the API shows it: RFC 3339 with its offset (UTC), as the published schema's date-time requires."""
+
+
+def _names(registry: Registry[Any] | tuple[str, ...], *, nullable: bool = False, items: bool = False) -> Any:
+    """A field's JSON schema listing the registered names it takes, computed when the schema is made (plugins
+    included), so that what the published schema allows is what the desk accepts."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        names: list[Any] = list(registry) if isinstance(registry, tuple) else registry.names()
+        if items:
+            schema["anyOf"] = [{"type": "array", "items": {"type": "string", "enum": names}}, {"type": "null"}]
+            return
+        schema.pop("anyOf", None)
+        schema.pop("type", None)
+        schema["enum"] = [*names, None] if nullable else names
+
+    return extra
 
 
 class _In(BaseModel):
@@ -98,19 +139,19 @@ def _unstorable_text(value: Any, path: str, depth: int = 0) -> str | None:
 class AuditOverrides(_In):
     """Per-audit changes to the server's Verifier configuration (named, registered choices only)."""
 
-    min_rounds: int | None = Field(default=None, ge=0, le=10)
+    min_rounds: int | None = Field(default=None, strict=True, ge=0, le=10)
     """Debate rounds before consensus may stop the chain."""
-    max_rounds: int | None = Field(default=None, ge=1, le=20)
+    max_rounds: int | None = Field(default=None, strict=True, ge=1, le=20)
     """Round limit."""
-    chain: str | None = None
+    chain: str | None = Field(default=None, json_schema_extra=_names(CHAINS, nullable=True))
     """A registered chain (transition rule), e.g. true-to-skeptic."""
-    rollup: str | None = None
+    rollup: str | None = Field(default=None, json_schema_extra=_names(ROLLUPS, nullable=True))
     """A registered claims-to-response rule."""
-    prompt_set: str | None = None
+    prompt_set: str | None = Field(default=None, json_schema_extra=_names(PROMPT_SETS, nullable=True))
     """A packaged prompt set (directories are not accepted over HTTP)."""
-    prefilters: list[str] | None = None
+    prefilters: list[str] | None = Field(default=None, json_schema_extra=_names(PREFILTERS, items=True))
     """Registered prefilters to run before the debate (empty: none)."""
-    max_claims: int | None = Field(default=None, ge=1, le=200)
+    max_claims: int | None = Field(default=None, strict=True, ge=1, le=200)
     """Most claims extracted from the response."""
 
     @field_validator("chain")
@@ -164,10 +205,48 @@ def _choice(value: str | None, names: list[str], what: str) -> str | None:
     return value
 
 
+class FieldProblem(BaseModel):
+    """One field a request got wrong."""
+
+    loc: list[str | int]
+    """Where: body, query, path or header, then the field's path."""
+    msg: str
+    """What is wrong with it."""
+    type: str
+    """pydantic's error type (e.g. missing, literal_error)."""
+
+
+class Problem(BaseModel):
+    """Every error the API answers with: `detail` says what went wrong in one line, naming the field or the item;
+    a 409 adds what it conflicts with (`id` and `status` of an audit, or a claim's `current_label` and
+    `reviewed_by`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    detail: str
+    """What went wrong."""
+    errors: list[FieldProblem] | None = None
+    """422: every field that is wrong."""
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": Problem, "description": "The body cannot be read (not UTF-8, not JSON, nested too deeply)."},
+    401: {"model": Problem, "description": "No key, or a key this desk does not know."},
+    403: {"model": Problem, "description": "The key's role may not do this, or the form's origin is another site."},
+    404: {"model": Problem, "description": "No such audit, batch or claim (or not the caller's own)."},
+    409: {"model": Problem, "description": "It conflicts with the stored state (a review on a stale view, ...)."},
+    413: {"model": Problem, "description": "The body is larger than the desk takes."},
+    422: {"model": Problem, "description": "A field is wrong; `errors` names each."},
+    429: {"model": Problem, "description": "Too many requests; Retry-After says when to try again."},
+    503: {"model": Problem, "description": "The audit store cannot serve the request now; try again shortly."},
+}
+"""The error statuses every API operation may answer with, documented once for the OpenAPI document."""
+
+
 class AuditRequest(_In):
     """One response to audit (the fields of `debate verify`, RefChecker's names)."""
 
-    task: str = "qa"
+    task: str = Field(default="qa", json_schema_extra=_names(TASKS))
     """The task setting (qa, summarization, dialogue, kbqa, general, rag)."""
     question: str | None = Field(default=None, max_length=_TEXT_LIMIT)
     """The question the response answers (dialogue: the dialogue history)."""
@@ -175,7 +254,7 @@ class AuditRequest(_In):
     """The text to check."""
     reference: str | dict[str, str] | list[str] | list[dict[str, Any]] | None = None
     """Knowledge or source document, passages, or for task rag the sources ({id: text} or [{id, text, parent_id}])."""
-    claims: list[str] | list[list[str]] | None = None
+    claims: list[str] | list[Annotated[list[str], Field(min_length=3, max_length=3)]] | None = None
     """Claims to verify instead of extracting them (sentences or triplets)."""
     overrides: AuditOverrides = Field(default_factory=AuditOverrides)
     """Changes to the server's configuration for this audit."""
@@ -196,7 +275,7 @@ class AuditRequest(_In):
 class EventInfo(BaseModel):
     """One entry of an audit's append-only trail."""
 
-    at: datetime
+    at: UtcDatetime
     kind: EventKind
     actor: str | None
     """The worker or key name behind it."""
@@ -217,6 +296,21 @@ class ReviewIn(_In):
     label has changed since, the review is refused (409 with the current label) instead of silently replacing a
     colleague's decision. The UI always sends it."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        use_attribute_docstrings=True,
+        json_schema_extra={
+            "if": {"properties": {"decision": {"const": "overturn"}}},
+            "then": {"required": ["label"], "properties": {"label": {"type": "string"}}},
+        },
+    )
+
+    @model_validator(mode="after")
+    def _overturn_names_the_label(self) -> Self:
+        if self.decision == "overturn" and self.label is None:
+            raise ValueError("overturn needs the right label")
+        return self
+
 
 class ReviewInfo(BaseModel):
     """A stored review: never edited; a later review of the same claim supersedes it."""
@@ -225,7 +319,7 @@ class ReviewInfo(BaseModel):
     audit_id: int
     claim_id: str
     reviewer: str
-    created_at: datetime
+    created_at: UtcDatetime
     decision: Literal["confirm", "overturn"]
     label: ClaimLabel
     engine_label: EngineLabel
@@ -241,8 +335,8 @@ class AuditSummary(BaseModel):
     id: int
     status: AuditStatus
     task: str
-    created_at: datetime
-    finished_at: datetime | None
+    created_at: UtcDatetime
+    finished_at: UtcDatetime | None
     submitted_by: str
     batch_id: int | None
     verdict: str | None
@@ -299,7 +393,7 @@ class BatchInfo(BaseModel):
     """A batch upload and its progress."""
 
     id: int
-    created_at: datetime
+    created_at: UtcDatetime
     submitted_by: str
     name: str
     task: str

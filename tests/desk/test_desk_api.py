@@ -88,8 +88,9 @@ def test_reviews_queue_stats_and_exports(desk: ThreadedDesk) -> None:
     assert client.get("/v1/review-queue", params={"sample": 0}).json() == queue[:1]
 
     url = f"/v1/audits/{wrong}/claims/c0/reviews"
-    assert client.post(url, json={"decision": "confirm", "label": "factual"}).status_code == 400
-    assert client.post(url, json={"decision": "overturn"}).status_code == 400
+    # A label that conflicts with the stored one is 409; an overturn without a label does not fit the schema: 422.
+    assert client.post(url, json={"decision": "confirm", "label": "factual"}).status_code == 409
+    assert client.post(url, json={"decision": "overturn"}).status_code == 422
     assert client.post(f"/v1/audits/{wrong}/claims/c9/reviews", json={"decision": "confirm"}).status_code == 404
     assert client.post(url, json={"decision": "maybe"}).status_code == 422
     confirmed = client.post(url, json={"decision": "confirm", "note": "Paris, not Lyon"})
@@ -152,7 +153,7 @@ def test_the_csv_export_never_starts_a_formula(desk: ThreadedDesk) -> None:
     for claim, note in (("c0", "@SUM(A1:A9)"), ("c1", "-1+1")):
         decision = {"decision": "overturn", "label": "factual", "note": note}
         response = client.post(f"/v1/audits/{audit}/claims/{claim}/reviews", json=decision)
-        if response.status_code == 400:  # the engine already said factual
+        if response.status_code == 409:  # the engine already said factual
             response = client.post(
                 f"/v1/audits/{audit}/claims/{claim}/reviews", json={"decision": "confirm", "note": note}
             )

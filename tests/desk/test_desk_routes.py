@@ -40,7 +40,8 @@ def test_the_audits_router_alone(bare: FastAPI) -> None:
     assert made.status_code == 202 and made.headers["Location"] == f"/v1/audits/{made.json()['id']}"
     audit_id = made.json()["id"]
     assert client.get(f"/v1/audits/{audit_id}").json()["status"] == "pending"
-    assert client.get(f"/v1/audits/{audit_id}/report").status_code == 404
+    pending = client.get(f"/v1/audits/{audit_id}/report")
+    assert pending.status_code == 409 and pending.json()["status"] == "pending"
     assert client.get("/v1/audits").json()["total"] == 1
     assert client.post(f"/v1/audits/{audit_id}/cancel").json() == {"id": audit_id, "status": "cancelled"}
     assert client.get("/v1/audits/export", params={"format": "csv"}).text.startswith("audit_id,task,verdict")

@@ -3,8 +3,9 @@
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BeforeValidator
 
 from debate.types import ReportVerdict
 from markov_debate.desk.deps import (
@@ -23,7 +24,7 @@ from markov_debate.desk.deps import (
     validated,
 )
 from markov_debate.desk.export import EXPORT_MEDIA, ExportFormat, export_stream
-from markov_debate.desk.models import AuditDetail, AuditPage, AuditRequest, AuditStatus
+from markov_debate.desk.models import AuditDetail, AuditPage, AuditRequest, AuditStatus, iso_moment
 
 __all__ = ["router"]
 
@@ -57,7 +58,7 @@ def list_audits(
     status: Annotated[AuditStatus | None, Query()] = None,
     reviewed: Annotated[bool | None, Query()] = None,
     q: Annotated[str | None, Query(max_length=500)] = None,
-    since: Annotated[datetime | None, Query()] = None,
+    since: Annotated[datetime | None, BeforeValidator(iso_moment), Query()] = None,
     batch: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,
     page: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,
@@ -78,7 +79,20 @@ def list_audits(
     )
 
 
-@router.get("/export")
+@router.get(
+    "/export",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "The finished audits in the format asked for.",
+            "content": {
+                "application/x-ndjson": {"schema": {"type": "string"}},
+                "text/csv": {"schema": {"type": "string"}},
+                "application/json": {"schema": {"type": "array", "items": {"type": "object"}}},
+            },
+        }
+    },
+)
 def export(_: Exporter, store: StoreDep, format: Annotated[ExportFormat, Query()] = "jsonl") -> StreamingResponse:
     """Finished audits: jsonl (request, report as stored, reviews), csv (one row per claim with its latest
     review), refchecker (RefChecker's JSON array: claims, Y, ys)."""
@@ -98,10 +112,15 @@ def get_audit(audit_id: RowId, principal: Reader, store: StoreDep) -> AuditDetai
 
 @router.get("/{audit_id}/report")
 def get_report(audit_id: RowId, principal: Reader, store: StoreDep) -> Response:
-    """The stored report, byte for byte (404 until the audit is done)."""
+    """The stored report, byte for byte (409 with the audit's status until it is done)."""
     stored = store.report_json(audit_id, owner=principal.owner)
     if stored is None:
-        raise HTTPException(404, f"audit {audit_id} has no report yet ({store.status(audit_id)})")
+        # The audit exists (report_json raised NotFoundError otherwise): its state, not its absence, is the answer.
+        status = store.status(audit_id)
+        return JSONResponse(
+            {"detail": f"audit {audit_id} has no report yet ({status})", "id": audit_id, "status": status},
+            status_code=409,
+        )
     return Response(stored, media_type="application/json")
 
 

@@ -18,7 +18,7 @@ from markov_debate.desk.models import (
     ReviewInfo,
 )
 from markov_debate.desk.store.audits import AuditStore, review_info
-from markov_debate.desk.store.db import NotFoundError, ReviewConflictError, StoreError, utcnow
+from markov_debate.desk.store.db import ConflictError, NotFoundError, ReviewConflictError, StoreError, utcnow
 from markov_debate.desk.store.queueing import QueueName, sample_window
 from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow, ReviewRow
 from markov_debate.desk.views import reviewed_verdict
@@ -45,15 +45,15 @@ class ReviewStore(AuditStore):
             _check_fresh(s, claim, review.seen_label)
             if review.decision == "confirm":
                 if engine == "unverifiable":
-                    raise StoreError("the engine gave no label (unverifiable): overturn it with the right label")
+                    raise ConflictError("the engine gave no label (unverifiable): overturn it with the right label")
                 if review.label is not None and review.label != engine:
-                    raise StoreError(f"confirm keeps the engine's label {engine}; to change it, overturn")
+                    raise ConflictError(f"confirm keeps the engine's label {engine}; to change it, overturn")
                 label = engine
             else:
                 if review.label is None:
                     raise StoreError("overturn needs the right label")
                 if review.label == engine:
-                    raise StoreError(f"the engine already said {engine}: confirm instead")
+                    raise ConflictError(f"the engine already said {engine}: confirm instead")
                 label = review.label
             row = ReviewRow(
                 audit_id=audit_id,
