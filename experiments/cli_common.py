@@ -4,6 +4,7 @@ progress bar and a line saying where its results are."""
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +27,7 @@ from debate.llm._cache import CACHE_FILE
 from debate.llm._embedded import EMBEDDED_MODEL_NAME, last_call_rate, record_call_rate
 from debate.pipeline import Verifier
 from debate.results import PredictionRecord, Record
-from experiments.data import default_data_dir
+from experiments.data import default_data_dir, halueval_records
 from experiments.methods import METHODS
 from experiments.runner import (
     RunSpec,
@@ -50,6 +51,8 @@ __all__ = [
     "run_spec",
     "sample_size",
 ]
+
+log = logging.getLogger("experiments")
 
 PAPER_N = {"qa": 150, "dialogue": 150, "summarization": 50, "general": 150}
 """Default sample sizes: the paper's Table 1 (FactPrompts: all 50 responses / 233 claims); `general` is not in the
@@ -147,10 +150,29 @@ def run_spec(args: argparse.Namespace, **overrides: Any) -> RunSpec:
         "verifier": config,
     }
     values.update(overrides)
+    _fit_default_size(args, values)
     if "debate" in values:
         debate = values.pop("debate")
         values["verifier"] = values["verifier"].model_copy(update={"debate": debate})
     return RunSpec.model_validate(values)
+
+
+def _fit_default_size(args: argparse.Namespace, values: dict[str, Any]) -> None:
+    """The paper's sample size is a default, not a request: on a data file with fewer records (a mirror, a
+    subset) the run takes them all, says so, and is named after the size it has. An --n the user gave past the
+    file is refused when the items are read (experiments.data)."""
+    if args.n is not None or values["benchmark"] != "halueval" or values["n"] is None:
+        return
+    available = halueval_records(values["task"], Path(values["data_dir"]))
+    if available is not None and 0 < available < values["n"]:
+        log.warning(
+            "%s has %d records, fewer than the paper's %d: the run takes all %d",
+            values["task"],
+            available,
+            values["n"],
+            available,
+        )
+        values["n"] = available
 
 
 def provenance_of(spec: RunSpec) -> Any:

@@ -27,6 +27,7 @@ __all__ = [
     "default_data_dir",
     "factprompts_items",
     "halueval_items",
+    "halueval_records",
     "labels_for",
     "sample_indices",
 ]
@@ -164,6 +165,12 @@ def _file(data_dir: Path, dataset: DatasetName, *parts: str) -> Path:
             "DEBATE_DATA_DIR at a folder that has it)"
         )
     return path
+
+
+def halueval_records(task: HaluTask, data_dir: Path) -> int | None:
+    """How many records the task's HaluEval file holds (None: no such file)."""
+    path = data_dir / "halueval" / HALUEVAL_FILES[task]
+    return _count_lines(path) if path.is_file() else None
 
 
 def halueval_items(

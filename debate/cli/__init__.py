@@ -32,7 +32,8 @@ from debate.cli.conventions import (
     progress_bar,
     walk,
 )
-from debate.cli.options import add_verifier_arguments, items_in_flight, secret_from_file, verifier_config
+from debate.cli.inputs import secret_from_file
+from debate.cli.options import add_verifier_arguments, items_in_flight, verifier_config
 from debate.concurrency import Terminated, cancel_on_sigterm
 from debate.errors import DebateError, InputError, UsageError
 from debate.extras import require_extra

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from debate.cli.conventions import Subcommands, add_command, examples, out
-from debate.cli.options import read_json
+from debate.cli.inputs import read_json
 from debate.engine import load_chain
 from debate.errors import InputError, UsageError
 from debate.llm._cache import CACHE_FILE, DEFAULT_CACHE_DIR, cache_stats, clear_cache

@@ -7,7 +7,6 @@ import argparse
 import json
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from debate.cli.conventions import shown
+from debate.cli.inputs import secret_from_file
 from debate.config import (
     ClaimConfig,
     DebateConfig,
@@ -25,17 +25,13 @@ from debate.config import (
     TelemetryConfig,
     VerifierConfig,
 )
-from debate.errors import InputError, UsageError
-from debate.files import decode_text, read_json_file, read_text_file
+from debate.errors import UsageError
 from debate.plugins import CHAINS, PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS
 from debate.workers import resolve_workers
 
 __all__ = [
     "add_verifier_arguments",
     "items_in_flight",
-    "read_json",
-    "read_text_arg",
-    "secret_from_file",
     "verifier_config",
 ]
 
@@ -274,17 +270,6 @@ def _prefilters(value: str) -> list[str]:
     return names
 
 
-def secret_from_file(path: Path, flag: str) -> str:
-    """The first line of a secret file (a key, a database URL), for options that keep secrets out of `ps`."""
-    try:
-        lines = read_text_file(path, flag).splitlines()
-    except InputError as exc:
-        raise UsageError(str(exc)) from exc
-    if not lines or not lines[0].strip():
-        raise UsageError(f"{flag}: {path} is empty")
-    return lines[0].strip()
-
-
 def _api_key(args: argparse.Namespace) -> str | None:
     if getattr(args, "api_key_file", None) is not None:
         if args.api_key:
@@ -296,53 +281,6 @@ def _api_key(args: argparse.Namespace) -> str | None:
         )
     key: str | None = args.api_key
     return key
-
-
-def read_text_arg(value: str | None, flag: str) -> tuple[str | None, str | None]:
-    """A text option's value and where it came from. A value is text, whatever it looks like: only `@FILE` reads a
-    file and `-` reads standard input (`@@...` is text that starts with one @). A value that happens to name an
-    existing file is still text; a hint on stderr says how to read the file instead."""
-    if value is None:
-        return None, None
-    if value == "-":
-        try:
-            return decode_text(sys.stdin.buffer.read(), f"{flag} -"), "stdin"
-        except InputError as exc:
-            raise UsageError(str(exc)) from exc
-    if value.startswith("@@"):
-        return value[1:], flag
-    if value.startswith("@"):
-        if not value[1:]:
-            raise UsageError(f"{flag} @: give a file after @ (e.g. {flag} @notes.txt), or - for standard input")
-        try:
-            return read_text_file(value[1:], flag), value[1:]
-        except InputError as exc:
-            raise UsageError(str(exc)) from exc
-    bad = next((i for i, char in enumerate(value) if "\ud800" <= char <= "\udfff"), None)
-    if bad is not None:
-        # How a byte that is not UTF-8 reaches Python from the command line (surrogateescape).
-        raise UsageError(f"{flag}: the text is not valid UTF-8 (at character {bad + 1}); pass it in UTF-8, or as @FILE")
-    if _names_a_file(value):
-        log.warning("%s is read as text; to read the file %s instead, pass %s @%s", flag, value, flag, value)
-    return value, flag
-
-
-def _names_a_file(value: str) -> bool:
-    """Whether a short, space-free value is also an existing file's name (only for the hint: never read)."""
-    if len(value) > 255 or not value or any(c.isspace() or c == "\0" for c in value):
-        return False
-    try:
-        return Path(value).is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def read_json(path: Path, flag: str) -> Any:
-    """A JSON file a user named; every failure a UsageError naming the option, the file and the place."""
-    try:
-        return read_json_file(path, flag)
-    except InputError as exc:
-        raise UsageError(str(exc)) from exc
 
 
 def verifier_config(args: argparse.Namespace) -> VerifierConfig:
@@ -401,9 +339,14 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
             ),
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = str(first["loc"][-1]) if first["loc"] else ""
-        if field in _FLAG_OF:
-            raise UsageError(f"{_FLAG_OF[field]}: {first['msg']}") from exc
-        where = ".".join(str(p) for p in first["loc"])
-        raise UsageError(f"invalid configuration{f' ({where})' if where else ''}: {first['msg']}") from exc
+        raise _config_problem(exc) from exc
+
+
+def _config_problem(exc: ValidationError) -> UsageError:
+    """The first problem, named by the flag the user typed when there is one (--timeout, not timeout_s)."""
+    first = exc.errors()[0]
+    field = str(first["loc"][-1]) if first["loc"] else ""
+    if field in _FLAG_OF:
+        return UsageError(f"{_FLAG_OF[field]}: {first['msg']}")
+    where = ".".join(str(p) for p in first["loc"])
+    return UsageError(f"invalid configuration{f' ({where})' if where else ''}: {first['msg']}")

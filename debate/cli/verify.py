@@ -23,7 +23,8 @@ from debate.cli.conventions import (
     progress_bar,
 )
 from debate.cli.cost import CostGate, add_cost_arguments, cost_gate, cost_line, run_estimate
-from debate.cli.options import add_verifier_arguments, items_in_flight, read_json, read_text_arg, verifier_config
+from debate.cli.inputs import check_input, check_output, read_json, read_text_arg
+from debate.cli.options import add_verifier_arguments, items_in_flight, verifier_config
 from debate.cli.render import render_report
 from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
@@ -174,8 +175,8 @@ class BatchPaths:
             raise UsageError("batch mode needs both --input and --output")
         if args.answer is not None or args.question is not None or args.evidence is not None:
             raise UsageError("--input/--output cannot be combined with --question/--answer/--evidence")
-        _check_input(args.input)
-        _check_output(args.input, args.output)
+        check_input(args.input)
+        check_output(args.input, args.output)
         if args.max_consecutive_failures < 1:
             raise UsageError("--max-consecutive-failures must be at least 1")
         return cls(args.input, args.output, args.output_format, args.aggregator)
@@ -216,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         if batch:
             if args.input is None:
                 raise UsageError("--estimate of a batch needs an existing --input file")
-            _check_input(args.input)
+            check_input(args.input)
         return run_estimate(args, config, None if batch else _one_input(args))
     if batch:
         return run_blocking(_verify_batch(args, config, BatchPaths.from_args(args)))
@@ -317,41 +318,6 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
         print(f"--fail-on {args.fail_on}: {summary.fail_on_matched} record(s) matched", file=sys.stderr)
         return 3
     return 0
-
-
-def _check_input(source: Path) -> None:
-    """Refuse, in one line saying why, an input a batch cannot read twice (it is counted, then read, and read
-    again on resume)."""
-    if str(source) == "-":
-        raise UsageError("--input -: a batch reads a file (it is read again to resume); save the input to a file")
-    if source.is_dir():
-        raise UsageError(f"--input {source} is a directory; give a JSONL, JSON or CSV file")
-    if source.exists() and not source.is_file():
-        raise UsageError(f"--input {source} is not a regular file; give a JSONL, JSON or CSV file")
-    if not source.exists():
-        raise UsageError(f"--input: no such file: {source}")
-
-
-def _check_output(source: Path, output: Path) -> None:
-    """Refuse, in one line, an output that would overwrite the input or cannot be written."""
-    if output.resolve() == source.resolve() or (output.exists() and output.samefile(source)):
-        raise UsageError(f"--input and --output are the same file ({output}); results need their own file")
-    if output.is_dir():
-        raise UsageError(f"--output {output} is a directory; give a file path")
-    if output.exists() and not output.is_file():
-        raise UsageError(f"--output {output} is not a regular file: the results log is read back to resume a batch")
-    parent = output.parent
-    for ancestor in [parent, *parent.parents]:
-        if ancestor.exists():
-            if not ancestor.is_dir():
-                raise UsageError(f"--output {output}: {ancestor} is a file, not a directory")
-            break
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        with output.open("a", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        raise UsageError(f"--output {output}: cannot write there ({exc.strerror})") from exc
 
 
 class BatchProgress(logging.Handler):

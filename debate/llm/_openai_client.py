@@ -12,12 +12,9 @@ headers, OPENAI_ORG_ID / OPENAI_PROJECT_ID, the environment's proxies), and its 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
-import re
 import time
-import urllib.parse
 import urllib.request
 from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, cast
@@ -35,7 +32,6 @@ from debate.llm._base import (
     ModelUnavailableError,
     TokenLogprob,
     TopLogprob,
-    current_item,
 )
 from debate.llm._bounds import bounded_strings, worst_case_tokens
 from debate.llm._diagnosis import (
@@ -47,6 +43,7 @@ from debate.llm._diagnosis import (
     listing_failure,
     nothing_answers,
 )
+from debate.llm._headers import request_tags
 from debate.llm._ratelimit import RateLimiter
 from debate.llm._transport import (
     EndpointConnectionError,
@@ -74,35 +71,6 @@ _STRUCTURED_FALLBACK: dict[StructuredOutputMode, StructuredOutputMode] = {
     "json_schema": "json_object",
     "json_object": "none",
 }
-
-
-def _tags(request: ChatRequest) -> dict[str, str]:
-    """The request's declared purpose (e.g. "debate:skeptic"), its site (e.g. "c0:S1:1:trust#1") and the item it
-    is made for (see item_scope) as headers, for proxies' logs and for scripted test endpoints, which route by them
-    and never by prompt text. The model never sees them."""
-    tags = {"X-Debate-Purpose": request.purpose}
-    if request.site is not None:
-        tags["X-Debate-Site"] = request.site
-    item = current_item()
-    if item is not None:
-        tags["X-Debate-Item"] = header_value(item)
-    return tags
-
-
-_PLAIN = re.compile(r"[\x20-\x7e]{0,256}")
-_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
-
-
-def header_value(value: str) -> str:
-    """`value` as an HTTP header may carry it: printable ASCII of up to 256 characters as it is (every id a test or
-    a proxy's log routes by), anything else percent-encoded from UTF-8 and, past 256 characters, cut and followed by
-    a hash of the whole, so that an item id with a control character or of 100 KB cannot break a request."""
-    if _PLAIN.fullmatch(value):
-        return value
-    encoded = urllib.parse.quote(value.encode("utf-8", "surrogatepass"), safe=_SAFE)
-    if len(encoded) <= 256:
-        return encoded
-    return f"{encoded[:200]}...{hashlib.sha256(encoded.encode()).hexdigest()[:16]}"
 
 
 class OpenAIChatClient:
@@ -333,7 +301,7 @@ class OpenAIChatClient:
             attempts = [0]
             try:
                 sent: tuple[dict[str, Any], dict[str, Any], float] = await self._policy.copy()(
-                    self._send, self._payload(request, mode), attempts, _tags(request)
+                    self._send, self._payload(request, mode), attempts, request_tags(request)
                 )
                 raw, choice, latency = sent
                 break

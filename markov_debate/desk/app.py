@@ -25,7 +25,7 @@ from debate.results import severity_text
 from debate.types import ReportVerdict
 from markov_debate.desk.bodies import PARSE_FAILED, body_problem, json_syntax_problem
 from markov_debate.desk.deps import html_error, wants_html
-from markov_debate.desk.models import ERROR_RESPONSES
+from markov_debate.desk.problems import ERROR_RESPONSES
 from markov_debate.desk.routes import audits, batches, reviews, stats
 from markov_debate.desk.security import AllowedHosts, BodyLimit, Guard, NoNul, SecurityHeaders
 from markov_debate.desk.settings import DeskSettings

@@ -66,7 +66,8 @@ def test_terminal_log_lines_name_the_level_once() -> None:
         record = logging.LogRecord("debate.llm._embedded", logging.WARNING, __file__, 1, "starting", None, None)
         handler.handle(record)
         assert out.getvalue().count("WARNING") == expected, out.getvalue()
-        assert "debate.llm._embedded: starting" in out.getvalue()
+        # The package's name, not its private module's (issue 43).
+        assert "debate.llm: starting" in out.getvalue()
 
 
 def test_cancellations_are_not_logged_as_errors() -> None:

@@ -88,7 +88,9 @@ def test_no_retry_failed_keeps_failures_as_they_are(tmp_path: Path) -> None:
     _items(source, 2)
     switch = Switch()
     with FakeOpenAI(responder=switch) as server:
-        assert _batch(source, out, server.base_url).returncode == 0  # 2 failures, fewer than 5 in a row
+        # 2 failures, fewer than 5 in a row, but no model call of the run succeeded: exit 1 (issue 43), not 0.
+        down = _batch(source, out, server.base_url)
+        assert down.returncode == 1 and "no model call succeeded in this run (2 item(s) unfinished" in down.stderr
         switch.down = False
         kept = _batch(source, out, server.base_url, "--no-retry-failed")
         assert kept.returncode == 0 and "2 already done" in kept.stderr
