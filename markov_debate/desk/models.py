@@ -83,6 +83,14 @@ def _names(registry: Registry[Any] | tuple[str, ...], *, nullable: bool = False,
     return extra
 
 
+def _triplets_of_three(schema: dict[str, Any]) -> None:
+    """The schema says a triplet has three parts (the validator says which claim has not, in its own words)."""
+    for option in schema.get("anyOf", []):
+        items = option.get("items", {})
+        if items.get("type") == "array":
+            items.update(minItems=3, maxItems=3)
+
+
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -213,7 +221,7 @@ class AuditRequest(_In):
     """The text to check."""
     reference: str | dict[str, str] | list[str] | list[dict[str, Any]] | None = None
     """Knowledge or source document, passages, or for task rag the sources ({id: text} or [{id, text, parent_id}])."""
-    claims: list[str] | list[Annotated[list[str], Field(min_length=3, max_length=3)]] | None = None
+    claims: list[str] | list[list[str]] | None = Field(default=None, json_schema_extra=_triplets_of_three)
     """Claims to verify instead of extracting them (sentences or triplets)."""
     overrides: AuditOverrides = Field(default_factory=AuditOverrides)
     """Changes to the server's configuration for this audit."""
