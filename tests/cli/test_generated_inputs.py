@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from debate import InputError, UsageError, VerifierConfig, verify
-from debate.cli import main
+from debate.cli import _main as run_command  # main() also installs process-wide signal hooks
 from debate.config import ModelConfig
 from tests.support.fakes import Call, FakeOpenAI, Reply
 from tests.support.helpers import op
@@ -57,7 +57,7 @@ def run(*argv: str, stdin: bytes = b"") -> Ran:
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(list(argv))
+            code = run_command(list(argv))
     except SystemExit as exc:  # argparse's own exit (a usage error, --help)
         code = exc.code if isinstance(exc.code, int) else 2
     finally:
