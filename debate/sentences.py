@@ -189,7 +189,7 @@ def sentence_spans(text: str, language: str | None = None) -> list[Span]:
             continue
         start += len(chunk) - len(chunk.lstrip())
         pieces.append((start, start + len(stripped)))
-    rules = _abbreviation_pattern(chosen if language or chosen != "en" else "latin")
+    rules = _abbreviations(chosen if language or chosen != "en" else "latin")
     return [Span(start=start, end=end) for start, end in _rejoin(text, pieces, rules)]
 
 
@@ -205,7 +205,7 @@ def _form(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _abbreviation_pattern(language: str) -> _Rules:
+def _abbreviations(language: str) -> _Rules:
     """(titles, others) of `language` ("latin": of every Latin-script language listed), as `_form`s."""
     languages = _LATIN if language == "latin" else (language.split("-")[0],)
     found = [_ABBREVIATIONS[code] for code in languages if code in _ABBREVIATIONS]
