@@ -1,49 +1,105 @@
 """markov-debate: hallucination detection by Markov-chain multi-agent debate (Sun et al. 2024)."""
 
-from debate.config import (
-    ClaimConfig,
-    DebateConfig,
-    ModelConfig,
-    PrefilterConfig,
-    RetrievalConfig,
-    SearchConfig,
-    TelemetryConfig,
-    VerifierConfig,
-)
-from debate.errors import (
-    ContextTooLongError,
-    DebateError,
-    EvidenceUnavailableError,
-    ExtractionError,
-    Hint,
-    InputError,
-    ModelError,
-    ModelRequestError,
-    ModelUnavailableError,
-    ReplyUnusableError,
-    UsageError,
-)
-from debate.llm import ChatClient
-from debate.llm._embedded import EmbeddedModelError
-from debate.pipeline import Verifier, averify, verify
-from debate.provenance import package_version
-from debate.results import load_run
-from debate.testing import ScriptedChatClient
-from debate.types import (
-    Claim,
-    ClaimVerdict,
-    DebateResult,
-    Evidence,
-    Failure,
-    Opinion,
-    Report,
-    StateRecord,
-    Turn,
-    Usage,
-)
+from __future__ import annotations
 
-__version__ = package_version()
-"""The installed markov-debate version."""
+from typing import TYPE_CHECKING, Any
+
+from debate._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from debate.config import (
+        ClaimConfig,
+        DebateConfig,
+        ModelConfig,
+        PrefilterConfig,
+        RetrievalConfig,
+        SearchConfig,
+        TelemetryConfig,
+        VerifierConfig,
+    )
+    from debate.errors import (
+        ContextTooLongError,
+        DebateError,
+        EvidenceUnavailableError,
+        ExtractionError,
+        Hint,
+        InputError,
+        ModelError,
+        ModelRequestError,
+        ModelUnavailableError,
+        ReplyUnusableError,
+        UsageError,
+    )
+    from debate.llm import ChatClient
+    from debate.llm._embedded import EmbeddedModelError
+    from debate.pipeline import Verifier, averify, verify
+    from debate.results import load_run
+    from debate.testing import ScriptedChatClient
+    from debate.types import (
+        Claim,
+        ClaimVerdict,
+        DebateResult,
+        Evidence,
+        Failure,
+        Opinion,
+        Report,
+        StateRecord,
+        Turn,
+        Usage,
+    )
+
+_WHERE = {
+    "ClaimConfig": "debate.config",
+    "DebateConfig": "debate.config",
+    "ModelConfig": "debate.config",
+    "PrefilterConfig": "debate.config",
+    "RetrievalConfig": "debate.config",
+    "SearchConfig": "debate.config",
+    "TelemetryConfig": "debate.config",
+    "VerifierConfig": "debate.config",
+    "ContextTooLongError": "debate.errors",
+    "DebateError": "debate.errors",
+    "EvidenceUnavailableError": "debate.errors",
+    "ExtractionError": "debate.errors",
+    "Hint": "debate.errors",
+    "InputError": "debate.errors",
+    "ModelError": "debate.errors",
+    "ModelRequestError": "debate.errors",
+    "ModelUnavailableError": "debate.errors",
+    "ReplyUnusableError": "debate.errors",
+    "UsageError": "debate.errors",
+    "ChatClient": "debate.llm",
+    "EmbeddedModelError": "debate.llm._embedded",
+    "Verifier": "debate.pipeline",
+    "averify": "debate.pipeline",
+    "verify": "debate.pipeline",
+    "load_run": "debate.results",
+    "ScriptedChatClient": "debate.testing",
+    "Claim": "debate.types",
+    "ClaimVerdict": "debate.types",
+    "DebateResult": "debate.types",
+    "Evidence": "debate.types",
+    "Failure": "debate.types",
+    "Opinion": "debate.types",
+    "Report": "debate.types",
+    "StateRecord": "debate.types",
+    "Turn": "debate.types",
+    "Usage": "debate.types",
+}
+"""Where each public name lives: imported on first use (PEP 562), so that `import debate.config` or `debate
+--help` does not pay for the whole engine (the debate team, HTTP clients, numpy)."""
+
+
+_lazy_getattr, __dir__ = lazy_exports(__name__, _WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from debate.provenance import package_version
+
+        return package_version()
+    return _lazy_getattr(name)
+
 
 __all__ = [
     "ChatClient",

@@ -249,14 +249,63 @@ class TeamFactory(Protocol):
     def prompt_hashes(self, chain: MarkovChain) -> dict[str, str]: ...
 
 
-TASKS: Registry[Callable[[], Task]] = Registry("tasks", builtins=("debate.tasks",))
-RETRIEVERS: Registry[Callable[[], Retriever]] = Registry("retrievers", builtins=("debate.evidence",))
-SEARCH_BACKENDS: Registry[Callable[[SearchConfig], SearchBackend]] = Registry("search", builtins=("debate.evidence",))
-PREFILTERS: Registry[PrefilterFactory] = Registry("prefilters", builtins=("debate.prefilter",))
-ROLLUPS: Registry[RollupRule] = Registry("rollups", builtins=("debate.rollup",))
+TASKS: Registry[Callable[[], Task]] = Registry(
+    "tasks",
+    builtins=("debate.tasks",),
+    listed={
+        "dialogue": "subjective filter, then claims; evidence: the knowledge, then the dialogue history (`question`).",
+        "general": "open responses: claims vs. reference or search",
+        "kbqa": "knowledge-based QA (FactPrompts): claims vs. reference or search",
+        "qa": "question + answer form one claim (no model call); `reference` is the knowledge.",
+        "rag": "cited sentences vs. the sources they cite.",
+        "summarization": "claims of the summary vs. the top-k sentences of the source document (`reference`).",
+    },
+)
+RETRIEVERS: Registry[Callable[[], Retriever]] = Registry(
+    "retrievers",
+    builtins=("debate.evidence",),
+    listed={
+        "bm25": "lexical BM25 (bm25s, English stopwords)",
+        "dense": "all-MiniLM-L6-v2 embeddings, cosine similarity (offline)",
+    },
+)
+SEARCH_BACKENDS: Registry[Callable[[SearchConfig], SearchBackend]] = Registry(
+    "search",
+    builtins=("debate.evidence",),
+    listed={"local": "a JSONL collection of {title, text}, BM25", "serper": "a Serper-compatible HTTP search API"},
+)
+PREFILTERS: Registry[PrefilterFactory] = Registry(
+    "prefilters",
+    builtins=("debate.prefilter",),
+    listed={
+        "logprob": "logprob grounding; with trust_grounded, a strongly grounded claim is decided without a debate",
+        "rag-judge": "the RAG citation rules, then an LLM judge unless the rules' score is above 0.6",
+        "rules": "the RAG citation rules (task rag): an invalid citation raises the answer's risk",
+    },
+)
+ROLLUPS: Registry[RollupRule] = Registry(
+    "rollups",
+    builtins=("debate.rollup",),
+    listed={
+        "any-false": "the paper's rule: non-factual if any claim is",
+        "major": "RefChecker's major: the most common claim label",
+        "soft": "RefChecker's soft ratios; factual when the Entailment share reaches the config's soft_threshold "
+        "(default 0.5)",
+        "strict": "RefChecker's strict (= any-false under our labels)",
+    },
+)
 TEAMS: Registry[Callable[..., TeamFactory]] = Registry("teams")
 """Teams come from entry points only (the autogen team lives in agents/, which debate/ never imports)."""
-CHAINS: Registry[ChainSpec | Callable[[], ChainSpec]] = Registry("chains", builtins=("debate.engine",))
+CHAINS: Registry[ChainSpec | Callable[[], ChainSpec]] = Registry(
+    "chains",
+    builtins=("debate.engine._builtins",),
+    listed={
+        "always-skeptic": "every round is S2 (Skeptic first)",
+        "always-trust": "every round is S1 (Trust first)",
+        "true-to-skeptic": "the paper's rule (Table 4): true -> S2 (Skeptic first), false -> S1",
+        "true-to-trust": "true -> S1 (Trust first), false -> S2",
+    },
+)
 """Chain specs by name: the paper's four transition rules, and installed ones (a ChainSpec, or a zero-argument
 callable returning one)."""
 

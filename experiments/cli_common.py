@@ -8,7 +8,7 @@ import logging
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.progress import TextColumn
 
@@ -25,10 +25,12 @@ from debate.config import ClaimConfig, VerifierConfig
 from debate.extras import require_extra
 from debate.llm._cache import CACHE_FILE
 from debate.llm._embedded import EMBEDDED_MODEL_NAME, last_call_rate, record_call_rate
-from debate.pipeline import Verifier
 from debate.results import PredictionRecord, Record
 from experiments.data import default_data_dir, halueval_records
 from experiments.methods import METHODS
+
+if TYPE_CHECKING:
+    from debate.pipeline import Verifier
 from experiments.runner import (
     RunSpec,
     check_run_dir,
@@ -241,6 +243,8 @@ def run_one(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None)
         config_path = check_run_dir(run_dir, spec, overwrite=args.overwrite)
 
         async def record_config() -> None:
+            from debate.pipeline import Verifier
+
             async with Verifier(config=spec.verifier) as verifier:
                 if not config_path.exists():
                     write_config(config_path, provenance_of(spec)(verifier, verifier.meta().prompts))

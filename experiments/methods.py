@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,11 +31,13 @@ from debate.engine import (
 )
 from debate.errors import DebateError, ModelRequestError, ReplyUnusableError
 from debate.llm import ChatClient, ChatMessage, ChatRequest
-from debate.pipeline import Verifier
 from debate.registry import Registry
 from debate.results import transient_failure
 from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, Report, Turn, Usage
 from experiments.data import Item
+
+if TYPE_CHECKING:
+    from debate.pipeline import Verifier
 
 __all__ = [
     "METHODS",

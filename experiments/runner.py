@@ -10,20 +10,22 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from debate.config import VerifierConfig
 from debate.errors import UsageError
 from debate.llm import ChatClient
-from debate.pipeline import Verifier
 from debate.results import OutputLock, PredictionRecord, Record, compact, differences, run_ordered, scan_results
 from debate.workers import Job
 from experiments.baselines import Baselines, tuning_pairs
 from experiments.data import Item, factprompts_items, halueval_items
 from experiments.methods import METHODS, Method, MethodName, Prediction
 from experiments.metrics import Outcome, summarize
+
+if TYPE_CHECKING:
+    from debate.pipeline import Verifier
 
 __all__ = [
     "RunSpec",
@@ -331,6 +333,8 @@ async def run_experiment(
     if workers > 1 and client is not None:
         raise ValueError("a given client cannot be shared with worker processes")
     config_path = check_run_dir(run_dir, spec, overwrite=overwrite)
+    from debate.pipeline import Verifier
+
     async with Verifier(config=method_config(spec), client=client) as verifier:
         method, prompts = make_method(spec, verifier)
         if config_path.exists():

@@ -18,9 +18,7 @@ from debate.cli.options import add_verifier_arguments, verifier_config
 from debate.cli.render import render_report
 from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
-from debate.engine import load_chain
 from debate.llm import ChatClient
-from debate.pipeline import Verifier
 from experiments.dynamics.simulate import Population, RoleParameters, SimulatedAgents, load_population
 
 __all__ = ["TOUR_POPULATION", "register"]
@@ -82,6 +80,8 @@ def _tour(args: argparse.Namespace) -> int:
         return run_blocking(_run(config, None, ANSWERS[:1], banner=None))
     population = load_population(args.roles) if args.roles is not None else TOUR_POPULATION
     out.print(_population_table(population))
+    from debate.engine import load_chain
+
     chain = load_chain(config.debate.chain)
     agents = SimulatedAgents(population, chain, {item: truth for item, _, truth in ANSWERS}, explain=True)
     return run_blocking(_run(config, agents, ANSWERS, banner=SIMULATED))
@@ -90,6 +90,8 @@ def _tour(args: argparse.Namespace) -> int:
 async def _run(
     config: VerifierConfig, client: ChatClient | None, answers: list[tuple[str, str, bool]], banner: str | None
 ) -> int:
+    from debate.pipeline import Verifier
+
     async with Verifier(config=config, client=client) as verifier:
         if client is None:
             where = "embedded llama.cpp: the machinery, not the method's accuracy" if verifier.embedded else "yours"

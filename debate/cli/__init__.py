@@ -11,7 +11,6 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from importlib.metadata import entry_points
 
 from debate.cli import admin, verify
 from debate.cli.conventions import (
@@ -37,6 +36,7 @@ from debate.cli.options import add_verifier_arguments, items_in_flight, verifier
 from debate.concurrency import Terminated, cancel_on_sigterm
 from debate.errors import DebateError, InputError, UsageError
 from debate.extras import require_extra
+from debate.registry import installed_entry_points
 
 __all__ = [
     "COMMAND_ENTRY_POINT_GROUP",
@@ -86,7 +86,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     admin.register(sub)
     words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
     if not (words and words[0] in _BUILTIN_COMMANDS):
-        for entry in entry_points(group=COMMAND_ENTRY_POINT_GROUP):
+        for entry in installed_entry_points(COMMAND_ENTRY_POINT_GROUP):
             register: Register = entry.load()
             register(sub)
     for child in walk(parser)[1:]:

@@ -6,24 +6,20 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
 from debate.cli.conventions import Subcommands, add_command, examples, out
 from debate.cli.inputs import read_json
-from debate.engine import load_chain
 from debate.errors import InputError, UsageError
 from debate.llm._cache import CACHE_FILE, DEFAULT_CACHE_DIR, cache_stats, clear_cache
 from debate.plugins import CHAINS
-from debate.prefilter import (
-    APIEndpointChecker,
-    DestructiveActionChecker,
-    FactChecker,
-    PermissionChecker,
-    ToolCallChecker,
-    ToolRegistry,
-    correction_message,
-)
+
+if TYPE_CHECKING:
+    from debate.prefilter import FactChecker
+
+# The engine and the tool-call checks are imported by the commands that run them, not to build `debate --help`.
 
 __all__ = ["register"]
 
@@ -140,6 +136,8 @@ def _cache(args: argparse.Namespace) -> int:
 
 
 def _chains(args: argparse.Namespace) -> int:
+    from debate.engine import load_chain
+
     names = [args.chain] if args.chain else CHAINS.names()
     chains = [load_chain(name) for name in names]
     graphs = [chain.to_dict() for chain in chains]
@@ -156,6 +154,15 @@ def _chains(args: argparse.Namespace) -> int:
 
 
 def _check_tools(args: argparse.Namespace) -> int:
+    from debate.prefilter import (
+        APIEndpointChecker,
+        DestructiveActionChecker,
+        PermissionChecker,
+        ToolCallChecker,
+        ToolRegistry,
+        correction_message,
+    )
+
     try:
         registry = ToolRegistry.from_file(args.registry, "--registry")
     except InputError as exc:

@@ -8,27 +8,24 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from debate.cli.conventions import out
 from debate.config import VerifierConfig
-from debate.engine import MarkovChain, PromptTemplate, load_chain, load_prompt
 from debate.errors import UsageError
-from debate.pipeline import (
-    Behaviour,
-    Estimate,
-    Price,
-    Range,
-    assumed_behaviour,
-    cost_of,
-    estimate,
-    fitted_behaviour,
-    price_for,
-)
+from debate.pipeline._prices import cost_of, price_for
 from debate.plugins import TASKS, Task, TaskInput
 from debate.results import BatchItem, BatchSummary, PredictionRecord, ResultRecord, read_items, read_records
 from debate.types import Report, Usage
+
+if TYPE_CHECKING:
+    from debate.engine import MarkovChain, PromptTemplate
+    from debate.pipeline import Behaviour, Estimate, Price, Range
+
+# The engine and the pipeline are imported where they are used: `debate --help` builds this module's options and
+# need not pay for the debate team, the HTTP clients and numpy.
 
 __all__ = [
     "CostGate",
@@ -76,12 +73,17 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, max_cost: bool = True
 
 
 def _prompts(chain: MarkovChain, config: VerifierConfig) -> dict[str, PromptTemplate]:
+    from debate.engine import load_prompt
+
     return {role: load_prompt(chain.spec.prompt_name(role), config.prompt_set) for role in chain.spec.all_roles()}
 
 
 def _figures(
     args: argparse.Namespace, config: VerifierConfig, items: list[tuple[Task, TaskInput]], price: Price | None
 ) -> Estimate:
+    from debate.engine import load_chain
+    from debate.pipeline import estimate
+
     chain = load_chain(config.debate.chain)
     return estimate(
         items,
@@ -94,6 +96,8 @@ def _figures(
 
 
 def _behaviour(args: argparse.Namespace, chain: MarkovChain) -> Behaviour:
+    from debate.pipeline import assumed_behaviour, fitted_behaviour
+
     if not 0.0 <= args.agreement <= 1.0:
         raise UsageError(f"--agreement must be between 0 and 1, got {args.agreement}")
     if args.estimate_from is None:

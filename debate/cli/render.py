@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from debate.engine import MarkovChain, explain_moves, load_chain
 from debate.errors import DebateError
 from debate.results import SEVERITY_KEY, severity_text
 from debate.types import ClaimVerdict, Report
+
+if TYPE_CHECKING:
+    from debate.engine import MarkovChain
 
 __all__ = ["render_report", "verdict_caveats"]
 
@@ -103,6 +107,8 @@ def verdict_caveats(report: Report) -> list[str]:
 
 
 def _report_chain(report: Report) -> MarkovChain | None:
+    from debate.engine import load_chain
+
     """The chain the report ran with, to check each move against its rule; None if it cannot be loaded here."""
     name = str(report.meta.config.get("debate", {}).get("chain", "true-to-skeptic"))
     try:
@@ -162,6 +168,8 @@ def _render_claim(
         _plain(console, f"  prefilter {decision.name}: {decision.decision} ({decision.reason})")
     if claim.debate is None:
         return
+    from debate.engine import explain_moves
+
     d = claim.debate
     consensus = "n/a" if d.consensus is None else str(d.consensus).lower()
     moves = explain_moves(d, chain)

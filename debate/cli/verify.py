@@ -7,7 +7,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.progress import TextColumn
 
@@ -30,7 +30,7 @@ from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
 from debate.errors import InputError, ModelUnavailableError, UsageError
 from debate.llm._cache import CACHE_FILE
-from debate.pipeline import Verifier, price_for
+from debate.pipeline._prices import price_for
 from debate.plugins import TASKS, TaskInput
 from debate.results import (
     Aggregator,
@@ -44,6 +44,9 @@ from debate.results import (
     transient_failure,
     write_refchecker,
 )
+
+if TYPE_CHECKING:
+    from debate.pipeline import Verifier
 
 __all__ = ["BatchPaths", "BatchProgress", "register"]
 
@@ -253,6 +256,8 @@ def _one_input(args: argparse.Namespace) -> TaskInput:
 
 
 async def _verify_one(args: argparse.Namespace, config: VerifierConfig) -> int:
+    from debate.pipeline import Verifier
+
     item = _one_input(args)
     async with Verifier(config=config) as verifier:
         _model_line(verifier, config)
@@ -279,6 +284,8 @@ async def _verify_one(args: argparse.Namespace, config: VerifierConfig) -> int:
 
 
 async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths: BatchPaths) -> int:
+    from debate.pipeline import Verifier
+
     todo, done = count_pending(paths.input, paths.results_log, retry_failed=args.retry_failed)
     if todo == 0:
         # Nothing to do: no model is started and no endpoint is asked.

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
 from pydantic import ValidationError
 
 from debate.engine._spec import BUILTIN_ROLES, ChainError, ChainSpec
@@ -56,8 +55,11 @@ class MarkovChain:
     verdict (edge key True/False)."""
 
     def __init__(self, spec: ChainSpec) -> None:
+        # networkx takes a quarter of a second to import: paid when a chain is built, not when the engine is named.
+        import networkx as nx
+
         self.spec = spec
-        self.graph = nx.MultiDiGraph(name=spec.name)
+        self.graph: nx.MultiDiGraph[str] = nx.MultiDiGraph(name=spec.name)
         for state, roles in spec.states.items():
             self.graph.add_node(state, roles=tuple(roles), initial=state == spec.initial)
         self._validate()
@@ -71,6 +73,8 @@ class MarkovChain:
         self._check_states(where)
         self._add_transitions(where)
         spec = self.spec
+        import networkx as nx
+
         reachable = nx.descendants(self.graph, spec.initial) | {spec.initial}
         unreachable = sorted(set(spec.states) - reachable)
         if unreachable:

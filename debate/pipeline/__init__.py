@@ -2,11 +2,45 @@
 the run.
 """
 
-from debate.pipeline._estimate import Behaviour, Estimate, Range, assumed_behaviour, estimate, fitted_behaviour
-from debate.pipeline._prices import PRICE_TABLE, PRICE_TABLE_DATE, Price, cost_of, price_for
-from debate.pipeline._run import Pipeline, claim_evaluation, claim_explanation
-from debate.pipeline._runtime import Runtime
-from debate.pipeline._verifier import Verifier, VerifierJob, averify, run_blocking, verify
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from debate._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from debate.pipeline._estimate import Behaviour, Estimate, Range, assumed_behaviour, estimate, fitted_behaviour
+    from debate.pipeline._prices import PRICE_TABLE, PRICE_TABLE_DATE, Price, cost_of, price_for
+    from debate.pipeline._run import Pipeline, claim_evaluation, claim_explanation
+    from debate.pipeline._runtime import Runtime
+    from debate.pipeline._verifier import Verifier, VerifierJob, averify, run_blocking, verify
+
+_WHERE = {
+    "Behaviour": "debate.pipeline._estimate",
+    "Estimate": "debate.pipeline._estimate",
+    "Range": "debate.pipeline._estimate",
+    "assumed_behaviour": "debate.pipeline._estimate",
+    "estimate": "debate.pipeline._estimate",
+    "fitted_behaviour": "debate.pipeline._estimate",
+    "PRICE_TABLE": "debate.pipeline._prices",
+    "PRICE_TABLE_DATE": "debate.pipeline._prices",
+    "Price": "debate.pipeline._prices",
+    "cost_of": "debate.pipeline._prices",
+    "price_for": "debate.pipeline._prices",
+    "Pipeline": "debate.pipeline._run",
+    "claim_evaluation": "debate.pipeline._run",
+    "claim_explanation": "debate.pipeline._run",
+    "Runtime": "debate.pipeline._runtime",
+    "Verifier": "debate.pipeline._verifier",
+    "VerifierJob": "debate.pipeline._verifier",
+    "averify": "debate.pipeline._verifier",
+    "run_blocking": "debate.pipeline._verifier",
+    "verify": "debate.pipeline._verifier",
+}
+"""Each name's module, imported on first use (PEP 562): the cost estimate and the prices need no debate team."""
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)
 
 __all__ = [
     "PRICE_TABLE",

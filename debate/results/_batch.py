@@ -9,15 +9,17 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from debate.errors import DebateError, InputError, ModelRequestError, ModelUnavailableError, UsageError
-from debate.pipeline import Verifier
 from debate.results._items import BatchItem, Work, read_input
 from debate.results._jsonl import OutputLock, ResumeState, compact, run_ordered, scan_results
 from debate.results._records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord, fails_on
 from debate.results._settings import setting_of
 from debate.types import Usage
+
+if TYPE_CHECKING:
+    from debate.pipeline import Verifier
 
 __all__ = [
     "BatchError",

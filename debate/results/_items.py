@@ -16,11 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from debate.claims._extract import triplet_sentence
 from debate.errors import InputError
 from debate.files import decode_text, load_json
 from debate.plugins import Reference
-from debate.tasks._rag import sources_from
+from debate.sources import read_sources
 from debate.types import Evidence, Source
 
 __all__ = ["BatchItem", "InputTooLongError", "Work", "read_input", "read_items"]
@@ -66,6 +65,8 @@ class BatchItem(BaseModel):
     def claim_texts(self) -> list[str] | None:
         if self.claims is None:
             return None
+        from debate.claims._extract import triplet_sentence  # the extraction stage: not needed to read a file
+
         return [c if isinstance(c, str) else triplet_sentence(*c) for c in self.claims]
 
     def evidence(self) -> Reference | Sequence[Source] | None:
@@ -74,7 +75,7 @@ class BatchItem(BaseModel):
             passages = [r for r in reference if isinstance(r, str) and r.strip()]
             return [Evidence(text=p.strip(), source=f"passage {i}", kind="given") for i, p in enumerate(passages, 1)]
         if isinstance(reference, list):
-            return sources_from([r for r in reference if isinstance(r, dict)])
+            return read_sources([r for r in reference if isinstance(r, dict)])
         return reference
 
 

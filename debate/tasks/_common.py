@@ -30,10 +30,20 @@ def as_evidence(reference: Reference | None, source: str | None) -> list[Evidenc
         return []
     if isinstance(reference, str):
         return [Evidence(text=reference.strip(), source=source, kind="given")] if reference.strip() else []
+    # A passage with no text is no evidence (a source's id alone matters only to task rag, which reads its sources
+    # itself): left out, as a blank knowledge text is, instead of refusing the item.
     if isinstance(reference, Mapping):
-        return [Evidence(text=str(text), source=str(sid), kind="given") for sid, text in reference.items()]
+        return [
+            Evidence(text=str(text), source=str(sid), kind="given")
+            for sid, text in reference.items()
+            if str(text).strip()
+        ]
     items: Sequence[Evidence | Source] = reference
-    return [item if isinstance(item, Evidence) else Evidence(text=item.text, source=item.id) for item in items]
+    return [
+        item if isinstance(item, Evidence) else Evidence(text=item.text, source=item.id)
+        for item in items
+        if item.text.strip()
+    ]
 
 
 def as_document(reference: Reference | None) -> str | None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from pydantic import ValidationError
-
 from debate.claims import rag_claims
 from debate.config import VerifierConfig
-from debate.errors import InputError, validation_problem
+from debate.errors import InputError
 from debate.plugins import TASKS, Plan, Reference, StageContext, TaskInput, TaskWork
+from debate.sources import read_sources
 from debate.types import Claim, Evidence, ExtractionInfo, Source, Usage
 
 __all__ = ["CitedSources", "RagTask", "cited_sources", "sources_from"]
@@ -34,17 +33,7 @@ def sources_from(reference: Reference | Sequence[Mapping[str, str]]) -> list[Sou
                 )
             sources.append(Source(id=str(key), text=text))
     else:
-        try:
-            sources = [
-                s
-                if isinstance(s, Source)
-                else Source(id=s.source or "", text=s.text)
-                if isinstance(s, Evidence)
-                else Source.model_validate(s)
-                for s in reference
-            ]
-        except ValidationError as exc:
-            raise InputError(f"reference: a source {validation_problem(exc)}") from exc
+        sources = read_sources(reference)
     if not sources:
         raise InputError(f"reference: no sources given; task rag needs at least one ({_SOURCES_FORM})")
     if not any(s.text.strip() for s in sources):
@@ -66,7 +55,8 @@ class CitedSources:
 
     async def evidence(self, claim: Claim) -> tuple[list[Evidence], Usage]:
         chosen = cited_sources(self._sources, claim) or self._sources
-        return [Evidence(text=s.text, source=s.id, kind="given") for s in chosen], Usage()
+        # A source cited for its id alone (no text) is no evidence for the debate.
+        return [Evidence(text=s.text, source=s.id, kind="given") for s in chosen if s.text.strip()], Usage()
 
 
 class RagTask:

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-from debate.cli.conventions import Subcommands, add_command_group, err, examples, output_folder
+from debate.cli.conventions import Subcommands, add_command_group, examples, output_folder
 from debate.errors import UsageError
-from experiments.dynamics.fit import fit
-from experiments.dynamics.fitted import FittedModel, fit_model
-from experiments.dynamics.observe import RunObservations, read_run
-from experiments.dynamics.predict import Predicted, SelfCheck, Setting, predict, self_check
-from experiments.dynamics.report import Checked, fit_table, predict_table, validate_table
 
 __all__ = ["register"]
 
@@ -123,187 +115,22 @@ def _add_simulate(dyn: Any) -> None:
     s.set_defaults(handler=_simulate)
 
 
-def _share(run: RunObservations) -> float:
-    return sum(label for label, _, _ in run.finals.values()) / len(run.finals)
-
-
-def _observed(run: RunObservations) -> tuple[float, float]:
-    finals = list(run.finals.values())
-    return sum(label == v for label, v, _ in finals) / len(finals), sum(c for *_, c in finals) / len(finals)
-
-
-def _model(run: RunObservations, args: argparse.Namespace, others: list[RunObservations]) -> FittedModel:
-    """The fit of `run`, its checks across `others` too when they share its items."""
-    shared = [run.observations] + [o.observations for o in others] if others else []
-    return fit_model(run.observations, model=args.model, bootstrap=args.bootstrap, seed=args.seed, runs=shared)
-
-
-def _self_check(run: RunObservations, fitted: FittedModel) -> SelfCheck:
-    [own] = predict(
-        run.observations, [Setting(run.chain, run.min_rounds, run.max_rounds)], share_true=_share(run), fitted=fitted
-    )
-    return self_check(own, *_observed(run))
-
-
-_MIN_BOOTSTRAP = 10
-"""Fewer replicates than this give a 95% interval in name only (1 replicate: zero width)."""
-
-
-def _check_bootstrap(args: argparse.Namespace) -> None:
-    if args.bootstrap < _MIN_BOOTSTRAP:
-        raise UsageError(
-            f"--bootstrap {args.bootstrap}: at least {_MIN_BOOTSTRAP} replicates are needed for the 95% intervals"
-        )
-
-
 def _fit(args: argparse.Namespace) -> int:
-    _check_bootstrap(args)
-    runs = [read_run(r) for r in args.runs]
-    seen = [o for run in runs for o in run.observations]
-    first = runs[0]
-    per_run = [run.observations for run in runs]
-    fitted = fit_model(seen, model=args.model, bootstrap=args.bootstrap, seed=args.seed, runs=per_run)
-    result = fit(
-        seen,
-        runs=[str(r) for r in args.runs],
-        chain=first.chain,
-        min_rounds=first.min_rounds,
-        max_rounds=first.max_rounds,
-        bootstrap=args.bootstrap,
-        seed=args.seed,
-        fitted=fitted,
-        self_checks=[_self_check(run, fitted) for run in runs],
-    )
-    sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else fit_table(result))
-    return 0
+    from experiments.dynamics.commands import fit_command
 
-
-def plot_predictions(rows: list[Predicted], observed: tuple[str, float, float], folder: Path) -> list[Path]:
-    """Accuracy against calls per claim for every setting, with intervals, and the observed point; PNG and SVG."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 4.5))
-    ax = fig.subplots()
-    for i, chain in enumerate(dict.fromkeys(r.chain for r in rows)):
-        mine = [r for r in rows if r.chain == chain]
-        xs, ys = [r.calls_per_claim for r in mine], [r.accuracy for r in mine]
-        ax.errorbar(
-            xs,
-            ys,
-            yerr=[
-                [y - r.accuracy_interval[0] for y, r in zip(ys, mine, strict=True)],
-                [r.accuracy_interval[1] - y for y, r in zip(ys, mine, strict=True)],
-            ],
-            xerr=[
-                [x - r.calls_interval[0] for x, r in zip(xs, mine, strict=True)],
-                [r.calls_interval[1] - x for x, r in zip(xs, mine, strict=True)],
-            ],
-            marker="o",
-            capsize=3,
-            color=f"C{i}",
-            label=f"{chain} (predicted)",
-        )
-        for x, y, r in zip(xs, ys, mine, strict=True):
-            ax.annotate(f"min {r.min_rounds}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-    ax.plot(
-        [observed[2]],
-        [observed[1]],
-        marker="*",
-        markersize=14,
-        color="black",
-        linestyle="none",
-        label=f"observed ({observed[0]})",
-    )
-    ax.set_xlabel("model calls per claim")
-    ax.set_ylabel("accuracy")
-    ax.set_title("Predicted accuracy against cost, from one run's fitted dynamics")
-    ax.legend(fontsize=7)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / f"predicted.{suffix}" for suffix in ("png", "svg")]
-    for path in paths:
-        fig.savefig(path, dpi=120)
-    return paths
+    return fit_command(args)
 
 
 def _predict(args: argparse.Namespace) -> int:
-    _check_bootstrap(args)
-    run = read_run(args.run)
-    chains = args.chain or [run.chain]
-    settings = [
-        Setting(chain, m, args.max_rounds if args.max_rounds is not None else max(run.max_rounds, m))
-        for chain in chains
-        for m in (args.min_rounds or [run.min_rounds])
-    ]
-    fitted = _model(run, args, [])
-    rows = predict(run.observations, settings, share_true=_share(run), fitted=fitted)
-    diagnostics, check = fitted.diagnostics, _self_check(run, fitted)
-    if args.json:
-        body = {
-            "diagnostics": diagnostics.model_dump(mode="json"),
-            "self_check": check.model_dump(mode="json"),
-            "predictions": [r.model_dump(mode="json") for r in rows],
-        }
-        sys.stdout.write(json.dumps(body, indent=2) + "\n")
-    else:
-        sys.stdout.write(predict_table(rows, diagnostics, check))
-    observed = (f"{run.chain}, min {run.min_rounds}", check.observed_accuracy, check.observed_calls)
-    for path in plot_predictions(rows, observed, output_folder(args.out or args.run / "dynamics", "--out")):
-        err.print(f"wrote {path}")
-    return 0
+    from experiments.dynamics.commands import predict_command
 
-
-def _agrees(predicted: float, interval: tuple[float, float], observed: float, observed_se: float) -> bool:
-    """Whether predicted and observed differ by less than their combined 95% margin: the prediction's bootstrap
-    interval and the observed run's own sampling error (a run of n claims is a sample too)."""
-    predicted_se = (interval[1] - interval[0]) / 3.92
-    return abs(predicted - observed) <= 1.96 * math.sqrt(predicted_se**2 + observed_se**2) + 1e-9 * max(1, observed)
-
-
-def _checked(fitted: FittedModel, run: RunObservations, other_dir: Path, other: RunObservations) -> Checked:
-    [p] = predict(
-        run.observations,
-        [Setting(other.chain, other.min_rounds, other.max_rounds)],
-        share_true=_share(other),
-        fitted=fitted,
-    )
-    accuracy, calls = _observed(other)
-    n = len(other.finals)
-    spread = statistics.pstdev([c for *_, c in other.finals.values()])
-    return Checked(
-        run=str(other_dir),
-        chain=other.chain,
-        min_rounds=other.min_rounds,
-        max_rounds=other.max_rounds,
-        claims=n,
-        predicted_accuracy=p.accuracy,
-        accuracy_interval=p.accuracy_interval,
-        observed_accuracy=accuracy,
-        within_accuracy=_agrees(p.accuracy, p.accuracy_interval, accuracy, math.sqrt(accuracy * (1 - accuracy) / n)),
-        predicted_calls=p.calls_per_claim,
-        calls_interval=p.calls_interval,
-        observed_calls=calls,
-        within_calls=_agrees(p.calls_per_claim, p.calls_interval, calls, spread / math.sqrt(n)),
-        backoff_range=p.backoff_range,
-    )
+    return predict_command(args)
 
 
 def _validate(args: argparse.Namespace) -> int:
-    _check_bootstrap(args)
-    run = read_run(args.run)
-    others = [read_run(o) for o in args.others]
-    fitted = _model(run, args, others)
-    rows = [_checked(fitted, run, d, o) for d, o in zip(args.others, others, strict=True)]
-    diagnostics, check = fitted.diagnostics, _self_check(run, fitted)
-    if args.json:
-        body = {
-            "diagnostics": diagnostics.model_dump(mode="json"),
-            "self_check": check.model_dump(mode="json"),
-            "rows": [r.model_dump(mode="json") for r in rows],
-        }
-        sys.stdout.write(json.dumps(body, indent=2) + "\n")
-    else:
-        sys.stdout.write(validate_table(rows, diagnostics, check))
-    return 0
+    from experiments.dynamics.commands import validate_command
+
+    return validate_command(args)
 
 
 def _simulate(args: argparse.Namespace) -> int:

@@ -11,12 +11,15 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from debate.config import DebateConfig
-from debate.engine import ChainDriver, MarkovChain, TurnRecord, load_chain
 from debate.errors import UsageError
 from debate.results import PredictionRecord, read_records
 from debate.types import DebateResult
+
+if TYPE_CHECKING:
+    from debate.engine import MarkovChain, TurnRecord
 
 __all__ = ["Observation", "RunObservations", "observations", "read_run"]
 
@@ -46,6 +49,8 @@ class Observation:
 
 
 def _records(result: DebateResult) -> list[TurnRecord]:
+    from debate.engine import TurnRecord
+
     records = []
     for state in result.states:
         for position, turn in enumerate(state.turns):
@@ -58,6 +63,8 @@ def _records(result: DebateResult) -> list[TurnRecord]:
 
 def observations(result: DebateResult, chain: MarkovChain, *, item: str, label: bool) -> list[Observation]:
     """The usable turns of one debate, in order (a failed turn ends the chain, and the list)."""
+    from debate.engine import ChainDriver
+
     driver, records, seen = ChainDriver(chain), _records(result), []
     for i, record in enumerate(records):
         if record.turn.factuality is None:
@@ -119,6 +126,8 @@ def read_run(run_dir: Path) -> RunObservations:
         debate = DebateConfig.model_validate(config["spec"]["verifier"].get("debate", {}))
     except (OSError, ValueError, KeyError) as exc:
         raise UsageError(f"{run_dir}: not an experiment run folder ({exc})") from exc
+    from debate.engine import load_chain
+
     chain = load_chain(debate.chain)
     seen: list[Observation] = []
     finals: dict[str, tuple[bool, bool, int]] = {}

@@ -15,16 +15,19 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
 from debate.concurrency import gather_ordered
-from debate.engine import MarkovChain, load_chain
+from debate.config import DebateConfig, ModelConfig, VerifierConfig
 from debate.errors import InputError, UsageError, validation_problem
 from debate.files import read_toml_file
 from debate.llm import ChatRequest, ChatResponse, current_item
 from debate.types import DebateResult, Report, Usage
+
+if TYPE_CHECKING:
+    from debate.engine import MarkovChain
 from experiments.dynamics.predict import Setting, outcome
 
 __all__ = [
@@ -276,6 +279,9 @@ async def simulated_reports(
         debate=DebateConfig(chain=chain, min_rounds=min_rounds, max_rounds=max_rounds),
         **({"model": model} if model is not None else {}),
     )
+    from debate.engine import load_chain
+    from debate.pipeline import Verifier
+
     client = None if model is not None else SimulatedAgents(population, load_chain(chain), labels)
     async with Verifier(config=config, client=client) as verifier:
 
@@ -315,6 +321,8 @@ def exact_accuracy(population: Population, setting: Setting, share_true: float =
     """The true accuracy of a Markov population (or a mixture of Markov classes) at a setting, computed exactly."""
     if not population.markov:
         raise ValueError("a population with memory has no exact accuracy here: simulate a large run instead")
+    from debate.engine import load_chain
+
     chain, total = load_chain(setting.chain), 0.0
     for share, component in population.components():
         yes, no = (

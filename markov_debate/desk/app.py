@@ -7,7 +7,7 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, get_args
+from typing import get_args
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -25,6 +25,7 @@ from debate.results import severity_text
 from debate.types import ReportVerdict
 from markov_debate.desk.bodies import PARSE_FAILED, body_problem, json_syntax_problem
 from markov_debate.desk.deps import html_error, wants_html
+from markov_debate.desk.openapi import publish
 from markov_debate.desk.problems import ERROR_RESPONSES
 from markov_debate.desk.routes import audits, batches, reviews, stats
 from markov_debate.desk.security import AllowedHosts, BodyLimit, Guard, NoNul, SecurityHeaders
@@ -101,35 +102,10 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     app.mount("/static/swagger", StaticFiles(directory=swagger_assets()), name="swagger")
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     _error_model(app, settings)
-    _document_nul_refusal(app)
+    publish(app, settings)
     for router in (audits.router, batches.router, reviews.router, stats.router, ui_router):
         app.include_router(router)
     return app
-
-
-_NO_NUL = "^[^\\u0000]*$"
-
-
-def _document_nul_refusal(app: FastAPI) -> None:
-    """The published schema says what NoNul enforces: no path or query parameter may hold a NUL character."""
-    made = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        schema = made()
-        for operations in schema.get("paths", {}).values():
-            for operation in operations.values():
-                for parameter in operation.get("parameters", []) if isinstance(operation, dict) else []:
-                    _exclude_nul(parameter.get("schema", {}))
-        return schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
-
-
-def _exclude_nul(schema: dict[str, Any]) -> None:
-    for option in schema.get("anyOf", []):
-        _exclude_nul(option)
-    if schema.get("type") == "string" and not {"pattern", "enum", "const", "format"} & set(schema):
-        schema["pattern"] = _NO_NUL
 
 
 def _error_model(app: FastAPI, settings: DeskSettings) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import sys
 
-from markov_debate.desk.models import MAX_DEPTH
+from markov_debate.desk.requests import MAX_DEPTH
 
 __all__ = ["PARSE_FAILED", "body_problem", "json_syntax_problem"]
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from debate.errors import InputError
 from markov_debate.desk.auth import Permission, Principal
-from markov_debate.desk.models import AuditRequest, checked_request
+from markov_debate.desk.requests import AuditRequest, checked_request
 from markov_debate.desk.runnable import check_runnable
 from markov_debate.desk.security import CSRF_COOKIE, SESSION_COOKIE, Guard
 from markov_debate.desk.settings import DeskSettings

@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from debate.errors import InputError
 from debate.results import BatchItem, InputTooLongError, read_items
 from markov_debate.desk.auth import Principal
-from markov_debate.desk.models import AuditRequest, BatchInfo, checked_request
+from markov_debate.desk.models import BatchInfo
+from markov_debate.desk.requests import AuditRequest, checked_request
 from markov_debate.desk.runnable import check_runnable
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import Store

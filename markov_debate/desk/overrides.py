@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from debate.pipeline import Verifier
-from markov_debate.desk.models import AuditOverrides
+from markov_debate.desk.requests import AuditOverrides
 
 __all__ = ["OverrideVerifiers"]
 

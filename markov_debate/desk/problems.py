@@ -41,7 +41,12 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {"model": Problem, "description": "No such audit, batch or claim (or not the caller's own)."},
     409: {"model": Problem, "description": "It conflicts with the stored state (a review on a stale view, ...)."},
     413: {"model": Problem, "description": "The body is larger than the desk takes."},
-    422: {"model": Problem, "description": "A field is wrong; `errors` names each."},
+    422: {
+        "model": Problem,
+        "description": "A field is wrong; `errors` names each. Text holding a NUL character or a lone surrogate is "
+        "refused too (no store keeps it), as is what a task or this desk's configuration refuses (summarization "
+        "without a document, rag without sources, a claim past max_claim_chars): `detail` names the field.",
+    },
     429: {"model": Problem, "description": "Too many requests; Retry-After says when to try again."},
     503: {"model": Problem, "description": "The audit store cannot serve the request now; try again shortly."},
 }

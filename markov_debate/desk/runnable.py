@@ -10,7 +10,7 @@ from debate.config import VerifierConfig
 from debate.errors import InputError, validation_problem
 from debate.plugins import TASKS, EstimatesWork, TaskInput
 from debate.results import BatchItem
-from markov_debate.desk.models import AuditRequest
+from markov_debate.desk.requests import AuditRequest
 
 __all__ = ["check_runnable", "work_item"]
 

@@ -30,7 +30,8 @@ from markov_debate.desk.deps import (
     stop_running,
     validated,
 )
-from markov_debate.desk.models import AuditOverrides, AuditRequest, EngineLabel, ReviewIn, ReviewInfo
+from markov_debate.desk.models import EngineLabel, ReviewIn, ReviewInfo
+from markov_debate.desk.requests import AuditOverrides, AuditRequest
 from markov_debate.desk.routes.batches import upload_batch
 from markov_debate.desk.security import SESSION_COOKIE
 from markov_debate.desk.stats import stats as compute_stats

@@ -30,8 +30,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from debate.errors import DebateError, InputError, ModelRequestError
 from debate.pipeline import Verifier
 from debate.results import transient_failure
-from markov_debate.desk.models import AuditRequest
 from markov_debate.desk.overrides import OverrideVerifiers
+from markov_debate.desk.requests import AuditRequest
 from markov_debate.desk.runnable import work_item
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import Job, Store

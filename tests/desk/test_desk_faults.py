@@ -21,7 +21,7 @@ from sqlalchemy import event
 
 from debate.config import ModelConfig, VerifierConfig
 from markov_debate.desk.auth import Principal
-from markov_debate.desk.models import AuditRequest
+from markov_debate.desk.requests import AuditRequest
 from markov_debate.desk.store import Store
 from tests.support.desk import (
     ThreadedDesk,

@@ -112,3 +112,35 @@ def test_what_a_worker_would_refuse_is_refused_at_submit(tmp_path: Path, body: d
         assert batch["total"] == 1 and len(batch["input_errors"]) == 1
         message = batch["input_errors"][0]["message"]
         assert message.startswith("line 1: ") and detail.split(": ")[-1] in message, message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "status"),
+    [
+        ({"max_rounds": 12.0}, 202),  # JSON Schema's integer: 12.0 is 12
+        ({"max_rounds": 12}, 202),
+        ({"max_rounds": True}, 422),
+        ({"max_rounds": "12"}, 422),
+        ({"max_rounds": 2.5}, 422),
+        ({"prefilters": ["rules", "rules"]}, 422),
+    ],
+)
+def test_override_counts_are_whole_numbers_as_the_schema_says(
+    tmp_path: Path, overrides: dict[str, object], status: int
+) -> None:
+    settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", "http://127.0.0.1:9/v1", jobs=0)
+    with ThreadedDesk(settings) as desk:
+        answer = desk.client().post("/v1/audits", json={**FRANCE, "response": "Paris.", "overrides": overrides})
+        assert answer.status_code == status, answer.text
+
+
+def test_a_passage_without_text_is_no_evidence_not_a_refused_item(tmp_path: Path) -> None:
+    """A qa item whose sources include one with an empty text is queued (that source is left out of its evidence);
+    only task rag reads sources for their ids."""
+    settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", "http://127.0.0.1:9/v1", jobs=0)
+    reference = [{"id": "a", "text": ""}, {"id": "b", "text": "Paris is the capital of France."}]
+    with ThreadedDesk(settings) as desk:
+        answer = desk.client().post(
+            "/v1/audits", json={"question": "Capital?", "response": "Paris.", "reference": reference}
+        )
+        assert answer.status_code == 202, answer.text

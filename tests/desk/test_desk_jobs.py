@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from markov_debate.desk.auth import Principal
-from markov_debate.desk.models import AuditRequest
+from markov_debate.desk.requests import AuditRequest
 from markov_debate.desk.store import Store
 from tests.support.desk import DeskProcess, ThreadedDesk, fresh_database, jsonl, settings_for, verdicts, wait_for
 from tests.support.fakes import Call, FakeOpenAI, Reply

@@ -12,8 +12,8 @@ import pytest
 
 from debate import Verifier
 from debate.testing import ScriptedChatClient
-from markov_debate.desk.models import AuditOverrides
 from markov_debate.desk.overrides import OverrideVerifiers
+from markov_debate.desk.requests import AuditOverrides
 from tests.support.desk import ThreadedDesk, settings_for, wait_done
 from tests.support.fakes import FakeOpenAI
 

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from markov_debate.desk.auth import Principal
-from markov_debate.desk.models import AuditRequest
+from markov_debate.desk.requests import AuditRequest
 from markov_debate.desk.routes import audits, batches, reviews, stats
 from markov_debate.desk.security import Guard
 from markov_debate.desk.settings import DeskSettings

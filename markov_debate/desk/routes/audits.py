@@ -24,7 +24,8 @@ from markov_debate.desk.deps import (
     validated,
 )
 from markov_debate.desk.export import EXPORT_MEDIA, ExportFormat, export_stream
-from markov_debate.desk.models import AuditDetail, AuditPage, AuditRequest, AuditStatus, iso_moment
+from markov_debate.desk.models import AuditDetail, AuditPage, AuditStatus, iso_moment
+from markov_debate.desk.requests import AuditRequest
 
 __all__ = ["router"]
 

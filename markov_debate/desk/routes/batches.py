@@ -58,7 +58,9 @@ async def upload_batch(request: Request, task: str, name: str | None, upload: Up
 
 @router.post("", status_code=202, dependencies=[Depends(csrf)])
 async def submit_batch(
-    request: Request, task: Annotated[str, Query()] = "qa", name: Annotated[str | None, Query()] = None
+    request: Request,
+    task: Annotated[str, Query()] = "qa",
+    name: Annotated[str | None, Query(max_length=NAME_LIMIT)] = None,
 ) -> BatchInfo:
     """Queue a JSONL or RefChecker JSON-array upload: a multipart `file` (with form fields `task`, `name`), or
     the raw body (Content-Type application/x-ndjson or application/json) with `?task=`. Unreadable lines are

@@ -20,13 +20,12 @@ from markov_debate.desk.auth import Principal
 from markov_debate.desk.models import (
     AuditDetail,
     AuditPage,
-    AuditRequest,
     AuditSummary,
     BatchInfo,
     EventInfo,
     ReviewInfo,
-    load_request,
 )
+from markov_debate.desk.requests import AuditRequest, load_request
 from markov_debate.desk.store.db import CancelledReplayError, ConflictError, NotFoundError, sha, utcnow
 from markov_debate.desk.store.reporting import ReportingStore
 from markov_debate.desk.tables import AuditRow, BatchRow, ClaimRow, EventRow, ReviewRow

@@ -18,10 +18,8 @@ from sqlalchemy.orm import sessionmaker
 
 from debate.errors import DebateError
 from debate.files import private_file
-from markov_debate.desk.models import (
-    AuditRequest,
-    EngineLabel,
-)
+from markov_debate.desk.models import EngineLabel
+from markov_debate.desk.requests import AuditRequest
 
 __all__ = [
     "CancelledReplayError",

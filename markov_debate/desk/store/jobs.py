@@ -15,9 +15,7 @@ from sqlalchemy.orm import Session
 
 from debate.types import Report
 from markov_debate.desk.auth import Principal
-from markov_debate.desk.models import (
-    load_request,
-)
+from markov_debate.desk.requests import load_request
 from markov_debate.desk.store.audits import AuditStore, owned
 from markov_debate.desk.store.db import ConflictError, Job, count, engine_label, utcnow
 from markov_debate.desk.store.queueing import claim_context, claim_draw, queue_of

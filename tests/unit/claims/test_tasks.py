@@ -203,3 +203,12 @@ async def test_claims_of_one_response_run_concurrently_and_keep_order() -> None:
     assert [c.claim_id for c in report.claims] == [f"c{i}" for i in range(6)]
     assert [c.factual for c in report.claims] == [True, True, True, False, True, True]
     assert client.max_in_flight == 3  # bounded by config.claim_concurrency
+
+
+def test_blank_passages_are_left_out_of_the_evidence() -> None:
+    from debate.tasks._common import as_evidence
+    from debate.types import Source
+
+    assert [e.text for e in as_evidence({"1": " ", "2": "Paris."}, None)] == ["Paris."]
+    assert [e.source for e in as_evidence([Source(id="a"), Source(id="b", text="Lyon.")], None)] == ["b"]
+    assert as_evidence({"1": ""}, None) == []

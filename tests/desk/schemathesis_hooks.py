@@ -1,0 +1,76 @@
+"""Schemathesis hooks for the desk's run (loaded through SCHEMATHESIS_HOOKS by tests/desk/test_schemathesis.py).
+
+- application/x-ndjson: the published schema describes a JSON-lines body as the array of its lines; this sends it
+  as one JSON value per line.
+- A multipart upload's `file` is bytes to a schema, so a generated one is never a readable batch: a case meant to be
+  valid carries a readable JSON line in it instead (text, so that it still validates as the schema's string), and
+  its other form fields stay as generated. Generated items reach the same reader through the raw-body media types.
+- What a task needs of `reference` (summarization: a document; rag: sources) is the task's own rule, published in
+  the operation's description, not in the schema (it depends on the content of a string, or for a batch on a query
+  parameter the body cannot refer to). A case meant to be valid that breaks it is sent with task qa instead (which
+  takes any reference); tests/desk/test_desk_inputs.py holds those refusals to their 422. `map_case` rather than
+  `filter_case`: the stateful phase maps its cases but does not filter them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import schemathesis
+from schemathesis import Case, HookContext
+
+from debate.config import VerifierConfig
+from debate.errors import InputError
+from debate.plugins import TASKS, EstimatesWork, TaskInput
+from debate.results import BatchItem
+
+READABLE_LINE = (
+    json.dumps({"id": "1", "response": "Paris is the capital [1].", "reference": {"1": "Paris is France's capital."}})
+    + "\n"
+)
+
+
+@schemathesis.serializer("application/x-ndjson")
+def ndjson(_: Any, value: Any) -> bytes:
+    if isinstance(value, list):
+        return b"".join(json.dumps(item).encode() + b"\n" for item in value)
+    return json.dumps(value).encode()
+
+
+def _positive(case: Case[Any]) -> bool:
+    return case.meta is not None and case.meta.generation.mode.is_positive
+
+
+@schemathesis.hook("map_case")
+def within_the_rules(_: HookContext, case: Case[Any]) -> Case[Any]:
+    if not _positive(case) or case.method.upper() != "POST":
+        return case
+    if case.media_type == "multipart/form-data" and isinstance(case.body, dict):
+        case.body = {**case.body, "file": READABLE_LINE}
+    elif case.path == "/v1/audits" and isinstance(case.body, dict):
+        if not _task_takes(str(case.body.get("task", "qa")), case.body):
+            case.body = {**case.body, "task": "qa"}
+    elif case.path == "/v1/batches" and isinstance(case.body, list):
+        task = str((case.query or {}).get("task", "qa"))
+        if not any(_task_takes(task, line) for line in case.body if isinstance(line, dict)):
+            case.query = {**(case.query or {}), "task": "qa"}
+    return case
+
+
+def _task_takes(task: str, item: dict[str, Any]) -> bool:
+    """Whether the task's own check passes the item (what the desk runs at submit, before any model call)."""
+    if task not in TASKS.names():
+        return True
+    runner = TASKS.get(task)()
+    if not isinstance(runner, EstimatesWork):
+        return True
+    try:
+        batch_item = BatchItem(id="1", response=item.get("response") or "-", reference=item.get("reference"))
+        runner.expected_work(
+            TaskInput(response=batch_item.response, question=item.get("question"), reference=batch_item.evidence()),
+            VerifierConfig(),
+        )
+    except (InputError, ValueError):
+        return False
+    return True
