@@ -281,8 +281,11 @@ class PrefilterConfig(_Config):
     @field_validator("prefilters")
     @classmethod
     def _once(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError(f"a prefilter is listed twice: {value}")
+        twice = sorted({name for name in value if value.count(name) > 1})
+        if twice:
+            # Named, not the whole list echoed back (a list of thousands would be the whole message).
+            shown = ", ".join(repr(name[:60]) for name in twice[:5])
+            raise ValueError(f"a prefilter is listed more than once: {shown}")
         return value
 
     @model_validator(mode="after")

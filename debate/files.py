@@ -17,7 +17,9 @@ from typing import Any
 from debate.errors import InputError
 
 __all__ = [
+    "LongNumber",
     "decode_text",
+    "holds_long_number",
     "load_json",
     "load_toml",
     "private_file",
@@ -86,10 +88,38 @@ def read_text_file(path: Path | str, where: str) -> str:
     return decode_text(data, f"{where} {path}")
 
 
-def load_json(text: str, where: str) -> Any:
-    """Parse JSON, every failure an InputError naming `where` and the line and column."""
+class LongNumber:
+    """An integer of more digits than Python reads (sys.get_int_max_str_digits()), kept in place of its value by
+    `load_json(..., keep_long_numbers=True)`: one item of a file holding one is refused, not the whole file."""
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<a number of {self.digits} digits>"
+
+
+def _int_or_long(text: str) -> int | LongNumber:
+    if len(text.lstrip("-")) > sys.get_int_max_str_digits():
+        return LongNumber(len(text.lstrip("-")))
+    return int(text)
+
+
+def holds_long_number(value: Any, depth: int = 0) -> bool:
+    """Whether `value` (parsed with keep_long_numbers) holds a LongNumber anywhere."""
+    if isinstance(value, LongNumber):
+        return True
+    if depth > 200:
+        return False
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return any(holds_long_number(child, depth + 1) for child in children)
+
+
+def load_json(text: str, where: str, *, keep_long_numbers: bool = False) -> Any:
+    """Parse JSON, every failure an InputError naming `where` and the line and column. With `keep_long_numbers`,
+    an integer too long to read is a LongNumber in the result instead of an error for the whole text."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_int_or_long) if keep_long_numbers else json.loads(text)
     except json.JSONDecodeError as exc:
         if "\n" not in text.rstrip("\r\n"):
             raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc

@@ -229,6 +229,26 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def _run_on_ray(spec: RunSpec, args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    """The run's items across a Ray cluster (its config recorded first, here), then its metrics."""
+    require_extra("ray", "--backend ray")
+    from experiments.ray_backend import run_with_ray
+
+    config_path = check_run_dir(run_dir, spec, overwrite=args.overwrite)
+
+    async def record_config() -> None:
+        from debate.pipeline import Verifier
+
+        async with Verifier(config=spec.verifier) as verifier:
+            if not config_path.exists():
+                write_config(config_path, provenance_of(spec)(verifier, verifier.meta().prompts))
+            announce(spec, run_dir, verifier.embedded)
+
+    run_blocking(record_config())
+    run_with_ray(spec, run_dir, shards=args.shards, concurrency=items_in_flight(args))
+    return evaluate_run(run_dir, spec)
+
+
 def run_one(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None) -> tuple[Path, dict[str, Any]]:
     output_folder(args.runs_root, "--runs-root")
     chosen = out if out is not None else args.out
@@ -237,23 +257,7 @@ def run_one(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None)
     )
     on_interrupt(kept_records(run_dir / "results.jsonl"))
     if args.backend == "ray":
-        require_extra("ray", "--backend ray")
-        from experiments.ray_backend import run_with_ray
-
-        config_path = check_run_dir(run_dir, spec, overwrite=args.overwrite)
-
-        async def record_config() -> None:
-            from debate.pipeline import Verifier
-
-            async with Verifier(config=spec.verifier) as verifier:
-                if not config_path.exists():
-                    write_config(config_path, provenance_of(spec)(verifier, verifier.meta().prompts))
-                announce(spec, run_dir, verifier.embedded)
-
-        run_blocking(record_config())
-        run_with_ray(spec, run_dir, shards=args.shards, concurrency=items_in_flight(args))
-        return run_dir, evaluate_run(run_dir, spec)
-
+        return run_dir, _run_on_ray(spec, args, run_dir)
     progress = progress_bar(TextColumn("{task.description}"), TextColumn("{task.fields[acc]}"))
     seen = {"n": 0, "correct": 0, "calls": 0, "embedded": 0}
     started = time.monotonic()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -19,9 +20,11 @@ from debate.cli.render import render_report
 from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
 from debate.llm import ChatClient
-from experiments.dynamics.simulate import Population, RoleParameters, SimulatedAgents, load_population
 
-__all__ = ["TOUR_POPULATION", "register"]
+if TYPE_CHECKING:
+    from experiments.dynamics.simulate import Population
+
+__all__ = ["register", "tour_population"]
 
 QUESTION = "When was the Eiffel Tower completed?"
 KNOWLEDGE = (
@@ -31,16 +34,22 @@ KNOWLEDGE = (
 ANSWERS = [("tour-wrong", "It was completed in 1925.", False), ("tour-right", "It was completed in 1889.", True)]
 """(item, answer, whether it is factual): the simulated agents need the truth to be right or wrong at their rates."""
 
-TOUR_POPULATION = Population(
-    seed=3,
-    roles={
-        "initial": RoleParameters(factual_true=0.85, hallucinated_true=0.25),
-        "trust": RoleParameters(factual_true=0.9, hallucinated_true=0.2, conformity=0.3),
-        "skeptic": RoleParameters(factual_true=0.75, hallucinated_true=0.05, conformity=0.1),
-        "leader": RoleParameters(factual_true=0.9, hallucinated_true=0.1, conformity=0.2),
-    },
-)
-"""Agents that are usually right and sometimes follow the opinion they are shown: stated, not measured."""
+
+def tour_population() -> Population:
+    """Agents that are usually right and sometimes follow the opinion they are shown: stated, not measured. (A
+    function: the simulation modules are imported when the tour runs, not when `debate --help` lists it.)"""
+    from experiments.dynamics.simulate import Population, RoleParameters
+
+    return Population(
+        seed=3,
+        roles={
+            "initial": RoleParameters(factual_true=0.85, hallucinated_true=0.25),
+            "trust": RoleParameters(factual_true=0.9, hallucinated_true=0.2, conformity=0.3),
+            "skeptic": RoleParameters(factual_true=0.75, hallucinated_true=0.05, conformity=0.1),
+            "leader": RoleParameters(factual_true=0.9, hallucinated_true=0.1, conformity=0.2),
+        },
+    )
+
 
 SIMULATED = "SIMULATED agents, not a model"
 
@@ -78,7 +87,9 @@ def _tour(args: argparse.Namespace) -> int:
     config = verifier_config(args)
     if not args.simulated:
         return run_blocking(_run(config, None, ANSWERS[:1], banner=None))
-    population = load_population(args.roles) if args.roles is not None else TOUR_POPULATION
+    from experiments.dynamics.simulate import SimulatedAgents, load_population
+
+    population = load_population(args.roles) if args.roles is not None else tour_population()
     out.print(_population_table(population))
     from debate.engine import load_chain
 

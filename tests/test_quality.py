@@ -38,6 +38,7 @@ def test_the_engine_reads_like_the_pipeline() -> None:
         "concurrency.py",
         "retry.py",
         "sentences.py",
+        "sources.py",
         "extras.py",
         "files.py",
         "provenance.py",

@@ -4,7 +4,7 @@ figures, RefChecker's output shape, the severity scale.
 
 from debate.results._batch import BatchError, BatchSummary, EndpointDownError, count_pending, run_batch
 from debate.results._frames import load_run
-from debate.results._items import BatchItem, InputTooLongError, read_items
+from debate.results._items import BatchItem, InputTooLongError, read_items, read_items_with_fields
 from debate.results._jsonl import OutputLock, ResultsLog, ResumeState, compact, run_ordered, scan_results
 from debate.results._monitoring import RagMonitoring, rag_monitoring
 from debate.results._records import (
@@ -54,6 +54,7 @@ __all__ = [
     "parse_record",
     "rag_monitoring",
     "read_items",
+    "read_items_with_fields",
     "read_records",
     "refchecker_item",
     "run_batch",

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from debate.errors import InputError
-from debate.files import decode_text, load_json
+from debate.files import decode_text, holds_long_number, load_json
 from debate.plugins import Reference
 from debate.sources import read_sources
 from debate.types import Evidence, Source
@@ -224,6 +224,15 @@ def read_items(path: Path, *, max_lines: int | None = None) -> Iterator[tuple[in
         yield work.line, work.item, work.error
 
 
+def read_items_with_fields(
+    path: Path, *, max_lines: int | None = None
+) -> Iterator[tuple[int, BatchItem | None, dict[str, Any] | None, str | None]]:
+    """As `read_items`, with each readable item's fields as the file gave them (the ones BatchItem does not name
+    included: a reader that takes more, such as the desk's per-line `overrides`, reads them here)."""
+    for work in read_input(path, max_lines):
+        yield work.line, work.item, work.raw if work.item is not None else None, work.error
+
+
 def _validate(number: int, sha: str, raw: Any, unit: str) -> Work:
     if not isinstance(raw, dict):
         return Work(number, sha, None, None, f"{unit} {number}: expected a JSON object, got {type(raw).__name__}")
@@ -243,10 +252,15 @@ def _validate(number: int, sha: str, raw: Any, unit: str) -> Work:
 
 
 def _read_array(path: Path) -> Iterator[Work]:
-    data = load_json(decode_text(path.read_bytes(), str(path)), str(path))
+    data = load_json(decode_text(path.read_bytes(), str(path)), str(path), keep_long_numbers=True)
     if not isinstance(data, list):
         raise InputError(f"{path}: a JSON input must be an array of items (RefChecker's format)")
     for index, raw in enumerate(data, start=1):
+        if holds_long_number(raw):
+            sha = hashlib.sha256(repr(raw).encode("utf-8", "surrogatepass")).hexdigest()
+            digits = sys.get_int_max_str_digits()
+            yield Work(index, sha, None, None, f"item {index}: a number has more than {digits} digits")
+            continue
         try:
             # surrogatepass: the hash of every valid item is what it always was; a lone surrogate is named below
             text = json.dumps(raw, sort_keys=True, ensure_ascii=False)

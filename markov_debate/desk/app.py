@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
 from debate.plugins import TASKS
@@ -29,6 +30,7 @@ from markov_debate.desk.openapi import publish
 from markov_debate.desk.problems import ERROR_RESPONSES
 from markov_debate.desk.routes import audits, batches, reviews, stats
 from markov_debate.desk.security import AllowedHosts, BodyLimit, Guard, NoNul, SecurityHeaders
+from markov_debate.desk.serving import Every
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import (
     CancelledReplayError,
@@ -102,6 +104,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     app.mount("/static/swagger", StaticFiles(directory=swagger_assets()), name="swagger")
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     _error_model(app, settings)
+    _quiet_disconnects(app)
     publish(app, settings)
     for router in (audits.router, batches.router, reviews.router, stats.router, ui_router):
         app.include_router(router)
@@ -125,17 +128,18 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         # FastAPI's own handler echoes each bad input back, and an input that JSON cannot hold (a lone surrogate)
         # then turns a 422 into a 500. The field and what is wrong with it are enough.
-        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        errors = [{"loc": list(e["loc"])[:12], "msg": _bounded(e["msg"]), "type": e["type"]} for e in exc.errors()[:20]]
         first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
         field = ".".join(str(p) for p in first["loc"] if p not in ("body", "query", "path", "header")) or "request"
-        detail = f"{field}: {first['msg']}"
+        detail, status = f"{field}: {first['msg']}", 422
         if first.get("type") == "json_invalid":
+            # A body that is not JSON is a 400, as every other body that does not parse (not UTF-8, too deep).
             position = first["loc"][-1] if isinstance(first["loc"][-1], int) else 0
             reason = str((exc.errors()[0].get("ctx") or {}).get("error", "JSON decode error"))
-            detail = json_syntax_problem(await request.body(), position, reason)
+            detail, status = json_syntax_problem(await request.body(), position, reason), 400
         if wants_html(request):
-            return html_error(request, 422, detail)
-        return JSONResponse({"detail": detail, "errors": errors}, status_code=422)
+            return html_error(request, status, detail)
+        return JSONResponse({"detail": detail, "errors": errors}, status_code=status)
 
     @app.exception_handler(SQLAlchemyError)
     async def _store_unavailable(request: Request, exc: SQLAlchemyError) -> Response:
@@ -159,6 +163,31 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
             # route must name both.
             return _error(request, 405, exc.detail, headers={"Allow": _allowed_methods(app, request)})
         return _error(request, exc.status_code, exc.detail, headers=exc.headers)
+
+
+def _bounded(message: str, limit: int = 500) -> str:
+    """A validation message as the answer carries it: whole when short, else its start and its length (a message
+    may quote a value the client sent, and the answer is not the place to send 100 KB back)."""
+    return message if len(message) <= limit else f"{message[:limit]}... ({len(message):,} characters)"
+
+
+def _quiet_disconnects(app: FastAPI) -> None:
+    """A client that closes its connection before its body is in (a cut-off upload, an impatient script) leaves
+    nothing to answer and nothing broken here: one log line a while, not a 5 KB traceback each."""
+    disconnects = Every(30.0)
+
+    @app.exception_handler(ClientDisconnect)
+    async def _client_gone(request: Request, exc: ClientDisconnect) -> Response:
+        count = disconnects.due()
+        if count is not None:
+            log.info(
+                "a client closed its connection before sending its whole request body (%s %s; %d time(s) since "
+                "the last report)",
+                request.method,
+                request.url.path,
+                count,
+            )
+        return Response(status_code=400)  # never delivered: for the access log
 
 
 def _allowed_methods(app: FastAPI, request: Request) -> str:

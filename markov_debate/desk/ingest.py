@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from debate.errors import InputError
-from debate.results import BatchItem, InputTooLongError, read_items
+from debate.results import BatchItem, InputTooLongError, read_items_with_fields
 from markov_debate.desk.auth import Principal
 from markov_debate.desk.models import BatchInfo
 from markov_debate.desk.requests import AuditRequest, checked_request
@@ -48,7 +48,7 @@ def ingest(
     max_items = settings.max_batch_items
     try:
         # Every line counts toward the limit, blank or not: a body of newlines stops being read at the limit.
-        records = list(itertools.islice(read_items(path, max_lines=max_items), max_items + 1))
+        records = list(itertools.islice(read_items_with_fields(path, max_lines=max_items), max_items + 1))
     except InputTooLongError:
         raise IngestError(
             f"the upload has more than {max_items} lines (blank ones count); the limit is {max_items}", status=413
@@ -59,11 +59,11 @@ def ingest(
         raise IngestError(f"the batch has more than {max_items} items; the limit is {max_items}", status=413)
     items: list[tuple[int, AuditRequest]] = []
     errors: list[dict[str, Any]] = []
-    for line, item, error in records:
+    for line, item, fields, error in records:
         if item is None:
             errors.append({"line": line, "message": error})
             continue
-        checked = _request(line, item, task, settings)
+        checked = _request(line, item, (fields or {}).get("overrides"), task, settings)
         if isinstance(checked, str):
             errors.append({"line": line, "message": checked})
         else:
@@ -75,14 +75,26 @@ def ingest(
     return store.batch(batch_id)
 
 
-def _request(line: int, item: BatchItem, task: str, settings: DeskSettings) -> AuditRequest | str:
-    """The line as an audit request, checked as a single submission is; or the error naming its line and field."""
+def _request(line: int, item: BatchItem, overrides: Any, task: str, settings: DeskSettings) -> AuditRequest | str:
+    """The line as an audit request, checked as a single submission is (its own `overrides` too, applied to this
+    desk's configuration); or the error naming its line and field."""
     try:
-        request = AuditRequest(
-            task=task, question=item.question, response=item.response, reference=item.reference, claims=item.claims
+        request = AuditRequest.model_validate(
+            {
+                "task": task,
+                "question": item.question,
+                "response": item.response,
+                "reference": item.reference,
+                "claims": item.claims,
+                **({"overrides": overrides} if overrides is not None else {}),
+            }
         )
+        try:
+            config = request.overrides.apply(settings.verifier)
+        except ValidationError as exc:
+            return f"line {line}: overrides: {exc.errors()[0]['msg']}"
         checked_request(request, max_claims=settings.verifier.claims.max_claims)
-        check_runnable(request, settings.verifier, max_claim_chars=settings.max_claim_chars)
+        check_runnable(request, config, max_claim_chars=settings.max_claim_chars)
     except InputError as exc:
         return f"line {line}: {exc}"
     except ValidationError as exc:

@@ -195,7 +195,9 @@ class AuditOverrides(_In):
 
 def _choice(value: str | None, names: list[str], what: str) -> str | None:
     if value is not None and value not in names:
-        raise ValueError(f"unknown {what} {value!r}; choose one of: {', '.join(names)}")
+        # A long value is quoted by its start: the answer names the field, it does not echo the input back.
+        shown = repr(value) if len(value) <= 80 else f"{value[:60]!r}... ({len(value):,} characters)"
+        raise ValueError(f"unknown {what} {shown}; choose one of: {', '.join(names)}")
     return value
 
 
@@ -243,3 +245,6 @@ class BatchLine(_Item):
 
     id: Annotated[str, Field(min_length=1)] | int | None = None
     """The item's id: required on a JSON line; in a JSON array its index stands in when it is left out."""
+    overrides: AuditOverrides | None = None
+    """This item's changes to the desk's configuration, as a single audit's (a line they do not fit is listed in
+    the batch's input_errors)."""

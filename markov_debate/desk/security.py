@@ -99,8 +99,13 @@ class Guard:
 
     def _checked(self, presented: str, client: str) -> ApiKey | None:
         """The key, counting a wrong one against `client` (the connection's address: X-Forwarded-For counts only
-        from a configured proxy); past `_LOGIN_FAILURES` within the window, 429 before the key is even looked at.
-        The sign-in form and the `Authorization`/`X-API-Key` headers share one count."""
+        from a configured proxy); past `_LOGIN_FAILURES` wrong keys within the window, a wrong key is 429. A
+        valid key always passes: behind one NAT address, someone else's guessing must not lock out the people
+        who have keys (keys are long random strings: the throttle keeps a failing client's logs and CPU down, it
+        is not what makes a key hard to guess). The sign-in form and the headers share one count."""
+        key = find_key(self.keys, presented)
+        if key is not None:
+            return key
         now = time.monotonic()
         failures = self._failed_logins.setdefault(client, deque())
         while failures and failures[0] < now - _LOGIN_WINDOW_S:
@@ -110,12 +115,10 @@ class Guard:
             raise HTTPException(
                 429, f"too many failed sign-ins; try again in {wait} s", headers={"Retry-After": str(wait)}
             )
-        key = find_key(self.keys, presented)
-        if key is None:
-            failures.append(now)
-            if len(self._failed_logins) > _TRACKED_CLIENTS:  # bounded: the oldest client's count goes first
-                self._failed_logins.pop(next(iter(self._failed_logins)))
-        return key
+        failures.append(now)
+        if len(self._failed_logins) > _TRACKED_CLIENTS:  # bounded: the oldest client's count goes first
+            self._failed_logins.pop(next(iter(self._failed_logins)))
+        return None
 
     # --- identification --------------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["ACCEPT_BACKLOG", "ServerLimits", "guarded_protocol", "limit_accept_errors", "server_limits"]
+__all__ = ["ACCEPT_BACKLOG", "Every", "ServerLimits", "guarded_protocol", "limit_accept_errors", "server_limits"]
 
 log = logging.getLogger("markov_debate.desk.serving")
 
@@ -139,25 +139,38 @@ def guarded_protocol(limits: ServerLimits) -> type[H11Protocol]:
 _RESOURCE_MESSAGE = "socket.accept() out of system resource"
 
 
+class Every:
+    """Counts an event and says when to report it: at most once per `interval_s`, with the count since the last
+    report (a flood of one failure is one log line a while, not a line or a traceback each)."""
+
+    def __init__(self, interval_s: float = 30.0) -> None:
+        self.interval_s = interval_s
+        self._last = -interval_s
+        self._count = 0
+
+    def due(self) -> int | None:
+        """Count one; the count to report (this one included) when a report is due, else None."""
+        self._count += 1
+        now = time.monotonic()
+        if now - self._last < self.interval_s:
+            return None
+        self._last, count, self._count = now, self._count, 0
+        return count
+
+
 def limit_accept_errors(loop: asyncio.AbstractEventLoop, interval_s: float = 30.0) -> None:
     """Log asyncio's "out of system resource" accept error once per `interval_s` with the count since, instead of
     once (with a traceback) per attempt; every other error goes to the handler that was there."""
     previous = loop.get_exception_handler()
-    state = {"last": 0.0, "count": 0}
+    every = Every(interval_s)
 
     def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if str(context.get("message", "")).startswith(_RESOURCE_MESSAGE):
-            state["count"] += 1
-            now = time.monotonic()
-            if now - state["last"] >= interval_s:
-                state["last"] = now
+            count = every.due()
+            if count is not None:
                 log.error(
-                    "%s: %s (%d time(s) since the last report)",
-                    _RESOURCE_MESSAGE,
-                    context.get("exception"),
-                    state["count"],
+                    "%s: %s (%d time(s) since the last report)", _RESOURCE_MESSAGE, context.get("exception"), count
                 )
-                state["count"] = 0
             return
         if previous is not None:
             previous(loop, context)

@@ -221,7 +221,7 @@ def test_bad_input_gets_a_clear_4xx(desk: ThreadedDesk) -> None:
         response = client.post("/v1/audits", json=body)
         assert response.status_code == 422, body
         assert message in json.dumps(response.json()), response.json()
-    assert client.post("/v1/audits", content=b"{", headers={"Content-Type": "application/json"}).status_code == 422
+    assert client.post("/v1/audits", content=b"{", headers={"Content-Type": "application/json"}).status_code == 400
     assert client.get("/v1/audits", params={"verdict": "maybe"}).status_code == 422
     assert client.get("/v1/audits", params={"per_page": 1000}).status_code == 422
 

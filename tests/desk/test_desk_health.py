@@ -64,8 +64,9 @@ def test_a_store_from_a_newer_version_is_refused_in_one_line(tmp_path: Path) -> 
 
 
 def test_wrong_bearer_keys_are_throttled_and_x_forwarded_for_buys_no_fresh_count(tmp_path: Path) -> None:
-    """Five wrong keys from one client, at the form or in a header, then 429 with Retry-After (on the API and on
-    the pages); a spoofed X-Forwarded-For from a client that is not a configured proxy changes nothing."""
+    """Five wrong keys from one client, at the form or in a header, then 429 with Retry-After for a wrong key (on
+    the API and on the pages); a spoofed X-Forwarded-For from a client that is not a configured proxy changes
+    nothing; a right key still passes."""
     keys = tmp_path / "keys.txt"
     keys.write_text("".join(f"{k.name}:{k.role}:sha256:{k.sha256}\n" for k in api_keys()))
     with DeskProcess(f"sqlite:///{tmp_path}/d.sqlite", "http://127.0.0.1:9/v1", "--api-keys-file", str(keys)) as desk:
@@ -77,6 +78,10 @@ def test_wrong_bearer_keys_are_throttled_and_x_forwarded_for_buys_no_fresh_count
             assert throttled.status_code == 429 and int(throttled.headers["Retry-After"]) > 0, throttled.text
         page = httpx.get(desk.url + "/", headers={"Authorization": "Bearer guess", "Accept": "text/html"})
         assert page.status_code == 429 and "Retry-After" in page.headers and "too many failed" in page.text
+        # a valid key and the health check from the same address are not throttled (issue 44)
+        right = httpx.get(desk.url + "/v1/audits", headers={"Authorization": "Bearer alice-secret-key"})
+        assert right.status_code == 200, right.text
+        assert httpx.get(desk.url + "/v1/health").status_code in (200, 503)
 
 
 def test_a_server_without_its_own_worker_sees_a_long_outage_through_the_store(tmp_path: Path) -> None:

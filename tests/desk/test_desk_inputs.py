@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.desk import ThreadedDesk, fresh_database, settings_for
+from tests.support.desk import ThreadedDesk, api_keys, fresh_database, settings_for
 
 pytestmark = pytest.mark.slow  # a PostgreSQL server and the desk on a loopback port
 
@@ -70,7 +70,7 @@ def test_a_body_that_does_not_parse_is_a_4xx_naming_the_byte(tmp_path: Path, bod
     settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", "http://127.0.0.1:9/v1", jobs=0)
     with ThreadedDesk(settings) as desk:
         refused = desk.client().post("/v1/audits", content=body, headers={"Content-Type": "application/json"})
-        assert refused.status_code in (400, 422), refused.text
+        assert refused.status_code == 400, refused.text  # every body that does not parse, JSON syntax too
         assert refused.json()["detail"].startswith(detail), refused.json()["detail"]
 
 
@@ -83,6 +83,12 @@ def test_a_body_that_does_not_parse_is_a_4xx_naming_the_byte(tmp_path: Path, bod
         ({**FRANCE, "response": "x", "claims": ["ok", "y" * 2_001]}, "claims.1: 2,001 characters; the limit is 2,000"),
         ({**FRANCE, "response": "x", "claims": [["s" * 1_000, "p", "o" * 1_000]]}, "claims.0: 2,004 characters"),
         ({**FRANCE, "response": "x", "overrides": {"prefilters": ["citations"] * 5_000}}, "overrides.prefilters: "),
+        # issue 44: the answer names what is wrong without echoing a large input back
+        ({**FRANCE, "response": "x", "overrides": {"chain": "c" * 100_000}}, "overrides.chain: Value error, unknown"),
+        ({**FRANCE, "response": "x", "overrides": {"prefilters": ["rules"] * 5_000}}, "overrides: Value error, a "),
+        ({"task": "rag", "response": "Paris [1].", "reference": {}}, "reference: no sources given"),
+        ({"task": "rag", "response": "Paris [1].", "reference": []}, "reference: no sources given"),
+        ({"task": "rag", "response": "Paris [1].", "reference": {"1": " "}}, "reference: every source's text is blank"),
     ],
 )
 def test_what_a_worker_would_refuse_is_refused_at_submit(tmp_path: Path, body: dict[str, object], detail: str) -> None:
@@ -95,7 +101,7 @@ def test_what_a_worker_would_refuse_is_refused_at_submit(tmp_path: Path, body: d
         assert len(refused.content) < 2_000  # the input is named, not echoed
         assert client.get("/v1/audits").json()["total"] == 0
         if "overrides" in body:
-            return  # a batch line carries no overrides
+            return  # a batch line's own overrides: test_a_batch_lines_overrides_are_honoured_or_its_line_is_refused
         # the same in a batch: that line is listed, the others are queued
         lines: list[dict[str, object]] = [{"id": "bad", **body}, {"id": "good", **FRANCE, "response": "Paris."}]
         task = str(body.get("task", "qa"))
@@ -144,3 +150,79 @@ def test_a_passage_without_text_is_no_evidence_not_a_refused_item(tmp_path: Path
             "/v1/audits", json={"question": "Capital?", "response": "Paris.", "reference": reference}
         )
         assert answer.status_code == 202, answer.text
+
+
+@pytest.mark.parametrize("form", ["jsonl", "json", "multipart"])
+def test_a_number_too_long_to_read_is_one_lines_error_in_every_upload_form(tmp_path: Path, form: str) -> None:
+    # With keys: a multipart post without one is a browser's form, which needs the form's CSRF token.
+    settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", "http://127.0.0.1:9/v1", jobs=0, keys=api_keys())
+    big = "7" * 5_000
+    bad, good = {"id": "bad", **FRANCE, "response": "x"}, {"id": "good", **FRANCE, "response": "Paris."}
+    jsonl = json.dumps(bad)[:-1] + f', "n": {big}}}\n' + json.dumps(good) + "\n"
+    array = "[" + json.dumps(bad)[:-1] + f', "n": {big}}}, ' + json.dumps(good) + "]"
+    with ThreadedDesk(settings) as desk:
+        client = desk.client("sam")
+        if form == "multipart":
+            made = client.post("/v1/batches", files={"file": ("in.jsonl", jsonl.encode(), "application/x-ndjson")})
+        else:
+            kind = "application/x-ndjson" if form == "jsonl" else "application/json"
+            made = client.post(
+                "/v1/batches", content=jsonl if form == "jsonl" else array, headers={"Content-Type": kind}
+            )
+        assert made.status_code == 202, made.text
+        assert [e["line"] for e in made.json()["input_errors"]] == [1]
+        assert "more than 4300 digits" in made.json()["input_errors"][0]["message"]
+        assert made.json()["total"] == 1
+
+
+def test_cut_off_bodies_are_one_log_line_a_while_not_a_traceback_each(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 44: a client that closes its connection mid-body (JSON, JSON lines, multipart) is logged once per
+    interval with a count, never as "Exception in ASGI application" with a traceback."""
+    import socket
+    import time
+
+    settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", "http://127.0.0.1:9/v1", jobs=0)
+    kinds = (
+        ("/v1/audits", "application/json"),
+        ("/v1/batches", "application/x-ndjson"),
+        ("/v1/batches", "multipart/form-data; boundary=xx"),
+    )
+    with caplog.at_level("INFO"), ThreadedDesk(settings) as desk:
+        host, port = desk.url.removeprefix("http://").split(":")
+        for path, kind in kinds * 4:
+            with socket.create_connection((host, int(port))) as cut:
+                head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: {kind}\r\nContent-Length: 100000\r\n\r\n"
+                cut.sendall(head.encode() + b'{"id": "1", "resp')
+                time.sleep(0.1)
+        time.sleep(0.5)
+        assert desk.client().get("/v1/health").status_code in (200, 503)
+    lines = [r for r in caplog.records if "closed its connection" in r.getMessage()]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    assert not [r for r in caplog.records if r.exc_info or "Exception in ASGI" in r.getMessage()]
+
+
+def test_a_batch_lines_overrides_are_honoured_or_its_line_is_refused(tmp_path: Path) -> None:
+    """Issue 44: per-line `overrides` are not dropped: a line's own are stored with its audit (the worker runs
+    with them); a line whose overrides this desk refuses is listed in input_errors, naming them."""
+    settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", "http://127.0.0.1:9/v1", jobs=0)
+    lines = [
+        {"id": "own", **FRANCE, "response": "Paris.", "overrides": {"max_rounds": 7, "chain": "always-trust"}},
+        {"id": "plain", **FRANCE, "response": "Paris."},
+        {"id": "bad", **FRANCE, "response": "Paris.", "overrides": {"chain": "no-such-chain"}},
+        {"id": "inconsistent", **FRANCE, "response": "Paris.", "overrides": {"min_rounds": 9, "max_rounds": 2}},
+    ]
+    body = "".join(json.dumps(line) + "\n" for line in lines)
+    with ThreadedDesk(settings) as desk:
+        client = desk.client()
+        made = client.post("/v1/batches", content=body, headers={"Content-Type": "application/x-ndjson"})
+        assert made.status_code == 202, made.text
+        errors = {e["line"]: e["message"] for e in made.json()["input_errors"]}
+        assert sorted(errors) == [3, 4], errors
+        assert "no-such-chain" in errors[3] and "min_rounds" in errors[4], errors
+        audits = client.get("/v1/audits", params={"batch": made.json()["id"]}).json()["items"]
+        stored = [client.get(f"/v1/audits/{a['id']}").json()["request"] for a in audits]
+        overrides = sorted(json.dumps(r["overrides"], sort_keys=True) for r in stored)
+        assert len(overrides) == 2
+        assert any('"chain": "always-trust"' in o and '"max_rounds": 7' in o for o in overrides), overrides

@@ -120,3 +120,19 @@ def test_a_lone_surrogate_is_an_error_on_its_item_and_the_next_item_is_read(tmp_
         (first, none, error), (second, item, no_error) = list(read_items(path))
         assert (first, none, error) == (1, None, f"{unit} 1: a string holds a lone surrogate (not valid Unicode)")
         assert second == 2 and item is not None and item.response == good["response"] and no_error is None
+
+
+def test_a_number_too_long_to_read_is_an_error_on_its_item_alone(tmp_path: Path) -> None:
+    """Issue 44: a 5,000-digit number (past Python's 4,300-digit limit) in one item of a JSONL file or a JSON
+    array is that item's error; the others are read."""
+    from debate.results import read_items
+
+    big = "9" * 5_000
+    lines = tmp_path / "in.jsonl"
+    lines.write_text(f'{{"id": "a", "response": "x", "n": {big}}}\n{{"id": "b", "response": "y"}}\n')
+    array = tmp_path / "in.json"
+    array.write_text(f'[{{"response": "x", "extra": [{{"n": -{big}}}]}}, {{"response": "y"}}]')
+    for path, unit in ((lines, "line"), (array, "item")):
+        read = list(read_items(path))
+        assert read[0][1] is None and read[0][2] == f"{unit} 1: a number has more than 4300 digits", read[0]
+        assert read[1][1] is not None and read[1][1].response == "y"
