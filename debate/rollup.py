@@ -126,16 +126,11 @@ def _soft(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
     return Rollup(None, "unverifiable", f"the failed claims decide whether the Entailment share reaches {threshold}")
 
 
-ROLLUPS.register("any-false", _any_false, description="the paper's rule: non-factual if any claim is")
+ROLLUPS.register("any-false", _any_false)
 # Under our three claim labels RefChecker's `strict` is the paper's `any-false`.
-ROLLUPS.register("strict", _any_false, description="RefChecker's strict (= any-false under our labels)")
-ROLLUPS.register(
-    "soft",
-    _soft,
-    description="RefChecker's soft ratios; factual when the Entailment share reaches "
-    "the config's soft_threshold (default 0.5)",
-)
-ROLLUPS.register("major", _major, description="RefChecker's major: the most common claim label")
+ROLLUPS.register("strict", _any_false)
+ROLLUPS.register("soft", _soft)
+ROLLUPS.register("major", _major)
 
 
 def roll_up(claims: Sequence[ClaimVerdict], *, rule: RollupName = "any-false", soft_threshold: float = 0.5) -> Rollup:

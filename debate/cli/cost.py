@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from debate.cli.conventions import out
 from debate.config import VerifierConfig
 from debate.errors import UsageError
-from debate.pipeline._prices import cost_of, price_for
+from debate.pipeline import cost_of, price_for  # resolved lazily: the prices alone, no engine
 from debate.plugins import TASKS, Task, TaskInput
 from debate.results import BatchItem, BatchSummary, PredictionRecord, ResultRecord, read_items, read_records
 from debate.types import Report, Usage

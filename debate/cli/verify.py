@@ -30,7 +30,7 @@ from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
 from debate.errors import InputError, ModelUnavailableError, UsageError
 from debate.llm._cache import CACHE_FILE
-from debate.pipeline._prices import price_for
+from debate.pipeline import price_for  # resolved lazily: the prices alone, no engine
 from debate.plugins import TASKS, TaskInput
 from debate.results import (
     Aggregator,

@@ -110,8 +110,8 @@ class DenseRetriever:
         return [(int(i), float(scores[i])) for i in order]
 
 
-RETRIEVERS.register("dense", DenseRetriever, description="all-MiniLM-L6-v2 embeddings, cosine similarity (offline)")
-RETRIEVERS.register("bm25", BM25Retriever, description="lexical BM25 (bm25s, English stopwords)")
+RETRIEVERS.register("dense", DenseRetriever)
+RETRIEVERS.register("bm25", BM25Retriever)
 
 
 class RetrievalCache:

@@ -199,8 +199,8 @@ class _CollectionDoc(BaseModel):
     text: str
 
 
-SEARCH_BACKENDS.register("serper", SerperSearch, description="a Serper-compatible HTTP search API")
-SEARCH_BACKENDS.register("local", LocalCollectionSearch, description="a JSONL collection of {title, text}, BM25")
+SEARCH_BACKENDS.register("serper", SerperSearch)
+SEARCH_BACKENDS.register("local", LocalCollectionSearch)
 
 
 _QUERIES_FORMAT = 'a JSON object {"queries": ["<query 1>", "<query 2>"]}'

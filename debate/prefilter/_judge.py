@@ -238,8 +238,4 @@ class RagJudgePrefilter:
         return None
 
 
-PREFILTERS.register(
-    "rag-judge",
-    RagJudgePrefilter,
-    description="the RAG citation rules, then an LLM judge unless the rules' score is above 0.6",
-)
+PREFILTERS.register("rag-judge", RagJudgePrefilter)

@@ -23,7 +23,5 @@ class OpenTask:
         return extraction_work(item, config)
 
 
-TASKS.register(
-    "kbqa", lambda: OpenTask("kbqa"), description="knowledge-based QA (FactPrompts): claims vs. reference or search"
-)
-TASKS.register("general", lambda: OpenTask("general"), description="open responses: claims vs. reference or search")
+TASKS.register("kbqa", lambda: OpenTask("kbqa"))
+TASKS.register("general", lambda: OpenTask("general"))

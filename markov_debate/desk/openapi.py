@@ -30,16 +30,15 @@ _BATCH_OP = ("/v1/batches", "post")
 def publish(app: FastAPI, settings: DeskSettings) -> None:
     """Make `app.openapi` return the completed document (built once, as FastAPI caches its own)."""
     made = app.openapi
+    completed: list[dict[str, Any]] = []
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None and app.openapi_schema.get("x-completed"):
-            return app.openapi_schema
-        schema = made()
-        for complete in _COMPLETIONS:
-            complete(schema, settings)
-        schema["x-completed"] = True
-        app.openapi_schema = schema
-        return schema
+        if not completed:
+            schema = made()
+            for complete in _COMPLETIONS:
+                complete(schema, settings)
+            completed.append(schema)
+        return completed[0]
 
     app.openapi = openapi  # type: ignore[method-assign]
 
