@@ -9,6 +9,7 @@ instead builds a store of N finished audits and prints the read routes' p50/p99 
     python benchmarks/bench_desk.py                                   # 2,000 audits, 2 workers, 4-minute outage
     python benchmarks/bench_desk.py --audits 400 --outage-s 60 --stores sqlite
     python benchmarks/bench_desk.py --large-store 10000 --claims 25   # the queue and lists on a large store
+    python benchmarks/bench_desk.py --attack --audits 200 --outage-s 30  # hostile clients meanwhile (desk_attack.py)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -49,8 +51,9 @@ def _get(url: str, timeout: float = 10) -> Any:
         return json.loads(response.read() or b"null")
 
 
-def _post(url: str, body: bytes, content_type: str) -> Any:
-    request = urllib.request.Request(url, data=body, headers={"Content-Type": content_type}, method="POST")
+def _post(url: str, body: bytes, content_type: str, key: str | None = None) -> Any:
+    headers = {"Content-Type": content_type, **({"Authorization": f"Bearer {key}"} if key else {})}
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
     with urllib.request.urlopen(request, timeout=120) as response:
         return json.loads(response.read())
 
@@ -74,8 +77,18 @@ def _fake_endpoint(latency_ms: float) -> Iterator[str]:
 class Desk:
     """The server and its workers as processes, each of which can be killed and started again."""
 
-    def __init__(self, db_url: str, endpoint: str, workers: int, jobs: int, folder: Path) -> None:
+    def __init__(
+        self,
+        db_url: str,
+        endpoint: str,
+        workers: int,
+        jobs: int,
+        folder: Path,
+        server_files: int | None = None,
+        server_args: tuple[str, ...] = (),
+    ) -> None:
         self.db_url, self.endpoint, self.folder = db_url, endpoint, folder
+        self.server_files, self.server_args = server_files, server_args
         self.port = _port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.jobs = jobs
@@ -96,9 +109,14 @@ class Desk:
         self.workers = [self._worker(i) for i in range(workers)]
         self.start_server()
 
-    def _spawn(self, argv: list[str], log: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, argv: list[str], log: str, files: int | None = None) -> subprocess.Popen[bytes]:
         out = (self.folder / log).open("ab")
-        return subprocess.Popen(["debate", *argv], env=self.env, stdout=out, stderr=subprocess.STDOUT)
+
+        def limit() -> None:
+            if files is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+
+        return subprocess.Popen(["debate", *argv], env=self.env, stdout=out, stderr=subprocess.STDOUT, preexec_fn=limit)
 
     def _worker(self, index: int) -> subprocess.Popen[bytes]:
         return self._spawn(
@@ -107,7 +125,9 @@ class Desk:
 
     def start_server(self) -> None:
         self.server = self._spawn(
-            ["serve", "--db", self.db_url, "--jobs", "0", "--port", str(self.port), *self.common], "server.log"
+            ["serve", "--db", self.db_url, "--jobs", "0", "--port", str(self.port), *self.common, *self.server_args],
+            "server.log",
+            self.server_files,
         )
         deadline = time.monotonic() + 60
         while True:
@@ -264,6 +284,7 @@ def main() -> int:
     parser.add_argument("--large-store", type=int, default=0, metavar="N", help="the large-store mode: N audits")
     parser.add_argument("--claims", type=int, default=25, help="large-store mode: claims per audit")
     parser.add_argument("--repeats", type=int, default=100, help="large-store mode: requests per route")
+    parser.add_argument("--attack", action="store_true", help="the attack mode (desk_attack.py)")
     args = parser.parse_args()
     if shutil.which("debate") is None:
         raise SystemExit("bench_desk: the debate command is not installed (pip install -e '.[desk]')")
@@ -283,9 +304,16 @@ def main() -> int:
 
                 run_large(store, url, args, folder, Desk, _fake_endpoint)
                 continue
+            if args.attack:
+                from desk_attack import run_attack
+
+                results.append(run_attack(store, url, args, folder, sys.modules[__name__]))
+                continue
             results.append(run(store, url, args, folder, restart))
     if args.large_store:
         return 0
+    if args.attack:
+        return _attack_table(results, args)
     print(
         f"\n{args.audits} audits, {args.workers} workers x {args.jobs} jobs, endpoint {args.latency_ms:.0f} ms/call, "
         f"outage {args.outage_s:.0f} s (audits/s leaves the outage out)"
@@ -295,6 +323,19 @@ def main() -> int:
     for row in results:
         print(" | ".join(str(row[k]) for k in keys))
     return 0 if all(r["duplicated"] == 0 and r["lost"] == 0 for r in results) else 1
+
+
+def _attack_table(results: list[dict[str, Any]], args: argparse.Namespace) -> int:
+    print(
+        f"\n{args.audits} audits, {args.workers} workers x {args.jobs} jobs, outage {args.outage_s:.0f} s, under "
+        "attack (server at a 1,024 open-file limit)"
+    )
+    keys = list(results[0]) if results else []
+    print(" | ".join(keys))
+    for row in results:
+        print(" | ".join(str(row[k]) for k in keys))
+    clean = all(r["duplicated"] == 0 and r["lost"] == 0 and r["failed"] == 0 for r in results)
+    return 0 if clean else 1
 
 
 if __name__ == "__main__":

@@ -28,8 +28,10 @@ ROUTES = (
     "/queue",
     "/v1/audits?per_page=50",
     "/v1/audits?per_page=50&page={deep}",
+    "/v1/audits?per_page=50&before={middle}",
     "/",
     "/?page={deep}",
+    "/?before={middle}",
     "/v1/health",
 )
 
@@ -140,7 +142,7 @@ def measure(url: str, pid: int, repeats: int, deep: int) -> dict[str, Any]:
     `deep`: the list page read as a deep page (the middle of the store)."""
     out: dict[str, Any] = {"rss_start_mb": round(_rss_mb(pid)[0], 1)}
     for route in ROUTES:
-        target = url + route.format(deep=deep)
+        target = url + route.format(deep=deep, middle=max(2, deep * 50))
         _fetch(target)
         samples = [_fetch(target) for _ in range(repeats)]
         out[route] = (round(1000 * statistics.median(samples), 1), _percentile(samples, 0.99))
@@ -177,7 +179,8 @@ def run_large(store: str, db_url: str, args: argparse.Namespace, folder: Path, d
     print(f"route (deep page: {max(1, args.large_store // 100)}) | p50 ms | p99 ms")
     for route in ROUTES:
         p50, p99 = figures[route]
-        print(f"{route.format(deep=max(1, args.large_store // 100))} | {p50} | {p99}")
+        deep = max(1, args.large_store // 100)
+        print(f"{route.format(deep=deep, middle=max(2, deep * 50))} | {p50} | {p99}")
     print(
         f"4 queue requests at once: slowest {figures['parallel_queue_max_ms']} ms; health meanwhile "
         f"{figures['health_during_ms']} ms; server RSS {figures['rss_start_mb']} -> {figures['rss_end_mb']} MB "

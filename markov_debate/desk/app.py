@@ -28,6 +28,7 @@ from markov_debate.desk.bodies import PARSE_FAILED, body_problem, json_syntax_pr
 from markov_debate.desk.deps import html_error, wants_html
 from markov_debate.desk.openapi import publish
 from markov_debate.desk.problems import ERROR_RESPONSES
+from markov_debate.desk.quotas import Quotas
 from markov_debate.desk.routes import audits, batches, reviews, stats
 from markov_debate.desk.security import AllowedHosts, BodyLimit, Guard, NoNul, SecurityHeaders
 from markov_debate.desk.serving import Every
@@ -42,6 +43,7 @@ from markov_debate.desk.store import (
 )
 from markov_debate.desk.ui import STATIC, swagger_assets
 from markov_debate.desk.ui import router as ui_router
+from markov_debate.desk.uploads import UploadPool
 from markov_debate.desk.worker import Worker
 
 __all__ = ["create_app"]
@@ -81,6 +83,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
             stop.set()
             if task is not None:
                 await asyncio.wait([task])  # its failure, if any, was logged by _report_worker_exit
+            await asyncio.to_thread(app.state.uploads.close)
 
     app = FastAPI(
         docs_url=None,  # served by markov_debate.desk.ui from packaged assets, so /docs works offline and under our CSP
@@ -95,11 +98,9 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     app.state.store = store
     app.state.settings = settings
     app.state.templates = templates
+    app.state.uploads = UploadPool(store.url, settings, processes=min(2, settings.max_uploads))
     app.state.guard = Guard(settings.keys, settings.session_secret, revoked=store.session_revoked)
-    app.add_middleware(SecurityHeaders)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
-    app.add_middleware(NoNul)
-    app.add_middleware(AllowedHosts, allowed=settings.allowed_hosts)  # added last: it runs first
+    _middleware(app, settings)
     # before /static: a mount matches by prefix, in order
     app.mount("/static/swagger", StaticFiles(directory=swagger_assets()), name="swagger")
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
@@ -109,6 +110,16 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     for router in (audits.router, batches.router, reviews.router, stats.router, ui_router):
         app.include_router(router)
     return app
+
+
+def _middleware(app: FastAPI, settings: DeskSettings) -> None:
+    """Host allow-list, NUL refusal, body limit, quotas, security headers (the last added runs first)."""
+    app.add_middleware(SecurityHeaders)
+    # inside the body limit and the Host check, before any route reads a body: a refused upload spools nothing
+    app.add_middleware(Quotas, settings=settings, guard=app.state.guard)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(NoNul)
+    app.add_middleware(AllowedHosts, allowed=settings.allowed_hosts)
 
 
 def _error_model(app: FastAPI, settings: DeskSettings) -> None:

@@ -16,6 +16,7 @@ from debate.cli.conventions import Subcommands
 from debate.errors import UsageError
 from debate.extras import require_extra
 from markov_debate.desk.auth import ROLE_PERMISSIONS, Principal, hash_key, load_keys, new_key
+from markov_debate.desk.flags import check_limits, connection_arguments, quota_arguments
 from markov_debate.desk.settings import DeskSettings, default_db_url
 
 __all__ = ["register"]
@@ -73,50 +74,10 @@ def _register_serve(sub: Subcommands) -> None:
         default=2_000,
         help="longest claim a request may give; longer is a 422 (default: 2000)",
     )
-    _connection_arguments(serve)
+    connection_arguments(serve)
+    quota_arguments(serve)
     add_verifier_arguments(serve, batch=False)
     serve.set_defaults(handler=_serve)
-
-
-def _connection_arguments(serve: argparse.ArgumentParser) -> None:
-    """What the server allows its clients: connections, the header deadline, which proxies name the client."""
-    serve.add_argument(
-        "--max-connections",
-        type=int,
-        default=None,
-        metavar="N",
-        help="open client connections at most; at the cap the longest-idle one is closed for a new one (default: the "
-        "open-file limit, raised to its hard limit, less 352 kept for the store, the model endpoint and accepts)",
-    )
-    serve.add_argument(
-        "--trusted-proxy",
-        action="append",
-        default=[],
-        metavar="IP",
-        help="a reverse proxy whose X-Forwarded-For names the client (repeatable); from anyone else the header is "
-        "ignored, so it cannot buy a fresh sign-in throttle (default: none)",
-    )
-    serve.add_argument(
-        "--header-timeout",
-        type=float,
-        default=10.0,
-        metavar="S",
-        help="seconds a client has to send a request's line and headers before its connection is closed (default: 10)",
-    )
-    serve.add_argument(
-        "--price-prompt",
-        type=float,
-        default=0.0,
-        metavar="USD",
-        help="price per million prompt tokens, for cost figures (default: 0, not tracked)",
-    )
-    serve.add_argument(
-        "--price-completion",
-        type=float,
-        default=0.0,
-        metavar="USD",
-        help="price per million completion tokens (default: 0)",
-    )
 
 
 def _register_worker(sub: Subcommands) -> None:
@@ -202,6 +163,11 @@ def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
         lease_s=args.lease,
         max_body_bytes=int(getattr(args, "max_body_mb", 10.0) * 1024 * 1024),
         max_claim_chars=getattr(args, "max_claim_chars", 2_000),
+        **{
+            field: getattr(args, field)
+            for field in ("max_uploads", "max_uploads_per_key", "key_submits_per_minute", "key_max_pending")
+            if hasattr(args, field)
+        },
         price_prompt_per_mtok=getattr(args, "price_prompt", 0.0),
         price_completion_per_mtok=getattr(args, "price_completion", 0.0),
         session_secret=os.environ.get("DEBATE_SESSION_SECRET") or None,
@@ -236,28 +202,16 @@ def _serve(args: argparse.Namespace) -> int:
     from sqlalchemy.engine import make_url
 
     from markov_debate.desk.app import create_app
-    from markov_debate.desk.serving import ACCEPT_BACKLOG, guarded_protocol, limit_accept_errors, server_limits
+    from markov_debate.desk.serving import (
+        ACCEPT_BACKLOG,
+        guarded_protocol,
+        limit_accept_errors,
+        limit_invalid_request_logs,
+        server_limits,
+    )
 
-    settings = _settings(args, keys=True)
-    if args.host not in _LOOPBACK and not settings.keys:
-        raise UsageError(
-            f"--host {args.host} exposes the desk beyond this machine: give API keys (--api-keys-file or "
-            "DEBATE_API_KEYS; `debate new-key NAME ROLE` makes one)"
-        )
-    if args.jobs < 0:
-        raise UsageError("--jobs must be 0 or more")
-    if args.max_connections is not None and args.max_connections < 1:
-        raise UsageError("--max-connections must be at least 1")
-    if args.header_timeout <= 0:
-        raise UsageError("--header-timeout must be more than 0 seconds")
-    wildcard = args.host in ("0.0.0.0", "::", "")
-    if wildcard and not args.allowed_host:
-        raise UsageError(
-            f"--host {args.host or '(all)'} answers on every address: name the ones clients use with --allowed-host "
-            "(e.g. --allowed-host desk.example.com --allowed-host 10.0.0.5)"
-        )
-    extra = () if wildcard or args.host in _LOOPBACK else (args.host,)
-    settings = settings.model_copy(update={"allowed_hosts": (*settings.allowed_hosts, *extra, *args.allowed_host)})
+    check_limits(args)
+    settings = _exposed(args, _settings(args, keys=True))
     app = create_app(settings)
     where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/"
     print(
@@ -265,7 +219,13 @@ def _serve(args: argparse.Namespace) -> int:
         f"auth {'keys' if settings.keys else 'off, loopback only'})",
         file=sys.stderr,
     )
-    limits = server_limits(max_connections=args.max_connections, header_timeout_s=args.header_timeout)
+    limits = server_limits(
+        max_connections=args.max_connections,
+        header_timeout_s=args.header_timeout,
+        body_min_rate=args.body_min_rate,
+        body_timeout_s=args.body_timeout,
+        reserved_files=2 * settings.max_uploads,  # an upload holds a spooled file and our copy of it
+    )
     print(f"limits: {limits.describe()}", file=sys.stderr)
     config = uvicorn.Config(
         app,
@@ -282,10 +242,29 @@ def _serve(args: argparse.Namespace) -> int:
 
     async def run() -> None:
         limit_accept_errors(asyncio.get_running_loop())
+        limit_invalid_request_logs()
         await server.serve()
 
     asyncio.run(run())
     return 0
+
+
+def _exposed(args: argparse.Namespace, settings: DeskSettings) -> DeskSettings:
+    """`settings` with the host names the desk answers to; a UsageError when --host exposes it without keys or
+    answers on every address without naming its names."""
+    if args.host not in _LOOPBACK and not settings.keys:
+        raise UsageError(
+            f"--host {args.host} exposes the desk beyond this machine: give API keys (--api-keys-file or "
+            "DEBATE_API_KEYS; `debate new-key NAME ROLE` makes one)"
+        )
+    wildcard = args.host in ("0.0.0.0", "::", "")
+    if wildcard and not args.allowed_host:
+        raise UsageError(
+            f"--host {args.host or '(all)'} answers on every address: name the ones clients use with --allowed-host "
+            "(e.g. --allowed-host desk.example.com --allowed-host 10.0.0.5)"
+        )
+    extra = () if wildcard or args.host in _LOOPBACK else (args.host,)
+    return settings.model_copy(update={"allowed_hosts": (*settings.allowed_hosts, *extra, *args.allowed_host)})
 
 
 def _worker(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ from markov_debate.desk.runnable import check_runnable
 from markov_debate.desk.security import CSRF_COOKIE, SESSION_COOKIE, Guard
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import Store
+from markov_debate.desk.store.visibility import hidden_in_text
 from markov_debate.desk.worker import Worker
 
 __all__ = [
@@ -141,11 +142,13 @@ def stop_running(request: Request, *audit_ids: int) -> None:
         worker.stop_audit(audit_id)
 
 
-def _trouble(worker: Worker | None) -> str | None:
-    """What a page's banner says while the in-process worker waits for the endpoint or the store."""
+def _trouble(worker: Worker | None, principal: Principal) -> str | None:
+    """What a page's banner says while the in-process worker waits for the endpoint or the store (to a submitter,
+    without the endpoint's address)."""
     if worker is None or worker.state not in ("endpoint-down", "store-unavailable"):
         return None
-    return f"{worker.last_error}. Audits wait in the queue, keep their attempts, and resume when it is back."
+    cause = hidden_in_text(worker.last_error) if principal.role == "submitter" else worker.last_error
+    return f"{cause}. Audits wait in the queue, keep their attempts, and resume when it is back."
 
 
 def render(request: Request, name: str, principal: Principal, status_code: int = 200, **context: Any) -> HTMLResponse:
@@ -159,14 +162,14 @@ def render(request: Request, name: str, principal: Principal, status_code: int =
             "principal": principal,
             "csrf": guard.csrf_token(request),
             "auth_on": not guard.open,
-            "worker_trouble": _trouble(worker_of(request)),
+            "worker_trouble": _trouble(worker_of(request), principal),
             **context,
         },
         status_code=status_code,
     )
     anchor = getattr(request.state, "csrf_anchor", None)
     if anchor and CSRF_COOKIE not in request.cookies:
-        response.set_cookie(CSRF_COOKIE, anchor, httponly=True, samesite="strict")
+        response.set_cookie(CSRF_COOKIE, anchor, httponly=True, samesite="strict", secure=request.url.scheme == "https")
     return response
 
 

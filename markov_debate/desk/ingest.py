@@ -9,6 +9,7 @@ than the limit, not after parsing all of it. The body's byte cap is enforced bef
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from debate.errors import InputError
 from debate.results import BatchItem, InputTooLongError, read_items_with_fields
 from markov_debate.desk.auth import Principal
 from markov_debate.desk.models import BatchInfo
+from markov_debate.desk.quotas import check_pending
 from markov_debate.desk.requests import AuditRequest, checked_request
 from markov_debate.desk.runnable import check_runnable
 from markov_debate.desk.settings import DeskSettings
@@ -43,8 +45,17 @@ def ingest(
     task: str,
     name: str,
     settings: DeskSettings,
-) -> BatchInfo:
-    """Queue the upload at `path` as one batch; unreadable lines are listed in its `input_errors`."""
+    idempotency_key: str | None = None,
+) -> tuple[BatchInfo, bool]:
+    """Queue the upload at `path` as one batch; (the batch, created). Unreadable lines are listed in its
+    `input_errors`. With an `idempotency_key` already used for these bytes, the first batch comes back (created
+    False) and nothing is parsed or queued."""
+    digest = None
+    if idempotency_key is not None:
+        digest = _digest(path, task)
+        replayed = store.replayed_batch(principal, idempotency_key, digest)
+        if replayed is not None:
+            return store.batch(replayed), False
     max_items = settings.max_batch_items
     try:
         # Every line counts toward the limit, blank or not: a body of newlines stops being read at the limit.
@@ -71,8 +82,26 @@ def ingest(
     if not items:
         detail = errors[0]["message"] if errors else "the upload has no items"
         raise IngestError(f"no readable item in the upload ({detail})", status=422)
-    batch_id = store.submit_batch(principal, name=name, task=task, items=items, input_errors=errors)
-    return store.batch(batch_id)
+    check_pending(store, principal, len(items), settings.key_max_pending)
+    batch_id, created = store.submit_batch(
+        principal,
+        name=name,
+        task=task,
+        items=items,
+        input_errors=errors,
+        idempotency_key=idempotency_key,
+        digest=digest,
+    )
+    return store.batch(batch_id), created
+
+
+def _digest(path: Path, task: str) -> str:
+    """What an Idempotency-Key is held to: the task and the upload's bytes (not its file name)."""
+    digest = hashlib.sha256(task.encode() + b"\0")
+    with path.open("rb") as upload:
+        while chunk := upload.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _request(line: int, item: BatchItem, overrides: Any, task: str, settings: DeskSettings) -> AuditRequest | str:

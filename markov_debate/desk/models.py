@@ -149,6 +149,9 @@ class AuditPage(BaseModel):
     total: int
     page: int
     per_page: int
+    next_before: int | None = None
+    """Pass as `before=` for the next, older page (None: this is the last): a read that costs the same at any
+    depth, where `page=` N skips N-1 pages of rows first."""
 
 
 class QueueItem(BaseModel):
@@ -186,6 +189,8 @@ class BatchInfo(BaseModel):
 
 
 class AgreementPoint(BaseModel):
+    model_config = ConfigDict(frozen=True)  # hashable: the dashboard's chart is cached by its points
+
     period: str
     """The day (or week) the reviews were made."""
     reviews: int

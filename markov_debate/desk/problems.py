@@ -47,7 +47,11 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         "refused too (no store keeps it), as is what a task or this desk's configuration refuses (summarization "
         "without a document, rag without sources, a claim past max_claim_chars): `detail` names the field.",
     },
-    429: {"model": Problem, "description": "Too many requests; Retry-After says when to try again."},
+    429: {
+        "model": Problem,
+        "description": "Too many: failed sign-ins from this client, this key's submissions a minute or audits "
+        "waiting, or uploads being read; Retry-After says when to try again.",
+    },
     503: {"model": Problem, "description": "The audit store cannot serve the request now; try again shortly."},
 }
 """The error statuses every API operation may answer with, documented once for the OpenAPI document."""

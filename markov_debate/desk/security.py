@@ -14,11 +14,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import html
 import json
 import secrets
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from urllib.parse import parse_qsl
 
 from fastapi import HTTPException, Request
@@ -26,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from markov_debate.desk.auth import ApiKey, Permission, Principal, find_key
 
-__all__ = ["LOOPBACK_HOSTS", "AllowedHosts", "BodyLimit", "Guard", "NoNul", "SecurityHeaders", "host_of"]
+__all__ = ["LOOPBACK_HOSTS", "AllowedHosts", "BodyLimit", "Guard", "NoNul", "SecurityHeaders", "host_of", "refuse"]
 
 SESSION_COOKIE = "desk_session"
 CSRF_COOKIE = "desk_csrf"
@@ -150,6 +151,21 @@ class Guard:
         request.state.principal = principal
         return principal
 
+    def identity(self, request: Request) -> str:
+        """Whose quota a request spends, read from its headers alone (no store read, no failure counted: the
+        route's own `require` does that): the key's name, a session's owner, or "anonymous"."""
+        if self.open:
+            return "local"
+        presented = self.presented_key(request)
+        if presented is not None:
+            key = find_key(self.keys, presented)
+            return key.name if key is not None else "anonymous"
+        session = self.session_of(request.cookies.get(SESSION_COOKIE, ""))
+        if session is None:
+            return "anonymous"
+        cookie = request.cookies[SESSION_COOKIE]
+        return base64.urlsafe_b64decode(cookie.partition(".")[0].encode()).decode().split("|")[0]
+
     # --- CSRF ------------------------------------------------------------------------------------------------
 
     def csrf_token(self, request: Request) -> str:
@@ -208,7 +224,7 @@ class AllowedHosts:
         if scope["type"] in ("http", "websocket"):
             header = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
             if host_of(header) not in self.allowed:
-                await _refuse(send, 400, "host: this desk does not answer to that name (see --allowed-host)")
+                await refuse(scope, send, 400, "host: this desk does not answer to that name (see --allowed-host)")
                 return
         await self.app(scope, receive, send)
 
@@ -224,16 +240,23 @@ class NoNul:
         if scope["type"] == "http":
             where = _nul_in(scope)
             if where is not None:
-                await _refuse(send, 400, f"{where}: holds a NUL character (%00), which is not allowed")
+                await refuse(scope, send, 400, f"{where}: holds a NUL character (%00), which is not allowed")
                 return
         await self.app(scope, receive, send)
 
 
-async def _refuse(send: Send, status: int, detail: str) -> None:
-    """A JSON error from a middleware, in the error model's shape, before the app runs."""
-    body = json.dumps({"detail": detail}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+async def refuse(scope: Scope, send: Send, status: int, detail: str, headers: Mapping[str, str] | None = None) -> None:
+    """An error from a middleware, before the app runs: JSON in the error model's shape, or a short page for a
+    browser that asked for one (a form post)."""
+    accept = dict(scope.get("headers") or []).get(b"accept", b"")
+    if b"text/html" in accept:
+        body = f"<!doctype html><title>{status}</title><p>{html.escape(detail)}</p>".encode()
+        kind = b"text/html; charset=utf-8"
+    else:
+        body, kind = json.dumps({"detail": detail}).encode(), b"application/json"
+    extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    fields = [(b"content-type", kind), (b"content-length", str(len(body)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": fields})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -262,7 +285,7 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await _too_large(send, self.limit)
+            await _too_large(scope, send, self.limit)
             return
         if declared is not None:
             await self.app(scope, receive, send)  # the server stops reading at the declared length
@@ -277,7 +300,7 @@ class BodyLimit:
             chunks.append(message.get("body", b""))
             seen += len(chunks[-1])
             if seen > self.limit:
-                await _too_large(send, self.limit)
+                await _too_large(scope, send, self.limit)
                 return
             if not message.get("more_body", False):
                 break
@@ -294,8 +317,8 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-async def _too_large(send: Send, limit: int) -> None:
-    await _refuse(send, 413, f"request body larger than {limit} bytes")
+async def _too_large(scope: Scope, send: Send, limit: int) -> None:
+    await refuse(scope, send, 413, f"request body larger than {limit} bytes")
 
 
 class SecurityHeaders:

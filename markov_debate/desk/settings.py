@@ -79,6 +79,14 @@ class DeskSettings(BaseModel):
     """Largest request body (a batch upload included); larger gets 413."""
     max_batch_items: int = Field(default=10_000, ge=1)
     """Largest batch, in items."""
+    max_uploads: int = Field(default=16, ge=1)
+    """Batch uploads read at once in all (each holds a socket and a spooled file); more get 429."""
+    max_uploads_per_key: int = Field(default=2, ge=1)
+    """Batch uploads one key may have being read at once; more get 429."""
+    key_submits_per_minute: int = Field(default=600, ge=1)
+    """Submissions (audits, batches, their forms) one key may make a minute; more get 429 with Retry-After."""
+    key_max_pending: int = Field(default=20_000, ge=1)
+    """Audits one key may have waiting or running; a submission past it gets 429 (a batch: the whole batch)."""
     price_prompt_per_mtok: float = Field(default=0.0, ge=0)
     """Price of a million prompt tokens, for the cost figures (0: cost not tracked)."""
     price_completion_per_mtok: float = Field(default=0.0, ge=0)

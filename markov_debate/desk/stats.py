@@ -14,9 +14,9 @@ __all__ = ["stats"]
 _LABELS: list[str] = list(get_args(EngineLabel))
 
 
-def stats(store: Store, *, bucket: Literal["day", "week"] = "day") -> Stats:
-    """The statistics of everything in `store`."""
-    figures = store.figures()
+def stats(store: Store, *, bucket: Literal["day", "week"] = "day", owner: str | None = None) -> Stats:
+    """The statistics of everything in `store` (`owner`: of that submitter's audits only)."""
+    figures = store.figures(owner=owner)
     reviews = figures.reviews
     periods: dict[str, list[tuple[str, str]]] = {}
     for created, engine, label, _, _ in reviews:

@@ -17,6 +17,7 @@ class Base(DeclarativeBase):
 
 class BatchRow(Base):
     __tablename__ = "batches"
+    __table_args__ = (UniqueConstraint("submitted_by", "idempotency_key", name="uq_batches_idempotency"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     created_at: Mapped[datetime] = mapped_column(DateTime)
@@ -25,6 +26,10 @@ class BatchRow(Base):
     task: Mapped[str] = mapped_column(String(50))
     total: Mapped[int] = mapped_column(Integer)
     input_errors: Mapped[list[dict[str, object]]] = mapped_column(JSON)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    """The upload's Idempotency-Key, when it sent one: a retry with it returns this batch."""
+    request_sha256: Mapped[str | None] = mapped_column(String(64))
+    """sha256 of the task and the upload's bytes, so a key reused for another upload is told apart."""
 
 
 class AuditRow(Base):
@@ -35,6 +40,7 @@ class AuditRow(Base):
         UniqueConstraint("submitted_by", "idempotency_key", name="uq_audits_idempotency"),
         Index("ix_audits_queue", "status", "id"),
         Index("ix_audits_owner", "submitted_by", "id"),
+        Index("ix_audits_owner_status", "submitted_by", "status"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

@@ -15,6 +15,7 @@ from debate.errors import UsageError
 from debate.extras import install_command
 from debate.types import ClaimLabel
 from markov_debate.desk.deps import (
+    ID_MAX,
     PAGE_MAX,
     GuardDep,
     RowId,
@@ -31,6 +32,7 @@ from markov_debate.desk.deps import (
     validated,
 )
 from markov_debate.desk.models import EngineLabel, ReviewIn, ReviewInfo
+from markov_debate.desk.quotas import check_pending
 from markov_debate.desk.requests import AuditOverrides, AuditRequest
 from markov_debate.desk.routes.batches import upload_batch
 from markov_debate.desk.security import SESSION_COOKIE
@@ -123,6 +125,7 @@ def audits_page(
     reviewed: str = "",
     q: str = "",
     page_number: Annotated[int, Query(alias="page", ge=1, le=PAGE_MAX)] = 1,
+    before: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,
 ) -> HTMLResponse:
     listing = store.audits(
         owner=principal.owner,
@@ -133,9 +136,11 @@ def audits_page(
         q=q or None,
         page=page_number,
         per_page=25,
+        before=before,
     )
     filters = {"verdict": verdict, "task": task, "status": status, "reviewed": reviewed, "q": q}
-    return render(request, "audits.html", principal, listing=listing, filters=filters)
+    paged = before is not None or page_number > 1
+    return render(request, "audits.html", principal, listing=listing, filters=filters, paged=paged)
 
 
 @router.get("/audits/{audit_id}")
@@ -212,7 +217,7 @@ def queue_page(request: Request, principal: UiReviewer, store: StoreDep, setting
 
 @router.get("/dashboard")
 def dashboard_page(request: Request, principal: UiReader, store: StoreDep, settings: SettingsDep) -> HTMLResponse:
-    figures = compute_stats(store)
+    figures = compute_stats(store, owner=principal.owner)
     return render(
         request, "dashboard.html", principal, stats=figures, plot=bool(figures.over_time), priced=settings.priced
     )
@@ -220,7 +225,7 @@ def dashboard_page(request: Request, principal: UiReader, store: StoreDep, setti
 
 @router.get("/dashboard/agreement.png")
 def agreement_plot(principal: UiReader, store: StoreDep) -> Response:
-    png = agreement_png(compute_stats(store).over_time)
+    png = agreement_png(compute_stats(store, owner=principal.owner).over_time)
     return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
 
 
@@ -256,6 +261,7 @@ def submit_form(
         first = exc.errors()[0]
         message = f"{'.'.join(map(str, first['loc'])) or 'form'}: {first['msg']}"
         return render(request, "submit.html", principal, error=message, form=form)
+    check_pending(store, principal, 1, request.app.state.settings.key_max_pending)
     audit_id, _ = store.submit(principal, body)
     return RedirectResponse(f"/audits/{audit_id}", status_code=303)
 
@@ -278,7 +284,7 @@ async def batch_form(
             form={"batch_name": name},
             status_code=422,
         )
-    info = await upload_batch(request, task, name or None, file)
+    info, _ = await upload_batch(request, task, name or None, file)
     return RedirectResponse(f"/batches/{info.id}", status_code=303)
 
 

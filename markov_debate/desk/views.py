@@ -6,6 +6,7 @@ every text that came from a user or a model.
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 from collections.abc import Mapping, Sequence
@@ -173,7 +174,13 @@ def _chain_diagram(claim: ClaimVerdict, rule: str, chain: MarkovChain | None) ->
 
 def agreement_png(points: list[AgreementPoint]) -> bytes:
     """Agreement and kappa per period as a PNG (matplotlib). A PNG, not inline SVG: matplotlib's SVG styles itself
-    with inline style attributes, which the desk's Content-Security-Policy refuses."""
+    with inline style attributes, which the desk's Content-Security-Policy refuses. Drawing takes 100-300 ms of
+    CPU, so the same points give the PNG drawn before (it changes only when a review is added)."""
+    return _drawn(tuple(points))
+
+
+@functools.lru_cache(maxsize=32)
+def _drawn(points: tuple[AgreementPoint, ...]) -> bytes:
     from matplotlib.figure import Figure  # the pyplot-free API: safe in a server's worker threads
 
     figure = Figure(figsize=(7, 2.8), dpi=100)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import resource
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,54 +13,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.desk import free_port
-from tests.support.helpers import cli_env
+from tests.support.desk import served
 
 pytestmark = pytest.mark.slow  # starts processes
 
 
-def _limit_files() -> None:
-    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
-
-
 @pytest.fixture
 def desk(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    port = free_port()
-    log = tmp_path / "desk.log"
-    args = [
-        sys.executable,
-        "-m",
-        "debate.cli",
-        "serve",
-        "--port",
-        str(port),
-        "--db",
-        f"sqlite:///{tmp_path}/d.db",
-        "--base-url",
-        "http://127.0.0.1:9/v1",
-        "--model",
-        "m",
-        "--jobs",
-        "0",
-        "--header-timeout",
-        "3",
-    ]
-    with log.open("w") as out:
-        process = subprocess.Popen(args, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, preexec_fn=_limit_files)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        yield url, log
-    finally:
-        process.terminate()
-        process.wait(20)
+    with served(tmp_path, "--header-timeout", "3") as running:
+        yield running
 
 
 def _silent(port: int, n: int) -> list[socket.socket]:
@@ -75,7 +34,7 @@ def _silent(port: int, n: int) -> list[socket.socket]:
 def test_silent_connections_do_not_stall_the_desk(desk: tuple[str, Path]) -> None:
     url, log = desk
     port = int(url.rsplit(":", 1)[1])
-    assert "limits: at most 672 connections (open-file limit 1024)" in log.read_text()
+    assert "limits: at most 640 connections (open-file limit 1024)" in log.read_text()
     sockets = _silent(port, 1100)
     try:
         half = sockets[0]

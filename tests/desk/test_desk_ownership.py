@@ -3,14 +3,16 @@ all, admins do all); a cancelled audit can be retried; replaying a cancelled aud
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from markov_debate.desk.auth import ApiKey, hash_key
-from tests.support.desk import ThreadedDesk, api_keys, auth, jsonl, settings_for
+from tests.support.desk import ThreadedDesk, api_keys, auth, jsonl, settings_for, wait_done
 from tests.support.fakes import FakeOpenAI
 
 pytestmark = pytest.mark.slow  # starts servers
@@ -98,3 +100,28 @@ def test_a_cancelled_audit_can_be_retried_and_its_key_replay_says_it_was_cancell
     refused = sam.post(f"/v1/audits/{audit}/retry")  # pending: nothing to retry
     assert refused.status_code == 409 and "only a failed or cancelled audit can be retried" in refused.json()["detail"]
     assert desk.client("alice").post(f"/v1/audits/{audit}/retry", headers=auth("alice")).status_code == 403
+
+
+def test_a_submitter_sees_neither_worker_hosts_nor_the_endpoints_address(tmp_path: Path, model: FakeOpenAI) -> None:
+    """Its own audit, its report, the list and the page: no worker name (host:pid), no endpoint URL, even in a
+    deferral's reason; a reviewer sees both."""
+    host, address = socket.gethostname(), model.base_url.removesuffix("/v1")
+    settings = settings_for(f"sqlite:///{tmp_path}/v.sqlite", model.base_url, keys=api_keys())
+    with ThreadedDesk(settings) as server:
+        sam, alice = server.client("sam"), server.client("alice")
+        audit_id = sam.post("/v1/audits", json=AUDIT).json()["id"]
+        wait_done(sam, audit_id)
+        worker = server.store.audit(audit_id).events[-1].actor
+        reason = f"the model endpoint is failing (connection refused by {model.base_url}); worker {worker}"
+        with server.store.engine.begin() as conn:
+            insert = "INSERT INTO events (audit_id, at, kind, actor, detail) VALUES (:a, :at, 'deferred', :w, :d)"
+            conn.execute(text(insert), {"a": audit_id, "at": "2026-01-01", "w": worker, "d": reason})
+        pages = [f"/v1/audits/{audit_id}", f"/v1/audits/{audit_id}/report", "/v1/audits"]
+        for path in pages:
+            shown = sam.get(path).text
+            assert host not in shown and address not in shown, (path, shown[:300])
+        page = sam.get(f"/audits/{audit_id}", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and host not in page.text and address not in page.text
+        assert "(not shown to submitters)" in sam.get(f"/v1/audits/{audit_id}/report").text
+        staff = alice.get(f"/v1/audits/{audit_id}").text
+        assert host in staff and address in staff

@@ -94,7 +94,7 @@ def test_the_queue_reads_the_queue_index_not_every_claim(tmp_path: Path, model: 
             if statement.lstrip().upper().startswith("SELECT") and "claims" in statement:
                 statements.append((statement, parameters))
 
-        engine = desk.store.engine
+        engine = desk.store.reader  # the queue is a read
         event.listen(engine, "before_cursor_execute", record)
         try:
             desk.store.review_queue(limit=10, sample_rate=0.1, seed=0)
@@ -134,7 +134,7 @@ def test_the_queue_migration_fills_the_queue_from_stored_audits(tmp_path: Path, 
     engine.dispose()
     store = Store(url)
     try:
-        assert store.schema_revision() == "0004"
+        assert store.schema_revision() == "0005"
         after = store.review_queue(limit=50, sample_rate=1.0)
         assert after == before and [(q.audit_id, q.claim_id) for q in after] == [(wrong, "c0"), (right, "c0")]
         assert after[0].evidence and after[0].final_opinion

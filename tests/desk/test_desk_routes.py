@@ -1,5 +1,6 @@
 """Each of the desk's routers works on its own: mounted alone on a bare FastAPI app whose state holds only what
-the routes' dependencies read (store, settings, guard), with no middleware, no worker and no UI."""
+the routes' dependencies read (store, settings, guard, the upload processes), with no middleware, no worker and no
+UI."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from markov_debate.desk.routes import audits, batches, reviews, stats
 from markov_debate.desk.security import Guard
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import NotFoundError, Store
+from markov_debate.desk.uploads import UploadPool
 
 pytestmark = pytest.mark.slow  # starts processes
 
@@ -29,7 +31,9 @@ def bare(tmp_path: Path) -> Iterator[FastAPI]:
     app.state.store = Store(settings.db_url)
     app.state.settings = settings
     app.state.guard = Guard([], None)
+    app.state.uploads = UploadPool(settings.db_url, settings, processes=1)  # where batch uploads are ingested
     yield app
+    app.state.uploads.close()
     app.state.store.close()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -212,6 +213,47 @@ class DeskProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _file_limit(n: int) -> Any:
+    def limit() -> None:
+        sigint_default()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+    return limit
+
+
+@contextmanager
+def served(folder: Path, *extra: str, files: int = 1024, db_url: str | None = None) -> Iterator[tuple[str, Path]]:
+    """`debate serve --jobs 0` in its own process at an open-file limit of `files`, its log in a file (a flood of
+    log lines can never fill a pipe and stall it); (its URL, the log's path)."""
+    port = free_port()
+    log = folder / f"desk-{port}.log"
+    args = [sys.executable, "-m", "debate.cli", "serve", "--port", str(port), "--jobs", "0"]
+    args += ["--db", db_url or f"sqlite:///{folder}/desk-{port}.db", "--base-url", "http://127.0.0.1:9/v1"]
+    args += ["--model", "m", *extra]
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            args, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, preexec_fn=_file_limit(files)
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            try:
+                if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield url, log
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
 
 
 # --- PostgreSQL ---------------------------------------------------------------------------------------------------

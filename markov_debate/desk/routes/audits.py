@@ -25,6 +25,7 @@ from markov_debate.desk.deps import (
 )
 from markov_debate.desk.export import EXPORT_MEDIA, ExportFormat, export_stream
 from markov_debate.desk.models import AuditDetail, AuditPage, AuditStatus, iso_moment
+from markov_debate.desk.quotas import check_pending
 from markov_debate.desk.requests import AuditRequest
 
 __all__ = ["router"]
@@ -43,7 +44,9 @@ def submit_audit(
 ) -> dict[str, Any]:
     """Queue one response for audit; 202 with its id. Repeating an Idempotency-Key returns the first audit (and
     brings it back to the queue if it had failed; 409 naming it if it was cancelled)."""
-    audit_id, created = store.submit(principal, validated(body, settings), idempotency_key=idempotency_key)
+    request = validated(body, settings)
+    check_pending(store, principal, 1, settings.key_max_pending)
+    audit_id, created = store.submit(principal, request, idempotency_key=idempotency_key)
     response.headers["Location"] = f"/v1/audits/{audit_id}"
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
@@ -63,9 +66,11 @@ def list_audits(
     batch: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,
     page: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,
+    before: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,
 ) -> AuditPage:
     """Audits, newest first, by verdict, task, status, reviewed or not, text (`q`), creation time (`since`). A
-    submitter sees its own."""
+    submitter sees its own. Page on with `before=` the answer's `next_before` (as fast at any depth as on the
+    first page); `page=` still works but skips rows to get there."""
     return store.audits(
         owner=principal.owner,
         verdict=verdict,
@@ -77,6 +82,7 @@ def list_audits(
         batch_id=batch,
         page=page,
         per_page=per_page,
+        before=before,
     )
 
 

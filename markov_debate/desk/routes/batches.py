@@ -1,18 +1,17 @@
 """`/v1/batches`: upload many responses at once (JSONL or a RefChecker array), follow, cancel or retry them."""
 
-import asyncio
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 from starlette.datastructures import UploadFile
 
 from debate.plugins import TASKS
 from markov_debate.desk.deps import Canceller, Reader, RowId, StoreDep, Submitter, csrf
-from markov_debate.desk.ingest import IngestError, ingest
 from markov_debate.desk.models import BatchInfo
 from markov_debate.desk.security import Guard
+from markov_debate.desk.uploads import UploadPool
 
 __all__ = ["NAME_LIMIT", "router", "upload_batch"]
 
@@ -22,16 +21,23 @@ NAME_LIMIT = 200
 """Longest batch name (the column holds 500; a longer one is a mistake, not a name)."""
 
 
-async def upload_batch(request: Request, task: str, name: str | None, upload: UploadFile | None) -> BatchInfo:
-    """Queue an upload (a multipart file, or the request's own body), shared by the API and the upload form. The
-    body is spooled to a file as it arrives and parsed in a worker thread (see markov_debate.desk.ingest)."""
+async def upload_batch(
+    request: Request,
+    task: str,
+    name: str | None,
+    upload: UploadFile | None,
+    *,
+    idempotency_key: str | None = None,
+) -> tuple[BatchInfo, bool]:
+    """Queue an upload (a multipart file, or the request's own body), shared by the API and the upload form;
+    (the batch, created). The body is spooled to a file as it arrives and parsed in a worker thread (see
+    markov_debate.desk.ingest)."""
     guard: Guard = request.app.state.guard
     principal = guard.require(request, "submit")
     if task not in TASKS.names():
         raise HTTPException(422, f"task: unknown task {task!r}; choose one of: {', '.join(TASKS.names())}")
     if name is not None and len(name) > NAME_LIMIT:
         raise HTTPException(422, f"name: at most {NAME_LIMIT} characters")
-    settings = request.app.state.settings
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "upload"
         with path.open("wb") as out:
@@ -42,29 +48,25 @@ async def upload_batch(request: Request, task: str, name: str | None, upload: Up
             else:
                 async for chunk in request.stream():
                     out.write(chunk)
-        try:
-            return await asyncio.to_thread(
-                ingest,
-                path,
-                store=request.app.state.store,
-                principal=principal,
-                task=task,
-                name=(name or "upload")[:NAME_LIMIT],
-                settings=settings,
-            )
-        except IngestError as exc:
-            raise HTTPException(exc.status, str(exc)) from exc
+        pool: UploadPool = request.app.state.uploads
+        return await pool.ingest(
+            path, principal=principal, task=task, name=(name or "upload")[:NAME_LIMIT], idempotency_key=idempotency_key
+        )
 
 
 @router.post("", status_code=202, dependencies=[Depends(csrf)])
 async def submit_batch(
     request: Request,
+    response: Response,
     task: Annotated[str, Query()] = "qa",
     name: Annotated[str | None, Query(max_length=NAME_LIMIT)] = None,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> BatchInfo:
     """Queue a JSONL or RefChecker JSON-array upload: a multipart `file` (with form fields `task`, `name`), or
     the raw body (Content-Type application/x-ndjson or application/json) with `?task=`. Unreadable lines are
-    listed in `input_errors`; the others are queued."""
+    listed in `input_errors`; the others are queued. Sending an upload again with the same Idempotency-Key
+    returns the first batch (Idempotent-Replayed: true) and queues nothing; the key with other bytes is 409."""
+    request.app.state.guard.require(request, "submit")  # before the body is read: a stranger spools nothing
     upload: UploadFile | None = None
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
         form = await request.form()
@@ -74,7 +76,11 @@ async def submit_batch(
         upload = file
         task = str(form.get("task") or task)
         name = str(form.get("name") or "") or name
-    return await upload_batch(request, task, name, upload)
+    info, created = await upload_batch(request, task, name, upload, idempotency_key=idempotency_key)
+    response.headers["Location"] = f"/v1/batches/{info.id}"
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return info
 
 
 @router.get("")

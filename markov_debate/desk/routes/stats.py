@@ -18,10 +18,10 @@ router = APIRouter(prefix="/v1", tags=["stats"])
 
 
 @router.get("/stats")
-def stats(_: Reader, store: StoreDep, bucket: Annotated[Literal["day", "week"], Query()] = "day") -> Stats:
+def stats(principal: Reader, store: StoreDep, bucket: Annotated[Literal["day", "week"], Query()] = "day") -> Stats:
     """Counts by status, verdict and task; agreement and Cohen's kappa between reviewers and the engine, in
-    total and per period; model calls, tokens and cost."""
-    return compute_stats(store, bucket=bucket)
+    total and per period; model calls, tokens and cost (a submitter: of its own audits)."""
+    return compute_stats(store, bucket=bucket, owner=principal.owner)
 
 
 @router.get("/health")
@@ -93,5 +93,13 @@ def _problem(
     if not stalled:
         return None
     if worker is None:
-        why = " (no worker is running)" if detailed else ""
+        # This server has no worker of its own (--jobs 0): it cannot tell a stopped worker from one that has
+        # waited for its model endpoint since it started (that leaves no trace in the store), so it names both.
+        why = (
+            " (this server runs no worker itself, and no `debate worker` has claimed, deferred or finished an audit "
+            "since: none may be running, or the workers may be waiting for their model endpoint; their logs say "
+            "which)"
+            if detailed
+            else ""
+        )
     return f"{due} audit(s) due and no progress for {settings.stall_s:.0f} s{why}"

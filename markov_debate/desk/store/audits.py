@@ -28,6 +28,7 @@ from markov_debate.desk.models import (
 from markov_debate.desk.requests import AuditRequest, load_request
 from markov_debate.desk.store.db import CancelledReplayError, ConflictError, NotFoundError, sha, utcnow
 from markov_debate.desk.store.reporting import ReportingStore
+from markov_debate.desk.store.visibility import WORKER_KINDS, hidden_in_report, hidden_in_text
 from markov_debate.desk.tables import AuditRow, BatchRow, ClaimRow, EventRow, ReviewRow
 
 __all__ = ["AuditStore", "review_info"]
@@ -132,26 +133,61 @@ class AuditStore(ReportingStore):
         task: str,
         items: Sequence[tuple[int, AuditRequest]],
         input_errors: list[dict[str, Any]],
-    ) -> int:
-        """Queue a batch in one transaction: all its readable lines, or nothing."""
-        with self._session.begin() as s:
-            batch = BatchRow(
-                created_at=utcnow(),
-                submitted_by=principal.name,
-                name=name,
-                task=task,
-                total=len(items),
-                input_errors=input_errors,
+        idempotency_key: str | None = None,
+        digest: str | None = None,
+    ) -> tuple[int, bool]:
+        """Queue a batch in one transaction: all its readable lines, or nothing; (id, created). An upload sent
+        again with the same Idempotency-Key (and the same bytes) returns the first batch and queues nothing."""
+        try:
+            with self._session.begin() as s:
+                batch = BatchRow(
+                    created_at=utcnow(),
+                    submitted_by=principal.name,
+                    name=name,
+                    task=task,
+                    total=len(items),
+                    input_errors=input_errors,
+                    idempotency_key=idempotency_key,
+                    request_sha256=digest,
+                )
+                s.add(batch)
+                s.flush()
+                for line, request in items:
+                    self.submit(principal, request, batch_id=batch.id, batch_line=line, session=s)
+                return batch.id, True
+        except IntegrityError:
+            # Another request with the same key got there first (a client retrying before its first try returned).
+            if idempotency_key is None or digest is None:
+                raise
+            replayed = self.replayed_batch(principal, idempotency_key, digest)
+            if replayed is None:
+                raise
+            return replayed, False
+
+    def replayed_batch(self, principal: Principal, key: str, digest: str) -> int | None:
+        """The batch this principal already uploaded with this Idempotency-Key (None: a new upload); 409 when the
+        key came with other bytes."""
+        with self._read() as s:
+            found = s.scalars(
+                select(BatchRow).where(BatchRow.submitted_by == principal.name, BatchRow.idempotency_key == key)
+            ).first()
+            if found is None:
+                return None
+            if found.request_sha256 != digest:
+                raise ConflictError(f"idempotency key {key!r} was used for a different upload (batch {found.id})")
+            return found.id
+
+    def pending_count(self, submitted_by: str) -> int:
+        """Audits this key has waiting or running (the per-key quota)."""
+        with self._read() as s:
+            query = select(func.count()).where(
+                AuditRow.submitted_by == submitted_by, AuditRow.status.in_(("pending", "running"))
             )
-            s.add(batch)
-            s.flush()
-            for line, request in items:
-                self.submit(principal, request, batch_id=batch.id, batch_line=line, session=s)
-            return batch.id
+            return int(s.scalar(query) or 0)
 
     # --- reading ---------------------------------------------------------------------------------------------
 
-    def _summary(self, row: AuditRow, claims: int, reviewed: int) -> dict[str, Any]:
+    def _summary(self, row: AuditRow, claims: int, reviewed: int, *, hide: bool = False) -> dict[str, Any]:
         request = json.loads(row.request_json)
         response = request["response"]
         return {
@@ -172,7 +208,7 @@ class AuditStore(ReportingStore):
             "prompt_tokens": row.prompt_tokens,
             "completion_tokens": row.completion_tokens,
             "cost": self._cost(row.prompt_tokens, row.completion_tokens),
-            "error": row.error,
+            "error": hidden_in_text(row.error) if hide else row.error,
         }
 
     def _claim_counts(self, s: Session, ids: Sequence[int]) -> tuple[Counter[int], Counter[int]]:
@@ -193,33 +229,41 @@ class AuditStore(ReportingStore):
 
     def audit(self, audit_id: int, *, owner: str | None = None) -> AuditDetail:
         """One audit; `owner`: only if that principal submitted it (another's is "no audit", as if absent)."""
-        with self._session() as s:
+        with self._read() as s:
             row = owned(s.get(AuditRow, audit_id), audit_id, owner)
             claims, reviewed = self._claim_counts(s, [audit_id])
             reviews = [
                 review_info(r)
                 for r in s.scalars(select(ReviewRow).where(ReviewRow.audit_id == audit_id).order_by(ReviewRow.id))
             ]
+            hide = owner is not None  # a submitter: no worker names, no endpoint address (store.visibility)
             events = [
-                EventInfo(at=e.at, kind=e.kind, actor=e.actor, detail=e.detail)
+                EventInfo(
+                    at=e.at,
+                    kind=e.kind,
+                    actor="worker" if hide and e.kind in WORKER_KINDS else e.actor,
+                    detail=hidden_in_text(e.detail) if hide else e.detail,
+                )
                 for e in s.scalars(select(EventRow).where(EventRow.audit_id == audit_id).order_by(EventRow.id))
             ]
+            report_json = hidden_in_report(row.report_json) if row.report_json and hide else row.report_json
             return AuditDetail(
-                **self._summary(row, claims[audit_id], reviewed[audit_id]),
+                **self._summary(row, claims[audit_id], reviewed[audit_id], hide=hide),
                 request=_shown_request(row.request_json),
-                report=Report.model_validate_json(row.report_json) if row.report_json else None,
+                report=Report.model_validate_json(report_json) if report_json else None,
                 attempts=row.attempts,
                 reviews=reviews,
                 events=events,
             )
 
     def report_json(self, audit_id: int, *, owner: str | None = None) -> str | None:
-        """The report exactly as stored."""
-        with self._session() as s:
-            return owned(s.get(AuditRow, audit_id), audit_id, owner).report_json
+        """The report exactly as stored; for a submitter (`owner`), without the endpoint's address."""
+        with self._read() as s:
+            stored = owned(s.get(AuditRow, audit_id), audit_id, owner).report_json
+        return hidden_in_report(stored) if stored and owner is not None else stored
 
     def status(self, audit_id: int, *, owner: str | None = None) -> str:
-        with self._session() as s:
+        with self._read() as s:
             return owned(s.get(AuditRow, audit_id), audit_id, owner).status
 
     def audits(
@@ -235,8 +279,10 @@ class AuditStore(ReportingStore):
         owner: str | None = None,
         page: int = 1,
         per_page: int = 50,
+        before: int | None = None,
     ) -> AuditPage:
-        """Audits, newest first, filtered (`owner`: only those that principal submitted)."""
+        """Audits, newest first, filtered (`owner`: only those that principal submitted); `before`: those older
+        than that audit id (the next page of a listing, read by the index), else `page`."""
         conditions = []
         if owner is not None:
             conditions.append(AuditRow.submitted_by == owner)
@@ -260,19 +306,25 @@ class AuditStore(ReportingStore):
             has_review = exists().where(ReviewRow.audit_id == AuditRow.id)
             conditions.append(has_review if reviewed else ~has_review)
         where = and_(*conditions) if conditions else None
-        with self._session() as s:
+        with self._read() as s:
             base = select(AuditRow)
             counted = select(func.count()).select_from(AuditRow)
             if where is not None:
                 base, counted = base.where(where), counted.where(where)
             total = s.scalar(counted) or 0
-            rows = list(s.scalars(base.order_by(AuditRow.id.desc()).offset((page - 1) * per_page).limit(per_page)))
+            if before is not None:
+                base, page = base.where(AuditRow.id < before), 1
+            ordered = base.order_by(AuditRow.id.desc())
+            rows = list(s.scalars(ordered.offset((page - 1) * per_page if before is None else 0).limit(per_page + 1)))
+            more, rows = len(rows) > per_page, rows[:per_page]
             claims, reviewed_counts = self._claim_counts(s, [r.id for r in rows])
-            items = [AuditSummary(**self._summary(r, claims[r.id], reviewed_counts[r.id])) for r in rows]
-        return AuditPage(items=items, total=total, page=page, per_page=per_page)
+            hide = owner is not None
+            items = [AuditSummary(**self._summary(r, claims[r.id], reviewed_counts[r.id], hide=hide)) for r in rows]
+        next_before = rows[-1].id if more and rows else None
+        return AuditPage(items=items, total=total, page=page, per_page=per_page, next_before=next_before)
 
     def batch(self, batch_id: int, *, owner: str | None = None) -> BatchInfo:
-        with self._session() as s:
+        with self._read() as s:
             row = s.get(BatchRow, batch_id)
             if row is None or (owner is not None and row.submitted_by != owner):
                 raise NotFoundError(f"no batch {batch_id}")
@@ -295,7 +347,7 @@ class AuditStore(ReportingStore):
             )
 
     def batches(self, limit: int = 50, *, owner: str | None = None) -> list[BatchInfo]:
-        with self._session() as s:
+        with self._read() as s:
             query = select(BatchRow.id).order_by(BatchRow.id.desc()).limit(limit)
             if owner is not None:
                 query = query.where(BatchRow.submitted_by == owner)

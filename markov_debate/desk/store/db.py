@@ -113,6 +113,15 @@ class Database:
         if self.dialect == "sqlite":
             _sqlite_setup(self.engine)
         self._session = sessionmaker(self.engine, expire_on_commit=False)
+        self.reader: Engine = self.engine
+        """The engine read-only sessions use (on SQLite its own connections, whose reads never wait for a writer)."""
+        if self.dialect == "sqlite":
+            # Reads get their own connections whose transactions start deferred: in WAL mode they then never wait
+            # for a writer (a 10,000-line batch insert held health and every page for seconds behind its lock).
+            self.reader = create_engine(url, pool_pre_ping=True)
+            _sqlite_setup(self.reader, begin="BEGIN")
+        self._read = sessionmaker(self.reader, expire_on_commit=False)
+        """Sessions for reading only (never write in one: on SQLite it would fail at once on a busy store)."""
         self._prices = (price_prompt_per_mtok, price_completion_per_mtok)
         self.migrate()
 
@@ -132,9 +141,10 @@ class Database:
 
     def close(self) -> None:
         self.engine.dispose()
+        self.reader.dispose()
 
     def schema_revision(self) -> str | None:
-        with self.engine.connect() as conn:
+        with self.reader.connect() as conn:
             return _revision(conn)
 
 
@@ -158,7 +168,7 @@ def _revision(conn: Connection) -> str | None:
     return MigrationContext.configure(conn).get_current_revision()
 
 
-def _sqlite_setup(engine: Engine) -> None:
+def _sqlite_setup(engine: Engine, *, begin: str = "BEGIN IMMEDIATE") -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         # pysqlite's own transaction handling is turned off so that every transaction starts with BEGIN IMMEDIATE:
@@ -172,4 +182,4 @@ def _sqlite_setup(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql(begin)

@@ -30,7 +30,7 @@ class JobStore(AuditStore):
     def queue_health(self) -> tuple[int, float | None, float | None]:
         """(pending audits that are due, seconds the oldest of them has waited, seconds since any worker last
         claimed, finished, deferred or failed an audit): what `/v1/health` judges progress by."""
-        with self._session() as s:
+        with self._read() as s:
             now = utcnow()
             due = (AuditRow.status == "pending", or_(AuditRow.not_before.is_(None), AuditRow.not_before <= now))
             count, oldest = s.execute(select(func.count(), func.min(AuditRow.created_at)).where(*due)).one()

@@ -49,7 +49,7 @@ class ReportingStore(SessionStore):
     def deferral_run(self) -> DeferralRun | None:
         """Deferrals since the last finished audit, if any. Reads the events after the last finish only (by the
         primary key), so its cost follows the outage, not the store."""
-        with self._session() as s:
+        with self._read() as s:
             now = utcnow()
             finished = s.scalar(select(func.max(EventRow.id)).where(EventRow.kind == "finished")) or 0
             since = select(EventRow).where(EventRow.kind == "deferred", EventRow.id > finished)
@@ -64,33 +64,32 @@ class ReportingStore(SessionStore):
     def _cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self._prices[0] + completion_tokens * self._prices[1]) / 1e6
 
-    def figures(self) -> StoreFigures:
+    def figures(self, *, owner: str | None = None) -> StoreFigures:
         """The counts statistics are made of: audits by status, verdict and task, usage, and every review's
-        (time, engine label, human label, audit, claim), oldest first."""
-        with self._session() as s:
-            by_status = dict(s.execute(select(AuditRow.status, func.count()).group_by(AuditRow.status)).all())
+        (time, engine label, human label, audit, claim), oldest first. `owner`: of that submitter's audits only
+        (a submitter's dashboard counts its own work, not everyone's)."""
+        mine = [AuditRow.submitted_by == owner] if owner is not None else []
+        with self._read() as s:
+            by_status = dict(
+                s.execute(select(AuditRow.status, func.count()).where(*mine).group_by(AuditRow.status)).all()
+            )
             standing = func.coalesce(AuditRow.reviewed_verdict, AuditRow.verdict)  # as reviewed, where reviewed
-            done = select(standing, func.count()).where(AuditRow.status == "done")
+            done = select(standing, func.count()).where(AuditRow.status == "done", *mine)
             by_verdict = dict(s.execute(done.group_by(standing)).all())
-            by_task = dict(s.execute(select(AuditRow.task, func.count()).group_by(AuditRow.task)).all())
+            by_task = dict(s.execute(select(AuditRow.task, func.count()).where(*mine).group_by(AuditRow.task)).all())
             calls, prompt, completion = s.execute(
                 select(
                     func.coalesce(func.sum(AuditRow.llm_calls), 0),
                     func.coalesce(func.sum(AuditRow.prompt_tokens), 0),
                     func.coalesce(func.sum(AuditRow.completion_tokens), 0),
-                )
+                ).where(*mine)
             ).one()
-            reviews = list(
-                s.execute(
-                    select(
-                        ReviewRow.created_at,
-                        ReviewRow.engine_label,
-                        ReviewRow.label,
-                        ReviewRow.audit_id,
-                        ReviewRow.claim_id,
-                    ).order_by(ReviewRow.id)
-                )
+            review_rows = select(
+                ReviewRow.created_at, ReviewRow.engine_label, ReviewRow.label, ReviewRow.audit_id, ReviewRow.claim_id
             )
+            if owner is not None:
+                review_rows = review_rows.join(AuditRow, AuditRow.id == ReviewRow.audit_id).where(*mine)
+            reviews = list(s.execute(review_rows.order_by(ReviewRow.id)))
         return StoreFigures(
             by_status=by_status,
             by_verdict={str(k): v for k, v in by_verdict.items()},

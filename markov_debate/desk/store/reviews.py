@@ -85,7 +85,7 @@ class ReviewStore(AuditStore):
         """Unreviewed claims: those the engine did not find factual first (oldest audit first), then a seeded
         sample of its confident factual decisions (prefilter decisions included) for re-checking. Two reads of the
         claims' queue index, each stopping at `limit`: the cost follows `limit`, not the store's size."""
-        with self._session() as s:
+        with self._read() as s:
             rows = self._waiting(s, "needs-review", limit)
             windows = sample_window(seed, sample_rate)
             if len(rows) < limit and windows:

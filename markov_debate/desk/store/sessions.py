@@ -25,5 +25,5 @@ class SessionStore(Database):
                 s.add(RevokedSessionRow(session_id=session_id, expires_at=expires_at))
 
     def session_revoked(self, session_id: str) -> bool:
-        with self._session() as s:
+        with self._read() as s:
             return s.get(RevokedSessionRow, session_id) is not None

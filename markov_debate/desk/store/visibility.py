@@ -1,0 +1,38 @@
+"""What a submitter is not shown of the desk's own infrastructure: which worker (host name and process id) ran an
+audit, and the model endpoint's address, wherever they appear (the trail's actors and details, error texts, a
+report's run record). Reviewers and admins run the desk and see them; a submitter only sends work to it."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+__all__ = ["HIDDEN", "WORKER_KINDS", "hidden_in_report", "hidden_in_text"]
+
+HIDDEN = "(not shown to submitters)"
+WORKER_KINDS = frozenset({"claimed", "requeued", "deferred", "finished", "failed", "discarded"})
+"""Trail entries a worker writes: its name (host:pid:tag) is the actor."""
+
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>()]+", re.IGNORECASE)
+_WORKER = re.compile(r"\b[\w.-]+:\d+:[0-9a-f]{4}\b")
+
+
+def hidden_in_text(text: str | None) -> str | None:
+    """`text` with URLs and worker names replaced."""
+    if not text:
+        return text
+    return _WORKER.sub("a worker", _URL.sub("[the model endpoint]", text))
+
+
+def hidden_in_report(report_json: str) -> str:
+    """The stored report with the endpoint's address taken out of its run record (`meta`)."""
+    report: dict[str, Any] = json.loads(report_json)
+    meta = report.get("meta")
+    if isinstance(meta, dict):
+        if meta.get("base_url"):
+            meta["base_url"] = HIDDEN
+        model = (meta.get("config") or {}).get("model") if isinstance(meta.get("config"), dict) else None
+        if isinstance(model, dict) and model.get("base_url"):
+            model["base_url"] = HIDDEN
+    return json.dumps(report, ensure_ascii=False)

@@ -1,0 +1,74 @@
+"""Reads that must not grow with the store or show more than the reader's own (issue 44), over real HTTP: the
+audit list pages by id (keyset) at any depth, a submitter's statistics and dashboard count its own audits, and the
+agreement chart is drawn once per change, not once per request."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from markov_debate.desk import views
+from tests.support.desk import ThreadedDesk, api_keys, settings_for, wait_done
+from tests.support.fakes import FakeOpenAI
+
+pytestmark = pytest.mark.slow  # starts servers
+
+AUDIT = {"question": "Capital of France?", "response": "Paris.", "reference": "Paris is the capital of France."}
+
+
+@pytest.fixture
+def desk(tmp_path: Path, model: FakeOpenAI) -> Iterator[ThreadedDesk]:
+    with ThreadedDesk(settings_for(f"sqlite:///{tmp_path}/r.sqlite", model.base_url, keys=api_keys())) as server:
+        yield server
+
+
+def test_the_list_pages_by_id_to_the_end_with_nothing_missed_or_repeated(desk: ThreadedDesk) -> None:
+    root = desk.client("root")
+    made = [root.post("/v1/audits", json=AUDIT).json()["id"] for _ in range(7)]
+    seen, before = [], None
+    while True:
+        page = root.get("/v1/audits", params={"per_page": 3, **({"before": before} if before else {})}).json()
+        seen += [item["id"] for item in page["items"]]
+        before = page["next_before"]
+        if before is None:
+            break
+        assert before == page["items"][-1]["id"]
+    assert seen == sorted(made, reverse=True) and page["total"] == 7
+    html = root.get("/", params={"before": made[3]}, headers={"Accept": "text/html"}).text
+    assert f"/audits/{made[2]}" in html and f"/audits/{made[3]}" not in html and ">Newest</a>" in html
+
+
+def test_a_submitters_statistics_count_its_own_audits(desk: ThreadedDesk) -> None:
+    sam, root, alice = desk.client("sam"), desk.client("root"), desk.client("alice")
+    mine = sam.post("/v1/audits", json=AUDIT).json()["id"]
+    for _ in range(3):
+        root.post("/v1/audits", json={**AUDIT, "response": "Lyon."})
+    wait_done(sam, mine)
+    theirs = [a["id"] for a in root.get("/v1/audits").json()["items"] if a["id"] != mine]
+    for audit_id in theirs:
+        wait_done(root, audit_id)
+    review = {"decision": "overturn", "label": "factual", "note": "checked"}
+    assert alice.post(f"/v1/audits/{theirs[0]}/claims/c0/reviews", json=review).status_code == 201
+    own = sam.get("/v1/stats").json()
+    assert sum(own["by_status"].values()) == 1 and own["reviews"] == 0 and own["by_verdict"] == {"factual": 1}
+    everyone = alice.get("/v1/stats").json()
+    assert sum(everyone["by_status"].values()) == 4 and everyone["reviews"] == 1
+    page = sam.get("/dashboard", headers={"Accept": "text/html"})
+    assert page.status_code == 200 and "non_factual" not in page.text
+
+
+def test_the_agreement_chart_is_drawn_once_per_change(desk: ThreadedDesk) -> None:
+    root, alice = desk.client("root"), desk.client("alice")
+    audit_id = root.post("/v1/audits", json={**AUDIT, "response": "Lyon."}).json()["id"]
+    wait_done(root, audit_id)
+    alice.post(f"/v1/audits/{audit_id}/claims/c0/reviews", json={"decision": "confirm"})
+    views._drawn.cache_clear()
+    first = alice.get("/dashboard/agreement.png")
+    again = alice.get("/dashboard/agreement.png")
+    assert first.content == again.content and first.content.startswith(b"\x89PNG")
+    assert views._drawn.cache_info().misses == 1 and views._drawn.cache_info().hits == 1
+    alice.post(f"/v1/audits/{audit_id}/claims/c0/reviews", json={"decision": "overturn", "label": "factual"})
+    alice.get("/dashboard/agreement.png")
+    assert views._drawn.cache_info().misses == 2  # a new review: a new chart
