@@ -115,9 +115,9 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
 def _middleware(app: FastAPI, settings: DeskSettings) -> None:
     """Host allow-list, NUL refusal, body limit, quotas, security headers (the last added runs first)."""
     app.add_middleware(SecurityHeaders)
-    # inside the body limit and the Host check, before any route reads a body: a refused upload spools nothing
-    app.add_middleware(Quotas, settings=settings, guard=app.state.guard)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    # before anything reads a body (the body limit buffers a chunked one): a refused upload holds no file or memory
+    app.add_middleware(Quotas, settings=settings, guard=app.state.guard)
     app.add_middleware(NoNul)
     app.add_middleware(AllowedHosts, allowed=settings.allowed_hosts)
 

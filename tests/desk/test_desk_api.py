@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from markov_debate.desk.store import Store
+from markov_debate.desk.store import Store, StoreError
 from tests.support.desk import (
     WRONG,
     ThreadedDesk,
@@ -426,6 +426,12 @@ def test_new_key_line_is_accepted_by_the_keys_file(tmp_path: Path) -> None:
     path.write_text("eve:boss:k\n")
     with pytest.raises(Exception, match="keys:1: role 'boss'"):
         load_keys(path, env="")
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+def test_an_in_memory_store_is_refused_in_one_line(url: str) -> None:
+    with pytest.raises(StoreError, match=r"an in-memory SQLite store .* cannot be shared: give a file"):
+        Store(url)
 
 
 def test_store_migrates_and_reopens(tmp_path: Path) -> None:

@@ -106,7 +106,11 @@ class Database:
     def __init__(self, url: str, *, price_prompt_per_mtok: float = 0.0, price_completion_per_mtok: float = 0.0) -> None:
         self.url = url
         parsed = make_url(url)
-        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        if parsed.get_backend_name() == "sqlite":
+            if parsed.database in (None, "", ":memory:"):
+                # Each connection (the server's threads, its reads, its upload processes) would see a database of
+                # its own, empty: the store must be a file.
+                raise StoreError(f"an in-memory SQLite store ({url}) cannot be shared: give a file, sqlite:///PATH")
             private_file(Path(parsed.database))  # audits and reviews are nobody else's to read
         self.engine: Engine = create_engine(url, pool_pre_ping=True)
         self.dialect = self.engine.dialect.name
