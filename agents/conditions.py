@@ -1,5 +1,6 @@
-"""The debate's stop rules as autogen `TerminationCondition`s, composed with `&` and `|`:
-`AtStateEnd((RoundsCompleted(min) & Consensus()) | RoundsCompleted(max)) | TurnFailed()`. `AtStateEnd` evaluates its
+"""The debate's stop rules as autogen `TerminationCondition`s, composed with `&` and `|`. The paper's:
+`AtStateEnd((RoundsCompleted(min) & Consensus()) | RoundsCompleted(max)) | TurnFailed()`; the posterior stop:
+`PosteriorDecided(...) | AtStateEnd(RoundsCompleted(max)) | TurnFailed()`. `AtStateEnd` evaluates its
 condition once per finished state, on that state's turns, and resets it otherwise, so `&` means "both hold for this
 state" rather than autogen's "both have held at some point". Like autogen's own conditions, a fired condition refuses
 to run again until it is reset."""
@@ -11,9 +12,18 @@ from collections.abc import Sequence
 from autogen_agentchat.base import TerminatedException, TerminationCondition
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StopMessage, StructuredMessage
 
-from debate.engine import TurnRecord
+from debate.engine import MarkovChain, PosteriorModel, TurnRecord, turn_contexts
 
-__all__ = ["AtStateEnd", "Consensus", "RoundsCompleted", "TurnFailed", "paper_termination", "turns_in"]
+__all__ = [
+    "AtStateEnd",
+    "Consensus",
+    "PosteriorDecided",
+    "RoundsCompleted",
+    "TurnFailed",
+    "paper_termination",
+    "posterior_termination",
+    "turns_in",
+]
 
 
 def turns_in(messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> list[TurnRecord]:
@@ -79,6 +89,34 @@ class TurnFailed(_Condition):
         return self._stop(f"{failed[0].turn.role}: {failed[0].turn.error}") if failed else None
 
 
+class PosteriorDecided(_Condition):
+    """Holds once P(factual | the turns so far) under the calibration is at least `threshold` or at most
+    1 - `threshold`; checked after every turn."""
+
+    def __init__(self, model: PosteriorModel, chain: MarkovChain, threshold: float) -> None:
+        super().__init__()
+        self.model, self.chain, self.threshold = model, chain, threshold
+        self._records: list[TurnRecord] = []
+
+    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
+        self._check_not_fired()
+        fresh = turns_in(messages)
+        if not fresh:
+            return None
+        self._records.extend(fresh)
+        contexts = turn_contexts(self.chain, self._records)
+        if len(contexts) < len(self._records):
+            return None  # a failed turn: TurnFailed ends the chain
+        p = self.model.p_factual(contexts)
+        if p is not None and (p >= self.threshold or p <= 1 - self.threshold):
+            return self._stop(f"p_factual {p:.4f} is decided (threshold {self.threshold})")
+        return None
+
+    async def reset(self) -> None:
+        await super().reset()
+        self._records = []
+
+
 class AtStateEnd(_Condition):
     """Evaluates `inner` once per finished state, on that state's turns; resets it when it does not hold."""
 
@@ -112,3 +150,11 @@ def paper_termination(*, min_rounds: int, max_rounds: int) -> TerminationConditi
     """Stop after a state once min_rounds are done and its speakers agree, or at max_rounds; at once on a failed
     turn."""
     return AtStateEnd((RoundsCompleted(min_rounds) & Consensus()) | RoundsCompleted(max_rounds)) | TurnFailed()
+
+
+def posterior_termination(
+    model: PosteriorModel, chain: MarkovChain, *, threshold: float, max_rounds: int
+) -> TerminationCondition:
+    """Stop after any turn once the posterior is decided, else after the state of round max_rounds; at once on a
+    failed turn."""
+    return PosteriorDecided(model, chain, threshold) | AtStateEnd(RoundsCompleted(max_rounds)) | TurnFailed()

@@ -17,15 +17,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from autogen_agentchat.agents import BaseChatAgent
-from autogen_agentchat.base import ChatAgent, Response
+from autogen_agentchat.base import ChatAgent, Response, TerminationCondition
 from autogen_agentchat.base import Team as AutogenBaseTeam
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StructuredMessage, TextMessage
 from autogen_agentchat.teams import SelectorGroupChat
 from autogen_core import CancellationToken
 
-from agents.conditions import paper_termination, turns_in
+from agents.conditions import paper_termination, posterior_termination, turns_in
 from agents.selector_model import NoSelectorModel
 from debate import telemetry
+from debate.calibration import load_calibration
 from debate.config import DebateConfig
 from debate.engine import (
     OPINION_FORMAT,
@@ -40,6 +41,7 @@ from debate.engine import (
     TurnRecord,
     ask_structured,
     converse,
+    governed_result,
     load_prompt,
     parse_opinion,
     render_evidence,
@@ -237,11 +239,26 @@ class AutogenTeam:
             model_client=NoSelectorModel(),
             selector_func=run.select,
             allow_repeated_speaker=True,
-            termination_condition=paper_termination(min_rounds=config.min_rounds, max_rounds=config.max_rounds),
+            termination_condition=self._termination(),
             # A safety net only: the rounds condition stops the chain first.
             max_turns=1 + (config.max_rounds + 1) * max(len(r) for r in self._chain.spec.states.values()),
             custom_message_types=[TurnMessage],
         )
+
+    def _termination(self) -> TerminationCondition:
+        config = self._config
+        if config.threshold is None or config.calibration is None:
+            return paper_termination(min_rounds=config.min_rounds, max_rounds=config.max_rounds)
+        model = load_calibration(config.calibration).posterior
+        return posterior_termination(model, self._chain, threshold=config.threshold, max_rounds=config.max_rounds)
+
+    def _result(self, records: list[TurnRecord]) -> DebateResult:
+        result = transcript_result(records)
+        config = self._config
+        if config.threshold is None or config.calibration is None:
+            return result
+        p = load_calibration(config.calibration).posterior.p_debate(self._chain, records)
+        return governed_result(result, p, config.threshold)
 
     async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
         run = _ClaimRun(claim, list(evidence), self._driver, self._config, self._reask)
@@ -260,7 +277,7 @@ class AutogenTeam:
         run.rounds.close()
         if run.aborted.done():
             run.aborted.result()
-        return transcript_result(turns_in(team_run.result().messages))
+        return self._result(turns_in(team_run.result().messages))
 
 
 class AutogenTeamFactory:

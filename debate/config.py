@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from debate.types import RollupName
+from debate.types import RollupName, StopSetting, parse_stop
 
 __all__ = [
     "PROMPT_SETS",
@@ -73,12 +73,34 @@ class DebateConfig(_Config):
     Not serialised: it changes what a report shows, not a verdict, so run digests and resumed runs ignore it."""
     max_parse_retries: int = Field(default=2, ge=0, le=5)
     """Re-asks after an unparseable agent reply before the claim is unverifiable."""
+    calibration: str | None = None
+    """A calibration file (`debate dynamics fit RUN --save FILE`): each debated claim then gets p_factual, P(factual |
+    its debate's turns), and the response p_factual under its rollup. Fitted on another model, prompt set or chain,
+    it is refused."""
+    stop: StopSetting = "consensus"
+    """consensus: the paper's rule (agreement after min_rounds, else max_rounds); posterior:P (P in (0.5, 1), needs
+    `calibration`): after each turn the debate ends once p_factual >= P or <= 1 - P, else at max_rounds, and the
+    verdict is the posterior's side."""
+    force_calibration: bool = False
+    """Let the posterior stop use a calibration whose checks failed (its p_factual is not calibrated)."""
 
     @model_validator(mode="after")
     def _rounds_ordered(self) -> Self:
         if self.min_rounds > self.max_rounds:
             raise ValueError(f"min_rounds ({self.min_rounds}) must not exceed max_rounds ({self.max_rounds})")
         return self
+
+    @model_validator(mode="after")
+    def _stop_needs_calibration(self) -> Self:
+        if self.stop != "consensus" and self.calibration is None:
+            raise ValueError(f"stop {self.stop} needs a calibration file (calibration, --calibration FILE)")
+        return self
+
+    @property
+    def threshold(self) -> float | None:
+        """The posterior stop's threshold; None under the paper's rule."""
+        rule = parse_stop(self.stop)
+        return None if rule == "consensus" else rule
 
 
 def _header_safe(value: SecretStr | None) -> SecretStr | None:

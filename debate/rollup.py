@@ -16,7 +16,15 @@ from collections.abc import Sequence
 from debate.plugins import ROLLUPS, Rollup
 from debate.types import ClaimLabel, ClaimRatios, ClaimVerdict, RollupName
 
-__all__ = ["REFCHECKER_LABELS", "claim_credit", "claim_ratios", "refchecker_soft", "response_score", "roll_up"]
+__all__ = [
+    "REFCHECKER_LABELS",
+    "claim_credit",
+    "claim_ratios",
+    "refchecker_soft",
+    "response_p_factual",
+    "response_score",
+    "roll_up",
+]
 
 
 def claim_credit(claim: ClaimVerdict) -> float:
@@ -140,3 +148,45 @@ def roll_up(claims: Sequence[ClaimVerdict], *, rule: RollupName = "any-false", s
         UnknownNameError: no rollup is registered as `rule`.
     """
     return ROLLUPS.get(rule)(claims, soft_threshold)
+
+
+def _count_distribution(ps: Sequence[float]) -> list[float]:
+    """P(exactly k of independent events happen), k = 0..len(ps) (the Poisson-binomial, by convolution)."""
+    dist = [1.0]
+    for p in ps:
+        grown = [*dist, 0.0]
+        dist = [grown[k] * (1 - p) + (grown[k - 1] * p if k else 0.0) for k in range(len(grown))]
+    return dist
+
+
+def _p_major(ps: Sequence[float]) -> float:
+    # most_common(1) breaks a tie by the label met first: the first claim's
+    n, first = len(ps), ps[0]
+    return sum(
+        q * (first * (2 * (k + 1) >= n) + (1 - first) * (2 * k > n)) for k, q in enumerate(_count_distribution(ps[1:]))
+    )
+
+
+def response_p_factual(
+    claims: Sequence[ClaimVerdict], *, rule: RollupName = "any-false", soft_threshold: float = 0.5
+) -> tuple[float | None, str | None]:
+    """P(the rollup calls the response factual), from the claims' p_factual taken as independent, and why there is
+    none when there is none. any-false (strict): every claim is factual; major: factual claims outnumber the others
+    (a tie to the first claim's label); soft: the factual share reaches `soft_threshold`."""
+    if not claims:
+        return None, "the response has no checkable claims"
+    missing = [c.claim_id for c in claims if c.p_factual is None]
+    if missing:
+        return None, f"claim(s) {', '.join(missing)} have no p_factual (a prefilter decided, or a turn failed)"
+    ps = [c.p_factual for c in claims if c.p_factual is not None]
+    if rule in ("any-false", "strict"):
+        product = 1.0
+        for p in ps:
+            product *= p
+        return product, None
+    if rule == "soft":
+        dist = _count_distribution(ps)
+        return sum(q for k, q in enumerate(dist) if k / len(ps) >= soft_threshold), None
+    if rule == "major":
+        return _p_major(ps), None
+    return None, f"the {rule} rollup has no probability rule"

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from debate.cli.conventions import err
 from debate.config import VerifierConfig
 from debate.errors import UsageError
-from debate.results import Record, rag_monitoring, read_records
+from debate.results import PredictionRecord, Record, rag_monitoring, read_records
 from experiments.runner import (
     RunSpec,
     evaluate_run,
@@ -40,6 +40,10 @@ def report(args: argparse.Namespace) -> int:
             "no finished run among the folders given (each needs config.json and metrics.json), and no "
             "results log (a .jsonl file of `debate verify --input ... --output`)"
         )
+    calibration = _calibration_rows(rows)
+    for row in rows:
+        if row["run"] in calibration:
+            row["p_factual_calibration"] = calibration[row["run"]]
     flat = [{k: v for k, v in row.items() if k != "metrics"} for row in rows]
     if args.format == "json":
         shown: Any = {"runs": flat, "rag_monitoring": monitoring} if flat and monitoring else flat or monitoring
@@ -55,6 +59,8 @@ def report(args: argparse.Namespace) -> int:
                 writer.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in row.items()})
         elif table is flat:
             sys.stdout.write(markdown_table([(_label(row), row["metrics"]) for row in rows]))
+            for run, found in calibration.items():
+                sys.stdout.write(f"\n{Path(run).name}: {found['line']}\n")
         else:
             sys.stdout.write(_monitoring_table(monitoring))
     return 0
@@ -78,6 +84,31 @@ _MONITORING = (
     ("average_judge_risk", "avg judge risk"),
     ("judged", "judged"),
 )
+
+
+def _calibration_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per run whose items carry p_factual (a run with --calibration): the expected calibration error (10 bins) and
+    Brier score against the gold labels, and the reliability diagram drawn into the run folder."""
+    found: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        results = Path(row["run"]) / "results.jsonl" if row["run"] else None
+        if results is None or not results.is_file():
+            continue
+        pairs = [
+            (r.p_factual, r.label_factual)
+            for r in read_records(results)
+            if isinstance(r, PredictionRecord) and r.p_factual is not None
+        ]
+        if not pairs:
+            continue
+        from experiments.dynamics.calibrate import plot_reliability, reliability
+        from experiments.dynamics.report import reliability_line
+
+        rel = reliability(pairs)
+        diagram = [str(p) for p in plot_reliability(rel, Path(row["run"]), f"p_factual of {Path(row['run']).name}")]
+        line = reliability_line(rel, "the responses' p_factual against their gold labels", diagram)
+        found[row["run"]] = {**rel.model_dump(mode="json"), "diagram": diagram, "line": line}
+    return found
 
 
 def _monitoring_table(rows: list[dict[str, Any]]) -> str:
@@ -215,7 +246,9 @@ def _simulated_row(run: Path, spec: dict[str, Any], metrics: dict[str, Any]) -> 
     debate = spec.get("verifier", {}).get("debate", {})
     setting = (
         f"simulated qa (agents of stated accuracies, not a model; {debate.get('chain', '?')}, "
-        f"min {debate.get('min_rounds', '?')}, max {debate.get('max_rounds', '?')})"
+        f"min {debate.get('min_rounds', '?')}, max {debate.get('max_rounds', '?')}"
+        + (f", {debate['stop']}" if debate.get("stop", "consensus") != "consensus" else "")
+        + ")"
     )
     return {
         "setting": setting,

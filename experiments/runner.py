@@ -74,6 +74,10 @@ class RunSpec(BaseModel):
         data["verifier"].pop("telemetry", None)
         for name in ("max_concurrency", "requests_per_minute", "tokens_per_minute", "price_in", "price_out"):
             data["verifier"].get("model", {}).pop(name, None)
+        debate = data["verifier"].get("debate", {})
+        for name, default in (("calibration", None), ("stop", "consensus"), ("force_calibration", False)):
+            if debate.get(name, default) == default:
+                debate.pop(name, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
     def name(self) -> str:
@@ -175,6 +179,7 @@ async def _record(method: Method, item: Item) -> Record:
         error=prediction.error,
         transient=prediction.transient,
         report=prediction.report,
+        p_factual=(prediction.report or {}).get("p_factual"),
     )
 
 

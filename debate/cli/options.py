@@ -130,6 +130,9 @@ class _VerifierOptions:
         self.opt(chain, ["--min-rounds"], DebateConfig, "min_rounds", type=int)
         self.opt(chain, ["--max-rounds"], DebateConfig, "max_rounds", type=int)
         self.opt(chain, ["--max-parse-retries"], DebateConfig, "max_parse_retries", type=int)
+        self.opt(chain, ["--calibration"], DebateConfig, "calibration", metavar="FILE")
+        self.opt(chain, ["--stop"], DebateConfig, "stop", metavar="consensus|posterior:P")
+        self.opt(chain, ["--force"], DebateConfig, "force_calibration", action="store_true", dest="force_calibration")
 
     def model(self) -> None:
         model = self.parser.add_argument_group(
@@ -311,6 +314,9 @@ def verifier_config(args: argparse.Namespace) -> VerifierConfig:
                 max_rounds=args.max_rounds,
                 chain=args.chain,
                 max_parse_retries=args.max_parse_retries,
+                calibration=getattr(args, "calibration", None),
+                stop=getattr(args, "stop", "consensus"),
+                force_calibration=getattr(args, "force_calibration", False),
             ),
             claim_concurrency=args.claim_concurrency,
             prompt_set=args.prompt_set,

@@ -49,7 +49,8 @@ def render_report(
     moved, and the opinions. A `banner` (e.g. that the agents were simulated) is in the verdict's own title."""
     score = "n/a" if report.score is None else f"{report.score:.2f}"
     colour = _COLOUR[report.verdict]
-    lines = [f"[bold {colour}]{report.verdict.upper()}[/]  score {score}  (rollup {report.rollup})"]
+    probability = "" if report.p_factual is None else f"  p_factual {report.p_factual:.3f}"
+    lines = [f"[bold {colour}]{report.verdict.upper()}[/]  score {score}{probability}  (rollup {report.rollup})"]
     lines += [escape(line) for line in verdict_caveats(report)]
     console.print(Panel.fit("\n".join(lines), title="verdict" if banner is None else f"verdict: {banner}"))
     _plain(console, f"task: {report.task}   claims: {len(report.claims)} ({report.extraction.method})")
@@ -58,27 +59,7 @@ def render_report(
     elif report.note:
         _plain(console, f"note: {report.note}")
     if report.claims:
-        summary = Table(title="claims", title_justify="left", show_edge=False)
-        for column in ("#", "label", "sev", "decided by", "claim", "in the response"):
-            summary.add_column(column, overflow="fold")
-        for index, claim in enumerate(report.claims, 1):
-            label = _claim_label(claim)
-            where = (
-                "; ".join(
-                    f"[{s.start}:{s.end}] {_excerpt(report.response[s.start : s.end], 50)!r}" for s in claim.spans
-                )
-                or "-"
-            )
-            summary.add_row(
-                str(index),
-                f"[{_COLOUR.get(label, 'white')}]{label}[/]",
-                "-" if claim.error_severity is None else str(claim.error_severity),
-                claim.decided_by,
-                escape(_excerpt(claim.text, 70)),
-                escape(where),
-            )
-        console.print(summary)
-        _plain(console, SEVERITY_KEY)
+        _claims_summary(console, report)
     for dropped in report.extraction.dropped:
         _plain(console, f"dropped (nothing in the response supports it): {dropped!r}")
     if brief:
@@ -92,9 +73,45 @@ def render_report(
     _usage_line(console, report)
 
 
+def _claims_summary(console: Console, report: Report) -> None:
+    """Every claim in one table: label, p_factual (with a calibration), severity, who decided, where it sits."""
+    summary = Table(title="claims", title_justify="left", show_edge=False)
+    calibrated = report.calibration is not None
+    columns = (
+        "#",
+        "label",
+        *(("p_factual",) if calibrated else ()),
+        "sev",
+        "decided by",
+        "claim",
+        "in the response",
+    )
+    for column in columns:
+        summary.add_column(column, overflow="fold")
+    for index, claim in enumerate(report.claims, 1):
+        label = _claim_label(claim)
+        where = (
+            "; ".join(f"[{s.start}:{s.end}] {_excerpt(report.response[s.start : s.end], 50)!r}" for s in claim.spans)
+            or "-"
+        )
+        p = ("-" if claim.p_factual is None else f"{claim.p_factual:.3f}",) if calibrated else ()
+        summary.add_row(
+            str(index),
+            f"[{_COLOUR.get(label, 'white')}]{label}[/]",
+            *p,
+            "-" if claim.error_severity is None else str(claim.error_severity),
+            claim.decided_by,
+            escape(_excerpt(claim.text, 70)),
+            escape(where),
+        )
+    console.print(summary)
+    _plain(console, SEVERITY_KEY)
+
+
 def verdict_caveats(report: Report) -> list[str]:
     """What the verdict line must say with it (in --brief too): nothing was checked, a cheap check rated the risk
-    moderate or high, or the verdicts are the embedded 135M demonstration model's."""
+    moderate or high, the verdicts are the embedded 135M demonstration model's, or p_factual is not calibrated (the
+    failed check named) or missing."""
     caveats = []
     if report.verdict == "no_claims":
         caveats.append("nothing in the response was checked: it has no checkable claim")
@@ -103,6 +120,11 @@ def verdict_caveats(report: Report) -> list[str]:
             caveats.append(f"{check.name} rated the risk {check.risk_level}: {_excerpt(check.reason, 100)}")
     if report.meta.embedded:
         caveats.append("a 135M demonstration model (embedded): its verdicts say nothing about the method's accuracy")
+    if report.calibration is not None:
+        if report.calibration.warning:
+            caveats.append(report.calibration.warning)
+        if report.p_factual is None and report.calibration.response_note:
+            caveats.append(f"no p_factual for the response: {report.calibration.response_note}")
     return caveats
 
 

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from debate.engine._graph import MarkovChain
 
-__all__ = ["Outcome", "RoleModel", "outcome"]
+__all__ = ["Outcome", "RoleModel", "outcome", "shown_in_state"]
 
 
 class RoleModel(Protocol):
@@ -36,21 +36,28 @@ class Outcome:
     """P(the max-rounds cap, not the agents' agreement, ends the debate)."""
 
 
+def shown_in_state(
+    chain: MarkovChain, role: str, position: int, entering: bool | None, seq: tuple[bool, ...]
+) -> tuple[bool, ...]:
+    """The verdicts the speaker at `position` of a state is shown (the chain driver's rule, over verdicts alone):
+    `entering` is the verdict the state was entered with (None in the initial state), `seq` the state's verdicts
+    so far."""
+    sees = chain.spec.role(role).sees
+    if sees == "nothing" or (entering is None and position == 0):
+        return ()
+    if position == 0:
+        return (bool(entering),)
+    return seq[-1:] if sees == "previous" else seq
+
+
 def _state(
     model: RoleModel, chain: MarkovChain, state: str, label: bool, entering: bool | None
 ) -> list[tuple[float, tuple[bool, ...]]]:
     sequences: list[tuple[float, tuple[bool, ...]]] = [(1.0, ())]
     for position, role in enumerate(chain.roles(state)):
-        sees = chain.spec.role(role).sees
         grown = []
         for prob, seq in sequences:
-            if sees == "nothing" or (entering is None and position == 0):
-                shown: tuple[bool, ...] = ()
-            elif position == 0:
-                shown = (bool(entering),)
-            else:
-                shown = seq[-1:] if sees == "previous" else seq
-            p = model.p(role, state, label, shown)
+            p = model.p(role, state, label, shown_in_state(chain, role, position, entering, seq))
             grown += [(prob * p, (*seq, True)), (prob * (1 - p), (*seq, False))]
         sequences = [(p, s) for p, s in grown if p > 0]
     return sequences

@@ -12,7 +12,8 @@
 
 The test case's `actual_output` is verified against its `context` (else `retrieval_context`; neither: knowledge-
 free) with its `input` as the question. `score` is the report's score (the share of the response's claims judged
-factual, with partial credit as debate.rollup gives it), `success` is whether the verdict is factual and the score
+factual, with partial credit as debate.rollup gives it), or with a calibration (`VerifierConfig.debate.calibration`)
+its p_factual, P(the response is factual), `success` is whether the verdict is factual and the score
 reaches `threshold`, and `reason` lists each claim's label and final opinion. An unusable judge reply or a failed
 endpoint never becomes a score: `measure` raises `NoVerdictError` (DeepEval then fails the test with that message,
 or records it as the metric's `error` under `ignore_errors`), `score` stays None and `success` False.
@@ -96,9 +97,11 @@ class DebateFactualityMetric(BaseMetric):  # type: ignore[no-untyped-call]  # de
         if report.verdict == "unverifiable" or report.score is None:
             self.error = f"the debate reached no verdict ({report.note or report.verdict})"
             raise NoVerdictError(self.error)
-        self.score = report.score
-        self.success = report.verdict == "factual" and report.score >= (self.threshold or 0.0)
-        return report.score
+        # with a calibration the score is P(the response is factual), which a threshold can be set on
+        score = report.score if report.p_factual is None else report.p_factual
+        self.score = score
+        self.success = report.verdict == "factual" and score >= (self.threshold or 0.0)
+        return score
 
     def is_successful(self) -> bool:
         return bool(self.error is None and self.success)

@@ -18,8 +18,9 @@ document; none: knowledge-free) with the sample's input as the question. The Sco
 factual) or N (not enough evidence, no checkable claim, or unverifiable: the judge's reply was unusable or the
 endpoint failed); an N from a failure carries `reason="grader_failed"`, so it is never read as a judgment. The
 explanation lists each claim's label and final opinion; the metadata carries the verdict, the claims and the whole
-report (the debate transcript). With `against_target=True` the verdict is compared with the sample's target
-(`factual` or `non_factual`) instead, as a hallucination benchmark scores a detector (`markov_debate/halueval`).
+report (the debate transcript), and with a calibration each claim's and the response's p_factual. With
+`against_target=True` the verdict is compared with the sample's target (`factual` or `non_factual`) instead, as a
+hallucination benchmark scores a detector (`markov_debate/halueval`).
 """
 
 from __future__ import annotations
@@ -84,8 +85,12 @@ def _score(report: Report, target: Target | None) -> Score:
         metadata={
             "verdict": report.verdict,
             "score": report.score,
+            "p_factual": report.p_factual,
+            "calibration": None if report.calibration is None else report.calibration.model_dump(mode="json"),
             "note": report.note,
-            "claims": [{"text": c.text, "label": c.label, "reason": c.reason} for c in report.claims],
+            "claims": [
+                {"text": c.text, "label": c.label, "p_factual": c.p_factual, "reason": c.reason} for c in report.claims
+            ],
             "report": report.model_dump(mode="json"),
         },
     )

@@ -8,7 +8,8 @@ model.
   predict`) under a stated behaviour: fitted from a pilot run's transcripts (`--estimate-from RESULTS`: for each
   class of claim by its initial verdict, each role's rate of saying true after each verdict it is shown), or
   assumed (agents keep the verdict they are shown at `--agreement`). The range runs from every state agreeing at
-  min_rounds to none agreeing before max_rounds.
+  min_rounds to none agreeing before max_rounds. Under `--stop posterior:P` the turns are the posterior stop's exact
+  expectation under the calibration's own fitted behaviour.
 - **Tokens**: input from the rendered prompts' characters (about 4 per token; the endpoint's tokenizer decides),
   output from the pilot's mean per call, else an assumed typical reply, up to max_tokens at the top of the range.
 - **Cost** from `--price-in/--price-out` (USD per million tokens) or the price table (debate.pipeline._prices).
@@ -22,8 +23,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from debate.calibration import load_calibration
 from debate.config import VerifierConfig
-from debate.engine import MarkovChain, PromptTemplate, outcome
+from debate.engine import MarkovChain, PromptTemplate, governed_outcome, governed_paths, outcome
 from debate.errors import UsageError
 from debate.pipeline._prices import Price
 from debate.plugins import PREFILTERS, EstimatesWork, Task, TaskInput, TaskWork
@@ -188,6 +190,20 @@ def debate_turns(behaviour: Behaviour, chain: MarkovChain, min_rounds: int, max_
     return Range(expected=expected, low=min(ends), high=max(ends))
 
 
+def governed_turns(config: VerifierConfig, chain: MarkovChain) -> Range:
+    """Turns per debated claim under the posterior stop: expected under the calibration's own fitted behaviour (its
+    classes, their shares and its share of factual claims), and the least and most any debate can take."""
+    threshold, file = config.debate.threshold, config.debate.calibration
+    assert threshold is not None and file is not None  # the config's validator pairs them
+    model = load_calibration(file).posterior
+    paths = governed_paths(model, chain, threshold=threshold, max_rounds=config.debate.max_rounds)
+    expected = 0.0
+    for label, prior in ((True, model.prior), (False, 1 - model.prior)):
+        for component, share in zip(model.classes, model.shares[label], strict=True):
+            expected += prior * share * governed_outcome(paths, component, label=label).turns
+    return Range(expected=expected, low=min(p.turns for p in paths), high=max(p.turns for p in paths))
+
+
 class ItemEstimate(BaseModel):
     """One item's expected work."""
 
@@ -321,7 +337,14 @@ def estimate(
 ) -> Estimate:
     """The run's expected calls, tokens and cost (see the module's docstring for how each is reached)."""
     notes: set[str] = set()
-    turns = debate_turns(behaviour, chain, config.debate.min_rounds, config.debate.max_rounds)
+    if config.debate.threshold is not None:
+        turns = governed_turns(config, chain)
+        notes.add(
+            f"turns under --stop {config.debate.stop} are expected under the calibration's fitted behaviour "
+            "(--estimate-from and --agreement do not apply to them)"
+        )
+    else:
+        turns = debate_turns(behaviour, chain, config.debate.min_rounds, config.debate.max_rounds)
     debate = _Debate(chain, prompts, behaviour, turns, config)
     per_item = []
     for task, item in items:

@@ -18,17 +18,19 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, cast
 
 from debate import telemetry
+from debate.calibration import Calibration, calibration_note
 from debate.claims import ground_claims
 from debate.concurrency import gather_ordered
-from debate.engine import MarkovChain
+from debate.engine import MarkovChain, result_records
 from debate.errors import DebateError, InputError, is_fatal
 from debate.evidence import localize
 from debate.llm import item_scope
 from debate.pipeline._runtime import Runtime
 from debate.plugins import Plan, Reference, TaskInput, TeamFactory
 from debate.prefilter._cascade import Cascade, Undecided
-from debate.rollup import claim_ratios, response_score, roll_up
+from debate.rollup import claim_ratios, response_p_factual, response_score, roll_up
 from debate.types import (
+    CalibrationNote,
     Claim,
     ClaimVerdict,
     Evidence,
@@ -53,13 +55,17 @@ def claim_explanation(verdict: ClaimVerdict) -> str | None:
 
 
 def claim_evaluation(verdict: ClaimVerdict) -> dict[str, Any]:
-    """A claim's verdict as an evaluation result: name, label, score (1 factual, 0 not; none otherwise) and its
-    explanation."""
+    """A claim's verdict as an evaluation result: name, label, score (with a calibration its p_factual; else 1
+    factual, 0 not, none otherwise) and its explanation."""
     explanation = claim_explanation(verdict)
+    if verdict.p_factual is not None:
+        score: float | None = verdict.p_factual
+    else:
+        score = None if verdict.factual is None else float(verdict.factual)
     return {
         "name": "claim_factuality",
         "label": verdict.label or verdict.status,
-        "score": None if verdict.factual is None else float(verdict.factual),
+        "score": score,
         "explanation": explanation,
     }
 
@@ -147,10 +153,13 @@ def check_item(*, response: object, question: object, reference: object, claims:
 class Pipeline:
     """Verifies responses with a started runtime's resources, one chain and one team factory."""
 
-    def __init__(self, runtime: Runtime, chain: MarkovChain, team_factory: TeamFactory) -> None:
+    def __init__(
+        self, runtime: Runtime, chain: MarkovChain, team_factory: TeamFactory, calibration: Calibration | None = None
+    ) -> None:
         self.runtime = runtime
         self.chain = chain
         self.team_factory = team_factory
+        self.calibration = calibration
 
     async def verify(
         self,
@@ -179,8 +188,9 @@ class Pipeline:
         with item_scope(item_id), telemetry.span("verify", "CHAIN", attributes) as current:
             report = await self._verify(task, item)
             telemetry.set_attributes(current, {"output.value": report.verdict, "debate.claims": len(report.claims)})
+            score = report.score if report.p_factual is None else report.p_factual
             telemetry.evaluation(
-                current, name="hallucination", label=report.verdict, score=report.score, explanation=report.note
+                current, name="hallucination", label=report.verdict, score=score, explanation=report.note
             )
             return report
 
@@ -208,6 +218,7 @@ class Pipeline:
             verdicts = await self._localized(verdicts)
         outcome = roll_up(verdicts, rule=config.rollup, soft_threshold=config.soft_threshold)
         notes = [*plan.notes, *([outcome.note] if outcome.note else [])]
+        p_factual, calibration = self._probability(verdicts)
         return Report(
             task=task,
             question=question,
@@ -221,10 +232,19 @@ class Pipeline:
             extraction=plan.extraction,
             prefilter=cascade.summary(verdicts, plan, checks, risk),
             claims=verdicts,
+            p_factual=p_factual,
+            calibration=calibration,
             usage=plan.extraction.usage + Usage.total(v.usage for v in verdicts),
             elapsed_s=time.perf_counter() - started,
             meta=self.runtime.meta(),
         )
+
+    def _probability(self, verdicts: list[ClaimVerdict]) -> tuple[float | None, CalibrationNote | None]:
+        if self.calibration is None:
+            return None, None
+        config = self.runtime.config
+        p, why = response_p_factual(verdicts, rule=config.rollup, soft_threshold=config.soft_threshold)
+        return p, calibration_note(config.debate, self.calibration, why)
 
     async def _localized(self, verdicts: list[ClaimVerdict]) -> list[ClaimVerdict]:
         retriever, language = self.runtime.retriever(), self.runtime.config.language
@@ -297,9 +317,13 @@ class Pipeline:
             return ClaimVerdict.unverifiable(
                 claim, failure, evidence=list(evidence), debate=result, usage=total, prefilters=prefilters
             )
-        return ClaimVerdict.verified(
+        verdict = ClaimVerdict.verified(
             claim, result.final, evidence=list(evidence), debate=result, usage=total, prefilters=prefilters
         )
+        if self.calibration is None:
+            return verdict
+        p = self.calibration.posterior.p_debate(self.chain, result_records(result))
+        return verdict.model_copy(update={"p_factual": p})
 
     def _failed_report(self, task: str, item: TaskInput, failure: Failure, started: float) -> Report:
         return Report(

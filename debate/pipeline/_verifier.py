@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Generic, Self, TypeVar
 
+from debate.calibration import calibration_for
 from debate.concurrency import run_blocking
 from debate.config import ModelConfig, VerifierConfig
 from debate.engine import MarkovChain, load_chain
@@ -61,6 +62,7 @@ class Verifier:
         Raises:
             UnknownNameError: the configuration names a stage implementation nothing registered.
             UsageError: a prompt file or chain spec that cannot be used.
+            CalibrationError: a calibration fitted on another chain or prompt set (another model: at start).
         """
         self.config = config or VerifierConfig()
         check_config(self.config)
@@ -69,10 +71,12 @@ class Verifier:
         team_factory = team_factory or TEAMS.get(self.config.team)(prompts_dir=prompts)
         # Prompt files are checked now, so a bad prompt set fails before any model starts.
         hashes = team_factory.prompt_hashes(self.chain)
+        self.calibration = calibration_for(self.config.debate, self.chain, hashes)
+        self._prompt_hashes = hashes
         self.runtime = Runtime(
             self.config, client=client, prompts_dir=prompts, attached_embedded=attached_embedded, prompt_hashes=hashes
         )
-        self.pipeline = Pipeline(self.runtime, self.chain, team_factory)
+        self.pipeline = Pipeline(self.runtime, self.chain, team_factory, self.calibration)
 
     @property
     def client(self) -> ChatClient:
@@ -101,6 +105,10 @@ class Verifier:
     async def __aenter__(self) -> Self:
         try:
             await self.runtime.start()
+            if self.calibration is not None:
+                source = f"calibration {self.config.debate.calibration}"
+                model = self.runtime.client.model_name
+                self.calibration.check_use(model=model, prompts=self._prompt_hashes, chain=self.chain, source=source)
         except BaseException:
             # __aexit__ does not run when __aenter__ fails: release what was started (cancellation included).
             await self.runtime.close()

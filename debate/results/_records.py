@@ -165,6 +165,8 @@ class PredictionRecord(_Record):
     """The prediction; None when unverifiable or failed (scored as wrong)."""
     score: float | None = None
     """Higher = more factual, for AUROC."""
+    p_factual: float | None = None
+    """With a calibration: P(the response is factual) under its rollup (the report's p_factual)."""
     decided_by: str
     """debate, prefilter:<name>, mixed, judge, none or error."""
     llm_calls: int = Field(default=0, ge=0)

@@ -20,15 +20,27 @@ from debate.types._names import (
     RollupName,
     StateName,
     StopReason,
+    StopRule,
+    StopSetting,
     TaskName,
+    parse_stop,
 )
 from debate.types._prefilter import PrefilterDecision, PrefilterSummary, ResponseCheck
 from debate.types._rag import CitationReport, JudgeRubric, RagJudgment, RiskAction
-from debate.types._report import ClaimRatios, ClaimVerdict, ExtractionInfo, LocatedEvidence, Report, RunMeta
+from debate.types._report import (
+    CalibrationNote,
+    ClaimRatios,
+    ClaimVerdict,
+    ExtractionInfo,
+    LocatedEvidence,
+    Report,
+    RunMeta,
+)
 from debate.types._tools import CorrectionResult, ToolCall, ToolCallFinding
 from debate.types._transcript import CallInfo, DebateResult, Opinion, SentMessage, StateRecord, Turn
 
 __all__ = [
+    "CalibrationNote",
     "CallInfo",
     "CitationReport",
     "Claim",
@@ -70,9 +82,12 @@ __all__ = [
     "StateName",
     "StateRecord",
     "StopReason",
+    "StopRule",
+    "StopSetting",
     "TaskName",
     "ToolCall",
     "ToolCallFinding",
     "Turn",
     "Usage",
+    "parse_stop",
 ]

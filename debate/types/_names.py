@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 __all__ = [
     "ClaimKind",
@@ -21,7 +22,10 @@ __all__ = [
     "RollupName",
     "StateName",
     "StopReason",
+    "StopRule",
+    "StopSetting",
     "TaskName",
+    "parse_stop",
 ]
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.\-]*$", max_length=64)]
@@ -45,7 +49,7 @@ ClaimLabel = Literal["factual", "non_factual", "not_enough_evidence"]
 """A verified claim's label; RefChecker's Entailment, Contradiction and Neutral. A failure is never a label."""
 ClaimKind = Literal["qa_pair", "atomic", "triplet"]
 EvidenceKind = Literal["given", "document", "search", "dialogue_history"]
-StopReason = Literal["no_debate", "consensus", "max_rounds", "failed"]
+StopReason = Literal["no_debate", "consensus", "max_rounds", "failed", "posterior"]
 ReportVerdict = Literal["factual", "non_factual", "not_enough_evidence", "unverifiable", "no_claims"]
 RiskLevel = Literal["none", "low", "moderate", "high"]
 GroundingBand = Literal["supported", "minor extrapolation", "suspicious", "likely hallucination"]
@@ -62,3 +66,33 @@ FailureKind = Literal[
     "internal",
 ]
 """What went wrong, as recorded in a `Failure`."""
+
+
+StopRule = Literal["consensus"] | float
+"""The paper's rule ("consensus": agreement after min_rounds, or max_rounds) or the posterior stop's threshold."""
+
+_STOP = re.compile(r"^posterior:(0?\.\d+|1\.0*|0|1)$")
+
+
+def parse_stop(value: str) -> StopRule:
+    """ "consensus" or "posterior:P" with P in (0.5, 1).
+
+    Raises:
+        ValueError: anything else, with what is accepted.
+    """
+    if value == "consensus":
+        return "consensus"
+    match = _STOP.match(value.strip())
+    threshold = float(match.group(1)) if match else None
+    if threshold is None or not 0.5 < threshold < 1:
+        raise ValueError(f"{value!r}: give consensus (the paper's rule) or posterior:P with P in (0.5, 1)")
+    return threshold
+
+
+def _stop_setting(value: str) -> str:
+    rule = parse_stop(value)
+    return value if rule == "consensus" else f"posterior:{rule!r}"
+
+
+StopSetting = Annotated[str, AfterValidator(_stop_setting)]
+"""A stop rule as configured: "consensus" or "posterior:P" (normalised)."""

@@ -73,6 +73,9 @@ class ClaimVerdict(_Model):
     """Every prefilter that looked at the claim, in order."""
     localized: list[LocatedEvidence] = Field(default_factory=list)
     """With `localize` on: for each element of the claim, the evidence sentence that matches it best."""
+    p_factual: float | None = Field(default=None, ge=0, le=1)
+    """With a calibration: P(the claim is factual | every turn of its debate) under the fitted model (exact); None
+    without one, for a claim a prefilter decided, and for a debate with a failed turn."""
 
     @classmethod
     def unverifiable(
@@ -191,6 +194,23 @@ class ClaimRatios(_Model):
     """A failure left the claim without a label."""
 
 
+class CalibrationNote(_Model):
+    """Where a report's probabilities come from."""
+
+    file: str
+    """The calibration file."""
+    fitted_on: str
+    """What it was fitted on, in a line (runs, claims, classes)."""
+    calibrated: bool
+    """False when a check of the model's assumptions failed on the fitted run."""
+    warning: str | None = None
+    """Why p_factual is not calibrated (the failed checks, named)."""
+    response_note: str | None = None
+    """Why the response has no p_factual, when it has none."""
+    stop: str = "consensus"
+    """The stop rule the debates ran under (consensus, or posterior:P)."""
+
+
 class ExtractionInfo(_Model):
     """How the claims of a response were obtained."""
 
@@ -240,6 +260,12 @@ class Report(_Model):
     """The cascade's summary; None when no prefilter ran."""
     claims: list[ClaimVerdict]
     """Per-claim verdicts in claim order."""
+    p_factual: float | None = Field(default=None, ge=0, le=1)
+    """With a calibration: P(the response is factual) under its rollup from the claims' p_factual, claims taken as
+    independent (any-false: the probability that every claim is factual); None when a claim has none (`calibration`
+    says why)."""
+    calibration: CalibrationNote | None = None
+    """The calibration the probabilities come from, and whether they are calibrated."""
     usage: Usage
     """Usage summed over extraction, evidence retrieval and claims."""
     elapsed_s: float = Field(ge=0)
@@ -268,6 +294,7 @@ class Report(_Model):
                     "status": claim.status,
                     "label": claim.label,
                     "factual": claim.factual,
+                    "p_factual": claim.p_factual,
                     "error_severity": claim.error_severity,
                     "decided_by": claim.decided_by,
                     "spans": [(s.start, s.end) for s in claim.spans],
@@ -294,6 +321,7 @@ _CLAIM_COLUMNS = [
     "status",
     "label",
     "factual",
+    "p_factual",
     "error_severity",
     "decided_by",
     "spans",

@@ -24,6 +24,18 @@ def _rounds(value: str) -> list[int]:
     return rounds
 
 
+def _stop(value: str) -> float:
+    from debate.calibration import parse_stop
+
+    try:
+        rule = parse_stop(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if rule == "consensus":
+        raise argparse.ArgumentTypeError("give posterior:P (the paper's rule is predicted anyway)")
+    return rule
+
+
 def register(sub: Subcommands) -> None:
     """Add `debate dynamics` and its commands."""
     dyn = add_command_group(
@@ -41,23 +53,15 @@ def register(sub: Subcommands) -> None:
         epilog=examples("debate dynamics fit results/embedded/*-qa-mcmad-*/"),
     )
     f.add_argument("runs", nargs="+", type=Path, help="experiment run folders (mcmad method)")
+    f.add_argument(
+        "--save",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the fitted model as a calibration file (JSON, docs/schema.md) for --calibration",
+    )
     f.set_defaults(handler=_fit)
-    p = dyn.add_parser(
-        "predict",
-        help="accuracy, F1 and calls of other chains and min rounds, computed exactly",
-        epilog=examples(
-            "debate dynamics predict RUN --chain always-trust --min-rounds 0..3",
-            "debate dynamics predict RUN --chain true-to-skeptic my-chain.toml",
-        ),
-    )
-    p.add_argument("run", type=Path, help="the experiment run folder to fit")
-    p.add_argument(
-        "--chain", nargs="+", default=None, metavar="NAME|FILE", help="chains to predict (default: the run's)"
-    )
-    p.add_argument("--min-rounds", type=_rounds, default=None, metavar="N|A..B", help="default: the run's")
-    p.add_argument("--max-rounds", type=int, default=None, help="default: the run's")
-    p.add_argument("--out", type=Path, default=None, help="folder for the plot (default: RUN/dynamics)")
-    p.set_defaults(handler=_predict)
+    p = _add_predict(dyn)
     v = dyn.add_parser(
         "validate",
         help="predicted vs observed for runs of other settings on the same items (within: "
@@ -80,6 +84,36 @@ def register(sub: Subcommands) -> None:
             "number of classes BIC prefers (1..3); one-class: every item alike; mixture: 2 or 3 "
             "classes",
         )
+
+
+def _add_predict(dyn: Any) -> Any:
+    p = dyn.add_parser(
+        "predict",
+        help="accuracy, F1 and calls of other chains and min rounds, computed exactly",
+        epilog=examples(
+            "debate dynamics predict RUN --chain always-trust --min-rounds 0..3",
+            "debate dynamics predict RUN --chain true-to-skeptic my-chain.toml",
+            "debate dynamics predict RUN --stop posterior:0.8 posterior:0.9 posterior:0.95",
+        ),
+    )
+    p.add_argument("run", type=Path, help="the experiment run folder to fit")
+    p.add_argument(
+        "--chain", nargs="+", default=None, metavar="NAME|FILE", help="chains to predict (default: the run's)"
+    )
+    p.add_argument("--min-rounds", type=_rounds, default=None, metavar="N|A..B", help="default: the run's")
+    p.add_argument("--max-rounds", type=int, default=None, help="default: the run's")
+    p.add_argument(
+        "--stop",
+        nargs="+",
+        type=_stop,
+        default=[],
+        metavar="posterior:P",
+        help="also predict the posterior stop at these thresholds (each chain, max rounds as above), decided by the "
+        "run's own fit as `fit --save` writes it",
+    )
+    p.add_argument("--out", type=Path, default=None, help="folder for the plot (default: RUN/dynamics)")
+    p.set_defaults(handler=_predict)
+    return p
 
 
 def _add_simulate(dyn: Any) -> None:
@@ -109,6 +143,16 @@ def _add_simulate(dyn: Any) -> None:
         "seed, which always fixes the items and their labels): runs with different seeds are independent "
         "runs on the same items, as validate needs",
     )
+    s.add_argument(
+        "--items-seed",
+        type=int,
+        default=None,
+        help="draw other items (other ids, labels and difficulty classes) from this seed: where a calibration "
+        "fitted on one run is tried",
+    )
+    s.add_argument("--calibration", default=None, metavar="FILE", help="a calibration file (p_factual per claim)")
+    s.add_argument("--stop", default="consensus", metavar="consensus|posterior:P", help="the stop rule")
+    s.add_argument("--force", action="store_true", help="let --stop posterior use an uncalibrated calibration")
     s.add_argument(
         "--out", type=Path, required=True, help="the run folder to write (fit, predict and validate read it)"
     )
@@ -147,6 +191,8 @@ def _simulate(args: argparse.Namespace) -> int:
         share_true=args.share_true,
         out=output_folder(args.out, "--out"),
         seed=args.seed,
+        items_seed=args.items_seed,
+        governed={"calibration": args.calibration, "stop": args.stop, "force_calibration": args.force or None},
     )
     sys.stdout.write(summary + "\n")
     return 0

@@ -8,14 +8,18 @@ import json
 import math
 import statistics
 import sys
+from collections import defaultdict
 from pathlib import Path
 
+from debate.calibration import load_calibration
 from debate.cli.conventions import err, output_folder
+from debate.engine import TurnContext
 from debate.errors import UsageError
+from experiments.dynamics.calibrate import calibration_of, plot_reliability, reliability
 from experiments.dynamics.fit import fit
 from experiments.dynamics.fitted import FittedModel, fit_model
 from experiments.dynamics.observe import RunObservations, read_run
-from experiments.dynamics.predict import Predicted, SelfCheck, Setting, predict, self_check
+from experiments.dynamics.predict import Predicted, SelfCheck, Setting, governor_of, predict, self_check
 from experiments.dynamics.report import Checked, fit_table, predict_table, validate_table
 
 __all__ = ["fit_command", "plot_predictions", "predict_command", "validate_command"]
@@ -73,6 +77,12 @@ def fit_command(args: argparse.Namespace) -> int:
         self_checks=[_self_check(run, fitted) for run in runs],
     )
     sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else fit_table(result))
+    if args.save is not None:
+        calibration = calibration_of(fitted, runs)
+        tmp = args.save.with_name(args.save.name + ".tmp")
+        tmp.write_text(calibration.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        tmp.replace(args.save)  # a reader never sees half a calibration
+        err.print(f"wrote {args.save}" + (f" ({calibration.warning()})" if calibration.warning() else ""))
     return 0
 
 
@@ -82,8 +92,10 @@ def plot_predictions(rows: list[Predicted], observed: tuple[str, float, float], 
 
     fig = Figure(figsize=(7, 4.5))
     ax = fig.subplots()
-    for i, chain in enumerate(dict.fromkeys(r.chain for r in rows)):
-        mine = [r for r in rows if r.chain == chain]
+    for i, (chain, stop) in enumerate(dict.fromkeys((r.chain, r.stop != "consensus") for r in rows)):
+        mine = sorted(
+            (r for r in rows if (r.chain, r.stop != "consensus") == (chain, stop)), key=lambda r: r.calls_per_claim
+        )
         xs, ys = [r.calls_per_claim for r in mine], [r.accuracy for r in mine]
         ax.errorbar(
             xs,
@@ -96,13 +108,15 @@ def plot_predictions(rows: list[Predicted], observed: tuple[str, float, float], 
                 [x - r.calls_interval[0] for x, r in zip(xs, mine, strict=True)],
                 [r.calls_interval[1] - x for x, r in zip(xs, mine, strict=True)],
             ],
-            marker="o",
+            marker="s" if stop else "o",
+            linestyle="--" if stop else "-",
             capsize=3,
             color=f"C{i}",
-            label=f"{chain} (predicted)",
+            label=f"{chain}, posterior stop (predicted)" if stop else f"{chain} (predicted)",
         )
         for x, y, r in zip(xs, ys, mine, strict=True):
-            ax.annotate(f"min {r.min_rounds}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            text = f"P {r.stop.partition(':')[2]}" if stop else f"min {r.min_rounds}"
+            ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.plot(
         [observed[2]],
         [observed[1]],
@@ -132,6 +146,8 @@ def predict_command(args: argparse.Namespace) -> int:
         for chain in chains
         for m in (args.min_rounds or [run.min_rounds])
     ]
+    most = args.max_rounds if args.max_rounds is not None else run.max_rounds
+    settings += [Setting(chain, run.min_rounds, most, stop=p) for chain in chains for p in args.stop]
     fitted = _model(run, args, [])
     rows = predict(run.observations, settings, share_true=_share(run), fitted=fitted)
     diagnostics, check = fitted.diagnostics, _self_check(run, fitted)
@@ -157,13 +173,32 @@ def _agrees(predicted: float, interval: tuple[float, float], observed: float, ob
     return abs(predicted - observed) <= 1.96 * math.sqrt(predicted_se**2 + observed_se**2) + 1e-9 * max(1, observed)
 
 
+def _setting_of(run: RunObservations) -> Setting:
+    """A run's own setting; under the posterior stop, decided by the calibration it ran with."""
+    threshold = run.debate.threshold
+    if threshold is None or run.debate.calibration is None:
+        return Setting(run.chain, run.min_rounds, run.max_rounds)
+    governor = load_calibration(run.debate.calibration).posterior
+    return Setting(run.chain, run.min_rounds, run.max_rounds, stop=threshold, governor=governor)
+
+
+def _probabilities(fitted: FittedModel, run: RunObservations) -> tuple[list[tuple[float, bool]], str]:
+    """(p_factual, label) per finished debate: the run's own when it recorded them, else the fit's on its turns."""
+    if run.p_factual:
+        return [(p, run.finals[k][0]) for k, p in run.p_factual.items() if k in run.finals], "recorded by the run"
+    governor, turns = governor_of(fitted), defaultdict(list)
+    for o in run.observations:
+        turns[o.item].append(TurnContext(o.role, o.state, o.shown, o.verdict))
+    pairs = [(governor.p_factual(turns[k]), label) for k, (label, _, _) in run.finals.items()]
+    return [(p, label) for p, label in pairs if p is not None], "the fit applied to its turns"
+
+
 def _checked(fitted: FittedModel, run: RunObservations, other_dir: Path, other: RunObservations) -> Checked:
-    [p] = predict(
-        run.observations,
-        [Setting(other.chain, other.min_rounds, other.max_rounds)],
-        share_true=_share(other),
-        fitted=fitted,
-    )
+    setting = _setting_of(other)
+    [p] = predict(run.observations, [setting], share_true=_share(other), fitted=fitted)
+    pairs, source = _probabilities(fitted, other)
+    rel = reliability(pairs) if pairs else None
+    diagram = plot_reliability(rel, other_dir / "dynamics", f"p_factual on {other_dir.name} ({source})") if rel else []
     accuracy, calls = _observed(other)
     n = len(other.finals)
     spread = statistics.pstdev([c for *_, c in other.finals.values()])
@@ -182,6 +217,10 @@ def _checked(fitted: FittedModel, run: RunObservations, other_dir: Path, other: 
         observed_calls=calls,
         within_calls=_agrees(p.calls_per_claim, p.calls_interval, calls, spread / math.sqrt(n)),
         backoff_range=p.backoff_range,
+        stop=p.stop,
+        reliability=rel,
+        p_source=source if rel else None,
+        diagram=[str(d) for d in diagram],
     )
 
 

@@ -23,8 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
+from debate.calibration import Check
 from experiments.dynamics.observe import Observation
 
 __all__ = ["Check", "heterogeneity_check", "markov_check", "overdispersion_check", "state_check"]
@@ -36,23 +35,6 @@ the cause is not found, and at 0.1% it fired on 1 of the 100."""
 MIN_CELL = 10
 """A likelihood-ratio check compares only cells of at least this many turns: fewer, and the chi-square reference
 does not hold (a run too small for any such cell gets "not applicable", not "holds")."""
-
-
-class Check(BaseModel):
-    """One test of the model's assumptions."""
-
-    model_config = ConfigDict(frozen=True)
-    name: Literal["markov", "heterogeneity", "overdispersion", "state"]
-    statistic: float | None
-    """G (likelihood ratio) or Z (Tarone); None when the check does not apply."""
-    df: int | None
-    p_value: float | None
-    level: float
-    """The p-value under which the check fails."""
-    rejected: bool
-    """At its level: the assumption fails on this run."""
-    detail: str
-    """What was tested on what, and what it found, in a line."""
 
 
 def _loglik(seen: Sequence[Observation], key: Callable[[Observation], tuple[object, ...]]) -> tuple[float, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from experiments.dynamics.simulate import DifficultyClass, Population, RoleParameters
 
-__all__ = ["EXAMPLES"]
+__all__ = ["CALIBRATION_EXAMPLES", "EXAMPLES"]
 
 
 def _r(factual: float, hallucinated: float, conformity: float = 0.0, **more: object) -> RoleParameters:
@@ -40,3 +40,30 @@ EXAMPLES: dict[str, Population] = {
     # trust ignores what it is shown in S1 (where it speaks first) and conforms in S2
     "state": Population(roles={**_MARKOV, "trust": _r(0.85, 0.3, 0.6, states={"S1": _r(0.85, 0.3, 0.0)})}, seed=7),
 }
+
+
+CALIBRATION_EXAMPLES: dict[str, Population] = {
+    **EXAMPLES,
+    # easy, middling and hard items in unequal shares: what a one-class posterior would be overconfident on
+    "three-class": Population(
+        roles=_MARKOV,
+        classes=[
+            DifficultyClass(share=0.5, factual_true=0.95, hallucinated_true=0.05),
+            DifficultyClass(share=0.3, factual_true=0.75, hallucinated_true=0.3),
+            DifficultyClass(share=0.2, factual_true=0.3, hallucinated_true=0.7),
+        ],
+        seed=11,
+    ),
+    # every role leans to "true" (a lenient judge model); items alike
+    "lenient": Population(
+        roles={
+            "initial": _r(0.9, 0.5),
+            "trust": _r(0.95, 0.6, 0.7),
+            "skeptic": _r(0.7, 0.3, 0.2),
+            "leader": _r(0.85, 0.45, 0.5),
+        },
+        seed=13,
+    ),
+}
+"""The populations the calibration benchmarks run on (benchmarks/bench_posterior.py): the examples above and two
+more, one of items of unequal difficulty."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from debate.engine import BACKOFF_LEVELS, RoleTables, backoff_keys
 from experiments.dynamics.observe import Observation
 
 __all__ = ["Behaviour", "Context", "Indexed", "Mixture", "interval", "multiplicities"]
@@ -24,21 +25,16 @@ Context = tuple[str, str, bool, tuple[bool, ...]]
 Floats = NDArray[np.float64]
 
 
-def _keys(role: str, state: str, label: bool, shown: tuple[bool, ...]) -> list[tuple[object, ...]]:
-    return [(role, state, label, shown), (role, "*", label, shown), (role, "*", label, shown[-1:]), (role, label)]
-
-
 def describe(context: Context) -> str:
     role, state, label, shown = context
     return f"{role} in {state}, label {label}, shown {list(shown)}"
 
 
 @dataclass
-class Behaviour:
-    """P(verdict true) per context from (weighted) counts, one table per back-off level."""
+class Behaviour(RoleTables):
+    """P(verdict true) per context from (weighted) counts (debate.engine.RoleTables), with the contexts set from
+    outside and those answered by back-off."""
 
-    tables: list[dict[tuple[object, ...], tuple[float, float]]]
-    """Per back-off level: key -> (weighted true verdicts, weighted turns)."""
     overrides: dict[Context, float] = field(default_factory=dict)
     """Contexts whose value is set from outside (the back-off sensitivity)."""
     backed_off: dict[Context, float] = field(default_factory=dict)
@@ -54,14 +50,10 @@ class Behaviour:
         context = (role, state, label, shown)
         if context in self.overrides:
             return self.overrides[context]
-        for depth, key in enumerate(_keys(role, state, label, shown)):
-            true, n = self.tables[depth].get(key, (0.0, 0.0))
-            if n > 0:
-                if depth:
-                    self.backed_off[context] = true / n
-                return true / n
-        self.backed_off[context] = 0.5
-        return 0.5
+        value, depth = self.lookup(role, state, label, shown)
+        if depth:
+            self.backed_off[context] = value
+        return value
 
     def forced(self, context: Context, value: float) -> Behaviour:
         return Behaviour(self.tables, {**self.overrides, context: value})
@@ -93,9 +85,9 @@ class Indexed:
         self.label = np.array([labels[item] for item in self.items], dtype=bool)
         self.keys: list[list[tuple[object, ...]]] = []
         self.index: list[NDArray[np.int64]] = []
-        for level in range(4):
+        for level in range(BACKOFF_LEVELS):
             ids: dict[tuple[object, ...], int] = {}
-            column = [ids.setdefault(_keys(o.role, o.state, o.label, o.shown)[level], len(ids)) for o in seen]
+            column = [ids.setdefault(backoff_keys(o.role, o.state, o.label, o.shown)[level], len(ids)) for o in seen]
             self.keys.append(list(ids))
             self.index.append(np.array(column, dtype=np.int64))
         contexts = len(self.keys[0])
@@ -115,6 +107,15 @@ class Indexed:
             # under half a turn of weight (a class that barely holds the context) counts as never seen
             tables.append({k: (float(a), float(b)) for k, a, b in zip(keys, t, n, strict=True) if b >= 0.5})
         return Behaviour(tables)
+
+    def counts(self, weights: Floats) -> list[tuple[Context, float, float]]:
+        """Each full context's weighted (true verdicts, turns) with item `weights`: what `behaviour` sums into its
+        back-off tables, and what a calibration file stores."""
+        w = weights[self.item_of]
+        keys, index = self.keys[0], self.index[0]
+        n = np.bincount(index, weights=w, minlength=len(keys))
+        t = np.bincount(index, weights=w * self.verdict, minlength=len(keys))
+        return [(k, float(a), float(b)) for k, a, b in zip(keys, t, n, strict=True) if b > 0]  # type: ignore[misc]
 
     def calls_per_turn(self, weights: Floats | None = None) -> float:
         w = np.ones(len(self.verdict)) if weights is None else weights[self.item_of]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from debate.config import DebateConfig
 from debate.errors import UsageError
@@ -19,7 +19,7 @@ from debate.results import PredictionRecord, read_records
 from debate.types import DebateResult
 
 if TYPE_CHECKING:
-    from debate.engine import MarkovChain, TurnRecord
+    from debate.engine import MarkovChain
 
 __all__ = ["Observation", "RunObservations", "observations", "read_run"]
 
@@ -48,24 +48,11 @@ class Observation:
     otherwise): what the one-run heterogeneity check adds."""
 
 
-def _records(result: DebateResult) -> list[TurnRecord]:
-    from debate.engine import TurnRecord
-
-    records = []
-    for state in result.states:
-        for position, turn in enumerate(state.turns):
-            last = position == len(state.turns) - 1
-            records.append(
-                TurnRecord(state=state.name, round=state.round, position=position, last_in_state=last, turn=turn)
-            )
-    return records
-
-
 def observations(result: DebateResult, chain: MarkovChain, *, item: str, label: bool) -> list[Observation]:
     """The usable turns of one debate, in order (a failed turn ends the chain, and the list)."""
-    from debate.engine import ChainDriver
+    from debate.engine import ChainDriver, result_records
 
-    driver, records, seen = ChainDriver(chain), _records(result), []
+    driver, records, seen = ChainDriver(chain), result_records(result), []
     for i, record in enumerate(records):
         if record.turn.factuality is None:
             break
@@ -107,23 +94,43 @@ class RunObservations:
     observations: list[Observation]
     finals: dict[str, tuple[bool, bool, int]]
     """Per debated claim (item/claim id): (true label, final verdict, model calls of its debate)."""
+    debate: DebateConfig
+    """The run's debate settings (its stop rule and calibration included)."""
+    model: str
+    """The model the run's reports name."""
+    prompts: dict[str, str]
+    """The debate's prompt files (name -> sha256) as the reports recorded them."""
+    p_factual: dict[str, float]
+    """Per debated claim with one, its p_factual (a run with a calibration)."""
+    team: tuple[str, str]
+    """The run's debate team and prompt set."""
 
 
-def _debates(run_dir: Path) -> Iterator[tuple[str, bool, DebateResult]]:
+@dataclass
+class _Meta:
+    model: str = ""
+    prompts: dict[str, str] = field(default_factory=dict)
+
+
+def _debates(run_dir: Path, meta: _Meta) -> Iterator[tuple[str, bool, dict[str, Any]]]:
     for record in read_records(run_dir / "results.jsonl"):
         if not isinstance(record, PredictionRecord) or record.report is None:
             continue
         label = record.label_factual
+        recorded = record.report.get("meta") or {}
+        meta.model = meta.model or str(recorded.get("model", ""))
+        meta.prompts = meta.prompts or dict(recorded.get("prompts", {}))
         for claim in record.report.get("claims", []):
             if claim.get("debate") and claim.get("decided_by", "debate") == "debate":
-                yield f"{record.id}/{claim['claim_id']}", label, DebateResult.model_validate(claim["debate"])
+                yield f"{record.id}/{claim['claim_id']}", label, claim
 
 
 def read_run(run_dir: Path) -> RunObservations:
     """Every debate of an experiment run folder (config.json + results.jsonl)."""
     try:
         config = json.loads((run_dir / "config.json").read_text())
-        debate = DebateConfig.model_validate(config["spec"]["verifier"].get("debate", {}))
+        verifier = config["spec"]["verifier"]
+        debate = DebateConfig.model_validate(verifier.get("debate", {}))
     except (OSError, ValueError, KeyError) as exc:
         raise UsageError(f"{run_dir}: not an experiment run folder ({exc})") from exc
     from debate.engine import load_chain
@@ -131,10 +138,27 @@ def read_run(run_dir: Path) -> RunObservations:
     chain = load_chain(debate.chain)
     seen: list[Observation] = []
     finals: dict[str, tuple[bool, bool, int]] = {}
-    for key, label, result in _debates(run_dir):
+    probabilities: dict[str, float] = {}
+    meta = _Meta()
+    for key, label, claim in _debates(run_dir, meta):
+        result = DebateResult.model_validate(claim["debate"])
         seen.extend(observations(result, chain, item=key, label=label))
         if result.final is not None:
             finals[key] = (label, result.final.factuality, result.usage.llm_calls)
+        if claim.get("p_factual") is not None:
+            probabilities[key] = float(claim["p_factual"])
     if not finals:
         raise UsageError(f"{run_dir}: no finished debate to fit (was the method mcmad?)")
-    return RunObservations(run_dir, chain.name, debate.min_rounds, debate.max_rounds, seen, finals)
+    return RunObservations(
+        run_dir,
+        chain.name,
+        debate.min_rounds,
+        debate.max_rounds,
+        seen,
+        finals,
+        debate=debate,
+        model=meta.model or str(config.get("model", "")),
+        prompts=meta.prompts or dict(config.get("prompts", {})),
+        p_factual=probabilities,
+        team=(str(verifier.get("team", "autogen")), str(verifier.get("prompt_set") or "paper")),
+    )

@@ -3,12 +3,23 @@ expectation itself (no Monte Carlo) is debate.engine._expectation's, shared with
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from debate.engine import MarkovChain, Outcome, RoleModel, load_chain, outcome
+from debate.engine import (
+    GovernedPath,
+    MarkovChain,
+    Outcome,
+    PosteriorModel,
+    RoleModel,
+    governed_paths,
+    load_chain,
+    outcome,
+)
 from experiments.dynamics.fitted import FittedModel, ModelKind, fit_model
 from experiments.dynamics.model import Context, Mixture, describe, interval
 from experiments.dynamics.observe import Observation
@@ -21,8 +32,14 @@ class Setting:
     chain: str
     min_rounds: int
     max_rounds: int
+    stop: float | None = None
+    """The posterior stop's threshold (None: the paper's rule)."""
+    governor: PosteriorModel | None = field(default=None, compare=False)
+    """The model the posterior stop decides with (None: the fit's own point model, as `fit --save` writes it)."""
 
     def __str__(self) -> str:
+        if self.stop is not None:
+            return f"{self.chain} posterior:{self.stop:g} max {self.max_rounds}"
         return f"{self.chain} min {self.min_rounds} max {self.max_rounds}"
 
 
@@ -33,6 +50,8 @@ class Predicted(BaseModel):
     chain: str
     min_rounds: int
     max_rounds: int
+    stop: str = "consensus"
+    """consensus (the paper's rule) or posterior:P."""
     p_true_if_factual: float
     p_true_if_hallucinated: float
     accuracy: float
@@ -84,13 +103,55 @@ class _Figures:
     capped: float
 
 
+def governor_of(model: FittedModel) -> PosteriorModel:
+    """The fit's point model as the posterior stop decides with it."""
+    point = model.point
+    return PosteriorModel(classes=point.components, shares=point.shares, prior=float(model.indexed.label.mean()))
+
+
+class _Paths:
+    """The posterior stop's ways to end (debate.engine.governed_paths) as arrays: a bootstrap replicate's outcome is
+    then one matrix product (debate.engine.governed_outcome is the same sum, one path at a time)."""
+
+    def __init__(self, paths: list[GovernedPath]) -> None:
+        events = sorted({event for path in paths for event, _ in path.events})
+        where = {event: i for i, event in enumerate(events)}
+        self.events = events
+        self.counts = np.zeros((len(paths), len(events)))
+        for row, path in enumerate(paths):
+            for event, n in path.events:
+                self.counts[row, where[event]] = n
+        self.log_count = np.log([float(p.count) for p in paths])
+        self.verdict = np.array([p.verdict for p in paths], dtype=np.float64)
+        self.turns = np.array([p.turns for p in paths], dtype=np.float64)
+        self.capped = np.array([p.capped for p in paths], dtype=np.float64)
+
+    def outcome(self, component: RoleModel, label: bool) -> Outcome:
+        p = np.array([component.p(role, state, label, shown) for role, state, shown, _ in self.events])
+        said = np.array([verdict for *_, verdict in self.events])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_p = np.log(np.where(said, p, 1 - p))
+            # a zero-probability event a path never takes contributes 0, not 0 * -inf
+            w = np.exp(self.log_count + np.where(self.counts > 0, self.counts * log_p, 0.0).sum(axis=1))
+        return Outcome(p_true=float(w @ self.verdict), turns=float(w @ self.turns), capped=float(w @ self.capped))
+
+
+@functools.lru_cache(maxsize=32)
+def _paths(governor: PosteriorModel, chain: MarkovChain, threshold: float, max_rounds: int) -> _Paths:
+    return _Paths(governed_paths(governor, chain, threshold=threshold, max_rounds=max_rounds))
+
+
+def _outcome(component: RoleModel, chain: MarkovChain, setting: Setting, label: bool) -> Outcome:
+    if setting.stop is None:
+        return outcome(component, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds, label=label)
+    assert setting.governor is not None  # `_one` fills it in
+    return _paths(setting.governor, chain, setting.stop, setting.max_rounds).outcome(component, label)
+
+
 def _figures(mix: Mixture, chain: MarkovChain, setting: Setting, share_true: float, calls_per_turn: float) -> _Figures:
     by_label = {}
     for label in (True, False):
-        outcomes = [
-            outcome(c, chain, min_rounds=setting.min_rounds, max_rounds=setting.max_rounds, label=label)
-            for c in mix.components
-        ]
+        outcomes = [_outcome(c, chain, setting, label) for c in mix.components]
         weights = mix.shares[label]
         by_label[label] = [
             sum(w * getattr(o, f) for w, o in zip(weights, outcomes, strict=True))
@@ -151,6 +212,8 @@ def _sensitivity(
 
 def _one(model: FittedModel, setting: Setting, share_true: float) -> Predicted:
     chain = load_chain(setting.chain)
+    if setting.stop is not None and setting.governor is None:
+        setting = replace(setting, governor=governor_of(model))
     for c in model.point.components:
         c.clear()
     point = _figures(model.point, chain, setting, share_true, model.calls_per_turn)
@@ -169,6 +232,7 @@ def _one(model: FittedModel, setting: Setting, share_true: float) -> Predicted:
         chain=setting.chain,
         min_rounds=setting.min_rounds,
         max_rounds=setting.max_rounds,
+        stop="consensus" if setting.stop is None else f"posterior:{setting.stop:g}",
         p_true_if_factual=point.yes,
         p_true_if_hallucinated=point.no,
         accuracy=point.accuracy,

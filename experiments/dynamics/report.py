@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from experiments.dynamics.calibrate import Reliability
 from experiments.dynamics.fit import DynamicsFit
 from experiments.dynamics.fitted import Diagnostics
 from experiments.dynamics.predict import Predicted, SelfCheck
@@ -98,26 +99,31 @@ def fit_table(result: DynamicsFit) -> str:
     return "\n".join(lines)
 
 
+def _setting(r: Predicted) -> str:
+    return f"min {r.min_rounds}" if r.stop == "consensus" else r.stop
+
+
 def predict_table(rows: list[Predicted], diagnostics: Diagnostics, check: SelfCheck | None) -> str:
     """Predictions as markdown, under the checks, the self-consistency line, and the notes on caps and back-offs."""
     lines = [*diagnostics_lines(diagnostics)]
     if check is not None:
         lines += [self_check_line(check), ""]
     lines += [
-        "| chain | min | max | accuracy [95% CI] | F1 [95% CI] | calls per claim [95% CI] | stopped by the cap "
-        "| back-off range |",
-        "|---|---|---|---|---|---|---|---|",
+        "| chain | stop | min | max | accuracy [95% CI] | F1 [95% CI] | calls per claim [95% CI] | stopped by the "
+        "cap | back-off range |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         backoff = f"[{r.backoff_range[0]:.3f}, {r.backoff_range[1]:.3f}]" if r.backoff_range else "-"
+        minimum = "-" if r.stop != "consensus" else str(r.min_rounds)
         lines.append(
-            f"| {r.chain} | {r.min_rounds} | {r.max_rounds} | {_fmt(r.accuracy, r.accuracy_interval)} | "
+            f"| {r.chain} | {r.stop} | {minimum} | {r.max_rounds} | {_fmt(r.accuracy, r.accuracy_interval)} | "
             f"{_fmt(r.f1, r.f1_interval)} | {_fmt(r.calls_per_claim, r.calls_interval)} | "
             f"{r.capped:.0%} | {backoff} |"
         )
     capped = [r for r in rows if r.capped >= CAPPED]
     if capped:
-        listed = ", ".join(f"{r.chain} min {r.min_rounds} ({r.capped:.0%})" for r in capped)
+        listed = ", ".join(f"{r.chain} {_setting(r)} ({r.capped:.0%})" for r in capped)
         lines += [
             "",
             f"the max-rounds cap stops at least {CAPPED:.0%} of debates in: {listed}; there the figures, "
@@ -157,6 +163,23 @@ class Checked(BaseModel):
     within_calls: bool
     backoff_range: tuple[float, float] | None
     """Set when the prediction leans on back-offs: the accuracy over their intervals."""
+    stop: str = "consensus"
+    """The run's stop rule: consensus (the paper's) or posterior:P (predicted with the run's own calibration)."""
+    reliability: Reliability | None = None
+    """ECE and Brier score of p_factual on the run (None: no claim has one)."""
+    p_source: str | None = None
+    """Where p_factual came from: the run's own (recorded), or the fit applied to its turns."""
+    diagram: list[str] = Field(default_factory=list)
+    """The reliability diagram's files."""
+
+
+def reliability_line(rel: Reliability, source: str, diagram: list[str]) -> str:
+    """ECE and Brier of p_factual in a line, with where the probabilities and the diagram are."""
+    drawn = f"; reliability diagram {', '.join(diagram)}" if diagram else ""
+    return (
+        f"p_factual ({source}) on {rel.claims} labelled claims: expected calibration error {rel.ece:.3f} "
+        f"(10 bins), Brier score {rel.brier:.3f}{drawn}"
+    )
 
 
 def validate_table(rows: list[Checked], diagnostics: Diagnostics, check: SelfCheck) -> str:
@@ -165,18 +188,25 @@ def validate_table(rows: list[Checked], diagnostics: Diagnostics, check: SelfChe
         *diagnostics_lines(diagnostics),
         self_check_line(check),
         "",
-        "| run | chain | min | accuracy: predicted [95% CI] / observed | accuracy within | calls: predicted "
+        "| run | chain | stop | accuracy: predicted [95% CI] / observed | accuracy within | calls: predicted "
         "[95% CI] / observed | calls within | back-off range |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         backoff = f"[{r.backoff_range[0]:.3f}, {r.backoff_range[1]:.3f}]" if r.backoff_range else "-"
+        setting = f"min {r.min_rounds}" if r.stop == "consensus" else r.stop
         lines.append(
-            f"| {Path(r.run).name} | {r.chain} | {r.min_rounds} | "
+            f"| {Path(r.run).name} | {r.chain} | {setting} | "
             f"{_fmt(r.predicted_accuracy, r.accuracy_interval)} / {r.observed_accuracy:.3f} | "
             f"{'yes' if r.within_accuracy else 'NO'} | {_fmt(r.predicted_calls, r.calls_interval)} / "
             f"{r.observed_calls:.2f} | {'yes' if r.within_calls else 'NO'} | {backoff} |"
         )
+    reliable = [r for r in rows if r.reliability is not None and r.p_source is not None]
+    if reliable:
+        lines.append("")
+        for r in reliable:
+            assert r.reliability is not None and r.p_source is not None
+            lines.append(f"{Path(r.run).name}: " + reliability_line(r.reliability, r.p_source, r.diagram))
     if any(r.backoff_range for r in rows):
         lines += [
             "",

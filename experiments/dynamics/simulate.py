@@ -256,11 +256,12 @@ class SimulatedAgents:
         """Nothing to close."""
 
 
-def labels_for(n: int, share_true: float, seed: int) -> dict[str, bool]:
-    """`n` simulated claims, round(n * share_true) of them factual, in a seeded order."""
+def labels_for(n: int, share_true: float, seed: int, prefix: str = "sim") -> dict[str, bool]:
+    """`n` simulated claims, round(n * share_true) of them factual, in a seeded order (ids `prefix`-i: an item's
+    difficulty class follows its id, so another prefix is other items)."""
     truths = [i < round(n * share_true) for i in range(n)]
     random.Random(seed).shuffle(truths)
-    return {f"sim-{i}": t for i, t in enumerate(truths)}
+    return {f"{prefix}-{i}": t for i, t in enumerate(truths)}
 
 
 async def simulated_reports(
@@ -272,11 +273,13 @@ async def simulated_reports(
     labels: Mapping[str, bool],
     model: ModelConfig | None = None,
     concurrency: int = 16,
+    governed: Mapping[str, object] | None = None,
 ) -> list[Report]:
     """Each labelled claim verified by the real engine (QA task, one claim per item) against the population: in
-    process, or at the endpoint `model` names."""
+    process, or at the endpoint `model` names (`governed`: calibration, stop and force_calibration, as
+    DebateConfig's)."""
     config = VerifierConfig(
-        debate=DebateConfig(chain=chain, min_rounds=min_rounds, max_rounds=max_rounds),
+        debate=DebateConfig(chain=chain, min_rounds=min_rounds, max_rounds=max_rounds, **(governed or {})),
         **({"model": model} if model is not None else {}),
     )
     from debate.engine import load_chain

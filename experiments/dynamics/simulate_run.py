@@ -4,7 +4,9 @@ experiments' format (config.json + results.jsonl), so fit, predict and validate 
 from __future__ import annotations
 
 import json
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 from debate import ModelConfig
 from debate.concurrency import run_blocking
@@ -27,18 +29,54 @@ __all__ = ["simulate_run"]
 
 
 async def _over_http(
-    population: Population, *, chain: str, min_rounds: int, max_rounds: int, labels: dict[str, bool]
+    population: Population,
+    *,
+    chain: str,
+    min_rounds: int,
+    max_rounds: int,
+    labels: dict[str, bool],
+    governed: dict[str, object],
 ) -> list[Report]:
     agents = SimulatedAgents(population, load_chain(chain), labels)
     async with population_endpoint(agents) as url:
         model = ModelConfig(base_url=url, model="simulated", max_concurrency=16)
         return await simulated_reports(
-            population, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds, labels=labels, model=model
+            population,
+            chain=chain,
+            min_rounds=min_rounds,
+            max_rounds=max_rounds,
+            labels=labels,
+            model=model,
+            governed=governed,
         )
 
 
+def _reports(
+    population: Population,
+    rounds: tuple[str, int, int],
+    labels: dict[str, bool],
+    governed: dict[str, object],
+    *,
+    in_process: bool,
+) -> Coroutine[Any, Any, list[Report]]:
+    chain, min_rounds, max_rounds = rounds
+    if in_process:  # the same engine and agents without the loopback server (benchmarks' large runs)
+        return simulated_reports(
+            population,
+            chain=chain,
+            min_rounds=min_rounds,
+            max_rounds=max_rounds,
+            labels=labels,
+            governed=governed,
+            concurrency=64,
+        )
+    return _over_http(
+        population, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds, labels=labels, governed=governed
+    )
+
+
 def simulate_run(
-    roles: Path,
+    roles: Path | Population,
     *,
     chain: str,
     min_rounds: int,
@@ -47,28 +85,33 @@ def simulate_run(
     share_true: float,
     out: Path,
     seed: int | None = None,
+    items_seed: int | None = None,
+    governed: dict[str, object] | None = None,
+    in_process: bool = False,
 ) -> str:
     """Simulate `n` claims and write the run folder `out`; returns a one-line summary. The items and their labels
     follow the roles file's seed; `seed` replaces it for the agents' draws only, so runs with different seeds are
-    independent runs on the same items (what `debate dynamics validate` compares)."""
+    independent runs on the same items (what `debate dynamics validate` compares); `items_seed` draws other items
+    (other ids, labels and classes), as a calibration needs to be tried on. `governed`: calibration, stop and
+    force_calibration, as DebateConfig's. `in_process`: no loopback endpoint (the agents answer in process)."""
     if (out / "results.jsonl").exists():
         raise UsageError(f"{out} already holds a run; choose another --out")
-    population = load_population(roles)
-    labels = labels_for(n, share_true, population.seed)
-    labels_seed = population.seed
+    population = roles if isinstance(roles, Population) else load_population(roles)
+    labels_seed = population.seed if items_seed is None else items_seed
+    labels = labels_for(n, share_true, labels_seed, prefix="sim" if items_seed is None else f"sim{items_seed}")
     if seed is not None:
         population = population.model_copy(update={"seed": seed})
-    reports = run_blocking(
-        _over_http(population, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds, labels=labels)
-    )
+    governed = {k: v for k, v in (governed or {}).items() if v is not None}
+    rounds = (chain, min_rounds, max_rounds)
+    reports = run_blocking(_reports(population, rounds, labels, governed, in_process=in_process))
     out.mkdir(parents=True, exist_ok=True)
-    debate = {"chain": chain, "min_rounds": min_rounds, "max_rounds": max_rounds}
+    debate = {"chain": chain, "min_rounds": min_rounds, "max_rounds": max_rounds, **governed}
     config = {
         "spec": {"benchmark": "simulated", "task": "qa", "n": n, "method": "mcmad", "verifier": {"debate": debate}},
         "simulated": {
             "population": population.model_dump(mode="json"),
             "share_true": share_true,
-            "roles_file": str(roles),
+            "roles_file": str(roles) if isinstance(roles, Path) else None,
         },
         "provenance": {
             "seed": population.seed,
@@ -86,7 +129,10 @@ def simulate_run(
         "llm_calls_per_item": sum(r.usage.llm_calls for r in reports) / max(1, n)
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    return f"{n} simulated claims in {out}: accuracy {correct / n:.3f} ({chain}, min {min_rounds}, max {max_rounds})"
+    stop = f", {governed['stop']}" if governed.get("stop", "consensus") != "consensus" else ""
+    return (
+        f"{n} simulated claims in {out}: accuracy {correct / n:.3f} ({chain}, min {min_rounds}, max {max_rounds}{stop})"
+    )
 
 
 def _write_results(path: Path, labels: dict[str, bool], reports: list[Report]) -> list[Outcome]:
@@ -103,6 +149,7 @@ def _write_results(path: Path, labels: dict[str, bool], reports: list[Report]) -
                 decided_by="debate",
                 llm_calls=report.usage.llm_calls,
                 report=report.model_dump(mode="json"),
+                p_factual=report.p_factual,
             )
             fh.write(record.to_json() + "\n")
     return outcomes

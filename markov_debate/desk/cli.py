@@ -143,6 +143,11 @@ def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
     from sqlalchemy.exc import ArgumentError
 
     config = verifier_config(args)
+    if config.debate.calibration is not None:
+        # a calibration of another chain or prompt set is refused here, not by every audit the workers take
+        from debate.pipeline import Verifier
+
+        Verifier(config=config)
     db_url = _db_url(args)
     try:
         url = make_url(db_url)

@@ -75,7 +75,10 @@ class ClaimRow(Base):
     """A claim of a finished audit, indexed from its report for the queue, filters and stats."""
 
     __tablename__ = "claims"
-    __table_args__ = (Index("ix_claims_queue", "queue", "audit_id", "position"),)
+    __table_args__ = (
+        Index("ix_claims_queue", "queue", "audit_id", "position"),
+        Index("ix_claims_queue_p", "queue", "p_factual", "audit_id", "position"),
+    )
 
     audit_id: Mapped[int] = mapped_column(ForeignKey("audits.id"), primary_key=True)
     claim_id: Mapped[str] = mapped_column(String(50), primary_key=True)
@@ -91,6 +94,8 @@ class ClaimRow(Base):
     """The claim's fixed draw in [0, 1) for the seeded spot-check sample (see store.queueing.sample_window)."""
     context: Mapped[str | None] = mapped_column(Text)
     """JSON: the claim's evidence and deciding opinion, copied from the report so the queue parses no report."""
+    p_factual: Mapped[float | None] = mapped_column(Float)
+    """P(factual | its debate) under the desk's calibration; None without one (or for a prefilter's decision)."""
 
 
 class ReviewRow(Base):

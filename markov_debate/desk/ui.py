@@ -37,6 +37,7 @@ from markov_debate.desk.requests import AuditOverrides, AuditRequest
 from markov_debate.desk.routes.batches import upload_batch
 from markov_debate.desk.security import SESSION_COOKIE
 from markov_debate.desk.stats import stats as compute_stats
+from markov_debate.desk.store.reviews import QueueOrder
 from markov_debate.desk.views import Segment, agreement_png, chain_diagrams, claim_label, reviewed_claims, segments
 
 __all__ = ["STATIC", "router", "swagger_assets"]
@@ -210,9 +211,11 @@ def cancel_form(request: Request, audit_id: RowId, principal: UiCanceller, store
 
 
 @router.get("/queue")
-def queue_page(request: Request, principal: UiReviewer, store: StoreDep, settings: SettingsDep) -> HTMLResponse:
-    items = store.review_queue(limit=100, sample_rate=settings.queue_sample_rate, seed=settings.queue_seed)
-    return render(request, "queue.html", principal, items=items, labels=_LABELS)
+def queue_page(
+    request: Request, principal: UiReviewer, store: StoreDep, settings: SettingsDep, order: QueueOrder = "oldest"
+) -> HTMLResponse:
+    items = store.review_queue(limit=100, sample_rate=settings.queue_sample_rate, seed=settings.queue_seed, order=order)
+    return render(request, "queue.html", principal, items=items, labels=_LABELS, order=order)
 
 
 @router.get("/dashboard")

@@ -12,10 +12,13 @@ import httpx
 import pytest
 from sqlalchemy import event, text
 
+from debate.config import DebateConfig
 from markov_debate.desk.store import Store
 from markov_debate.desk.store.queueing import claim_draw, sample_window
+from tests.support.calibration import calibration, save_calibration
 from tests.support.desk import WRONG, ThreadedDesk, api_keys, fresh_database, settings_for, wait_done
-from tests.support.fakes import FakeOpenAI
+from tests.support.fakes import Call, FakeOpenAI, Reply
+from tests.support.helpers import op
 
 pytestmark = pytest.mark.slow  # starts servers
 
@@ -35,6 +38,26 @@ def _submit(client: httpx.Client, body: dict[str, Any]) -> int:
     response = client.post("/v1/audits", json=body)
     assert response.status_code == 202, response.text
     return int(response.json()["id"])
+
+
+def _downgraded(url: str, revision: str) -> set[str]:
+    """Downgrade a SQLite store to `revision` (the next Store upgrades it again); the claims table's columns then."""
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    import markov_debate.desk.store.db as db
+
+    config = Config()
+    config.set_main_option("script_location", str(db._MIGRATIONS))
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            config.attributes["connection"] = conn
+            command.downgrade(config, revision)
+            return {c[1] for c in conn.execute(text("PRAGMA table_info(claims)"))}
+    finally:
+        engine.dispose()
 
 
 def test_a_seeds_sample_is_a_fixed_share_of_fixed_draws() -> None:
@@ -111,12 +134,6 @@ def test_the_queue_reads_the_queue_index_not_every_claim(tmp_path: Path, model: 
 
 
 def test_the_queue_migration_fills_the_queue_from_stored_audits(tmp_path: Path, model: FakeOpenAI) -> None:
-    from alembic import command
-    from alembic.config import Config
-    from sqlalchemy import create_engine
-
-    import markov_debate.desk.store.db as db
-
     url = f"sqlite:///{tmp_path}/old.sqlite"
     with ThreadedDesk(settings_for(url, model.base_url, queue_sample_rate=1.0)) as desk:
         client = desk.client()
@@ -124,17 +141,10 @@ def test_the_queue_migration_fills_the_queue_from_stored_audits(tmp_path: Path, 
         wait_done(client, wrong), wait_done(client, right)
         assert client.post(f"/v1/audits/{wrong}/claims/c1/reviews", json={"decision": "confirm"}).status_code == 201
         before = desk.store.review_queue(limit=50, sample_rate=1.0)
-    config = Config()
-    config.set_main_option("script_location", str(db._MIGRATIONS))
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        config.attributes["connection"] = conn
-        command.downgrade(config, "0003")
-        assert "queue" not in {c[1] for c in conn.execute(text("PRAGMA table_info(claims)"))}
-    engine.dispose()
+    assert "queue" not in _downgraded(url, "0003")
     store = Store(url)
     try:
-        assert store.schema_revision() == "0005"
+        assert store.schema_revision() == "0006"
         after = store.review_queue(limit=50, sample_rate=1.0)
         assert after == before and [(q.audit_id, q.claim_id) for q in after] == [(wrong, "c0"), (right, "c0")]
         assert after[0].evidence and after[0].final_opinion
@@ -196,3 +206,47 @@ def test_the_ui_says_when_a_review_was_made_on_a_stale_page(tmp_path: Path, mode
         assert '<input type="hidden" name="seen_label" value="factual">' in reloaded
         queue = browser.get("/queue").text
         assert '<input type="hidden" name="seen_label" value="non_factual">' in queue  # c1, still unreviewed
+
+
+def _doubting(call: Call) -> Reply:
+    """Every agent says false of Lyon; of Nice the initial agent says true and the others false; Paris is true."""
+    asked = call.asked
+    if "Paris" in asked and WRONG not in asked and "Nice" not in asked:
+        return Reply(content=op(True))
+    return Reply(content=op(call.purpose == "debate:initial" and "Nice" in asked, 3))
+
+
+def test_the_queue_orders_by_p_factual_with_a_calibration_and_keeps_it_across_migrations(
+    db_url: str, tmp_path: Path
+) -> None:
+    cal = save_calibration(tmp_path, calibration(model="fake-model"))
+    with FakeOpenAI(routes={"debate": _doubting}) as model:
+        settings = settings_for(db_url, model.base_url, keys=api_keys())
+        verifier = settings.verifier.model_copy(update={"debate": DebateConfig(calibration=cal)})
+        with ThreadedDesk(settings.model_copy(update={"verifier": verifier})) as desk:
+            sam, alice = desk.client("sam"), desk.client("alice")
+            nice = _submit(sam, {**FRANCE, "response": "x", "claims": ["Nice is the capital of France."]})
+            lyon = _submit(sam, {**FRANCE, "response": "x", "claims": [f"{WRONG} is the capital of France."]})
+            right = _submit(sam, RIGHT)
+            for audit in (nice, lyon, right):
+                wait_done(sam, audit)
+            oldest = alice.get("/v1/review-queue", params={"sample": 1}).json()
+            ranked = alice.get("/v1/review-queue", params={"sample": 1, "order": "p_factual"}).json()
+            page = alice.get("/queue", params={"order": "p_factual"}, headers={"Accept": "text/html"}).text
+    assert [q["audit_id"] for q in oldest] == [nice, lyon, right]
+    # needs-review least likely factual first, then the spot-check sample in the same order
+    assert [q["audit_id"] for q in ranked] == [lyon, nice, right]
+    ps = [q["p_factual"] for q in ranked]
+    assert ps[0] < ps[1] < 0.5 < ps[2]
+    assert "least likely factual first" in page and f"p_factual {ps[0]:.3f}" in page
+    if not db_url.startswith("sqlite"):
+        return
+    # the probabilities survive a downgrade and upgrade: the migration reads them back from the stored reports
+    assert "p_factual" not in _downgraded(db_url, "0005")
+    store = Store(db_url)
+    try:
+        assert store.schema_revision() == "0006"
+        again = store.review_queue(limit=50, sample_rate=1.0, order="p_factual")
+        assert [q.p_factual for q in again] == pytest.approx(ps)
+    finally:
+        store.close()

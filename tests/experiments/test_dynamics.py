@@ -185,7 +185,10 @@ def test_the_commands_simulate_over_http_fit_predict_plot_and_validate(tmp_path:
         str(tmp_path / "plots"),
     )
     assert predicted.returncode == 0, predicted.stderr
-    assert "| always-trust | 0 | 3 |" in predicted.stdout and "| always-trust | 1 | 3 |" in predicted.stdout
+    assert (
+        "| always-trust | consensus | 0 | 3 |" in predicted.stdout
+        and "| always-trust | consensus | 1 | 3 |" in predicted.stdout
+    )
     assert "self-consistency: the fitted setting (true-to-skeptic, min 2)" in predicted.stdout
     assert (tmp_path / "plots" / "predicted.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "plots" / "predicted.svg").read_text().lstrip().startswith("<?xml")

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from debate.config import RetrievalConfig, VerifierConfig
+from debate.config import DebateConfig, RetrievalConfig, VerifierConfig
 from debate.errors import UsageError
 from debate.llm import ChatRequest
 from debate.testing import ScriptedChatClient, ScriptExhaustedError
 from experiments.runner import RunSpec, items_for, run_experiment
+from tests.support.calibration import calibration, save_calibration
 from tests.support.fakes import FakeOpenAI, Reply
 from tests.support.helpers import FIXTURES, op
 
@@ -78,6 +79,16 @@ async def test_mcmad_runs_the_full_chain_per_item(tmp_path: Path) -> None:
     saved = json.loads((tmp_path / "metrics.json").read_text())
     assert set(saved["baselines"]) == {"length-only", "majority-class", "tuning"}
     assert _has_row((tmp_path / "results.md").read_text(), "length-only", "4")
+
+
+async def test_an_eval_with_a_calibration_records_p_factual_in_every_row(tmp_path: Path) -> None:
+    cal = save_calibration(tmp_path, calibration())
+    client = ScriptedChatClient([agree] * 8)
+    await run(spec("mcmad", debate=DebateConfig(calibration=cal, stop="posterior:0.9")), tmp_path / "run", client)
+    rows = records(tmp_path / "run")
+    assert len(client.calls) == 8  # two turns per item: the posterior is decided after S2's first speaker
+    assert all(r["p_factual"] == pytest.approx(0.48 / 0.51) == r["report"]["p_factual"] for r in rows)
+    assert spec("mcmad").digest() != spec("mcmad", debate=DebateConfig(calibration=cal)).digest()
 
 
 async def test_single_is_one_call_per_item(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Query
 
 from markov_debate.desk.deps import Reviewer, RowId, SettingsDep, StoreDep, csrf
 from markov_debate.desk.models import QueueItem, ReviewIn, ReviewInfo
+from markov_debate.desk.store.reviews import QueueOrder
 
 __all__ = ["router"]
 
@@ -26,11 +27,14 @@ def review_queue(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     sample: Annotated[float | None, Query(ge=0, le=1)] = None,
     seed: Annotated[int | None, Query()] = None,
+    order: Annotated[QueueOrder, Query(description="oldest audit first, or least likely factual first")] = "oldest",
 ) -> list[QueueItem]:
     """Unreviewed claims the engine did not find factual, then a seeded sample of its factual decisions
-    (prefilter decisions included) for re-checking; each with its evidence and deciding opinion."""
+    (prefilter decisions included) for re-checking; each with its evidence, deciding opinion and (with a
+    calibration) p_factual, in `order`."""
     return store.review_queue(
         limit=limit,
         sample_rate=settings.queue_sample_rate if sample is None else sample,
         seed=settings.queue_seed if seed is None else seed,
+        order=order,
     )

@@ -221,6 +221,7 @@ class JobStore(AuditStore):
                         queue=queue_of(engine_label(claim)),
                         draw=claim_draw(audit_id, claim["claim_id"]),
                         context=claim_context(claim),
+                        p_factual=claim.get("p_factual"),
                     )
                 )
             s.add(EventRow(audit_id=audit_id, at=now, kind="finished", actor=worker, detail=report.verdict))

@@ -4,7 +4,7 @@ deciding opinion from its stored report)."""
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
@@ -23,7 +23,10 @@ from markov_debate.desk.store.queueing import QueueName, sample_window
 from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow, ReviewRow
 from markov_debate.desk.views import reviewed_verdict
 
-__all__ = ["ReviewStore"]
+__all__ = ["QueueOrder", "ReviewStore"]
+
+QueueOrder = Literal["oldest", "p_factual"]
+"""The review queue's order within each part: oldest audit first, or least likely factual first."""
 
 
 class ReviewStore(AuditStore):
@@ -81,25 +84,45 @@ class ReviewStore(AuditStore):
             )
             return review_info(row)
 
-    def review_queue(self, *, limit: int = 50, sample_rate: float = 0.1, seed: int = 0) -> list[QueueItem]:
-        """Unreviewed claims: those the engine did not find factual first (oldest audit first), then a seeded
-        sample of its confident factual decisions (prefilter decisions included) for re-checking. Two reads of the
-        claims' queue index, each stopping at `limit`: the cost follows `limit`, not the store's size."""
+    def review_queue(
+        self, *, limit: int = 50, sample_rate: float = 0.1, seed: int = 0, order: QueueOrder = "oldest"
+    ) -> list[QueueItem]:
+        """Unreviewed claims: those the engine did not find factual first, then a seeded sample of its confident
+        factual decisions (prefilter decisions included) for re-checking; within each, oldest audit first, or with
+        `order` "p_factual" least likely factual first (claims without one last). Two reads of a queue index, each
+        stopping at `limit`: the cost follows `limit`, not the store's size."""
         with self._read() as s:
-            rows = self._waiting(s, "needs-review", limit)
+            rows = self._waiting(s, "needs-review", limit, order)
             windows = sample_window(seed, sample_rate)
             if len(rows) < limit and windows:
                 drawn = or_(*(and_(ClaimRow.draw >= lo, ClaimRow.draw < hi) for lo, hi in windows))
-                rows += self._waiting(s, "spot-check", limit - len(rows), drawn)
+                rows += self._waiting(s, "spot-check", limit - len(rows), order, drawn)
         return [_queue_item(c, t) for c, t in rows]
 
+    @classmethod
+    def _waiting(
+        cls, s: Session, queue: QueueName, limit: int, order: QueueOrder, *where: ColumnElement[bool]
+    ) -> list[tuple[ClaimRow, str]]:
+        if order == "oldest":
+            return cls._read_queue(s, queue, limit, (ClaimRow.audit_id, ClaimRow.position), *where)
+        # claims with a probability, then those without: two reads that each follow ix_claims_queue_p's order (one
+        # ORDER BY "p IS NULL" would sort every waiting claim, and the databases put NULLs at opposite ends)
+        ranked = (ClaimRow.p_factual, ClaimRow.audit_id, ClaimRow.position)
+        rows = cls._read_queue(s, queue, limit, ranked, ClaimRow.p_factual.is_not(None), *where)
+        if len(rows) < limit:
+            rest = (ClaimRow.audit_id, ClaimRow.position)
+            rows += cls._read_queue(s, queue, limit - len(rows), rest, ClaimRow.p_factual.is_(None), *where)
+        return rows
+
     @staticmethod
-    def _waiting(s: Session, queue: QueueName, limit: int, *where: ColumnElement[bool]) -> list[tuple[ClaimRow, str]]:
+    def _read_queue(
+        s: Session, queue: QueueName, limit: int, order: tuple[Any, ...], *where: ColumnElement[bool]
+    ) -> list[tuple[ClaimRow, str]]:
         query = (
             select(ClaimRow, AuditRow.task)
             .join(AuditRow, AuditRow.id == ClaimRow.audit_id)
             .where(ClaimRow.queue == queue, *where)
-            .order_by(ClaimRow.queue, ClaimRow.audit_id, ClaimRow.position)
+            .order_by(ClaimRow.queue, *order)
             .limit(limit)
         )
         return [(claim, task) for claim, task in s.execute(query).all()]
@@ -121,6 +144,7 @@ def _queue_item(claim: ClaimRow, task: str) -> QueueItem:
         task=task,
         evidence=context.get("evidence", []),
         final_opinion=context.get("final_opinion"),
+        p_factual=claim.p_factual,
     )
 
 

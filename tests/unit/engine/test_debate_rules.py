@@ -265,6 +265,9 @@ async def test_report_records_config_prompts_and_usage() -> None:
         "max_rounds": 5,
         "chain": "true-to-skeptic",
         "max_parse_retries": 2,
+        "calibration": None,
+        "stop": "consensus",
+        "force_calibration": False,
     }
     assert "api_key" not in meta.config["model"]
     turn = report.claims[0].debate.states[1].turns[0]  # type: ignore[union-attr]

@@ -1,0 +1,267 @@
+"""The calibration file: the role behaviour `debate dynamics fit --save` fitted on a labelled run, what it was fitted
+on, and the checks of its assumptions. A run given `--calibration FILE` reports P(factual | the debate's turns) per
+claim (debate.engine.PosteriorModel), and `--stop posterior:P` ends a debate once that probability is decided.
+
+A calibration holds only for the model, prompts and chain it was fitted on: anything else is refused in one line
+(`check_use`). When a check of the model's assumptions failed on the fitted run, the probability is not calibrated:
+every report says so and names the check (`not_calibrated`), and the posterior stop refuses it unless forced.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from debate.config import DebateConfig
+from debate.engine import MarkovChain, PosteriorModel, RoleTables, chain_digest
+from debate.errors import UsageError
+from debate.provenance import package_version
+from debate.types import CalibrationNote, StopRule, parse_stop
+
+__all__ = [
+    "CALIBRATION_FORMAT",
+    "CALIBRATION_VERSION",
+    "Calibration",
+    "CalibrationClass",
+    "CalibrationError",
+    "Check",
+    "ContextCount",
+    "FittedOn",
+    "StopRule",
+    "calibration_for",
+    "calibration_note",
+    "load_calibration",
+    "parse_stop",
+]
+
+CALIBRATION_FORMAT = "markov-debate-calibration"
+CALIBRATION_VERSION = 1
+
+UNCALIBRATING_CHECKS = ("markov", "state")
+"""Checks whose failure leaves p_factual uncalibrated whatever the model (memory; behaviour that differs by state).
+Heterogeneity and overdispersion do too when the model has one class (it assumes items alike)."""
+
+
+class CalibrationError(UsageError):
+    """A calibration file that cannot be read, or cannot be used for this run; the message says why in one line."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Check(_Model):
+    """One test of the model's assumptions."""
+
+    name: Literal["markov", "heterogeneity", "overdispersion", "state"]
+    statistic: float | None
+    """G (likelihood ratio) or Z (Tarone); None when the check does not apply."""
+    df: int | None
+    p_value: float | None
+    level: float
+    """The p-value under which the check fails."""
+    rejected: bool
+    """At its level: the assumption fails on this run."""
+    detail: str
+    """What was tested on what, and what it found, in a line."""
+
+
+class ContextCount(_Model):
+    """A role's weighted verdicts in one context, within one class of items."""
+
+    role: str
+    state: str
+    label: bool
+    """The claim's true label (True: factual)."""
+    shown: list[bool]
+    """The verdicts the speaker was shown, in order."""
+    true: float = Field(ge=0)
+    """Weighted "true" verdicts."""
+    n: float = Field(ge=0)
+    """Weighted turns (a mixture splits an item's turns over classes by its responsibilities)."""
+
+
+class CalibrationClass(_Model):
+    """One latent class of items: its role behaviour as counts per context."""
+
+    counts: list[ContextCount]
+
+
+class FittedOn(_Model):
+    """What the calibration was fitted on: a run that differs in model, prompts or chain cannot use it."""
+
+    model: str
+    """The model name the fitted run sent."""
+    prompts: dict[str, str]
+    """Prompt name -> sha256, as the fitted run recorded them."""
+    chain: str
+    """The chain's name."""
+    chain_sha256: str
+    """What the chain does (debate.engine.chain_digest): states, speakers, transitions, what each role is shown."""
+    min_rounds: int
+    max_rounds: int
+    claims: int
+    """Debated claims fitted."""
+    turns: int
+    factual_share: float = Field(gt=0, lt=1)
+    """The share of factual claims among them: the prior of the posterior."""
+    runs: list[str]
+    """The run folders fitted."""
+
+
+class Calibration(_Model):
+    """A fitted debate model, saved by `debate dynamics fit RUN --save FILE` (docs/schema.md)."""
+
+    format: Literal["markov-debate-calibration"] = "markov-debate-calibration"
+    version: Literal[1] = 1
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    package_version: str = Field(default_factory=package_version)
+    fitted_on: FittedOn
+    classes: list[CalibrationClass] = Field(min_length=1, max_length=3)
+    """The latent classes of items, easiest first (one: every item alike)."""
+    shares: dict[Literal["factual", "hallucinated"], list[float]]
+    """Per true label, the share of items in each class."""
+    model_reason: str
+    """Why this number of classes."""
+    calls_per_turn: float = Field(gt=0)
+    """Model calls per turn on the fitted run (re-asks included): what expected calls are scaled by."""
+    checks: list[Check]
+    """The checks of the model's assumptions on the fitted run."""
+    not_calibrated: list[str]
+    """Each failed check that leaves p_factual uncalibrated, as a line naming it (empty: calibrated)."""
+
+    @property
+    def calibrated(self) -> bool:
+        return not self.not_calibrated
+
+    def warning(self) -> str | None:
+        """The line every report carries when p_factual is not calibrated."""
+        if self.calibrated:
+            return None
+        return "p_factual is not calibrated: " + "; ".join(self.not_calibrated)
+
+    @functools.cached_property
+    def posterior(self) -> PosteriorModel:
+        """The model P(factual | turns) is computed from."""
+        classes = [
+            RoleTables.from_counts(((c.role, c.state, c.label, tuple(c.shown)), c.true, c.n) for c in k.counts)
+            for k in self.classes
+        ]
+        shares = {True: self.shares["factual"], False: self.shares["hallucinated"]}
+        return PosteriorModel(classes=classes, shares=shares, prior=self.fitted_on.factual_share)
+
+    def describe(self) -> str:
+        """What it was fitted on, in a line."""
+        fitted = self.fitted_on
+        classes = "one class of items" if len(self.classes) == 1 else f"{len(self.classes)} classes of items"
+        return (
+            f"{fitted.claims} claims of {', '.join(fitted.runs)} (model {fitted.model}, chain {fitted.chain}, min "
+            f"{fitted.min_rounds} max {fitted.max_rounds}); {classes}"
+        )
+
+    def check_use(self, *, model: str | None, prompts: dict[str, str], chain: MarkovChain, source: str) -> None:
+        """Refuse, in one line naming the difference, a run whose model, prompts or chain differ from the fitted
+        run's (`source`: how to name the calibration in the message; `model` None: not known yet)."""
+        fitted = self.fitted_on
+        if model is not None and model != fitted.model:
+            raise CalibrationError(f"{source} was fitted on model {fitted.model!r}; this run uses {model!r}")
+        if chain_digest(chain) != fitted.chain_sha256:
+            raise CalibrationError(
+                f"{source} was fitted on chain {fitted.chain!r}; this run's chain {chain.name!r} differs "
+                "(states, speakers, transitions or what a role is shown)"
+            )
+        changed = sorted(n for n in set(prompts) | set(fitted.prompts) if prompts.get(n) != fitted.prompts.get(n))
+        if changed:
+            raise CalibrationError(
+                f"{source} was fitted on other prompts: {', '.join(changed)} differ (sha256 of the prompt files)"
+            )
+
+
+def not_calibrated(checks: list[Check], classes: int) -> list[str]:
+    """The failed checks that leave p_factual uncalibrated (see `UNCALIBRATING_CHECKS`), each as a line."""
+    names = UNCALIBRATING_CHECKS if classes > 1 else (*UNCALIBRATING_CHECKS, "heterogeneity", "overdispersion")
+    why = {
+        "markov": "the agents remember earlier opinions",
+        "state": "a role behaves differently by state",
+        "heterogeneity": "items differ in difficulty and the model has one class",
+        "overdispersion": "items differ in difficulty and the model has one class",
+    }
+    # with classes of items, shared difficulty alone can fail the pooled Markov and state checks: said, not hidden
+    shared = " or items of unequal difficulty" if classes > 1 else ""
+    return [
+        f"the {c.name} check fails ({why[c.name]}{shared if c.name in UNCALIBRATING_CHECKS else ''}: {c.detail})"
+        for c in checks
+        if c.rejected and c.name in names
+    ]
+
+
+@functools.lru_cache(maxsize=16)
+def _load(path: str, mtime_ns: int, size: int) -> Calibration:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise CalibrationError(f"calibration {path}: cannot be read ({exc})") from exc
+    if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
+        raise CalibrationError(f"calibration {path}: not a calibration file (format is not {CALIBRATION_FORMAT!r})")
+    if data.get("version") != CALIBRATION_VERSION:
+        raise CalibrationError(
+            f"calibration {path}: version {data.get('version')!r}; this markov-debate reads version "
+            f"{CALIBRATION_VERSION} (fit it again with `debate dynamics fit RUN --save FILE`)"
+        )
+    try:
+        return Calibration.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise CalibrationError(f"calibration {path}: {where}: {first['msg']}") from exc
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """Read and check a calibration file (cached while the file is unchanged).
+
+    Raises:
+        CalibrationError: unreadable, another format or version, or a field out of place (named).
+    """
+    file = Path(path)
+    try:
+        stat = file.stat()
+    except OSError as exc:
+        raise CalibrationError(f"calibration {path}: cannot be read ({exc.strerror or exc})") from exc
+    return _load(str(file), stat.st_mtime_ns, stat.st_size)
+
+
+def calibration_for(config: DebateConfig, chain: MarkovChain, prompts: dict[str, str]) -> Calibration | None:
+    """The run's calibration, read and checked against its chain and prompts (the model is checked once known);
+    None without one.
+
+    Raises:
+        CalibrationError: unreadable, fitted on another chain or prompts, or (under the posterior stop) failing its
+            checks without `force_calibration`.
+    """
+    if config.calibration is None:
+        return None
+    calibration = load_calibration(config.calibration)
+    calibration.check_use(model=None, prompts=prompts, chain=chain, source=f"calibration {config.calibration}")
+    if config.threshold is not None and not calibration.calibrated and not config.force_calibration:
+        raise CalibrationError(
+            f"--stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
+            "(--force to stop on it anyway)"
+        )
+    return calibration
+
+
+def calibration_note(config: DebateConfig, calibration: Calibration, response_note: str | None) -> CalibrationNote:
+    """The line a report carries about its probabilities."""
+    return CalibrationNote(
+        file=str(config.calibration),
+        fitted_on=calibration.describe(),
+        calibrated=calibration.calibrated,
+        warning=calibration.warning(),
+        response_note=response_note,
+        stop=config.stop,
+    )

@@ -1,0 +1,126 @@
+"""`debate dynamics fit --save FILE`: the fitted model as a calibration file (debate.calibration), and what a
+labelled run's p_factual is worth: expected calibration error, Brier score and the reliability diagram."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from debate.calibration import Calibration, CalibrationClass, ContextCount, FittedOn, not_calibrated
+from debate.engine import chain_digest, load_chain
+from debate.errors import UsageError
+from debate.plugins import TEAMS
+from experiments.dynamics.fitted import FittedModel
+from experiments.dynamics.observe import RunObservations
+
+__all__ = ["Reliability", "calibration_of", "plot_reliability", "reliability"]
+
+
+def _team_prompts(run: RunObservations) -> dict[str, str]:
+    """The fitted run's hashes of the prompts its debate team speaks with (prefilters' prompts left out)."""
+    chain = load_chain(run.debate.chain)
+    team, prompt_set = run.team
+    names = TEAMS.get(team)(prompts_dir=prompt_set).prompt_hashes(chain)
+    missing = sorted(set(names) - set(run.prompts))
+    if missing:
+        raise UsageError(f"{run.run_dir}: its reports record no hash for prompt(s) {', '.join(missing)}")
+    return {name: run.prompts[name] for name in names}
+
+
+def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Calibration:
+    """The calibration file of `fitted` (fitted on `runs`, which must share model, prompts and chain)."""
+    first = runs[0]
+    prompts = _team_prompts(first)
+    chain = load_chain(first.debate.chain)
+    for other in runs[1:]:
+        if (other.model, chain_digest(load_chain(other.debate.chain))) != (first.model, chain_digest(chain)):
+            raise UsageError(f"{other.run_dir}: another model or chain than {first.run_dir}; save one calibration each")
+        if any(other.prompts.get(k) != v for k, v in prompts.items()):
+            raise UsageError(f"{other.run_dir}: other prompts than {first.run_dir}; save one calibration each")
+    ix, point = fitted.indexed, fitted.point
+    classes = [
+        CalibrationClass(
+            counts=[
+                ContextCount(role=role, state=state, label=label, shown=list(shown), true=t, n=n)
+                for (role, state, label, shown), t, n in ix.counts(point.responsibilities[:, c])
+            ]
+        )
+        for c in range(point.classes)
+    ]
+    checks = list(fitted.diagnostics.checks)
+    return Calibration(
+        fitted_on=FittedOn(
+            model=first.model,
+            prompts=prompts,
+            chain=chain.name,
+            chain_sha256=chain_digest(chain),
+            min_rounds=first.min_rounds,
+            max_rounds=first.max_rounds,
+            claims=len(ix.items),
+            turns=len(ix.observations),
+            factual_share=float(ix.label.mean()),
+            runs=[str(r.run_dir) for r in runs],
+        ),
+        classes=classes,
+        shares={"factual": list(point.shares[True]), "hallucinated": list(point.shares[False])},
+        model_reason=fitted.choice.reason,
+        calls_per_turn=fitted.calls_per_turn,
+        checks=checks,
+        not_calibrated=not_calibrated(checks, point.classes),
+    )
+
+
+class Reliability(BaseModel):
+    """How well p_factual is calibrated on a labelled run."""
+
+    model_config = ConfigDict(frozen=True)
+    claims: int
+    ece: float
+    """Expected calibration error over 10 equal-width bins: sum over bins of (bin share) x |mean p - factual share|."""
+    brier: float
+    """Mean (p_factual - label)^2."""
+    bins: list[tuple[float, float, int]]
+    """Per non-empty bin: (mean p_factual, share factual, claims)."""
+
+
+def reliability(pairs: Sequence[tuple[float, bool]], bins: int = 10) -> Reliability:
+    """ECE (10 equal-width bins), Brier score and the reliability table of (p_factual, true label) pairs."""
+    if not pairs:
+        raise UsageError("no claim has a p_factual: was the run given --calibration?")
+    grouped: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
+    for p, label in pairs:
+        grouped[min(bins - 1, int(p * bins))].append((p, label))
+    table = [(sum(p for p, _ in g) / len(g), sum(label for _, label in g) / len(g), len(g)) for g in grouped if g]
+    n = len(pairs)
+    return Reliability(
+        claims=n,
+        ece=sum(k / n * abs(mean_p - share) for mean_p, share, k in table),
+        brier=sum((p - label) ** 2 for p, label in pairs) / n,
+        bins=table,
+    )
+
+
+def plot_reliability(rel: Reliability, folder: Path, title: str) -> list[Path]:
+    """The reliability diagram (PNG and SVG): factual share against mean p_factual per bin, the diagonal, counts."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5, 5))
+    ax = fig.subplots()
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", label="perfectly calibrated")
+    xs, ys = [b[0] for b in rel.bins], [b[1] for b in rel.bins]
+    ax.plot(xs, ys, marker="o", color="C0", label=f"observed (ECE {rel.ece:.3f}, Brier {rel.brier:.3f})")
+    for x, y, (_, _, k) in zip(xs, ys, rel.bins, strict=True):
+        ax.annotate(str(k), (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("mean p_factual (10 bins)")
+    ax.set_ylabel("share of claims factual")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = [folder / f"reliability.{suffix}" for suffix in ("png", "svg")]
+    for path in paths:
+        fig.savefig(path, dpi=120)
+    return paths

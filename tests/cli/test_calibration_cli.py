@@ -1,0 +1,69 @@
+"""A governed run end to end, as a user runs it: `debate verify --calibration FILE --stop posterior:P` against a
+scripted endpoint on 127.0.0.1, what the table and the JSON say, and the refusals in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.calibration import FAILED_MARKOV, calibration, save_calibration
+from tests.support.fakes import FakeOpenAI, Reply
+from tests.support.helpers import debate, op
+
+pytestmark = pytest.mark.slow  # starts processes
+
+ARGS = ("verify", "--question", "What is the capital of France?", "--answer", "Paris", "--evidence", "Paris is.")
+
+
+def _agree(_call: object) -> Reply:
+    return Reply(content=op(True, 0, "the evidence says so"))
+
+
+def test_a_governed_run_stops_once_decided_and_says_its_probability(tmp_path: Path) -> None:
+    path = save_calibration(tmp_path, calibration(model="fake-model"))
+    with FakeOpenAI(routes={"debate": _agree}) as server:
+        url = ("--base-url", server.base_url, "--model", "fake-model", "--calibration", path)
+        governed = debate(*ARGS, *url, "--stop", "posterior:0.9", "--json")
+        debated = [c.purpose for c in server.calls]
+        table = debate(*ARGS, *url, "--stop", "posterior:0.9")
+        paper = debate(*ARGS, *url, "--json")
+    assert governed.returncode == 0, governed.stderr
+    report = json.loads(governed.stdout)
+    claim = report["claims"][0]
+    assert claim["debate"]["stop_reason"] == "posterior"
+    assert debated == ["debate:initial", "debate:skeptic"]  # 0.727, then 0.941 >= 0.9
+    assert claim["p_factual"] == pytest.approx(0.48 / 0.51) and report["p_factual"] == pytest.approx(0.48 / 0.51)
+    assert report["calibration"]["stop"] == "posterior:0.9" and report["calibration"]["calibrated"] is True
+    assert table.returncode == 0, table.stderr
+    assert "p_factual 0.941" in table.stdout  # on the verdict's line
+    assert table.stdout.count("p_factual") >= 2 and table.stdout.count("0.941") >= 2  # and the claims' column
+    assert "stopped: posterior" in table.stdout
+    full = json.loads(paper.stdout)["claims"][0]
+    assert full["debate"]["stop_reason"] == "consensus" and full["p_factual"] > claim["p_factual"]
+
+
+def test_a_calibration_of_another_model_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = save_calibration(tmp_path, calibration(model="another-model"))
+    with FakeOpenAI(routes={"debate": _agree}) as server:
+        done = debate(*ARGS, "--base-url", server.base_url, "--model", "fake-model", "--calibration", path)
+        assert not [c for c in server.calls if c.purpose.startswith("debate")]
+    assert done.returncode != 0
+    assert "was fitted on model 'another-model'; this run uses 'fake-model'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_uncalibrated_probability_says_so_on_the_verdict_and_the_stop_needs_force(tmp_path: Path) -> None:
+    path = save_calibration(tmp_path, calibration(model="fake-model", checks=[FAILED_MARKOV]))
+    with FakeOpenAI(routes={"debate": _agree}) as server:
+        url = ("--base-url", server.base_url, "--model", "fake-model", "--calibration", path)
+        shown = debate(*ARGS, *url, "--brief")
+        refused = debate(*ARGS, *url, "--stop", "posterior:0.9")
+        forced = debate(*ARGS, *url, "--stop", "posterior:0.9", "--force", "--json")
+    assert shown.returncode == 0, shown.stderr
+    verdict_panel = shown.stdout.split("task:")[0]
+    assert "p_factual is not calibrated: the markov check fails" in " ".join(verdict_panel.split())
+    assert refused.returncode != 0 and "--force to stop on it anyway" in refused.stderr
+    assert forced.returncode == 0, forced.stderr
+    assert json.loads(forced.stdout)["calibration"]["warning"].startswith("p_factual is not calibrated")

@@ -1,0 +1,57 @@
+"""A calibration file written by hand: four roles with one rate each (every other context backs off to it), so a
+test can work out p_factual with a pencil."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agents.team import AutogenTeamFactory
+from debate.calibration import Calibration, Check
+from debate.engine import chain_digest, load_chain
+
+RATES = {"initial": (0.8, 0.3), "trust": (0.9, 0.4), "skeptic": (0.6, 0.1), "leader": (0.7, 0.2)}
+"""P(says true | factual), P(says true | hallucinated) per role: one context each, every other backs off to it."""
+
+FAILED_MARKOV = Check(
+    name="markov", statistic=40.0, df=4, p_value=1e-8, level=0.01, rejected=True, detail="G = 40.0 on 4 df"
+)
+
+
+def calibration(
+    model: str = "scripted", chain: str = "true-to-skeptic", checks: list[Check] | None = None
+) -> Calibration:
+    counts = [
+        {"role": role, "state": "S1", "label": label, "shown": [True], "true": 10 * rates[0 if label else 1], "n": 10}
+        for role, rates in RATES.items()
+        for label in (True, False)
+    ]
+    built = load_chain(chain)
+    checks = checks or []
+    return Calibration.model_validate(
+        {
+            "fitted_on": {
+                "model": model,
+                "prompts": AutogenTeamFactory().prompt_hashes(built),
+                "chain": chain,
+                "chain_sha256": chain_digest(built),
+                "min_rounds": 2,
+                "max_rounds": 5,
+                "claims": 100,
+                "turns": 900,
+                "factual_share": 0.5,
+                "runs": ["runs/fit"],
+            },
+            "classes": [{"counts": counts}],
+            "shares": {"factual": [1.0], "hallucinated": [1.0]},
+            "model_reason": "set by hand",
+            "calls_per_turn": 1.0,
+            "checks": [c.model_dump() for c in checks],
+            "not_calibrated": [f"the {c.name} check fails ({c.detail})" for c in checks if c.rejected],
+        }
+    )
+
+
+def save_calibration(tmp_path: Path, cal: Calibration) -> str:
+    path = tmp_path / "cal.json"
+    path.write_text(cal.model_dump_json())
+    return str(path)

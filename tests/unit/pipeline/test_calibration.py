@@ -1,0 +1,192 @@
+"""A calibration file at run time: p_factual per claim and response (checked by hand against the file's rates), the
+posterior stop, the refusals (another model, prompt set or chain; an uncalibrated file under the stop), the warning
+every report carries when the fit's checks failed, and unreadable files."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from debate import DebateConfig, Verifier, VerifierConfig
+from debate.calibration import CalibrationError, load_calibration
+from debate.cli.render import verdict_caveats
+from debate.rollup import response_p_factual
+from debate.testing import ScriptedChatClient
+from debate.types import ClaimVerdict, Report
+from tests.support.calibration import FAILED_MARKOV, RATES, calibration, save_calibration
+from tests.support.helpers import op
+
+
+def _posterior(says: list[tuple[str, bool]]) -> float:
+    yes = no = 0.5
+    for role, verdict in says:
+        t, f = RATES[role]
+        yes *= t if verdict else 1 - t
+        no *= f if verdict else 1 - f
+    return yes / (yes + no)
+
+
+async def _verify(client: ScriptedChatClient, **debate: Any) -> Report:
+    async with Verifier(config=VerifierConfig(debate=DebateConfig(**debate)), client=client) as verifier:
+        return await verifier.verify("Paris", question="What is the capital of France?", reference="Paris is.")
+
+
+async def test_each_claim_and_the_response_get_p_factual_by_bayes_rule(tmp_path: Path) -> None:
+    client = ScriptedChatClient({"debate": [op(True)] * 7})
+    report = await _verify(client, calibration=save_calibration(tmp_path, calibration()))
+    claim = report.claims[0]
+    assert claim.debate is not None and claim.debate.stop_reason == "consensus" and len(client.calls) == 7
+    said = [(t.role, bool(t.factuality)) for s in claim.debate.states for t in s.turns]
+    assert claim.p_factual == pytest.approx(_posterior(said), rel=1e-12)
+    assert report.p_factual == pytest.approx(claim.p_factual)  # one claim under any-false
+    assert report.calibration is not None and report.calibration.calibrated and report.calibration.warning is None
+    assert report.to_dataframe()["p_factual"].iloc[0] == pytest.approx(claim.p_factual)
+
+
+async def test_the_posterior_stop_ends_the_debate_once_decided(tmp_path: Path) -> None:
+    client = ScriptedChatClient({"debate": [op(True)] * 7})
+    report = await _verify(client, calibration=save_calibration(tmp_path, calibration()), stop="posterior:0.9")
+    claim = report.claims[0]
+    # initial true: 0.727; then S2's skeptic true: 0.941 >= 0.9 (true-to-skeptic enters S2 on true)
+    assert claim.debate is not None and claim.debate.stop_reason == "posterior"
+    assert len(client.calls) == 2
+    assert claim.p_factual == pytest.approx(_posterior([("initial", True), ("skeptic", True)]))
+    assert claim.factual is True and report.calibration is not None and report.calibration.stop == "posterior:0.9"
+
+
+async def test_the_posterior_decides_the_verdict_against_the_last_speaker(tmp_path: Path) -> None:
+    # initial true, skeptic false, trust true, leader false: the leader's "false" is the paper's verdict, but these
+    # rates put P(factual) at 0.68 when the cap (max_rounds 1) ends the debate undecided
+    client = ScriptedChatClient({"debate": [op(True), op(False), op(True), op(False)]})
+    report = await _verify(
+        client, calibration=save_calibration(tmp_path, calibration()), stop="posterior:0.99", min_rounds=1, max_rounds=1
+    )
+    claim = report.claims[0]
+    p = _posterior([("initial", True), ("skeptic", False), ("trust", True), ("leader", False)])
+    assert claim.p_factual == pytest.approx(p) and p > 0.5
+    assert claim.debate is not None and claim.debate.stop_reason == "max_rounds"
+    assert claim.factual is True
+
+
+@pytest.mark.parametrize(
+    ("changed", "expected"),
+    [
+        ({"model": "another-model"}, "was fitted on model 'another-model'; this run uses 'scripted'"),
+        ({"chain": "always-trust"}, "was fitted on chain 'always-trust'; this run's chain 'true-to-skeptic' differs"),
+    ],
+)
+async def test_a_calibration_of_another_model_or_chain_is_refused_in_one_line(
+    tmp_path: Path, changed: dict[str, str], expected: str
+) -> None:
+    path = save_calibration(
+        tmp_path, calibration(model=changed.get("model", "scripted"), chain=changed.get("chain", "true-to-skeptic"))
+    )
+    with pytest.raises(CalibrationError) as caught:
+        await _verify(ScriptedChatClient({"debate": [op(True)] * 7}), calibration=path)
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+async def test_a_calibration_of_other_prompts_is_refused_naming_them(tmp_path: Path) -> None:
+    data = json.loads(calibration().model_dump_json())
+    data["fitted_on"]["prompts"]["skeptic"] = "0" * 64
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match=r"fitted on other prompts: skeptic differ"):
+        await _verify(ScriptedChatClient({"debate": []}), calibration=str(path))
+    with pytest.raises(CalibrationError, match="other prompts"):
+        # the refusal comes before any model is started or called
+        Verifier(config=VerifierConfig(debate=DebateConfig(calibration=str(path))))
+
+
+async def test_an_uncalibrated_file_warns_on_every_report_and_the_stop_refuses_it(tmp_path: Path) -> None:
+    path = save_calibration(tmp_path, calibration(checks=[FAILED_MARKOV]))
+    report = await _verify(ScriptedChatClient({"debate": [op(True)] * 7}), calibration=path)
+    assert report.p_factual is not None and report.calibration is not None
+    assert not report.calibration.calibrated
+    warning = "p_factual is not calibrated: the markov check fails (G = 40.0 on 4 df)"
+    assert report.calibration.warning == warning
+    assert warning in verdict_caveats(report)  # on the verdict's own line
+    with pytest.raises(CalibrationError, match=r"--stop posterior:0.9 refuses calibration .*markov check.*--force"):
+        await _verify(ScriptedChatClient({"debate": []}), calibration=path, stop="posterior:0.9")
+    forced = await _verify(
+        ScriptedChatClient({"debate": [op(True)] * 7}), calibration=path, stop="posterior:0.9", force_calibration=True
+    )
+    assert forced.claims[0].debate is not None and forced.claims[0].debate.stop_reason == "posterior"
+    assert forced.calibration is not None and forced.calibration.warning == warning
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("not json", "cannot be read"),
+        ('{"format": "something else"}', "not a calibration file"),
+        ('{"format": "markov-debate-calibration", "version": 2}', "version 2; this markov-debate reads version 1"),
+        ('{"format": "markov-debate-calibration", "version": 1, "fitted_on": {}}', "fitted_on.model: Field required"),
+    ],
+)
+def test_an_unusable_file_is_refused_naming_what(tmp_path: Path, content: str, expected: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(CalibrationError) as caught:
+        load_calibration(path)
+    assert expected in str(caught.value) and str(path) in str(caught.value)
+    with pytest.raises(CalibrationError, match="cannot be read"):
+        load_calibration(tmp_path / "missing.json")
+
+
+@given(st.text(max_size=30))
+def test_any_stop_text_is_a_rule_or_a_named_refusal(text: str) -> None:
+    try:
+        config = DebateConfig(stop=text, calibration="cal.json")
+    except ValidationError as exc:
+        assert exc.errors()[0]["loc"] == ("stop",)
+        return
+    assert config.stop == "consensus" or 0.5 < (config.threshold or 0) < 1
+
+
+def _claims(ps: list[float]) -> list[ClaimVerdict]:
+    return [
+        ClaimVerdict(
+            claim_id=f"c{i}",
+            text="t",
+            status="verified",
+            label="factual",
+            factual=True,
+            error_severity=0,
+            evidence=[],
+            debate=None,
+            p_factual=p,
+        )
+        for i, p in enumerate(ps)
+    ]
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=7), st.sampled_from([0.3, 0.5, 0.75]))
+def test_the_responses_probability_follows_each_rollup_exactly(ps: list[float], threshold: float) -> None:
+    claims = _claims(ps)
+    expected = dict.fromkeys(("any-false", "major", "soft"), 0.0)
+    for said in itertools.product((True, False), repeat=len(ps)):
+        weight = 1.0
+        for p, s in zip(ps, said, strict=True):
+            weight *= p if s else 1 - p
+        factual = sum(said)
+        expected["any-false"] += weight * all(said)
+        # RefChecker's major: most_common(1), a tie to the label met first
+        expected["major"] += weight * (factual * 2 > len(ps) or (factual * 2 == len(ps) and said[0]))
+        expected["soft"] += weight * (factual / len(ps) >= threshold)
+    for rule, value in expected.items():
+        got, why = response_p_factual(claims, rule=rule, soft_threshold=threshold)
+        assert why is None and got == pytest.approx(value, abs=1e-9)
+
+
+def test_a_claim_without_p_factual_leaves_the_response_without_one() -> None:
+    claims = [*_claims([0.9]), *_claims([0.8])]
+    claims[1] = claims[1].model_copy(update={"claim_id": "c9", "p_factual": None})
+    assert response_p_factual(claims) == (None, "claim(s) c9 have no p_factual (a prefilter decided, or a turn failed)")
