@@ -43,7 +43,15 @@ REFUSALS = [
         'debate export phoenix needs the otel extra: pip install "markov-debate[otel]"',
     ),
     (
-        ["verify", "--answer", "A", "--base-url", "http://127.0.0.1:9/v1", "--otel", "http://127.0.0.1:9"],
+        [
+            "verify",
+            "--answer",
+            "A",
+            "--model.base_url",
+            "http://127.0.0.1:9/v1",
+            "--telemetry.endpoint",
+            "http://127.0.0.1:9",
+        ],
         'tracing to http://127.0.0.1:9/v1/traces needs the otel extra: pip install "markov-debate[otel]"',
     ),
 ]
@@ -99,7 +107,7 @@ def _verify_runs() -> list[str]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     words = [
         "verify",
-        "--base-url",
+        "--model.base_url",
         f"http://127.0.0.1:{server.server_port}/v1",
         "--question",
         "Where is Paris?",

@@ -94,11 +94,11 @@ class Desk:
         self.jobs = jobs
         self.env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
         self.common = [
-            "--base-url",
+            "--model.base_url",
             endpoint + "/v1",
-            "--model",
+            "--model.model",
             "fake-model",
-            "--concurrency",
+            "--model.max_concurrency",
             str(jobs),
             "--lease",
             "10",

@@ -1,6 +1,7 @@
 """The calibration file: the role behaviour `debate dynamics fit --save` fitted on a labelled run, what it was fitted
-on, and the checks of its assumptions. A run given `--calibration FILE` reports P(factual | the debate's turns) per
-claim (debate.engine.PosteriorModel), and `--stop posterior:P` ends a debate once that probability is decided.
+on, and the checks of its assumptions. A run given `--debate.calibration FILE` reports P(factual | the debate's
+turns) per claim (debate.engine.PosteriorModel), and `--debate.stop posterior:P` ends a debate once that
+probability is decided.
 
 A calibration holds only for the model, prompts and chain it was fitted on: anything else is refused in one line
 (`check_use`). When a check of the model's assumptions failed on the fitted run, the probability is not calibrated:
@@ -249,8 +250,8 @@ def calibration_for(config: DebateConfig, chain: MarkovChain, prompts: dict[str,
     calibration.check_use(model=None, prompts=prompts, chain=chain, source=f"calibration {config.calibration}")
     if config.threshold is not None and not calibration.calibrated and not config.force_calibration:
         raise CalibrationError(
-            f"--stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
-            "(--force to stop on it anyway)"
+            f"--debate.stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
+            "(--debate.force_calibration to stop on it anyway)"
         )
     return calibration
 

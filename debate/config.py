@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from debate._migrations import upgrade_prefilter, upgrade_verifier
 from debate.types import RollupName, StopSetting, parse_stop
 
 __all__ = [
@@ -93,7 +94,7 @@ class DebateConfig(_Config):
     @model_validator(mode="after")
     def _stop_needs_calibration(self) -> Self:
         if self.stop != "consensus" and self.calibration is None:
-            raise ValueError(f"stop {self.stop} needs a calibration file (calibration, --calibration FILE)")
+            raise ValueError(f"stop {self.stop} needs a calibration file (calibration, --debate.calibration FILE)")
         return self
 
     @property
@@ -241,7 +242,7 @@ class SearchConfig(_Config):
         if self.backend == "local" and not self.collection:
             raise ValueError("the local search backend needs `collection` (a JSONL file of {title, text})")
         if self.backend == "serper" and self.api_key is None:
-            raise ValueError("the serper search backend needs an API key (api_key, --search-key or SERPER_API_KEY)")
+            raise ValueError("the serper search backend needs an API key (api_key, --search.api_key or SERPER_API_KEY)")
         return self
 
 
@@ -287,13 +288,8 @@ class PrefilterConfig(_Config):
 
     @model_validator(mode="before")
     @classmethod
-    def _judge_always(cls, data: Any) -> Any:
-        # Configurations written before judge_on (judge_always = true) still load.
-        if isinstance(data, dict) and "judge_always" in data:
-            data = dict(data)
-            if data.pop("judge_always"):
-                data.setdefault("judge_on", "always")
-        return data
+    def _earlier_layouts(cls, data: Any) -> Any:
+        return upgrade_prefilter(data)
 
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Each listed prefilter's own options, by its name (e.g. {"numbers": {"min_digits": 2}}), checked against the
@@ -379,6 +375,11 @@ class VerifierConfig(_Config):
     """SQLite file caching model calls; a re-run with the same calls makes no endpoint calls."""
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     """Tracing to an OpenTelemetry backend."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_layouts(cls, data: Any) -> Any:
+        return upgrade_verifier(data)
 
     @field_validator("prompt_set")
     @classmethod

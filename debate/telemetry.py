@@ -11,10 +11,10 @@ backend and Phoenix both read them natively:
   `output.value`, `llm.*` token counts and messages, `retrieval.documents.*`; the resource's
   `openinference.project.name` names the Phoenix project.
 
-Off unless configured (`TelemetryConfig.endpoint`, `--otel URL`, or the standard OTEL_EXPORTER_OTLP_ENDPOINT /
-OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): then every helper here returns at its first line, and nothing of
-OpenTelemetry's SDK is imported. The tracer provider is our own, never the global one: autogen-core traces its
-runtime through the global provider, and its message-routing spans would bury the debate's.
+Off unless configured (`TelemetryConfig.endpoint`, `--telemetry.endpoint URL`, or the standard
+OTEL_EXPORTER_OTLP_ENDPOINT / OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): then every helper here returns at its first
+line, and nothing of OpenTelemetry's SDK is imported. The tracer provider is our own, never the global one:
+autogen-core traces its runtime through the global provider, and its message-routing spans would bury the debate's.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ def _cli_reference() -> str:
     parts = []
     for parser in walk(build_parser([])):
         heading = "#" * min(4, parser.prog.count(" ") + 2)
+        parser.show_all = True  # type: ignore[attr-defined]  # the reference is --help-all, every option
         parts.append(f"{heading} `{parser.prog}`\n\n```text\n{parser.format_help().rstrip()}\n```\n")
     return "\n".join(parts)
 

@@ -51,7 +51,8 @@ def _register_eval(sub: Subcommands) -> None:
         epilog=examples(
             "debate eval halueval --task qa                       # 150 items, the paper's QA setting",
             "debate eval halueval --task summarization --method single",
-            "debate eval halueval --task qa --n all --base-url http://localhost:8000/v1 --concurrency 16",
+            "debate eval halueval --task qa --n all --model.base_url http://localhost:8000/v1 "
+            "--model.max_concurrency 16",
             "debate eval halueval --task qa --method halueval-judge --knowledge none",
         ),
     )
@@ -68,7 +69,7 @@ def _register_eval(sub: Subcommands) -> None:
         help="FactPrompts KB-QA (50 responses, 233 annotated claims)",
         epilog=examples(
             "debate eval factprompts --level claim",
-            "debate eval factprompts --level response --search-backend local --collection wiki.jsonl",
+            "debate eval factprompts --level response --search.backend local --search.collection wiki.jsonl",
         ),
     )
     fact.add_argument(
@@ -94,9 +95,11 @@ def _register_ablate(sub: Subcommands) -> None:
     tr = ab_sub.add_parser(
         "transitions",
         help="Table 4: the four transition rules on QA (min rounds 2)",
-        epilog=examples("debate ablate transitions --n 80", "debate ablate transitions --n 150 --base-url URL"),
+        epilog=examples("debate ablate transitions --n 80", "debate ablate transitions --n 150 --model.base_url URL"),
     )
-    add_run_arguments(tr, n_default=80, with_method=False, fixed={"chain": "true-to-skeptic", "min_rounds": 2})
+    add_run_arguments(
+        tr, n_default=80, with_method=False, fixed={"debate.chain": "true-to-skeptic", "debate.min_rounds": 2}
+    )
     tr.set_defaults(handler=ablate_transitions)
     mr = ab_sub.add_parser(
         "min-rounds",
@@ -106,7 +109,7 @@ def _register_ablate(sub: Subcommands) -> None:
     add_run_arguments(
         mr,
         with_method=False,
-        fixed={"min_rounds": 0},
+        fixed={"debate.min_rounds": 0},
         n_help="items per task, or all (default: the paper's sizes, which Figure 3 reuses: qa 150, dialogue "
         "150, summarization 50)",
     )

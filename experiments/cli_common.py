@@ -118,7 +118,7 @@ def add_run_arguments(
     _add_run_folder_arguments(parser)
     if not halueval:
         # FactPrompts comes with annotated claims: nothing is extracted.
-        fixed = {**(fixed or {}), "claim_format": "sentence", "max_claims": ClaimConfig().max_claims}
+        fixed = {**(fixed or {}), "claims.format": "sentence", "claims.max_claims": ClaimConfig().max_claims}
     add_verifier_arguments(parser, fixed=fixed)
 
 
@@ -140,7 +140,7 @@ def run_spec(args: argparse.Namespace, **overrides: Any) -> RunSpec:
         "task": getattr(args, "task", "qa"),
         "level": getattr(args, "level", "response"),
         "n": sample_size(args),
-        "seed": args.seed or 0,
+        "seed": config.model.seed or 0,
         "balanced": getattr(args, "balanced", False),
         "knowledge": getattr(args, "knowledge", "given"),
         "method": getattr(args, "method", "mcmad"),
@@ -216,7 +216,7 @@ def announce_embedded(spec: RunSpec) -> None:
         when = f"at the last measured {rate:.2f} calls/s, about {duration(low)} to {duration(high)}"
     err.print(
         f"{items} items on the embedded {EMBEDDED_MODEL_NAME} ({calls[0]}-{calls[1]} model calls a claim): {when}; "
-        "its verdicts are not the method's accuracy. --n 10 for a quick look, --base-url for a real model.",
+        "its verdicts are not the method's accuracy. --n 10 for a quick look, --model.base_url for a real model.",
         highlight=False,
     )
 
@@ -245,7 +245,7 @@ def _run_on_ray(spec: RunSpec, args: argparse.Namespace, run_dir: Path) -> dict[
             announce(spec, run_dir, verifier.embedded)
 
     run_blocking(record_config())
-    run_with_ray(spec, run_dir, shards=args.shards, concurrency=items_in_flight(args))
+    run_with_ray(spec, run_dir, shards=args.shards, concurrency=items_in_flight(args, spec.verifier))
     return evaluate_run(run_dir, spec)
 
 
@@ -281,7 +281,7 @@ def run_one(spec: RunSpec, args: argparse.Namespace, *, out: Path | None = None)
                 run_experiment(
                     spec,
                     run_dir=run_dir,
-                    concurrency=items_in_flight(args),
+                    concurrency=items_in_flight(args, spec.verifier),
                     provenance=provenance_of(spec),
                     on_record=advance,
                     retry_failed=args.retry_failed,

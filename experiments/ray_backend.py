@@ -102,8 +102,8 @@ def _with_secrets(spec: RunSpec, secrets: dict[str, str | None]) -> RunSpec:
 
 
 def _split_rates(spec: RunSpec, shards: int) -> RunSpec:
-    """Each shard's share of --rpm / --tpm: shards may run on other machines, so they cannot share one schedule
-    as local worker processes do (debate.llm._ratelimit); equal shares keep the total."""
+    """Each shard's share of model.requests_per_minute / tokens_per_minute: shards may run on other machines, so they
+    cannot share one schedule as local worker processes do (debate.llm._ratelimit); equal shares keep the total."""
     model = spec.verifier.model
     shares = {
         name: max(1, value // shards)

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pydantic import ValidationError
+from rich.markup import escape
 
 from debate.cli.conventions import err
 from debate.config import VerifierConfig
@@ -33,7 +34,7 @@ def report(args: argparse.Namespace) -> int:
         for run in folders:
             if (run / "metrics.json").is_file() and (run / "config.json").is_file():
                 evaluate_run(run, _recorded_spec(json.loads((run / "config.json").read_text())["spec"]))
-    rows = report_rows(folders, skipped=lambda run, why: err.print(f"[yellow]skipped[/] {run}: {why}"))
+    rows = report_rows(folders, skipped=_say_skipped)
     monitoring = [{"log": str(log), **rag_monitoring(_records(log)).model_dump()} for log in logs]
     if not rows and not monitoring:
         raise UsageError(
@@ -87,8 +88,8 @@ _MONITORING = (
 
 
 def _calibration_rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per run whose items carry p_factual (a run with --calibration): the expected calibration error (10 bins) and
-    Brier score against the gold labels, and the reliability diagram drawn into the run folder."""
+    """Per run whose items carry p_factual (a run with --debate.calibration): the expected calibration error (10
+    bins) and Brier score against the gold labels, and the reliability diagram drawn into the run folder."""
     found: dict[str, dict[str, Any]] = {}
     for row in rows:
         results = Path(row["run"]) / "results.jsonl" if row["run"] else None
@@ -166,6 +167,11 @@ def _label(row: dict[str, Any]) -> str:
     if row["model"]:
         parts.append(f"{row['model']} @ {row['endpoint']}")
     return " · ".join(parts)
+
+
+def _say_skipped(run: Path, why: str) -> None:
+    # Whole lines: a long path folded at the console's width could not be copied back (nor found in a log).
+    err.print(f"[yellow]skipped[/] {escape(str(run))}: {escape(why)}", soft_wrap=True)
 
 
 def report_rows(runs: list[Path], *, skipped: Callable[[Path, str], None]) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ and a markdown table in the run folder."""
 from __future__ import annotations
 
 import functools
+import glob
 import hashlib
 import json
 import time
@@ -12,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from debate.config import VerifierConfig
 from debate.errors import UsageError
@@ -35,6 +36,7 @@ __all__ = [
     "make_method",
     "open_run_dir",
     "process_items",
+    "recorded_digest",
     "run_experiment",
     "write_config",
 ]
@@ -120,9 +122,17 @@ def open_run_dir(spec: RunSpec, *, out: Path | None, runs_root: Path = Path("run
     if out is not None:
         return out
     name = spec.name()
-    existing = sorted(runs_root.glob(f"*-{name}")) if runs_root.is_dir() else []
-    if existing:
-        return existing[-1]
+    if runs_root.is_dir():
+        existing = sorted(runs_root.glob(f"*-{name}"))
+        if not existing:
+            # A run made by an earlier release is named by the digest of that release's layout: the same settings
+            # are found by their recorded spec, brought to today's layout.
+            # (Names changed too: FactPrompts runs without search gained "-nosearch".)
+            digest = spec.digest()
+            candidates = sorted(runs_root.glob(f"*-{glob.escape(spec.benchmark)}-*"))
+            existing = [p for p in candidates if recorded_digest(p) == digest]
+        if existing:
+            return existing[-1]
     return runs_root / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-{name}"
 
 
@@ -299,10 +309,9 @@ def check_run_dir(run_dir: Path, spec: RunSpec, *, overwrite: bool = False) -> P
     next(iter(items_for(spec)), None)  # DataError (a missing or broken data file) before any folder exists
     config_path = run_dir / "config.json"
     if config_path.exists():
-        recorded = json.loads(config_path.read_text())
-        if recorded.get("spec_digest") != spec.digest():
+        if recorded_digest(run_dir) != spec.digest():
             if not overwrite:
-                recorded_spec = recorded.get("spec")
+                recorded_spec = _recorded(config_path).get("spec")
                 shown = differences(recorded_spec, spec.model_dump(mode="json")) if recorded_spec else []
                 raise UsageError(
                     f"{run_dir} holds a run with another configuration ({'; '.join(shown[:5]) or 'spec differs'}); "
@@ -311,6 +320,26 @@ def check_run_dir(run_dir: Path, spec: RunSpec, *, overwrite: bool = False) -> P
             for name in _RUN_FILES:
                 (run_dir / name).unlink(missing_ok=True)
     return config_path
+
+
+def _recorded(config_path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(config_path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def recorded_digest(run_dir: Path) -> str | None:
+    """The digest of the spec a run folder recorded, recomputed under today's layout, so a run an earlier release
+    made (its stored digest and its name computed over that release's fields) matches the same settings today; the
+    stored digest when the spec no longer loads; None without a readable config.json."""
+    recorded = _recorded(run_dir / "config.json")
+    try:
+        return RunSpec.model_validate(recorded.get("spec")).digest()
+    except ValidationError:
+        stored = recorded.get("spec_digest")
+        return stored if isinstance(stored, str) else None
 
 
 def write_config(config_path: Path, provenance: dict[str, Any]) -> None:

@@ -1,7 +1,9 @@
 """The `debate` command line, one module per concern: `conventions` (the parser, help, errors, exit codes and
-`add_command` for plugins), `options` (the engine's shared options -> VerifierConfig), `render` (a Report on a
-console), `verify` (one response or a batch) and `admin` (cache, chains, check-tools). Plugin commands come from
-the `markov_debate.commands` entry points."""
+`add_command` for plugins), `fields` (one flag per configuration field, named as the field is), `layers` (defaults,
+`--config FILE`, environment and flags, each value with its source), `options` (the engine's shared options ->
+VerifierConfig), `settings` (`debate config show`), `render` (a Report on a console), `verify` (one response or a
+batch) and `admin` (cache, chains, check-tools). Plugin commands come from the `markov_debate.commands` entry
+points."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from debate.cli import admin, verify
+from debate.cli import admin, settings, verify
 from debate.cli.conventions import (
     COMMAND_ENTRY_POINT_GROUP,
     EXIT_CODES,
@@ -57,7 +59,7 @@ __all__ = [
     "walk",
 ]
 
-_BUILTIN_COMMANDS = frozenset({"verify", "check-tools", "chains", "cache"})
+_BUILTIN_COMMANDS = frozenset({"verify", "check-tools", "chains", "cache", "config"})
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -84,6 +86,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
     verify.register(sub)
     admin.register(sub)
+    settings.register(sub)
     words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
     if not (words and words[0] in _BUILTIN_COMMANDS):
         for entry in installed_entry_points(COMMAND_ENTRY_POINT_GROUP):

@@ -10,7 +10,9 @@ import difflib
 import logging
 import math
 import re
+import shutil
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -42,6 +44,7 @@ __all__ = [
     "err",
     "examples",
     "log_handler",
+    "mark_brief",
     "out",
     "output_folder",
     "package_version",
@@ -230,10 +233,24 @@ class Parser(argparse.ArgumentParser):
         self._argv = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
 
+    show_all = False
+    """Set by --help-all: print every option, not the brief list."""
+
+    def format_help(self) -> str:
+        brief = [a for a in self._actions if getattr(a, "brief", None) is not None]
+        if not brief or self.show_all:
+            return super().format_help()
+        return _brief_help(self, brief)
+
     def error(self, message: str) -> NoReturn:
-        # Suggest only options of the command the user ran (argparse reports unknown options from the top parser).
+        # Suggest only options of the command the user ran (argparse reports unknown options from the top parser),
+        # and never an old spelling.
         scope = self._command(self._argv)
-        options = [o for o in scope._option_string_actions if o.startswith("--")]
+        options = [
+            o
+            for o, action in scope._option_string_actions.items()
+            if o.startswith("--") and not getattr(action, "old_spelling", False)
+        ]
         self.exit(2, f"{scope.prog}: error: {did_you_mean(message, options)} (see {scope.prog} --help)\n")
 
     def _command(self, argv: Sequence[str]) -> argparse.ArgumentParser:
@@ -247,6 +264,51 @@ class Parser(argparse.ArgumentParser):
                 continue
             parser = subs[0].choices[word]
         return parser
+
+
+EXIT_BRIEF = (
+    "exit status: 0 done, 1 runtime failure, 2 usage or input error, 3 --fail-on matched, 4 --max-cost reached, "
+    "130/143 interrupted (--help-all: what each means)"
+)
+
+
+def mark_brief(parser: argparse.ArgumentParser, texts: dict[str, str | None]) -> None:
+    """List these options (by their first flag) in the command's brief `--help`, each with its text (None: the
+    first sentence of its help); `--help-all` shows every option in full."""
+    for action in parser._actions:
+        if action.option_strings and action.option_strings[0] in texts:
+            text = texts[action.option_strings[0]]
+            action.brief = text if text is not None else _first_sentence(action.help or "")  # type: ignore[attr-defined]
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    for end in (". ", "; ", " (default"):
+        text = text.split(end, 1)[0]
+    return text.rstrip(".")
+
+
+def _brief_help(parser: argparse.ArgumentParser, actions: Sequence[argparse.Action]) -> str:
+    width = max(60, min(shutil.get_terminal_size().columns, 120))
+    lines = [f"usage: {parser.prog} [options]", ""]
+    if parser.description:
+        lines += [*textwrap.wrap(parser.description, width), ""]
+    lines.append("common options (`--help-all`: every option, grouped, with its default):")
+    for action in actions:
+        name = action.option_strings[0]
+        if action.nargs != 0 and action.metavar != argparse.SUPPRESS:
+            name += f" {action.metavar or action.dest.upper()}"
+        text = textwrap.wrap(getattr(action, "brief", ""), width=max(20, width - 34)) or [""]
+        if len(name) > 30:
+            lines.append(f"  {name}")
+            name = ""
+        lines += [f"  {name if n == 0 else '':<30}  {part}" for n, part in enumerate(text)]
+    if parser.epilog:
+        examples = parser.epilog.split("\n\n", 1)[0]
+        lines += ["", examples]
+        if EXIT_CODES in parser.epilog:
+            lines += ["", *textwrap.wrap(EXIT_BRIEF, width)]
+    return "\n".join(lines) + "\n"
 
 
 def walk(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:

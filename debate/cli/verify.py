@@ -18,6 +18,7 @@ from debate.cli.conventions import (
     err,
     examples,
     kept_records,
+    mark_brief,
     on_interrupt,
     out,
     progress_bar,
@@ -29,7 +30,6 @@ from debate.cli.render import render_report
 from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
 from debate.errors import InputError, ModelUnavailableError, UsageError
-from debate.llm._cache import CACHE_FILE
 from debate.pipeline import price_for  # resolved lazily: the prices alone, no engine
 from debate.plugins import TASKS, TaskInput
 from debate.results import (
@@ -65,7 +65,7 @@ def register(sub: Subcommands) -> None:
             "# a summary against its source document, only the claims table",
             "debate verify --task summarization --response @summary.txt --reference @article.txt --brief",
             "# a batch on your own endpoint; exit 3 when an answer is judged non-factual (CI gating)",
-            "debate verify --input answers.jsonl --output verdicts.jsonl --base-url http://localhost:8000/v1 "
+            "debate verify --input answers.jsonl --output verdicts.jsonl --model.base_url http://localhost:8000/v1 "
             "--fail-on non-factual",
             extra=EXIT_CODES,
         ),
@@ -94,12 +94,21 @@ def register(sub: Subcommands) -> None:
     shown.add_argument(
         "--show-prompts", action="store_true", help="print the exact messages each agent was sent, turn by turn"
     )
-    parser.add_argument(
-        "--cache",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="keep model calls in DIR/calls.sqlite and replay them on a re-run (default: off)",
+    mark_brief(
+        parser,
+        {
+            "--task": f"{', '.join(TASKS.names())} (default: qa)",
+            "--question": None,
+            "--answer": None,
+            "--evidence": None,
+            "--input": None,
+            "--output": None,
+            "--config": "a TOML file of settings (`debate config show` prints them)",
+            "--fail-on": "exit 3 when a verdict is non-factual, unverifiable or either",
+            "--estimate": "expected calls, tokens and cost, without calling the model",
+            "--json": None,
+            "--help-all": "every option, grouped, with its default",
+        },
     )
 
 
@@ -229,8 +238,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _config(args: argparse.Namespace) -> VerifierConfig:
     config = verifier_config(args)
-    if args.cache is not None:
-        config = config.model_copy(update={"call_cache": str(args.cache / CACHE_FILE)})
     if args.show_prompts:
         config = config.model_copy(update={"debate": config.debate.model_copy(update={"record_prompts": True})})
     return config
@@ -369,7 +376,7 @@ async def _run_batch(
                 verifier=verifier,
                 input_path=paths.input,
                 output_path=paths.results_log,
-                items_in_flight=items_in_flight(args),
+                items_in_flight=items_in_flight(args, verifier.config),
                 workers=args.workers,
                 task=args.task,
                 retry_failed=args.retry_failed,

@@ -66,7 +66,7 @@ class DenseRetriever:
     _lock = threading.Lock()
 
     def __init__(self, *, embedding_cache_size: int = 64) -> None:
-        require_extra("retrieval", "the dense retriever (--retriever dense)")
+        require_extra("retrieval", "the dense retriever (--retrieval.retriever dense)")
         self._embeddings: OrderedDict[str, Any] = OrderedDict()
         self._cache_size = embedding_cache_size
 

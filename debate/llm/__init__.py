@@ -14,8 +14,10 @@ from debate.llm._base import (
     current_item,
     item_scope,
 )
+from debate.llm._cache import CACHE_FILE
 
 __all__ = [
+    "CACHE_FILE",
     "ChatClient",
     "ChatMessage",
     "ChatRequest",

@@ -25,9 +25,9 @@ __all__ = [
     "refused_key",
 ]
 
-KEY_HINT = ("set ModelConfig.api_key (or OPENAI_API_KEY)", "pass --api-key (or set OPENAI_API_KEY)")
-URL_HINT = ("check ModelConfig.base_url (or OPENAI_BASE_URL)", "check --base-url (or OPENAI_BASE_URL)")
-MODEL_HINT = ("set ModelConfig.model (or DEBATE_MODEL)", "pass --model (or set DEBATE_MODEL)")
+KEY_HINT = ("set ModelConfig.api_key (or OPENAI_API_KEY)", "pass --model.api_key (or set OPENAI_API_KEY)")
+URL_HINT = ("check ModelConfig.base_url (or OPENAI_BASE_URL)", "check --model.base_url (or OPENAI_BASE_URL)")
+MODEL_HINT = ("set ModelConfig.model (or DEBATE_MODEL)", "pass --model.model (or set DEBATE_MODEL)")
 
 
 def is_hosted(base_url: str) -> bool:
@@ -107,7 +107,7 @@ def _model_refused(exc: EndpointHTTPError, base: str, model: str, served: list[s
     )
     return error.with_hint(
         (f"did you mean {close[0]!r}? " if close else "") + MODEL_HINT[0],
-        (f"did you mean --model {close[0]}? " if close else "") + MODEL_HINT[1],
+        (f"did you mean --model.model {close[0]}? " if close else "") + MODEL_HINT[1],
     )
 
 

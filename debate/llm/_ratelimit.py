@@ -74,7 +74,8 @@ def reset_seconds(value: str) -> float | None:
 
 
 class RateLimiter:
-    """`--rpm` / `--tpm` for one client, on `shared_rates(endpoint)`: every client of a run keeps one schedule."""
+    """model.requests_per_minute / tokens_per_minute for one client, on `shared_rates(endpoint)`: every client of a
+    run keeps one schedule."""
 
     def __init__(self, endpoint: str, *, requests_per_minute: int | None, tokens_per_minute: int | None) -> None:
         self.endpoint = endpoint

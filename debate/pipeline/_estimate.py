@@ -8,11 +8,12 @@ model.
   predict`) under a stated behaviour: fitted from a pilot run's transcripts (`--estimate-from RESULTS`: for each
   class of claim by its initial verdict, each role's rate of saying true after each verdict it is shown), or
   assumed (agents keep the verdict they are shown at `--agreement`). The range runs from every state agreeing at
-  min_rounds to none agreeing before max_rounds. Under `--stop posterior:P` the turns are the posterior stop's exact
-  expectation under the calibration's own fitted behaviour.
+  min_rounds to none agreeing before max_rounds. Under `--debate.stop posterior:P` the turns are the posterior
+  stop's exact expectation under the calibration's own fitted behaviour.
 - **Tokens**: input from the rendered prompts' characters (about 4 per token; the endpoint's tokenizer decides),
   output from the pilot's mean per call, else an assumed typical reply, up to max_tokens at the top of the range.
-- **Cost** from `--price-in/--price-out` (USD per million tokens) or the price table (debate.pipeline._prices).
+- **Cost** from `--model.price_in/--model.price_out` (USD per million tokens) or the price table
+  (debate.pipeline._prices).
 """
 
 from __future__ import annotations
@@ -340,7 +341,7 @@ def estimate(
     if config.debate.threshold is not None:
         turns = governed_turns(config, chain)
         notes.add(
-            f"turns under --stop {config.debate.stop} are expected under the calibration's fitted behaviour "
+            f"turns under --debate.stop {config.debate.stop} are expected under the calibration's fitted behaviour "
             "(--estimate-from and --agreement do not apply to them)"
         )
     else:

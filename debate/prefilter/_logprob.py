@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 _NO_LOGPROBS = "the endpoint returned no logprobs; the logprob check is skipped"
 _CANNOT_DECIDE = (
     "not run: outside RAG answers the logprob check can only decide a claim, and it decides nothing without "
-    "trust_grounded (--trust-grounded)"
+    "trust_grounded (--prefilter.trust_grounded)"
 )
 
 

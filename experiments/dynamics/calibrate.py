@@ -88,7 +88,7 @@ class Reliability(BaseModel):
 def reliability(pairs: Sequence[tuple[float, bool]], bins: int = 10) -> Reliability:
     """ECE (10 equal-width bins), Brier score and the reliability table of (p_factual, true label) pairs."""
     if not pairs:
-        raise UsageError("no claim has a p_factual: was the run given --calibration?")
+        raise UsageError("no claim has a p_factual: was the run given --debate.calibration?")
     grouped: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
     for p, label in pairs:
         grouped[min(bins - 1, int(p * bins))].append((p, label))

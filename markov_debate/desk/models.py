@@ -171,7 +171,8 @@ class QueueItem(BaseModel):
     final_opinion: str | None = None
     """The deciding opinion: the last agent's, or the prefilter's reason when a prefilter decided."""
     p_factual: float | None = None
-    """P(factual | its debate) under the desk's calibration (`debate serve --calibration FILE`); None without one."""
+    """P(factual | its debate) under the desk's calibration (`debate serve --debate.calibration FILE`); None
+    without one."""
 
 
 class BatchInfo(BaseModel):

@@ -1,5 +1,5 @@
-"""A governed run end to end, as a user runs it: `debate verify --calibration FILE --stop posterior:P` against a
-scripted endpoint on 127.0.0.1, what the table and the JSON say, and the refusals in one line."""
+"""A governed run end to end, as a user runs it: `debate verify --debate.calibration FILE --debate.stop posterior:P`
+against a scripted endpoint on 127.0.0.1, what the table and the JSON say, and the refusals in one line."""
 
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ def _agree(_call: object) -> Reply:
 def test_a_governed_run_stops_once_decided_and_says_its_probability(tmp_path: Path) -> None:
     path = save_calibration(tmp_path, calibration(model="fake-model"))
     with FakeOpenAI(routes={"debate": _agree}) as server:
-        url = ("--base-url", server.base_url, "--model", "fake-model", "--calibration", path)
-        governed = debate(*ARGS, *url, "--stop", "posterior:0.9", "--json")
+        url = ("--model.base_url", server.base_url, "--model.model", "fake-model", "--debate.calibration", path)
+        governed = debate(*ARGS, *url, "--debate.stop", "posterior:0.9", "--json")
         debated = [c.purpose for c in server.calls]
-        table = debate(*ARGS, *url, "--stop", "posterior:0.9")
+        table = debate(*ARGS, *url, "--debate.stop", "posterior:0.9")
         paper = debate(*ARGS, *url, "--json")
     assert governed.returncode == 0, governed.stderr
     report = json.loads(governed.stdout)
@@ -47,7 +47,9 @@ def test_a_governed_run_stops_once_decided_and_says_its_probability(tmp_path: Pa
 def test_a_calibration_of_another_model_is_refused_in_one_line(tmp_path: Path) -> None:
     path = save_calibration(tmp_path, calibration(model="another-model"))
     with FakeOpenAI(routes={"debate": _agree}) as server:
-        done = debate(*ARGS, "--base-url", server.base_url, "--model", "fake-model", "--calibration", path)
+        done = debate(
+            *ARGS, "--model.base_url", server.base_url, "--model.model", "fake-model", "--debate.calibration", path
+        )
         assert not [c for c in server.calls if c.purpose.startswith("debate")]
     assert done.returncode != 0
     assert "was fitted on model 'another-model'; this run uses 'fake-model'" in done.stderr
@@ -57,13 +59,13 @@ def test_a_calibration_of_another_model_is_refused_in_one_line(tmp_path: Path) -
 def test_an_uncalibrated_probability_says_so_on_the_verdict_and_the_stop_needs_force(tmp_path: Path) -> None:
     path = save_calibration(tmp_path, calibration(model="fake-model", checks=[FAILED_MARKOV]))
     with FakeOpenAI(routes={"debate": _agree}) as server:
-        url = ("--base-url", server.base_url, "--model", "fake-model", "--calibration", path)
+        url = ("--model.base_url", server.base_url, "--model.model", "fake-model", "--debate.calibration", path)
         shown = debate(*ARGS, *url, "--brief")
-        refused = debate(*ARGS, *url, "--stop", "posterior:0.9")
-        forced = debate(*ARGS, *url, "--stop", "posterior:0.9", "--force", "--json")
+        refused = debate(*ARGS, *url, "--debate.stop", "posterior:0.9")
+        forced = debate(*ARGS, *url, "--debate.stop", "posterior:0.9", "--debate.force_calibration", "--json")
     assert shown.returncode == 0, shown.stderr
     verdict_panel = shown.stdout.split("task:")[0]
     assert "p_factual is not calibrated: the markov check fails" in " ".join(verdict_panel.split())
-    assert refused.returncode != 0 and "--force to stop on it anyway" in refused.stderr
+    assert refused.returncode != 0 and "--debate.force_calibration to stop on it anyway" in refused.stderr
     assert forced.returncode == 0, forced.stderr
     assert json.loads(forced.stdout)["calibration"]["warning"].startswith("p_factual is not calibrated")

@@ -38,7 +38,7 @@ def test_json_report_structure(tmp_path: Path) -> None:
             "Paris",
             "--evidence",
             f"@{evidence}",
-            "--base-url",
+            "--model.base_url",
             server.base_url,
             "--json",
         )
@@ -77,17 +77,17 @@ def test_readable_report(tmp_path: Path) -> None:
         "Lyon",
         "--evidence",
         f"@{tmp_path / 'knowledge.txt'}",
-        "--min-rounds",
+        "--debate.min_rounds",
         "1",
-        "--max-rounds",
+        "--debate.max_rounds",
         "1",
-        "--transition",
+        "--debate.chain",
         "always-trust",
     ]
     with FakeOpenAI(routes=AGREEING) as server:
-        done = debate(*common, "--base-url", server.base_url)
-        brief = debate(*common, "--base-url", server.base_url, "--brief")
-        prompts = debate(*common, "--base-url", server.base_url, "--show-prompts")
+        done = debate(*common, "--model.base_url", server.base_url)
+        brief = debate(*common, "--model.base_url", server.base_url, "--brief")
+        prompts = debate(*common, "--model.base_url", server.base_url, "--show-prompts")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "NON_FACTUAL" in out and "non_factual" in out
@@ -106,7 +106,7 @@ def _verify_in(
     tmp_path: Path, server: FakeOpenAI, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "debate.cli", "verify", *args, "--base-url", server.base_url, "--json"],
+        [sys.executable, "-m", "debate.cli", "verify", *args, "--model.base_url", server.base_url, "--json"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -142,7 +142,17 @@ def test_a_pasted_paragraph_stdin_and_a_literal_at_sign(tmp_path: Path) -> None:
 
 def test_rejected_key_exits_1() -> None:
     with FakeOpenAI([Reply(status=401, error_message="invalid api key")]) as server:
-        done = debate("verify", "--answer", "x", "--base-url", server.base_url, "--model", "m", "--api-key", "bad")
+        done = debate(
+            "verify",
+            "--answer",
+            "x",
+            "--model.base_url",
+            server.base_url,
+            "--model.model",
+            "m",
+            "--model.api_key",
+            "bad",
+        )
     assert done.returncode == 1
     assert "HTTP 401" in done.stderr and "Traceback" not in done.stderr
 
@@ -181,11 +191,11 @@ def test_batch_records_bad_lines_and_goes_on(tmp_path: Path) -> None:
             str(source),
             "--output",
             str(out),
-            "--base-url",
+            "--model.base_url",
             server.base_url,
-            "--concurrency",
+            "--model.max_concurrency",
             "2",
-            "--min-rounds",
+            "--debate.min_rounds",
             "0",
         )
     assert done.returncode == 0, done.stderr
@@ -211,10 +221,20 @@ def test_batch_resumes_after_kill_9_without_loss_or_repeat(tmp_path: Path) -> No
         reply.delay_s = 0.15
         return reply
 
-    args = ["verify", "--input", str(source), "--output", str(out), "--concurrency", "3", "--min-rounds", "0"]
+    args = [
+        "verify",
+        "--input",
+        str(source),
+        "--output",
+        str(out),
+        "--model.max_concurrency",
+        "3",
+        "--debate.min_rounds",
+        "0",
+    ]
     with FakeOpenAI(routes={"debate": slow}) as server:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "debate.cli", *args, "--base-url", server.base_url],
+            [sys.executable, "-m", "debate.cli", *args, "--model.base_url", server.base_url],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=_env(),
@@ -230,13 +250,13 @@ def test_batch_resumes_after_kill_9_without_loss_or_repeat(tmp_path: Path) -> No
         first_pass = [json.loads(line)["id"] for line in out.read_text().splitlines()[:-1]]
         assert 3 <= len(first_pass) < 12
         calls_before = len(server.requests)
-        done = debate(*args, "--base-url", server.base_url)
+        done = debate(*args, "--model.base_url", server.base_url)
         assert done.returncode == 0, done.stderr
         assert len(server.requests) - calls_before == 12 - len(first_pass)
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in records] == ids
     assert all("result" in r for r in records)
-    again = debate(*args, "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    again = debate(*args, "--model.base_url", "http://127.0.0.1:9/v1", "--model.model", "m")
     assert again.returncode == 0 and "12 already done" in again.stderr
     assert out.read_text().count("\n") == 12
 
@@ -251,14 +271,14 @@ def test_rag_with_rules_prefilter(tmp_path: Path) -> None:
             "rag",
             "--sources",
             str(sources),
-            "--prefilter",
+            "--prefilter.prefilters",
             "rules",
             "--json",
             "--answer",
             "Paris is the capital of France [doc1]. Paris has ten million cats [doc7].",
-            "--min-rounds",
+            "--debate.min_rounds",
             "0",
-            "--base-url",
+            "--model.base_url",
             server.base_url,
         )
         assert done.returncode == 0, done.stderr
@@ -270,12 +290,13 @@ def test_rag_with_rules_prefilter(tmp_path: Path) -> None:
     citation = report["prefilter"]["checks"][0]["citation"]
     assert citation["invalid_citations"] == ["doc7"] and citation["valid_citations"] == ["doc1"]
     assert report["prefilter"]["risk_level"] == "high"
-    missing = debate("verify", "--task", "rag", "--answer", "x", "--base-url", "http://127.0.0.1:9/v1")
+    missing = debate("verify", "--task", "rag", "--answer", "x", "--model.base_url", "http://127.0.0.1:9/v1")
     assert missing.returncode == 2 and "--sources" in missing.stderr
 
 
 def test_two_step_judge_converts_on_the_judge_model(tmp_path: Path) -> None:
-    """--judge-two-step --judge-model: seed 000's second step runs on the named (smaller) model, same endpoint."""
+    """--prefilter.judge_two_step --prefilter.judge_model: seed 000's second step runs on the named (smaller) model,
+    same endpoint."""
     sources = tmp_path / "sources.json"
     sources.write_text(json.dumps({"doc1": "Paris is the capital of France."}))
 
@@ -301,19 +322,19 @@ def test_two_step_judge_converts_on_the_judge_model(tmp_path: Path) -> None:
             "rag",
             "--sources",
             str(sources),
-            "--prefilter",
+            "--prefilter.prefilters",
             "rag-judge",
             "--json",
             "--answer",
             answer,
-            "--min-rounds",
+            "--debate.min_rounds",
             "0",
-            "--judge-two-step",
-            "--judge-model",
+            "--prefilter.judge_two_step",
+            "--prefilter.judge_model",
             "small-model",
-            "--base-url",
+            "--model.base_url",
             server.base_url,
-            "--model",
+            "--model.model",
             "fake-model",
         )
         assert done.returncode == 0, done.stderr
@@ -371,13 +392,13 @@ def test_verify_with_a_chain_file_runs_its_fourth_role(tmp_path: Path) -> None:
             "Paris",
             "--evidence",
             "Paris is the capital.",
-            "--base-url",
+            "--model.base_url",
             server.base_url,
-            "--chain",
+            "--debate.chain",
             str(spec),
-            "--min-rounds",
+            "--debate.min_rounds",
             "1",
-            "--max-rounds",
+            "--debate.max_rounds",
             "1",
             "--json",
         )

@@ -62,15 +62,16 @@ def test_no_option_does_nothing() -> None:
     for command in ("debate serve", "debate worker"):
         assert not {"--items", "--workers"} & options[command]
     # an ablation sets what it varies itself
-    assert not {"--chain", "--transition", "--min-rounds", "--method"} & options["debate ablate transitions"]
-    assert not {"--min-rounds", "--method"} & options["debate ablate min-rounds"]
-    assert not {"--prompt-set", "--method"} & options["debate ablate prompt-set"]
+    fixed_here = {"--debate.chain", "--debate.min_rounds", "--chain", "--transition", "--min-rounds", "--method"}
+    assert not fixed_here & options["debate ablate transitions"]
+    assert not {"--debate.min_rounds", "--method"} & options["debate ablate min-rounds"]
+    assert not {"--prompt_set", "--method"} & options["debate ablate prompt-set"]
     # FactPrompts comes with annotated claims and no knowledge or hallucinated twin
     assert (
-        not {"--balanced", "--knowledge", "--claim-format", "--max-claims", "--judge-knowledge"}
+        not {"--balanced", "--knowledge", "--claims.format", "--claims.max_claims", "--judge-knowledge"}
         & options["debate eval factprompts"]
     )
-    assert {"--balanced", "--knowledge", "--max-claims"} <= options["debate eval halueval"]
+    assert {"--balanced", "--knowledge", "--claims.max_claims"} <= options["debate eval halueval"]
 
 
 def test_version_and_global_options_anywhere() -> None:
@@ -105,7 +106,7 @@ def _error(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_endpoint_failures_say_what_they_are() -> None:
-    down = debate("verify", "--answer", "x", "--base-url", "http://127.0.0.1:9/v1", "--timeout", "1")
+    down = debate("verify", "--answer", "x", "--model.base_url", "http://127.0.0.1:9/v1", "--model.timeout_s", "1")
     assert down.returncode == 1
     assert "nothing answers at http://127.0.0.1:9/v1" in _error(down) and "is the server running?" in _error(down)
     # one line per retry, in plain words: no transport internals (aiohttp's "ssl:default", its connector repr)
@@ -116,39 +117,49 @@ def test_endpoint_failures_say_what_they_are() -> None:
 
     with FakeOpenAI(models=("llama3.1:8b", "qwen2.5:7b")) as server:
         root = server.base_url.removesuffix("/v1")
-        wrong_path = debate("verify", "--answer", "x", "--base-url", root)
+        wrong_path = debate("verify", "--answer", "x", "--model.base_url", root)
         assert wrong_path.returncode == 1
         assert f"try {root}/v1" in _error(wrong_path) and "not an OpenAI-compatible API root" in _error(wrong_path)
 
-        several = debate("verify", "--answer", "x", "--base-url", server.base_url)
+        several = debate("verify", "--answer", "x", "--model.base_url", server.base_url)
         assert several.returncode == 1
-        assert "serves 2 models (llama3.1:8b, qwen2.5:7b)" in _error(several) and "pass --model" in _error(several)
+        assert "serves 2 models (llama3.1:8b, qwen2.5:7b)" in _error(several) and "pass --model.model" in _error(
+            several
+        )
 
     with FakeOpenAI(
         [Reply(status=404, error_message="model 'llama3-8b' not found")], models=("llama3.1:8b", "qwen2.5:7b")
     ) as server:
         wrong_model = debate(
-            "verify", "--answer", "x", "--base-url", server.base_url, "--model", "llama3-8b", "--min-rounds", "0"
+            "verify",
+            "--answer",
+            "x",
+            "--model.base_url",
+            server.base_url,
+            "--model.model",
+            "llama3-8b",
+            "--debate.min_rounds",
+            "0",
         )
     assert wrong_model.returncode == 1
     assert "does not serve model 'llama3-8b'" in _error(wrong_model)
     assert "it serves: llama3.1:8b, qwen2.5:7b" in _error(wrong_model)
-    assert "did you mean --model llama3.1:8b?" in _error(wrong_model)
+    assert "did you mean --model.model llama3.1:8b?" in _error(wrong_model)
 
     with FakeOpenAI([Reply(status=401, error_message="missing key")]) as server:
-        no_key = debate("verify", "--answer", "x", "--base-url", server.base_url)
+        no_key = debate("verify", "--answer", "x", "--model.base_url", server.base_url)
         assert len(server.headers) == 1 and "authorization" not in server.headers[0]  # no made-up key is sent
         assert server.headers[0]["x-debate-purpose"] == "debate:initial"
     assert no_key.returncode == 1
-    assert "wants an API key and none was set" in _error(no_key) and "--api-key" in _error(no_key)
+    assert "wants an API key and none was set" in _error(no_key) and "--model.api_key" in _error(no_key)
 
 
 def test_a_hosted_endpoint_without_a_key_is_refused_before_any_call() -> None:
-    done = debate("verify", "--answer", "x", "--base-url", "https://api.openai.com/v1")
+    done = debate("verify", "--answer", "x", "--model.base_url", "https://api.openai.com/v1")
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "debate: error: https://api.openai.com/v1 is a hosted endpoint and no API key is set; "
-        "pass --api-key (or set OPENAI_API_KEY)"
+        "pass --model.api_key (or set OPENAI_API_KEY)"
     )
 
 
@@ -162,7 +173,7 @@ def test_python_api_errors_speak_in_api_terms() -> None:
     with FakeOpenAI(models=("a-model", "b-model")) as server:
         with pytest.raises(ModelRequestError, match=r"set ModelConfig.model \(or DEBATE_MODEL\)") as caught:
             asyncio.run(averify("x", config=VerifierConfig(model=ModelConfig(base_url=server.base_url))))
-    assert "--model" not in str(caught.value)
+    assert "--model.model" not in str(caught.value)
 
 
 def test_batch_progress_counts_verdicts_and_retries() -> None:
@@ -201,11 +212,11 @@ def test_no_debug_line_by_default(tmp_path: Path) -> None:
             "The Eiffel Tower is in Paris.",
             "--reference",
             f"@{article}",
-            "--retriever",
+            "--retrieval.retriever",
             "bm25",
-            "--base-url",
+            "--model.base_url",
             server.base_url,
-            "--model",
+            "--model.model",
             "fake-model",
             "--brief",
         ]

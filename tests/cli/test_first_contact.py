@@ -42,7 +42,9 @@ def test_missing_extras_are_refused_in_one_line_naming_the_install(monkeypatch: 
         require_extra("ray", "--backend ray")
     from debate.evidence import DenseRetriever
 
-    with pytest.raises(UsageError, match=r"^the dense retriever \(--retriever dense\) needs the retrieval extra"):
+    with pytest.raises(
+        UsageError, match=r"^the dense retriever \(--retrieval.retriever dense\) needs the retrieval extra"
+    ):
         DenseRetriever()
     require_extra("embedded", "the embedded model")  # installed here: no error
 

@@ -123,7 +123,7 @@ def test_verify_takes_any_text_on_any_text_option(
         sources = tmp_path / "sources.json"
         sources.write_text(json.dumps({"S0": "The sky is blue."}))
         argv += ["--sources", str(sources)]
-    ran = run(*argv, "--base-url", endpoint, "--model", "fake-model", "--brief", stdin=b"The sky is blue.")
+    ran = run(*argv, "--model.base_url", endpoint, "--model.model", "fake-model", "--brief", stdin=b"The sky is blue.")
     assert_handled(ran)
 
 
@@ -151,22 +151,22 @@ _NUMBER = (
     | st.floats().map(str)
 )
 _NUMERIC_OPTIONS = [
-    "--max-claims",
-    "--top-k",
-    "--results-per-query",
-    "--grounded-confidence",
-    "--min-rounds",
-    "--max-rounds",
-    "--max-parse-retries",
-    "--temperature",
-    "--seed",
-    "--timeout",
-    "--rpm",
-    "--tpm",
-    "--price-in",
-    "--price-out",
-    "--concurrency",
-    "--claim-concurrency",
+    "--claims.max_claims",
+    "--retrieval.top_k",
+    "--search.results_per_query",
+    "--prefilter.grounded_confidence",
+    "--debate.min_rounds",
+    "--debate.max_rounds",
+    "--debate.max_parse_retries",
+    "--model.temperature",
+    "--model.seed",
+    "--model.timeout_s",
+    "--model.requests_per_minute",
+    "--model.tokens_per_minute",
+    "--model.price_in",
+    "--model.price_out",
+    "--model.max_concurrency",
+    "--claim_concurrency",
     "--items",
     "--max-consecutive-failures",
 ]
@@ -174,10 +174,10 @@ _NUMERIC_OPTIONS = [
 
 @settings(max_examples=_scaled(2), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(option=st.sampled_from(_NUMERIC_OPTIONS), value=_NUMBER)
-@example(option="--timeout", value="inf")
-@example(option="--seed", value="9" * 30)
+@example(option="--model.timeout_s", value="inf")
+@example(option="--model.seed", value="9" * 30)
 def test_numbers_at_and_past_their_limits_are_one_line(endpoint: str, option: str, value: str) -> None:
-    ran = run("verify", "--answer", "The sky is blue.", option, value, "--base-url", endpoint, "--estimate")
+    ran = run("verify", "--answer", "The sky is blue.", option, value, "--model.base_url", endpoint, "--estimate")
     assert_handled(ran)
 
 
@@ -230,11 +230,11 @@ def test_every_file_option_reads_any_bytes(endpoint: str, content: bytes, door: 
     suffix = {"chain-json": ".json", "chain-toml": ".toml"}.get(door, ".txt")
     path = tmp_path / f"given{suffix}"
     path.write_bytes(content)
-    argv = ["verify", "--base-url", endpoint, "--model", "fake-model", "--question", "q", "--brief"]
+    argv = ["verify", "--model.base_url", endpoint, "--model.model", "fake-model", "--question", "q", "--brief"]
     if door == "sources":
         argv += ["--task", "rag", "--answer", "The sky is blue on clear days [S0].", "--sources", str(path)]
     elif door.startswith("chain"):
-        argv += ["--answer", "The sky is blue.", "--chain", str(path)]
+        argv += ["--answer", "The sky is blue.", "--debate.chain", str(path)]
     elif door == "key":
         argv += ["--answer", "The sky is blue.", "--api-key-file", str(path)]
     else:
@@ -309,7 +309,15 @@ def test_a_batch_of_any_items_records_each_and_leaves_whole_lines(
     source.write_bytes(_batch_file(items, form) + (extra if form == "jsonl" else b""))
     output = tmp_path / "out.jsonl"
     ran = run(
-        "verify", "--input", str(source), "--output", str(output), "--base-url", endpoint, "--model", "fake-model"
+        "verify",
+        "--input",
+        str(source),
+        "--output",
+        str(output),
+        "--model.base_url",
+        endpoint,
+        "--model.model",
+        "fake-model",
     )
     assert_handled(ran)
     if output.exists():

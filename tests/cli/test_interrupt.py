@@ -96,7 +96,7 @@ def test_ctrl_c_during_start_up(after_s: float) -> None:
             "A",
             "--evidence",
             "E",
-            "--base-url",
+            "--model.base_url",
             "http://127.0.0.1:9/v1",
         ],
         stdout=subprocess.PIPE,
@@ -126,9 +126,9 @@ def test_a_signal_mid_debate_is_one_line_and_does_not_wait_for_the_endpoint(sign
                 "Paris.",
                 "--evidence",
                 "Paris is the capital of France.",
-                "--base-url",
+                "--model.base_url",
                 server.base_url,
-                "--model",
+                "--model.model",
                 "fake-model",
             ]
         )
@@ -148,9 +148,9 @@ def test_a_signal_before_any_record_says_none_was_kept(tmp_path: Path, signum: i
                 str(source),
                 "--output",
                 str(out),
-                "--base-url",
+                "--model.base_url",
                 server.base_url,
-                "--model",
+                "--model.model",
                 "fake-model",
             ]
         )
@@ -168,15 +168,15 @@ def test_ctrl_c_mid_batch_keeps_finished_records_and_resumes(tmp_path: Path) -> 
         str(source),
         "--output",
         str(out),
-        "--min-rounds",
+        "--debate.min_rounds",
         "0",
-        "--concurrency",
+        "--model.max_concurrency",
         "2",
         "--items",
         "2",
     ]
     with FakeOpenAI(responder=_slow) as server:
-        proc = _start([*args, "--base-url", server.base_url, "--model", "fake-model"])
+        proc = _start([*args, "--model.base_url", server.base_url, "--model.model", "fake-model"])
         _wait(lambda: out.exists() and out.read_text().count("\n") >= 2)
         err = _interrupt(proc, line=ANY_LINE)
         kept = [json.loads(line) for line in out.read_text().splitlines()]
@@ -185,7 +185,16 @@ def test_ctrl_c_mid_batch_keeps_finished_records_and_resumes(tmp_path: Path) -> 
         assert 2 <= len(kept) < 12 and all(r["result"]["verdict"] == "factual" for r in kept)
         assert not out.with_name(out.name + ".lock").exists()
         again = subprocess.run(
-            [sys.executable, "-m", "debate.cli", *args, "--base-url", server.base_url, "--model", "fake-model"],
+            [
+                sys.executable,
+                "-m",
+                "debate.cli",
+                *args,
+                "--model.base_url",
+                server.base_url,
+                "--model.model",
+                "fake-model",
+            ],
             capture_output=True,
             text=True,
             env=cli_env(),

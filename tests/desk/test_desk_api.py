@@ -405,7 +405,13 @@ def test_ui_pages_render(desk: ThreadedDesk) -> None:
 
 def test_serve_refuses_a_public_host_without_keys(tmp_path: Path) -> None:
     result = debate(
-        "serve", "--host", "0.0.0.0", "--db", f"sqlite:///{tmp_path}/d.sqlite", "--base-url", "http://127.0.0.1:9/v1"
+        "serve",
+        "--host",
+        "0.0.0.0",
+        "--db",
+        f"sqlite:///{tmp_path}/d.sqlite",
+        "--model.base_url",
+        "http://127.0.0.1:9/v1",
     )
     assert result.returncode == 2 and "API keys" in result.stderr
 

@@ -41,7 +41,9 @@ def _batch(tmp_path: Path, *extra: str) -> tuple[Path, FakeOpenAI]:
     source, output = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     source.write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
     with FakeOpenAI(routes=ROUTES) as server:
-        done = debate("verify", "--input", str(source), "--output", str(output), "--base-url", server.base_url, *extra)
+        done = debate(
+            "verify", "--input", str(source), "--output", str(output), "--model.base_url", server.base_url, *extra
+        )
     assert done.returncode == 0, done.stderr
     return output, server
 
@@ -51,7 +53,7 @@ def _events(span: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_verify_sends_one_trace_per_response_with_evaluations(phoenix: Phoenix, tmp_path: Path) -> None:
-    _, server = _batch(tmp_path, "--otel", phoenix.url, "--otel-project", "verify-run")
+    _, server = _batch(tmp_path, "--telemetry.endpoint", phoenix.url, "--telemetry.project", "verify-run")
     spans = phoenix.spans("verify-run", at_least=2 + len(server.calls))
     by_id = {s["context"]["span_id"]: s for s in spans}
     roots = [s for s in spans if s["name"] == "verify"]
@@ -100,9 +102,9 @@ def test_the_standard_otlp_variable_turns_tracing_on(phoenix: Phoenix) -> None:
                 "Paris",
                 "--evidence",
                 "Paris is the capital.",
-                "--base-url",
+                "--model.base_url",
                 server.base_url,
-                "--otel-project",
+                "--telemetry.project",
                 "from-env",
             ],
             capture_output=True,
@@ -187,7 +189,15 @@ def test_tracing_off_imports_no_sdk_and_makes_no_spans() -> None:
 
 
 def test_a_bad_otlp_endpoint_is_one_line() -> None:
-    done = debate("verify", "--answer", "Paris", "--base-url", "http://127.0.0.1:9/v1", "--otel", "localhost:4318")
+    done = debate(
+        "verify",
+        "--answer",
+        "Paris",
+        "--model.base_url",
+        "http://127.0.0.1:9/v1",
+        "--telemetry.endpoint",
+        "localhost:4318",
+    )
     assert done.returncode == 2
     assert "OTLP endpoint 'localhost:4318' is not an http(s) URL" in done.stderr
 

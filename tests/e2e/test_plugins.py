@@ -64,7 +64,7 @@ def _debate(args: list[str], plugin_path: Path | None, endpoint: FakeOpenAI) -> 
     if plugin_path is not None:
         env["PYTHONPATH"] = str(plugin_path)
     return subprocess.run(
-        [sys.executable, "-m", "debate.cli", "verify", *args, "--min-rounds", "0", "--max-rounds", "0"],
+        [sys.executable, "-m", "debate.cli", "verify", *args, "--debate.min_rounds", "0", "--debate.max_rounds", "0"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -91,7 +91,7 @@ def test_an_installed_task_is_used_through_the_cli(plugin_path: Path, endpoint: 
 
 def test_an_installed_prefilter_decides_before_the_debate(plugin_path: Path, endpoint: FakeOpenAI) -> None:
     args = ["--task", "headline", "--answer", "The Eiffel Tower is 512 metres tall.", "--evidence", EVIDENCE]
-    done = _debate([*args, "--prefilter", "numbers", "--json"], plugin_path, endpoint)
+    done = _debate([*args, "--prefilter.prefilters", "numbers", "--json"], plugin_path, endpoint)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     [claim] = report["claims"]
@@ -109,25 +109,25 @@ def test_an_installed_prefilter_brings_its_own_options(plugin_path: Path, endpoi
         "The Eiffel Tower is 512 metres tall.",
         "--evidence",
         EVIDENCE,
-        "--prefilter",
+        "--prefilter.prefilters",
         "numbers",
         "--json",
     ]
-    done = _debate([*args, "--prefilter-option", "numbers.min_digits=4"], plugin_path, endpoint)
+    done = _debate([*args, "--prefilter.options", "numbers.min_digits=4"], plugin_path, endpoint)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["claims"][0]["decided_by"] == "debate" and endpoint.purposes == ["debate:initial"]
     assert report["meta"]["config"]["prefilter"]["options"] == {"numbers": {"min_digits": 4}}
-    typo = _debate([*args, "--prefilter-option", "numbers.min_digit=4"], plugin_path, endpoint)
+    typo = _debate([*args, "--prefilter.options", "numbers.min_digit=4"], plugin_path, endpoint)
     assert typo.returncode == 2 and "options of prefilter 'numbers': min_digit: Extra inputs are not permitted" in (
         typo.stderr
     )
-    unlisted = _debate([*args[:-3], "--prefilter-option", "numbers.min_digits=4"], plugin_path, endpoint)
+    unlisted = _debate([*args[:-3], "--prefilter.options", "numbers.min_digits=4"], plugin_path, endpoint)
     assert unlisted.returncode == 2 and "options for prefilter 'numbers', which is not listed" in unlisted.stderr
 
 
 def test_without_the_package_the_names_are_unknown(endpoint: FakeOpenAI) -> None:
     done = _debate(["--task", "headline", "--answer", ANSWER], None, endpoint)
     assert done.returncode == 2 and "invalid choice: 'headline'" in done.stderr
-    done = _debate(["--answer", ANSWER, "--prefilter", "numbers"], None, endpoint)
+    done = _debate(["--answer", ANSWER, "--prefilter.prefilters", "numbers"], None, endpoint)
     assert done.returncode == 2 and "unknown prefilter 'numbers'" in done.stderr

@@ -150,9 +150,9 @@ class DeskProcess:
             str(self.port),
             "--db",
             db_url,
-            "--base-url",
+            "--model.base_url",
             base_url,
-            "--model",
+            "--model.model",
             "fake-model",
             "--lease",
             "2",
@@ -230,8 +230,8 @@ def served(folder: Path, *extra: str, files: int = 1024, db_url: str | None = No
     port = free_port()
     log = folder / f"desk-{port}.log"
     args = [sys.executable, "-m", "debate.cli", "serve", "--port", str(port), "--jobs", "0"]
-    args += ["--db", db_url or f"sqlite:///{folder}/desk-{port}.db", "--base-url", "http://127.0.0.1:9/v1"]
-    args += ["--model", "m", *extra]
+    args += ["--db", db_url or f"sqlite:///{folder}/desk-{port}.db", "--model.base_url", "http://127.0.0.1:9/v1"]
+    args += ["--model.model", "m", *extra]
     with log.open("w") as out:
         process = subprocess.Popen(
             args, env=cli_env(), stdout=out, stderr=subprocess.STDOUT, preexec_fn=_file_limit(files)

@@ -77,12 +77,12 @@ def test_the_cli_shows_what_each_claim_rests_on(tmp_path: Path) -> None:
             "She was born in 1945.",
             "--evidence",
             f"@{tmp_path / 'doc.txt'}",
-            "--min-rounds",
+            "--debate.min_rounds",
             "0",
             "--localize",
-            "--retriever",
+            "--retrieval.retriever",
             "bm25",
-            "--base-url",
+            "--model.base_url",
             server.base_url,
         )
     assert done.returncode == 0, done.stderr

@@ -102,12 +102,12 @@ def test_cache_command_and_verify_cache_option(tmp_path: Path) -> None:
             ANSWER,
             "--evidence",
             KNOWLEDGE,
-            "--base-url",
+            "--model.base_url",
             server.base_url,
-            "--min-rounds",
+            "--debate.min_rounds",
             "0",
-            "--cache",
-            str(tmp_path),
+            "--call_cache",
+            str(tmp_path / "calls.sqlite"),
             "--json",
         ]
         assert debate(*args).returncode == 0

@@ -1,6 +1,7 @@
-"""Rate limits (`--rpm`, `--tpm`): one schedule for every worker process, the server's Retry-After and
-`x-ratelimit-*` honoured by all of them, and no call lost in a storm of 429s. These tests check what was sent
-when (the limit's meaning), not how fast anything ran: the limiter's throughput is benchmarks/bench_rate_limit.py's."""
+"""Rate limits (`--model.requests_per_minute`, `--model.tokens_per_minute`): one schedule for every worker process, the
+server's Retry-After and `x-ratelimit-*` honoured by all of them, and no call lost in a storm of 429s. These tests
+check what was sent when (the limit's meaning), not how fast anything ran: the limiter's throughput is
+benchmarks/bench_rate_limit.py's."""
 
 from __future__ import annotations
 
@@ -91,13 +92,13 @@ def test_a_429_storm_loses_no_call_and_the_limit_holds_across_workers(tmp_path: 
             str(source),
             "--output",
             str(output),
-            "--base-url",
+            "--model.base_url",
             server.base_url,
             "--workers",
             "2",
-            "--concurrency",
+            "--model.max_concurrency",
             "4",
-            "--rpm",
+            "--model.requests_per_minute",
             "300",
             timeout=300,
         )

@@ -113,7 +113,10 @@ async def test_an_uncalibrated_file_warns_on_every_report_and_the_stop_refuses_i
     warning = "p_factual is not calibrated: the markov check fails (G = 40.0 on 4 df)"
     assert report.calibration.warning == warning
     assert warning in verdict_caveats(report)  # on the verdict's own line
-    with pytest.raises(CalibrationError, match=r"--stop posterior:0.9 refuses calibration .*markov check.*--force"):
+    with pytest.raises(
+        CalibrationError,
+        match=r"--debate.stop posterior:0.9 refuses calibration .*markov check.*--debate.force_calibration",
+    ):
         await _verify(ScriptedChatClient({"debate": []}), calibration=path, stop="posterior:0.9")
     forced = await _verify(
         ScriptedChatClient({"debate": [op(True)] * 7}), calibration=path, stop="posterior:0.9", force_calibration=True

@@ -46,15 +46,15 @@ def _batch(source: Path, out: Path, url: str, *extra: str) -> subprocess.Complet
         str(source),
         "--output",
         str(out),
-        "--base-url",
+        "--model.base_url",
         url,
-        "--model",
+        "--model.model",
         "fake-model",
-        "--min-rounds",
+        "--debate.min_rounds",
         "0",
-        "--concurrency",
+        "--model.max_concurrency",
         "1",
-        "--timeout",
+        "--model.timeout_s",
         "5",
         *extra,
     )
@@ -145,13 +145,13 @@ def test_a_second_writer_on_the_same_output_is_refused(tmp_path: Path) -> None:
             str(source),
             "--output",
             str(out),
-            "--base-url",
+            "--model.base_url",
             server.base_url,
-            "--model",
+            "--model.model",
             "fake-model",
-            "--min-rounds",
+            "--debate.min_rounds",
             "0",
-            "--concurrency",
+            "--model.max_concurrency",
             "1",
         ]
         first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
@@ -189,17 +189,25 @@ def test_unusable_output_paths_are_refused_in_one_line(tmp_path: Path, make: Any
     _items(source, 1)
     _, output = make(tmp_path)
     target = output if output.startswith("/") else str(tmp_path / output)
-    done = debate("verify", "--input", str(source), "--output", target, "--base-url", "http://127.0.0.1:9/v1")
+    done = debate("verify", "--input", str(source), "--output", target, "--model.base_url", "http://127.0.0.1:9/v1")
     assert done.returncode == 2 and message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
 @pytest.mark.slow
 def test_base_url_is_validated_and_an_unreachable_endpoint_exits_1(tmp_path: Path) -> None:
-    bad = debate("verify", "--answer", "Paris", "--base-url", "not a url")
+    bad = debate("verify", "--answer", "Paris", "--model.base_url", "not a url")
     assert bad.returncode == 2 and "must be an http(s) URL with a host" in bad.stderr
     down = debate(
-        "verify", "--answer", "Paris", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", "1"
+        "verify",
+        "--answer",
+        "Paris",
+        "--model.base_url",
+        "http://127.0.0.1:9/v1",
+        "--model.model",
+        "m",
+        "--model.timeout_s",
+        "1",
     )
     assert down.returncode == 1 and "nothing answers at http://127.0.0.1:9/v1" in down.stderr
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
@@ -217,9 +225,9 @@ def test_fail_on_gates_ci_with_exit_3(tmp_path: Path) -> None:
             "Lyon",
             "--question",
             "Capital of France?",
-            "--base-url",
+            "--model.base_url",
             server.base_url,
-            "--min-rounds",
+            "--debate.min_rounds",
             "0",
         ]
         assert debate(*args).returncode == 0
@@ -230,7 +238,9 @@ def test_fail_on_gates_ci_with_exit_3(tmp_path: Path) -> None:
         gated = _batch(source, out, server.base_url, "--fail-on", "any")
         assert gated.returncode == 3 and "2 record(s) matched" in gated.stderr
     shown = debate("verify", "--help")
-    assert "exit status:" in shown.stdout and "3  --fail-on matched" in shown.stdout
+    assert "exit status:" in shown.stdout and "3 --fail-on matched" in " ".join(shown.stdout.split())
+    every = debate("verify", "--help-all")
+    assert "exit status:" in every.stdout and "3  --fail-on matched a verdict" in every.stdout
 
 
 async def test_malformed_replies_make_one_item_unverifiable_and_the_batch_goes_on(tmp_path: Path) -> None:
@@ -295,9 +305,9 @@ def test_eval_checks_data_before_making_a_folder_and_names_config_differences(tm
         str(tmp_path / "nothing"),
         "--runs-root",
         str(runs),
-        "--base-url",
+        "--model.base_url",
         "http://127.0.0.1:9/v1",
-        "--model",
+        "--model.model",
         "m",
     )
     assert missing.returncode == 2 and "data file not found" in missing.stderr
@@ -313,7 +323,7 @@ def test_eval_checks_data_before_making_a_folder_and_names_config_differences(tm
             str(data),
             "--out",
             str(tmp_path / "run"),
-            "--base-url",
+            "--model.base_url",
             server.base_url,
             "--method",
             "single",
@@ -341,13 +351,13 @@ def test_refchecker_json_array_input(tmp_path: Path) -> None:
             str(source),
             "--output",
             str(out),
-            "--base-url",
+            "--model.base_url",
             server.base_url,
-            "--min-rounds",
+            "--debate.min_rounds",
             "0",
             "--task",
             "general",
-            "--retriever",
+            "--retrieval.retriever",
             "bm25",
         )
         assert done.returncode == 0, done.stderr
@@ -364,7 +374,13 @@ def test_refchecker_json_array_input(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text('[{"response": "x"},\n  {"response": ')
     refused = debate(
-        "verify", "--input", str(broken), "--output", str(tmp_path / "o.jsonl"), "--base-url", "http://127.0.0.1:9/v1"
+        "verify",
+        "--input",
+        str(broken),
+        "--output",
+        str(tmp_path / "o.jsonl"),
+        "--model.base_url",
+        "http://127.0.0.1:9/v1",
     )
     assert (
         refused.returncode == 2 and "broken.json line 2 column" in refused.stderr and "not valid JSON" in refused.stderr

@@ -45,18 +45,18 @@ def test_the_sources_hebrew_example_has_two_claims_one_ungrounded_and_its_warnin
         "rag",
         "--sources",
         str(sources),
-        "--prefilter",
+        "--prefilter.prefilters",
         "logprob",
         "--answer",
         ANSWER,
-        "--min-rounds",
+        "--debate.min_rounds",
         "0",
-        "--max-rounds",
+        "--debate.max_rounds",
         "0",
     ]
     with FakeOpenAI(routes=ROUTES) as server:
-        done = debate(*common, "--json", "--base-url", server.base_url)
-        shown = debate(*common, "--base-url", server.base_url)
+        done = debate(*common, "--json", "--model.base_url", server.base_url)
+        shown = debate(*common, "--model.base_url", server.base_url)
         assert server.unrouted == []
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

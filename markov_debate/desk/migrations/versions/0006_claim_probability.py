@@ -1,4 +1,4 @@
-"""each claim keeps its p_factual (a desk run with --calibration), and the review queue can be read in its order,
+"""each claim keeps its p_factual (a desk run with --debate.calibration), and the review queue can be read in its order,
 least likely factual first, by an index
 
 Revision ID: 0006

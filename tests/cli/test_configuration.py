@@ -1,0 +1,237 @@
+"""One configuration: a flag, a config-file key and a Python field are one name; values come in layers (default, file,
+environment, flag) and each remembers its source; `debate config show --format toml` reloads to the same digest;
+old spellings warn once; configurations saved by earlier releases still load and resume their runs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import operator
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from debate.cli import build_parser
+from debate.cli.aliases import ALIASES
+from debate.cli.fields import COMMON, FIELDS, ConfigField
+from debate.cli.layers import config_digest, config_toml, load_config_file, resolve_config
+from debate.cli.options import resolved_config
+from debate.config import VerifierConfig
+from debate.errors import UsageError
+from experiments.runner import RunSpec, open_run_dir, recorded_digest
+from tests.support.helpers import ROOT, debate
+
+
+def _args(*argv: str) -> Any:
+    return build_parser(["verify"]).parse_args(["verify", *argv])
+
+
+def _resolve(*argv: str, environ: dict[str, str] | None = None, config: Path | None = None) -> Any:
+    args = _args(*argv, *(["--config", str(config)] if config else []))
+    return resolve_config(file=args.config, flags=args.config_flags, fixed=args.config_fixed, environ=environ or {})
+
+
+def test_every_field_is_one_name_for_the_flag_the_file_and_python() -> None:
+    parser = build_parser(["verify"])
+    verify = next(p for p in parser._subparsers._group_actions[0].choices.values() if p.prog == "debate verify")  # type: ignore[union-attr]
+    flags = set(verify._option_string_actions)
+    config = VerifierConfig()
+    for path, field in FIELDS.items():
+        assert field.flag == f"--{path}" and field.flag in flags, path
+        if not path.startswith("search."):  # search is None until configured
+            operator.attrgetter(path)(config)  # the Python attribute path is the same name
+    # every field of every section, nothing left out but what is not configuration (record_prompts)
+    assert "debate.record_prompts" not in FIELDS and {"model.api_key", "prefilter.options", "rollup"} <= set(FIELDS)
+
+
+def test_the_layers_and_their_sources(tmp_path: Path) -> None:
+    file = tmp_path / "debate.toml"
+    file.write_text('rollup = "major"\n[debate]\nmin_rounds = 3\nmax_rounds = 6\n[model]\nmodel = "from-file"\n')
+    env = {"DEBATE_MODEL": "from-env", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    resolved = _resolve("--debate.max_rounds", "8", environ=env, config=file)
+    config = resolved.config
+    assert (config.rollup, config.debate.min_rounds, config.debate.max_rounds) == ("major", 3, 8)
+    assert config.model.model == "from-env" and config.model.base_url == "http://127.0.0.1:9/v1"
+    assert resolved.sources["rollup"] == f"file {file}"
+    assert resolved.sources["debate.max_rounds"] == "flag --debate.max_rounds"
+    assert resolved.sources["model.model"] == "environment DEBATE_MODEL"
+    assert resolved.sources["debate.chain"] == "default"
+    # a search key in the environment does not turn search on; with a backend configured it is its key
+    assert _resolve(environ={"SERPER_API_KEY": "k"}).config.search is None
+    searched = _resolve("--search.backend", "serper", environ={"SERPER_API_KEY": "k"})
+    assert searched.config.search is not None and searched.config.search.api_key.get_secret_value() == "k"
+
+
+def test_what_a_command_fixes_is_not_offered_and_wins() -> None:
+    parser = build_parser(["ablate"])
+    args = parser.parse_args(["ablate", "transitions"])
+    assert args.config_fixed == {"debate.chain": "true-to-skeptic", "debate.min_rounds": 2}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["ablate", "transitions", "--debate.min_rounds", "3"])
+    assert resolved_config(args).sources["debate.min_rounds"] == "command"
+
+
+@pytest.mark.parametrize(
+    ("argv", "toml", "env", "expected"),
+    [
+        (["--debate.min_rounds", "-1"], "", {}, "--debate.min_rounds: Input should be greater than or equal to 0"),
+        (["--min-rounds", "x"], "", {}, "--min-rounds: Input should be a valid integer"),
+        ([], "[debate]\nmin_round = 2\n", {}, "debate.toml: debate.min_round: Extra inputs are not permitted"),
+        ([], '[model]\ntemperature = "hot"\n', {}, "debate.toml: model.temperature: Input should be a valid number"),
+        ([], "[debate\n", {}, "not valid TOML: Expected ']' at the end of a table declaration (at line 1"),
+        ([], "", {"OPENAI_BASE_URL": "ftp://x"}, "OPENAI_BASE_URL: must be an http(s) URL with a host"),
+        (
+            ["--debate.max_rounds", "1"],
+            "",
+            {},
+            "min_rounds (2) must not exceed max_rounds (1) (set by --debate.max_rounds)",
+        ),
+    ],
+)
+def test_a_bad_value_is_named_where_it_was_set(
+    tmp_path: Path, argv: list[str], toml: str, env: dict[str, str], expected: str
+) -> None:
+    file = tmp_path / "debate.toml"
+    file.write_text(toml)
+    with pytest.raises(UsageError) as caught:
+        _resolve(*argv, environ=env, config=file if toml else None)
+    assert expected in str(caught.value)
+
+
+def test_old_spellings_set_the_field_and_warn_once(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    caplog.set_level(logging.WARNING, "debate.cli")
+    from debate.cli import aliases
+
+    aliases._WARNED.clear()
+    config = _resolve(
+        "--min-rounds",
+        "3",
+        "--min-rounds",
+        "4",
+        "--max-parse-retries",
+        "1",
+        "--cache",
+        str(tmp_path),
+        "--prefilter",
+        "rules",
+        "--prefilter-option",
+        "rules.x=1",
+        "--trust-grounded",
+        "--prompts-dir",
+        "paper",
+    )
+    assert config.config.debate.min_rounds == 4 and config.sources["debate.min_rounds"] == "flag --min-rounds"
+    assert config.config.debate.max_parse_retries == config.config.claims.max_parse_retries == 1
+    assert config.config.call_cache == str(tmp_path / "calls.sqlite")
+    assert config.config.prefilter.options == {"rules": {"x": 1}} and config.config.prefilter.trust_grounded
+    warned = [r.getMessage() for r in caplog.records if "old spelling" in r.getMessage()]
+    assert warned.count("--min-rounds is the old spelling of --debate.min_rounds; it goes in the next release") == 1
+    assert len(warned) == 7 and "--cache is the old spelling of --call_cache DIR/calls.sqlite" in warned[2]
+    # every alias names a field, and none is offered as a suggestion
+    assert all(path in FIELDS for alias in ALIASES for path in alias.paths)
+
+
+def test_brief_help_and_help_all() -> None:
+    brief = debate("verify", "--help")
+    assert brief.returncode == 0 and len(brief.stdout.splitlines()) < 60, brief.stdout
+    assert all(FIELDS[path].flag in brief.stdout for path in COMMON)
+    full = debate("verify", "--help-all")
+    assert full.returncode == 0 and all(field.flag in full.stdout for field in FIELDS.values())
+    assert "--min-rounds" in full.stdout and "now --debate.min_rounds" in " ".join(full.stdout.split())
+    # a typo is answered with today's name, never an old spelling
+    typo = debate("verify", "--debate.min_runds", "2")
+    assert "did you mean --debate.min_rounds" in typo.stderr
+
+
+def test_config_show_round_trips_through_toml(tmp_path: Path) -> None:
+    argv = ("--debate.min_rounds", "3", "--model.seed", "none", "--prefilter.prefilters", "all", "--rollup", "soft")
+    shown = debate("config", "show", *argv, "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    file = tmp_path / "resolved.toml"
+    file.write_text(debate("config", "show", *argv, "--format", "toml").stdout)
+    again = debate("config", "show", "--config", str(file), "--format", "json")
+    assert json.loads(again.stdout)["digest"] == json.loads(shown.stdout)["digest"]
+    text = debate("config", "show", "--config", str(file), "--debate.max_rounds", "9")
+    assert "debate.max_rounds" in text.stdout and "(flag --debate.max_rounds)" in text.stdout
+    assert f"(file {file})" in text.stdout and "digest: " in text.stdout
+
+
+def _value(field: ConfigField) -> st.SearchStrategy[Any]:
+    """A value the field takes, for the fields whose values are not names looked up elsewhere."""
+    meta = {type(m).__name__: m for m in field.info.metadata}
+    annotation = field.info.annotation
+    if field.kind == "bool":
+        return st.booleans()
+    if field.choices:
+        return st.sampled_from(field.choices)
+    if annotation in (int, int | None):
+        low = getattr(meta.get("Ge"), "ge", -(2**63))
+        return st.integers(low, getattr(meta.get("Le"), "le", 2**63 - 1))
+    if annotation in (float, float | None):
+        low = getattr(meta.get("Ge"), "ge", None)
+        high = getattr(meta.get("Le"), "le", None)
+        return st.floats(
+            low if low is not None else getattr(meta.get("Gt"), "gt", -1e6),
+            high if high is not None else getattr(meta.get("Lt"), "lt", 1e6),
+            exclude_min="Gt" in meta,
+            exclude_max="Lt" in meta,
+            allow_nan=False,
+        )
+    # free text (a model name, a prompt name, a path), any script, NUL included; never a lone surrogate
+    return st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
+
+
+_FREE = [
+    f
+    for f in FIELDS.values()
+    if not f.secret
+    and f.kind in ("bool", "value")
+    and not f.path.startswith(("search.", "telemetry.endpoint", "debate.stop", "debate.calibration"))
+    and f.path not in ("model.base_url", "debate.chain", "prompt_set", "rollup", "team", "retrieval.retriever")
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+@example(data=None)
+def test_any_configuration_reloads_to_the_same_digest(tmp_path: Path, data: st.DataObject | None) -> None:
+    values: dict[str, Any] = {}
+    if data is not None:
+        chosen = data.draw(st.lists(st.sampled_from(_FREE), max_size=12, unique_by=lambda f: f.path))
+        values = {f.path: data.draw(_value(f)) for f in chosen}
+        if values.get("debate.min_rounds", 0) > values.get("debate.max_rounds", 100):
+            values["debate.min_rounds"], values["debate.max_rounds"] = (
+                values["debate.max_rounds"],
+                values["debate.min_rounds"],
+            )
+    else:
+        values = {"model.seed": None, "claims.max_claims": None, "model.model": "a\x00b \u05e9"}
+    try:
+        config = resolve_config(fixed=values, environ={}).config
+    except UsageError:
+        return  # a combination the models refuse (checked elsewhere); the round trip is of valid ones
+    file = tmp_path / "c.toml"
+    file.write_text(config_toml(config), encoding="utf-8")
+    again = resolve_config(file=file, environ={}).config
+    assert config_digest(again) == config_digest(config)
+
+
+EARLIER = sorted((ROOT / "results").glob("*/*/config.json"))
+
+
+@pytest.mark.parametrize("saved", EARLIER, ids=[p.parent.name[-30:] for p in EARLIER])
+def test_configurations_of_earlier_releases_still_load_and_resume(tmp_path: Path, saved: Path) -> None:
+    recorded = json.loads(saved.read_text())
+    spec = RunSpec.model_validate(recorded["spec"])  # 0.1's prefilter.mode and concurrency are migrated
+    assert load_config_file(saved).values and resolve_config(file=saved, environ={}).config == spec.verifier
+    # the run folder of an earlier release is found by its settings, although its name has that release's digest
+    runs = tmp_path / "runs"
+    shutil.copytree(saved.parent, runs / saved.parent.name)
+    assert recorded_digest(runs / saved.parent.name) == spec.digest()
+    assert open_run_dir(spec, out=None, runs_root=runs) == runs / saved.parent.name
+    other = spec.model_copy(update={"verifier": spec.verifier.model_copy(update={"rollup": "soft"})})
+    assert open_run_dir(other, out=None, runs_root=runs) != runs / saved.parent.name
