@@ -1,7 +1,7 @@
 """The model client a SelectorGroupChat must be given, for a team whose selector function names every speaker.
 
 Debate agents do not talk to the model through autogen's client interface: each turn is one exchange in
-`debate.engine._structured`'s conversation over our ChatClient (one retry policy, one usage record, one cache).
+`debate.calls`'s conversation over our ChatClient (one retry policy, one usage record, one cache).
 """
 
 from __future__ import annotations

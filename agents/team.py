@@ -27,23 +27,24 @@ from agents.conditions import paper_termination, posterior_termination, turns_in
 from agents.selector_model import NoSelectorModel
 from debate import telemetry
 from debate.calibration import load_calibration
-from debate.config import DebateConfig
-from debate.engine import (
+from debate.calls import (
     OPINION_FORMAT,
     OPINION_FORMAT_THREE_WAY,
     OPINION_SCHEMA,
     OPINION_SCHEMA_THREE_WAY,
-    ChainDriver,
-    MarkovChain,
     PromptError,
     PromptTemplate,
-    TurnPlan,
-    TurnRecord,
     ask_structured,
     converse,
-    governed_result,
     load_prompt,
     parse_opinion,
+)
+from debate.config import DebateConfig
+from debate.engine import (
+    ChainDriver,
+    TurnPlan,
+    TurnRecord,
+    governed_result,
     render_evidence,
     render_opinion,
     render_opinions,
@@ -51,6 +52,7 @@ from debate.engine import (
 )
 from debate.errors import DebateError, InternalError, is_fatal
 from debate.llm import ChatClient
+from debate.plugins import Chain
 from debate.types import Claim, DebateResult, Evidence, Failure, Turn
 
 __all__ = ["AutogenTeam", "AutogenTeamFactory", "ChainTurn"]
@@ -217,7 +219,7 @@ class AutogenTeam:
         *,
         client: ChatClient,
         config: DebateConfig,
-        chain: MarkovChain,
+        chain: Chain,
         prompts: Mapping[str, PromptTemplate],
         reask: PromptTemplate,
     ) -> None:
@@ -288,7 +290,7 @@ class AutogenTeamFactory:
         self._cache: dict[str, PromptTemplate] = {}
         self._reask = load_prompt("reask", prompts_dir)
 
-    def _prompt(self, chain: MarkovChain, role: str) -> PromptTemplate:
+    def _prompt(self, chain: Chain, role: str) -> PromptTemplate:
         spec = chain.spec.role(role)
         name = chain.spec.prompt_name(role)
         if name not in self._cache:
@@ -302,11 +304,11 @@ class AutogenTeamFactory:
             self._cache[name] = prompt
         return self._cache[name]
 
-    def _prompts(self, chain: MarkovChain) -> dict[str, PromptTemplate]:
+    def _prompts(self, chain: Chain) -> dict[str, PromptTemplate]:
         return {role: self._prompt(chain, role) for role in chain.spec.all_roles()}
 
-    def new_team(self, *, client: ChatClient, config: DebateConfig, chain: MarkovChain) -> AutogenTeam:
+    def new_team(self, *, client: ChatClient, config: DebateConfig, chain: Chain) -> AutogenTeam:
         return AutogenTeam(client=client, config=config, chain=chain, prompts=self._prompts(chain), reask=self._reask)
 
-    def prompt_hashes(self, chain: MarkovChain) -> dict[str, str]:
+    def prompt_hashes(self, chain: Chain) -> dict[str, str]:
         return {p.name: p.sha256 for p in [*self._prompts(chain).values(), self._reask]}

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_throughput import _fake, _stats
+from bench_throughput import endpoint_stats, fake_endpoint
 
 
 def _batch(source: Path, output: Path, port: int, concurrency: int, workers: str) -> tuple[float, float]:
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--workers", default="auto")
     args = parser.parse_args()
-    fake, port = _fake(0.0)
+    fake, port = fake_endpoint(0.0)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             print(
@@ -90,10 +90,10 @@ def main() -> None:
                 output = Path(tmp) / f"out-{size}.jsonl"
                 wall, rss = _batch(source, output, port, args.concurrency, args.workers)
                 print(f"| {size:,} | {wall:.1f} s | {size / wall:.0f} | {rss:.0f} MiB | |", flush=True)
-            before = _stats(port)["requests"]
+            before = endpoint_stats(port)["requests"]
             started = time.perf_counter()
             wall, rss = _batch(source, output, port, args.concurrency, args.workers)
-            calls = _stats(port)["requests"] - before
+            calls = endpoint_stats(port)["requests"] - before
             print(
                 f"re-run of the finished {args.sizes[-1]:,}-item batch: {calls:.0f} endpoint calls, {wall:.1f} s, "
                 f"peak RSS {rss:.0f} MiB ({time.perf_counter() - started:.1f} s with the probe)"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from debate.calibration import load_calibration
 from experiments.dynamics.calibrate import calibration_of, reliability
-from experiments.dynamics.commands import _agrees, plot_predictions
+from experiments.dynamics.commands import agrees, plot_predictions
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES
 from experiments.dynamics.fitted import fit_model
 from experiments.dynamics.observe import RunObservations, read_run
@@ -72,8 +72,8 @@ def _observed(run: RunObservations) -> tuple[float, float, float]:
 def _holds(p: Predicted, accuracy: float, calls: float, calls_se: float, n: int) -> tuple[bool, bool]:
     accuracy_se = math.sqrt(accuracy * (1 - accuracy) / n)
     return (
-        _agrees(p.accuracy, p.accuracy_interval, accuracy, accuracy_se),
-        _agrees(p.calls_per_claim, p.calls_interval, calls, calls_se),
+        agrees(p.accuracy, p.accuracy_interval, accuracy, accuracy_se),
+        agrees(p.calls_per_claim, p.calls_interval, calls, calls_se),
     )
 
 

@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 CALLS_PER_ITEM = 7
 
 
-def _fake(latency_ms: float) -> tuple[subprocess.Popen[str], int]:
+def fake_endpoint(latency_ms: float) -> tuple[subprocess.Popen[str], int]:
     fake = subprocess.Popen(
         [sys.executable, str(HERE / "fake_endpoint.py"), "--latency-ms", str(latency_ms)],
         stdout=subprocess.PIPE,
@@ -45,7 +45,7 @@ def _fake(latency_ms: float) -> tuple[subprocess.Popen[str], int]:
     return fake, int(fake.stdout.readline().split()[1])
 
 
-def _stats(port: int) -> dict[str, float]:
+def endpoint_stats(port: int) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as response:
         stats: dict[str, float] = json.loads(response.read())
     return stats
@@ -73,9 +73,9 @@ def _tree_cpu(pid: int) -> float:
 
 
 def run_one(items: int, latency_ms: float, concurrency: int, workers: str, data_dir: str | None) -> dict[str, float]:
-    fake, port = _fake(latency_ms)
+    fake, port = fake_endpoint(latency_ms)
     try:
-        fake_cpu0 = _stats(port)["cpu_s"]
+        fake_cpu0 = endpoint_stats(port)["cpu_s"]
         with tempfile.TemporaryDirectory() as out:
             command = [
                 sys.executable,
@@ -113,7 +113,7 @@ def run_one(items: int, latency_ms: float, concurrency: int, workers: str, data_
             seen = 0.0
             while run.poll() is None:
                 time.sleep(0.02)
-                requests = _stats(port)["requests"]
+                requests = endpoint_stats(port)["requests"]
                 if requests > seen:
                     seen = requests
                     sample = (requests, _tree_cpu(run.pid))
@@ -124,7 +124,7 @@ def run_one(items: int, latency_ms: float, concurrency: int, workers: str, data_
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             if run.returncode != 0:
                 raise SystemExit(f"eval failed (exit {run.returncode}):\n{stderr[-2000:]}")
-        stats = _stats(port)
+        stats = endpoint_stats(port)
     finally:
         fake.terminate()
         fake.wait()

@@ -25,8 +25,7 @@ from autogen_core import CancellationToken
 
 from agents.selector_model import NoSelectorModel
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
-from debate.llm import ChatMessage, ChatRequest
-from debate.llm._openai_client import OpenAIChatClient
+from debate.llm import ChatMessage, ChatRequest, OpenAIChatClient
 from debate.testing import ScriptedChatClient
 
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from debate.errors import (
         ContextTooLongError,
         DebateError,
+        EmbeddedModelError,
         EvidenceUnavailableError,
         ExtractionError,
         Hint,
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
         UsageError,
     )
     from debate.llm import ChatClient
-    from debate.llm._embedded import EmbeddedModelError
     from debate.pipeline import Verifier, averify, verify
     from debate.results import load_run
     from debate.testing import ScriptedChatClient

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from debate.config import DebateConfig
 from debate.engine import MarkovChain, PosteriorModel, RoleTables, chain_digest
-from debate.errors import UsageError
+from debate.errors import CalibrationError
 from debate.provenance import package_version
 from debate.types import CalibrationNote, StopRule, parse_stop
 
@@ -46,10 +46,6 @@ CALIBRATION_VERSION = 1
 UNCALIBRATING_CHECKS = ("markov", "state")
 """Checks whose failure leaves p_factual uncalibrated whatever the model (memory; behaviour that differs by state).
 Heterogeneity and overdispersion do too when the model has one class (it assumes items alike)."""
-
-
-class CalibrationError(UsageError):
-    """A calibration file that cannot be read, or cannot be used for this run; the message says why in one line."""
 
 
 class _Model(BaseModel):

@@ -8,26 +8,33 @@ problem (`ModelUnavailableError`) is retried by the model client's retry policy,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from pydantic import ValidationError
 
-if TYPE_CHECKING:
-    from debate.types import FailureKind
-
 __all__ = [
+    "BatchError",
+    "CalibrationError",
+    "ChainError",
     "ContextTooLongError",
     "DebateError",
+    "EmbeddedModelError",
+    "EndpointDownError",
     "EvidenceUnavailableError",
     "ExtractionError",
     "Hint",
     "InputError",
+    "InputTooLongError",
     "InternalError",
     "ModelError",
     "ModelRequestError",
     "ModelUnavailableError",
+    "NoVerdictError",
+    "PromptError",
     "ReplyUnusableError",
+    "UnknownNameError",
     "UsageError",
+    "WorkerError",
     "is_fatal",
     "validation_problem",
 ]
@@ -47,7 +54,7 @@ class DebateError(Exception):
     """Base of every error the engine raises on purpose. `str(error)` speaks the Python API's terms;
     `error.for_cli()` the command line's."""
 
-    kind: ClassVar[FailureKind] = "input"
+    kind: ClassVar[str] = "input"
     transient: bool = False
     """True when the same work may succeed later (endpoint down, rate limits): such a failure is never final."""
     hint: Hint | None = None
@@ -104,7 +111,7 @@ class InputError(DebateError, ValueError):
 class ModelError(DebateError):
     """A model call failed. Never turned into a verdict."""
 
-    kind: ClassVar[FailureKind] = "model_unavailable"
+    kind: ClassVar[str] = "model_unavailable"
 
 
 class ModelUnavailableError(ModelError):
@@ -117,7 +124,7 @@ class ModelUnavailableError(ModelError):
 class ModelRequestError(ModelError):
     """The endpoint refused the request (4xx); retrying cannot help."""
 
-    kind: ClassVar[FailureKind] = "model_rejected"
+    kind: ClassVar[str] = "model_rejected"
 
     def __init__(self, message: str, *, status: int | None) -> None:
         super().__init__(message)
@@ -137,7 +144,7 @@ def is_fatal(exc: BaseException) -> bool:
 class ContextTooLongError(ModelRequestError):
     """The prompt does not fit the model's context window (a 400 that names the context length)."""
 
-    kind: ClassVar[FailureKind] = "context_too_long"
+    kind: ClassVar[str] = "context_too_long"
 
 
 class ReplyUnusableError(DebateError, ValueError):
@@ -160,6 +167,50 @@ class ExtractionError(DebateError):
     """No usable claims could be obtained for a response (the model's replies stayed unusable)."""
 
     kind = "extraction_failed"
+
+
+class CalibrationError(UsageError):
+    """A calibration file that cannot be read, or cannot be used for this run; the message says why in one line."""
+
+
+class PromptError(UsageError, ValueError):
+    """A prompt file is malformed, or rendering it was given the wrong variables."""
+
+
+class ChainError(UsageError, ValueError):
+    """The chain definition is inconsistent; the message says what and where."""
+
+
+class EmbeddedModelError(DebateError):
+    """The embedded model is missing or its server did not come up."""
+
+    kind = "model_unavailable"
+
+
+class WorkerError(DebateError):
+    """A worker process died or raised something that cannot cross a process boundary."""
+
+
+class NoVerdictError(DebateError):
+    """The debate reached no verdict on the test case (unusable replies, a failed endpoint, nothing to check)."""
+
+    kind = "reply_unusable"
+
+
+class InputTooLongError(InputError):
+    """The input has more lines than the reader was allowed (blank lines count: each one is read)."""
+
+
+class BatchError(ModelRequestError):
+    """The batch cannot proceed: the endpoint refuses every request (finished records are kept)."""
+
+
+class EndpointDownError(ModelUnavailableError):
+    """Several items in a row failed for a transient reason: the endpoint is down; the batch stops."""
+
+
+class UnknownNameError(UsageError, LookupError):
+    """No implementation is registered under the name; the message lists the known ones and the closest match."""
 
 
 def validation_problem(exc: ValidationError, whole: str = "") -> str:

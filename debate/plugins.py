@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -19,6 +19,8 @@ from debate.config import DebateConfig, SearchConfig, VerifierConfig
 from debate.errors import UsageError, validation_problem
 from debate.registry import Registry, UnknownNameError
 from debate.types import (
+    ChainSpec,
+    ChatClient,
     Claim,
     ClaimVerdict,
     DebateResult,
@@ -31,11 +33,6 @@ from debate.types import (
     Usage,
 )
 
-if TYPE_CHECKING:
-    from debate.engine import ChainSpec, MarkovChain
-    from debate.evidence import RetrievalCache
-    from debate.llm import ChatClient
-
 __all__ = [
     "CHAINS",
     "PREFILTERS",
@@ -44,7 +41,9 @@ __all__ = [
     "SEARCH_BACKENDS",
     "TASKS",
     "TEAMS",
+    "Chain",
     "EstimatesWork",
+    "EvidenceCache",
     "EvidenceSource",
     "Plan",
     "Prefilter",
@@ -104,6 +103,37 @@ class Plan:
     """The question the response answers (the pipeline's copy of the plan carries it)."""
 
 
+class EvidenceCache(Protocol):
+    """Evidence lists by content key, shared by the stages of a run (debate.evidence.RetrievalCache: in memory, and
+    on disk with retrieval.cache_dir)."""
+
+    def get(self, key: str) -> list[Evidence] | None: ...
+
+    def put(self, key: str, items: list[Evidence]) -> None: ...
+
+
+class Chain(Protocol):
+    """A validated Markov chain (debate.engine.MarkovChain, built from a ChainSpec): what a team debates over."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spec(self) -> ChainSpec: ...
+
+    def roles(self, state: str) -> tuple[str, ...]:
+        """The speakers of `state`, in order."""
+        ...
+
+    def next_state(self, current: str, verdict: bool) -> str:
+        """The state after `current` when its final verdict is `verdict`."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its states, speakers and transitions as node and edge lists (the report's and the UI's drawing)."""
+        ...
+
+
 class StageContext(Protocol):
     """What stages may use: the model client, the configuration, and shared, lazily built resources."""
 
@@ -117,7 +147,7 @@ class StageContext(Protocol):
     def prompts_dir(self) -> str | None: ...
 
     @property
-    def cache(self) -> RetrievalCache: ...
+    def cache(self) -> EvidenceCache: ...
 
     def retriever(self) -> Retriever: ...
 
@@ -244,9 +274,9 @@ class Team(Protocol):
 class TeamFactory(Protocol):
     """Makes a fresh Team per claim and reports the prompt files it uses."""
 
-    def new_team(self, *, client: ChatClient, config: DebateConfig, chain: MarkovChain) -> Team: ...
+    def new_team(self, *, client: ChatClient, config: DebateConfig, chain: Chain) -> Team: ...
 
-    def prompt_hashes(self, chain: MarkovChain) -> dict[str, str]: ...
+    def prompt_hashes(self, chain: Chain) -> dict[str, str]: ...
 
 
 TASKS: Registry[Callable[[], Task]] = Registry(

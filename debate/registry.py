@@ -14,15 +14,11 @@ from collections.abc import Iterator, Mapping
 from importlib.metadata import EntryPoints, entry_points
 from typing import Generic, TypeVar
 
-from debate.errors import UsageError
+from debate.errors import UnknownNameError
 
 __all__ = ["Registry", "UnknownNameError", "installed_entry_points"]
 
 F = TypeVar("F")
-
-
-class UnknownNameError(UsageError, LookupError):
-    """No implementation is registered under the name; the message lists the known ones and the closest match."""
 
 
 def installed_entry_points(group: str) -> EntryPoints:

@@ -23,8 +23,8 @@ from multiprocessing.process import BaseProcess
 from typing import Any, Protocol, TypeVar
 
 from debate.concurrency import run_blocking
-from debate.errors import DebateError, UsageError
-from debate.llm._ratelimit import SharedRates, adopt_shared
+from debate.errors import UsageError, WorkerError
+from debate.llm import SharedRates, adopt_shared
 
 __all__ = ["Job", "WorkerError", "process_map", "resolve_workers"]
 
@@ -34,10 +34,6 @@ T_contra = TypeVar("T_contra", contravariant=True)
 R_co = TypeVar("R_co", covariant=True)
 
 _POLL_S = 0.5
-
-
-class WorkerError(DebateError):
-    """A worker process died or raised something that cannot cross a process boundary."""
 
 
 class Job(Protocol[T_contra, R_co]):

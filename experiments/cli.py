@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from debate.calls import PROMPT_SETS
 from debate.cli import (
     add_command,
     add_command_group,
@@ -13,7 +14,6 @@ from debate.cli import (
 )
 from debate.cli.conventions import Subcommands
 from debate.cli.cost import add_cost_arguments, print_estimate
-from debate.engine import PROMPT_SETS
 from debate.errors import UsageError
 from debate.plugins import TASKS, TaskInput
 from experiments.ablate_cli import ablate_min_rounds, ablate_prompt_sets, ablate_replot, ablate_transitions

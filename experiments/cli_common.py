@@ -23,8 +23,7 @@ from debate.cli.conventions import err, kept_records, on_interrupt
 from debate.concurrency import run_blocking
 from debate.config import ClaimConfig, VerifierConfig
 from debate.extras import require_extra
-from debate.llm._cache import CACHE_FILE
-from debate.llm._embedded import EMBEDDED_MODEL_NAME, last_call_rate, record_call_rate
+from debate.llm import CACHE_FILE, EMBEDDED_MODEL_NAME, last_call_rate, record_call_rate
 from debate.results import PredictionRecord, Record
 from experiments.data import default_data_dir, halueval_records
 from experiments.methods import METHODS

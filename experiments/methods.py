@@ -16,21 +16,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from debate.calls import PromptTemplate, ask_structured, converse, load_json_object, load_prompt, parse_factuality
 from debate.config import DebateConfig, VerifierConfig
-from debate.engine import (
-    MarkovChain,
-    PromptTemplate,
-    TurnRecord,
-    ask_structured,
-    converse,
-    load_json_object,
-    load_prompt,
-    parse_factuality,
-    render_evidence,
-    transcript_result,
-)
+from debate.engine import TurnRecord, render_evidence, transcript_result
 from debate.errors import DebateError, ModelRequestError, ReplyUnusableError
 from debate.llm import ChatClient, ChatMessage, ChatRequest
+from debate.plugins import Chain
 from debate.registry import Registry
 from debate.results import transient_failure
 from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, Report, Turn, Usage
@@ -226,12 +217,12 @@ class _OneCallTeamFactory:
     def __init__(self, *, prompts_dir: str | None = None) -> None:
         self._prompt = load_prompt(self._prompt_name, prompts_dir)
 
-    def new_team(self, *, client: ChatClient, config: DebateConfig, chain: MarkovChain) -> FactoolTeam:
+    def new_team(self, *, client: ChatClient, config: DebateConfig, chain: Chain) -> FactoolTeam:
         return FactoolTeam(
             client=client, config=config, prompt=self._prompt, use_evidence=self._use_evidence, purpose=self._purpose
         )
 
-    def prompt_hashes(self, chain: MarkovChain) -> dict[str, str]:
+    def prompt_hashes(self, chain: Chain) -> dict[str, str]:
         return {self._prompt.name: self._prompt.sha256}
 
 

@@ -1,1 +1,1 @@
-"""Prompt files shipped as package data; load them with `debate.engine._prompts.load_prompt(name)`."""
+"""Prompt files shipped as package data; load them with `debate.calls.load_prompt(name)`."""

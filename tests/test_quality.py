@@ -31,6 +31,7 @@ def test_the_engine_reads_like_the_pipeline() -> None:
         "claims",
         "evidence",
         "engine",
+        "calls",
         "prefilter",
         "rollup.py",
         "calibration.py",

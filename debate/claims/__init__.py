@@ -1,7 +1,15 @@
 """Claim detection: a response cut into checkable claims (extraction, the subjective filter, RAG sentences), each
 grounded in the response's text."""
 
-from debate.claims._extract import Extraction, LLMClaimExtractor, RagClaims, SubjectiveFilter, qa_claim, rag_claims
+from debate.claims._extract import (
+    Extraction,
+    LLMClaimExtractor,
+    RagClaims,
+    SubjectiveFilter,
+    qa_claim,
+    rag_claims,
+    triplet_sentence,
+)
 from debate.claims._spans import MIN_SUPPORT, Grounded, ground_claims
 
 __all__ = [
@@ -14,4 +22,5 @@ __all__ = [
     "ground_claims",
     "qa_claim",
     "rag_claims",
+    "triplet_sentence",
 ]

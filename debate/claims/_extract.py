@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from debate.engine import ask_structured, converse, load_json_object, load_prompt
+from debate.calls import ask_structured, converse, load_json_object, load_prompt
 from debate.errors import ExtractionError, ReplyUnusableError
 from debate.llm import ChatClient
-from debate.prefilter._citations import CitationVariant, cited_ids
+from debate.prefilter import CitationVariant, cited_ids
 from debate.sentences import claim_length, sentence_spans
 from debate.types import Claim, ExtractionInfo, Span
 

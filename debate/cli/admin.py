@@ -13,7 +13,7 @@ from rich.markup import escape
 from debate.cli.conventions import Subcommands, add_command, examples, out
 from debate.cli.inputs import read_json
 from debate.errors import InputError, UsageError
-from debate.llm._cache import CACHE_FILE, DEFAULT_CACHE_DIR, cache_stats, clear_cache
+from debate.llm import CACHE_FILE, DEFAULT_CACHE_DIR, cache_stats, clear_cache
 from debate.plugins import CHAINS
 
 if TYPE_CHECKING:

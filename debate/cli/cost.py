@@ -21,7 +21,8 @@ from debate.results import BatchItem, BatchSummary, PredictionRecord, ResultReco
 from debate.types import Report, Usage
 
 if TYPE_CHECKING:
-    from debate.engine import MarkovChain, PromptTemplate
+    from debate.calls import PromptTemplate
+    from debate.engine import MarkovChain
     from debate.pipeline import Behaviour, Estimate, Price, Range
 
 # The engine and the pipeline are imported where they are used: `debate --help` builds this module's options and
@@ -73,7 +74,7 @@ def add_cost_arguments(parser: argparse.ArgumentParser, *, max_cost: bool = True
 
 
 def _prompts(chain: MarkovChain, config: VerifierConfig) -> dict[str, PromptTemplate]:
-    from debate.engine import load_prompt
+    from debate.calls import load_prompt
 
     return {role: load_prompt(chain.spec.prompt_name(role), config.prompt_set) for role in chain.spec.all_roles()}
 

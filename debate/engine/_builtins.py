@@ -3,8 +3,8 @@ each of its four transition rules (Table 4), registered in `debate.plugins.CHAIN
 
 from __future__ import annotations
 
-from debate.engine._spec import ChainSpec
 from debate.plugins import CHAINS
+from debate.types import ChainSpec
 
 __all__ = ["PAPER_TRANSITION_RULES"]
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from debate.engine._graph import MarkovChain
+from debate.plugins import Chain
 from debate.types import DebateResult, Failure, Opinion, Role, StateName, StateRecord, StopReason, Turn, Usage
 
 __all__ = ["ChainDriver", "PriorOpinion", "TurnPlan", "TurnRecord", "explain_moves", "transcript_result"]
@@ -65,7 +65,7 @@ class TurnRecord(BaseModel):
 class ChainDriver:
     """Pure chain logic over the turns so far: the next speaker and its inputs, and the result."""
 
-    def __init__(self, chain: MarkovChain) -> None:
+    def __init__(self, chain: Chain) -> None:
         self.chain = chain
         self.spec = chain.spec
 
@@ -159,7 +159,7 @@ def transcript_result(records: Sequence[TurnRecord]) -> DebateResult:
     )
 
 
-def explain_moves(result: DebateResult, chain: MarkovChain | None) -> list[str | None]:
+def explain_moves(result: DebateResult, chain: Chain | None) -> list[str | None]:
     """Why the chain left each visited state, one entry per state (None for the last): the verdict of the state's
     last agent that gave one and the state it led to, e.g. "leader said false -> S1". When `chain` is given and
     its rule would have chosen another state (a chain file changed since), that is said too."""

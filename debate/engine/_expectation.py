@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
 
-from debate.engine._graph import MarkovChain
+from debate.plugins import Chain
 
 __all__ = ["Outcome", "RoleModel", "outcome", "shown_in_state"]
 
@@ -37,7 +37,7 @@ class Outcome:
 
 
 def shown_in_state(
-    chain: MarkovChain, role: str, position: int, entering: bool | None, seq: tuple[bool, ...]
+    chain: Chain, role: str, position: int, entering: bool | None, seq: tuple[bool, ...]
 ) -> tuple[bool, ...]:
     """The verdicts the speaker at `position` of a state is shown (the chain driver's rule, over verdicts alone):
     `entering` is the verdict the state was entered with (None in the initial state), `seq` the state's verdicts
@@ -51,7 +51,7 @@ def shown_in_state(
 
 
 def _state(
-    model: RoleModel, chain: MarkovChain, state: str, label: bool, entering: bool | None
+    model: RoleModel, chain: Chain, state: str, label: bool, entering: bool | None
 ) -> list[tuple[float, tuple[bool, ...]]]:
     sequences: list[tuple[float, tuple[bool, ...]]] = [(1.0, ())]
     for position, role in enumerate(chain.roles(state)):
@@ -63,7 +63,7 @@ def _state(
     return sequences
 
 
-def outcome(model: RoleModel, chain: MarkovChain, *, min_rounds: int, max_rounds: int, label: bool) -> Outcome:
+def outcome(model: RoleModel, chain: Chain, *, min_rounds: int, max_rounds: int, label: bool) -> Outcome:
     """The exact distribution of the final verdict, and the expected turns, for one true label."""
     frontier: dict[tuple[str, bool | None], float] = {(chain.spec.initial, None): 1.0}
     p_true = turns = capped = 0.0

@@ -8,10 +8,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from debate.engine._spec import BUILTIN_ROLES, ChainError, ChainSpec
-from debate.errors import InputError, validation_problem
+from debate.errors import ChainError, InputError, validation_problem
 from debate.files import load_json, load_toml, read_text_file
 from debate.plugins import CHAINS
+from debate.types import BUILTIN_ROLES, ChainSpec
 
 __all__ = ["MarkovChain", "load_chain"]
 

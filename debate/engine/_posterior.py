@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from debate.engine._driver import ChainDriver, TurnRecord
 from debate.engine._expectation import Outcome, RoleModel, shown_in_state
-from debate.engine._graph import MarkovChain
+from debate.plugins import Chain
 from debate.types import DebateResult
 
 __all__ = [
@@ -141,7 +141,7 @@ class PosteriorModel:
             return None
         return math.exp(joint[True] - total)
 
-    def p_debate(self, chain: MarkovChain, records: Sequence[TurnRecord]) -> float | None:
+    def p_debate(self, chain: Chain, records: Sequence[TurnRecord]) -> float | None:
         """P(factual | a debate's turns); None when a turn has no verdict (a failure) or the model gives the turns
         probability zero."""
         contexts = turn_contexts(chain, records)
@@ -160,7 +160,7 @@ def result_records(result: DebateResult) -> list[TurnRecord]:
     return records
 
 
-def turn_contexts(chain: MarkovChain, records: Sequence[TurnRecord]) -> list[TurnContext]:
+def turn_contexts(chain: Chain, records: Sequence[TurnRecord]) -> list[TurnContext]:
     """Each turn with the verdicts its speaker was shown (recomputed by the chain's own driver), up to the first turn
     without a true/false verdict (a failure, or not-enough-evidence, which the model has no rate for)."""
     driver, contexts = ChainDriver(chain), []
@@ -175,7 +175,7 @@ def turn_contexts(chain: MarkovChain, records: Sequence[TurnRecord]) -> list[Tur
     return contexts
 
 
-def chain_digest(chain: MarkovChain) -> str:
+def chain_digest(chain: Chain) -> str:
     """sha256 of what a chain does (states, speakers, transitions, what each role is shown), not of its name: a
     calibration holds for every chain with this digest."""
     structure = chain.to_dict()
@@ -216,9 +216,7 @@ def _side(p: float | None, last: bool) -> bool:
     return last if p is None or p == 0.5 else p > 0.5
 
 
-def governed_paths(
-    governor: PosteriorModel, chain: MarkovChain, *, threshold: float, max_rounds: int
-) -> list[GovernedPath]:
+def governed_paths(governor: PosteriorModel, chain: Chain, *, threshold: float, max_rounds: int) -> list[GovernedPath]:
     """Every way a debate under the posterior stop can end, with the turns that lead there grouped by their
     multiset (the posterior, and any model's probability, depend on nothing else). After each turn the debate
     ends when P(factual | turns) >= threshold or <= 1 - threshold; else after the state of round `max_rounds`."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from debate.errors import UsageError
 from debate.extras import install_command, require_extra
-from debate.plugins import RETRIEVERS, Retriever
+from debate.plugins import RETRIEVERS, EvidenceCache, Retriever
 from debate.sentences import split_sentences
 from debate.types import Claim, Evidence, Usage
 
@@ -163,7 +163,7 @@ async def document_evidence(
     retriever: Retriever,
     k: int,
     source: str,
-    cache: RetrievalCache,
+    cache: EvidenceCache,
     language: str | None = None,
 ) -> list[Evidence]:
     """The top-k sentences of `document` for `claim`, in document order, each with its sentence index. `language`:
@@ -186,7 +186,7 @@ class DocumentEvidence:
     """EvidenceSource: the top-k sentences of one document per claim."""
 
     def __init__(
-        self, document: str, *, retriever: Retriever, k: int, cache: RetrievalCache, language: str | None = None
+        self, document: str, *, retriever: Retriever, k: int, cache: EvidenceCache, language: str | None = None
     ) -> None:
         self._document = document
         self._language = language

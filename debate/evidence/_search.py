@@ -14,12 +14,12 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from debate.calls import Structured, ask_structured, converse, load_json_object, load_prompt
 from debate.config import SearchConfig
-from debate.engine import Structured, ask_structured, converse, load_json_object, load_prompt
 from debate.errors import EvidenceUnavailableError, InputError, ReplyUnusableError, UsageError, validation_problem
 from debate.evidence._retrieval import BM25Retriever, RetrievalCache
 from debate.llm import ChatClient
-from debate.plugins import SEARCH_BACKENDS, SearchBackend, SearchHit
+from debate.plugins import SEARCH_BACKENDS, EvidenceCache, SearchBackend, SearchHit
 from debate.retry import TRANSIENT_STATUS, retrying
 from debate.sentences import split_sentences
 from debate.types import Claim, Evidence, Usage
@@ -258,7 +258,7 @@ class SearchEvidence:
         client: ChatClient,
         backend: SearchBackend,
         config: SearchConfig,
-        cache: RetrievalCache,
+        cache: EvidenceCache,
         max_retries: int,
         prompts_dir: str | None = None,
     ) -> None:

@@ -32,18 +32,12 @@ from deepeval.test_case import LLMTestCase  # noqa: E402
 
 from debate.concurrency import run_blocking  # noqa: E402
 from debate.config import ModelConfig, VerifierConfig  # noqa: E402
-from debate.errors import DebateError  # noqa: E402
+from debate.errors import NoVerdictError  # noqa: E402
 from debate.integrations import claim_lines  # noqa: E402
 from debate.pipeline import Verifier  # noqa: E402
 from debate.types import Evidence, Report  # noqa: E402
 
 __all__ = ["DebateFactualityMetric", "NoVerdictError"]
-
-
-class NoVerdictError(DebateError):
-    """The debate reached no verdict on the test case (unusable replies, a failed endpoint, nothing to check)."""
-
-    kind = "reply_unusable"
 
 
 class DebateFactualityMetric(BaseMetric):  # type: ignore[no-untyped-call]  # deepeval's __init_subclass__

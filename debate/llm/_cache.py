@@ -144,6 +144,7 @@ class CacheStats(BaseModel):
 
 
 def cache_stats(path: str | Path) -> CacheStats:
+    """The cache file's entries, size and entries per endpoint (`debate cache stats`); a missing file is empty."""
     path = Path(path)
     if not path.is_file():
         return CacheStats(path=str(path), entries=0, size_bytes=0, by_endpoint={})

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
-from debate.errors import DebateError, UsageError
+from debate.errors import EmbeddedModelError, UsageError
 from debate.extras import EMBEDDED_INSTALL
 
 __all__ = [
@@ -46,12 +46,6 @@ EMBEDDED_STILL_WAITING_S = 30.0
 """Every string of the embedded model's structured replies is bounded so (ModelConfig.max_string_chars)."""
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL_HINT = EMBEDDED_INSTALL
-
-
-class EmbeddedModelError(DebateError):
-    """The embedded model is missing or its server did not come up."""
-
-    kind = "model_unavailable"
 
 
 def embedded_model_path() -> Path:

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
 from debate.calibration import load_calibration
+from debate.calls import PromptTemplate
 from debate.config import VerifierConfig
-from debate.engine import MarkovChain, PromptTemplate, governed_outcome, governed_paths, outcome
+from debate.engine import MarkovChain, governed_outcome, governed_paths, outcome
 from debate.errors import UsageError
 from debate.pipeline._prices import Price
 from debate.plugins import PREFILTERS, EstimatesWork, Task, TaskInput, TaskWork
@@ -310,7 +311,7 @@ def _task_work(task: Task, item: TaskInput, config: VerifierConfig, notes: set[s
     if isinstance(task, EstimatesWork):
         return task.expected_work(item, config)
     notes.add(f"task {task.name} does not estimate its work: one extraction call and one claim per sentence assumed")
-    from debate.tasks._common import extraction_work
+    from debate.tasks import extraction_work
 
     return extraction_work(item, config)
 

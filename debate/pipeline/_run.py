@@ -27,7 +27,7 @@ from debate.evidence import localize
 from debate.llm import item_scope
 from debate.pipeline._runtime import Runtime
 from debate.plugins import Plan, Reference, TaskInput, TeamFactory
-from debate.prefilter._cascade import Cascade, Undecided
+from debate.prefilter import Cascade, Undecided
 from debate.rollup import claim_ratios, response_p_factual, response_score, roll_up
 from debate.types import (
     CalibrationNote,

@@ -10,17 +10,17 @@ from debate import telemetry
 from debate.config import ModelConfig, VerifierConfig
 from debate.errors import InputError, UsageError
 from debate.evidence import RetrievalCache
-from debate.llm import ChatClient
-from debate.llm._cache import CachingChatClient
-from debate.llm._embedded import (
+from debate.llm import (
     EMBEDDED_MAX_STRING_CHARS,
     EMBEDDED_MODEL_NAME,
     EMBEDDED_STILL_WAITING_S,
     EMBEDDED_TIMEOUT_S,
+    CachingChatClient,
+    ChatClient,
     EmbeddedServer,
+    OpenAIChatClient,
+    TracedChatClient,
 )
-from debate.llm._openai_client import OpenAIChatClient
-from debate.llm._traced import TracedChatClient
 from debate.plugins import PREFILTERS, RETRIEVERS, SEARCH_BACKENDS, TASKS, Prefilter, Retriever, SearchBackend, Task
 from debate.provenance import git_commit, package_version
 from debate.types import RunMeta

@@ -5,7 +5,15 @@ package is imported; a plugin prefilter is one more module registering itself, o
 `markov_debate.prefilters`.
 """
 
-from debate.prefilter._citations import INVALID_CITATION_SEVERITY, RulesPrefilter, citation_check, extract_citations
+from debate.prefilter._cascade import Cascade, Undecided
+from debate.prefilter._citations import (
+    INVALID_CITATION_SEVERITY,
+    CitationVariant,
+    RulesPrefilter,
+    citation_check,
+    cited_ids,
+    extract_citations,
+)
 from debate.prefilter._grounding import (
     LogprobGroundingCheck,
     grounding_score,
@@ -32,7 +40,9 @@ from debate.types import CitationReport, GroundingResult
 __all__ = [
     "INVALID_CITATION_SEVERITY",
     "APIEndpointChecker",
+    "Cascade",
     "CitationReport",
+    "CitationVariant",
     "CorrectionResult",
     "DestructiveActionChecker",
     "FactChecker",
@@ -47,7 +57,9 @@ __all__ = [
     "ToolCallFinding",
     "ToolDefinition",
     "ToolRegistry",
+    "Undecided",
     "citation_check",
+    "cited_ids",
     "combine_risk",
     "correction_message",
     "extract_citations",

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from debate.engine import load_prompt
+from debate.calls import load_prompt
 from debate.llm import ChatClient, ChatMessage, ChatRequest, ChatResponse
 from debate.plugins import Plan
 from debate.sentences import guess_language

@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from debate.calls import ask_structured, converse, load_json_object, load_prompt
 from debate.config import VerifierConfig
-from debate.engine import ask_structured, converse, load_json_object, load_prompt
 from debate.errors import ReplyUnusableError, validation_problem
 from debate.llm import ChatMessage, ChatRequest
 from debate.plugins import PREFILTERS, Plan, StageContext

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from debate.engine import load_json_object, load_prompt
+from debate.calls import load_json_object, load_prompt
 from debate.errors import DebateError, ReplyUnusableError
 from debate.llm import ChatClient, ChatMessage, ChatRequest
 from debate.prefilter._tool_messages import MessageLanguage, message

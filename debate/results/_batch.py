@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from debate.errors import DebateError, InputError, ModelRequestError, ModelUnavailableError, UsageError
+from debate.errors import (
+    BatchError,
+    DebateError,
+    EndpointDownError,
+    InputError,
+    ModelRequestError,
+    UsageError,
+)
 from debate.results._items import BatchItem, Work, read_input
 from debate.results._jsonl import OutputLock, ResumeState, compact, run_ordered, scan_results
 from debate.results._records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord, fails_on
@@ -30,14 +37,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-class BatchError(ModelRequestError):
-    """The batch cannot proceed: the endpoint refuses every request (finished records are kept)."""
-
-
-class EndpointDownError(ModelUnavailableError):
-    """Several items in a row failed for a transient reason: the endpoint is down; the batch stops."""
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from debate.errors import InputError
+from debate.errors import InputError, InputTooLongError
 from debate.files import decode_text, holds_long_number, load_json
 from debate.plugins import Reference
 from debate.sources import read_sources
@@ -65,7 +65,7 @@ class BatchItem(BaseModel):
     def claim_texts(self) -> list[str] | None:
         if self.claims is None:
             return None
-        from debate.claims._extract import triplet_sentence  # the extraction stage: not needed to read a file
+        from debate.claims import triplet_sentence  # the extraction stage: not needed to read a file
 
         return [c if isinstance(c, str) else triplet_sentence(*c) for c in self.claims]
 
@@ -98,10 +98,6 @@ def _describe_validation(line: int, exc: ValidationError) -> str:
         where = ".".join(str(p) for p in err["loc"]) or "(line)"
         parts.append(f"field {where!r}: {err['msg']}")
     return f"line {line}: " + "; ".join(parts)
-
-
-class InputTooLongError(InputError):
-    """The input has more lines than the reader was allowed (blank lines count: each one is read)."""
 
 
 _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)

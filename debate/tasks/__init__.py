@@ -12,8 +12,17 @@ from debate.tasks._common import (
     as_document,
     as_evidence,
     extract_claims,
+    extraction_work,
     given_claims,
     reference_evidence,
 )
 
-__all__ = ["FixedEvidence", "as_document", "as_evidence", "extract_claims", "given_claims", "reference_evidence"]
+__all__ = [
+    "FixedEvidence",
+    "as_document",
+    "as_evidence",
+    "extract_claims",
+    "extraction_work",
+    "given_claims",
+    "reference_evidence",
+]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from debate.calls import load_prompt
 from debate.claims import Extraction, LLMClaimExtractor
 from debate.config import VerifierConfig
-from debate.engine import load_prompt
 from debate.evidence import DocumentEvidence, SearchEvidence
 from debate.plugins import EvidenceSource, Reference, StageContext, TaskInput, TaskWork
 from debate.sentences import split_sentences

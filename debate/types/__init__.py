@@ -3,6 +3,8 @@
 One module per concern (core values, the debate transcript, each prefilter's outputs, the report); every model is
 re-exported here, so `from debate.types import Report` is the import to use."""
 
+from debate.types._chain import BUILTIN_ROLES, ChainSpec, RoleSpec
+from debate.types._chat import ChatClient, ChatMessage, ChatRequest, ChatResponse, TokenLogprob, TopLogprob
 from debate.types._core import Claim, Evidence, Failure, Source, Span, Usage
 from debate.types._grounding import GroundedClaim, GroundingResult, HallucinationCheck
 from debate.types._names import (
@@ -40,8 +42,14 @@ from debate.types._tools import CorrectionResult, ToolCall, ToolCallFinding
 from debate.types._transcript import CallInfo, DebateResult, Opinion, SentMessage, StateRecord, Turn
 
 __all__ = [
+    "BUILTIN_ROLES",
     "CalibrationNote",
     "CallInfo",
+    "ChainSpec",
+    "ChatClient",
+    "ChatMessage",
+    "ChatRequest",
+    "ChatResponse",
     "CitationReport",
     "Claim",
     "ClaimKind",
@@ -74,6 +82,7 @@ __all__ = [
     "RiskAction",
     "RiskLevel",
     "Role",
+    "RoleSpec",
     "RollupName",
     "RunMeta",
     "SentMessage",
@@ -85,8 +94,10 @@ __all__ = [
     "StopRule",
     "StopSetting",
     "TaskName",
+    "TokenLogprob",
     "ToolCall",
     "ToolCallFinding",
+    "TopLogprob",
     "Turn",
     "Usage",
     "parse_stop",

@@ -166,7 +166,7 @@ def predict_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _agrees(predicted: float, interval: tuple[float, float], observed: float, observed_se: float) -> bool:
+def agrees(predicted: float, interval: tuple[float, float], observed: float, observed_se: float) -> bool:
     """Whether predicted and observed differ by less than their combined 95% margin: the prediction's bootstrap
     interval and the observed run's own sampling error (a run of n claims is a sample too)."""
     predicted_se = (interval[1] - interval[0]) / 3.92
@@ -211,11 +211,11 @@ def _checked(fitted: FittedModel, run: RunObservations, other_dir: Path, other: 
         predicted_accuracy=p.accuracy,
         accuracy_interval=p.accuracy_interval,
         observed_accuracy=accuracy,
-        within_accuracy=_agrees(p.accuracy, p.accuracy_interval, accuracy, math.sqrt(accuracy * (1 - accuracy) / n)),
+        within_accuracy=agrees(p.accuracy, p.accuracy_interval, accuracy, math.sqrt(accuracy * (1 - accuracy) / n)),
         predicted_calls=p.calls_per_claim,
         calls_interval=p.calls_interval,
         observed_calls=calls,
-        within_calls=_agrees(p.calls_per_claim, p.calls_interval, calls, spread / math.sqrt(n)),
+        within_calls=agrees(p.calls_per_claim, p.calls_interval, calls, spread / math.sqrt(n)),
         backoff_range=p.backoff_range,
         stop=p.stop,
         reliability=rel,

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticSerializationError
 
+from debate.calls import PROMPT_SETS
 from debate.config import VerifierConfig
-from debate.engine import PROMPT_SETS
 from debate.errors import InputError
 from debate.plugins import CHAINS, PREFILTERS, ROLLUPS, TASKS
 from debate.registry import Registry

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from debate import DebateConfig, Verifier, VerifierConfig
+from debate.calls import load_prompt
 from debate.config import PrefilterConfig
-from debate.engine import load_prompt
 from debate.llm import ChatRequest, ChatResponse
 from debate.prefilter import (
     APIEndpointChecker,

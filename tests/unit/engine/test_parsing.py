@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from debate.engine import parse_opinion
+from debate.calls import parse_opinion
 from debate.errors import ReplyUnusableError
 from debate.types import Opinion
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from agents.team import AutogenTeamFactory
-from debate.engine import PromptError, load_chain, load_prompt
+from debate.calls import PromptError, load_prompt
+from debate.engine import load_chain
 from tests.support.helpers import ROOT
 
 

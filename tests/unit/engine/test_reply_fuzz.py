@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from debate import DebateConfig, Verifier, VerifierConfig
+from debate.calls import load_json_object, parse_opinion
 from debate.claims._extract import _parse_filtered, _parse_sentences, _parse_triplets
-from debate.engine import load_json_object, parse_opinion
 from debate.errors import ReplyUnusableError
 from debate.evidence._search import _parse_queries
 from debate.prefilter._judge import parse_judgment, unsupported_claims

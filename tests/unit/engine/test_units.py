@@ -11,8 +11,8 @@ import warnings
 import pytest
 
 from agents.selector_model import NoSelectorModel
+from debate.calls import ask_structured, converse, load_prompt
 from debate.concurrency import gather_ordered, ordered_map, run_blocking
-from debate.engine import ask_structured, converse, load_prompt
 from debate.errors import InternalError, ModelUnavailableError, ReplyUnusableError, UsageError
 from debate.llm import item_scope
 from debate.registry import Registry, UnknownNameError

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from debate.calls import OPINION_SCHEMA
 from debate.config import ModelConfig
-from debate.engine import OPINION_SCHEMA
 from debate.llm import ChatMessage, ChatRequest
 from debate.llm._bounds import bounded_strings, worst_case_tokens
 from debate.llm._openai_client import OpenAIChatClient

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from debate.calls import OPINION_SCHEMA
 from debate.config import ModelConfig
-from debate.engine import OPINION_SCHEMA
 from debate.llm import ChatMessage, ChatRequest, ModelRequestError, ModelUnavailableError
 from debate.llm._openai_client import OpenAIChatClient
 from debate.retry import retry_after_seconds

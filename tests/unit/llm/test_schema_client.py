@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 
 from debate import DebateConfig, Verifier, VerifierConfig
+from debate.calls import OPINION_SCHEMA, OPINION_SCHEMA_THREE_WAY
 from debate.config import PrefilterConfig
-from debate.engine import OPINION_SCHEMA, OPINION_SCHEMA_THREE_WAY
 from debate.prefilter._judge import JUDGE_SCHEMA
 from debate.testing import SchemaChatClient
 

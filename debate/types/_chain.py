@@ -1,5 +1,6 @@
-"""A chain spec: the states with their ordered roles, the initial state, the transition table from the previous
-verdict to the next state, and the roles a spec adds (the paper's four are built in)."""
+"""A chain spec (the data the engine builds a Markov chain from, and what a plugin registers): the states with their
+ordered roles, the initial state, the transition table from the previous verdict to the next state, and the roles a
+spec adds (the paper's four are built in)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from debate.errors import UsageError
-from debate.types import Role, StateName
+from debate.types._names import Role, StateName
 
-__all__ = ["BUILTIN_ROLES", "ChainError", "ChainSpec", "RoleSpec", "Verdict"]
+__all__ = ["BUILTIN_ROLES", "ChainSpec", "RoleSpec", "Verdict"]
 
 Verdict = Literal["true", "false"]
-
-
-class ChainError(UsageError, ValueError):
-    """The chain definition is inconsistent; the message says what and where."""
 
 
 class _Spec(BaseModel):

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from debate.engine._prompts import PromptTemplate, load_prompt
+from debate.calls._prompts import PromptTemplate, load_prompt
 from debate.errors import ReplyUnusableError
 from debate.llm import ChatClient, ChatMessage, ChatRequest, ChatResponse
 from debate.types import CallInfo, SentMessage, Usage

@@ -14,13 +14,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from debate.config import PROMPT_SETS
-from debate.errors import UsageError
+from debate.errors import PromptError
 
 __all__ = ["DEFAULT_PROMPT_SET", "PROMPT_SETS", "PromptError", "PromptTemplate", "load_prompt"]
-
-
-class PromptError(UsageError, ValueError):
-    """A prompt file is malformed, or rendering it was given the wrong variables."""
 
 
 class PromptTemplate(BaseModel):
