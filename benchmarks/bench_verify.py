@@ -26,6 +26,7 @@ from autogen_core import CancellationToken
 from agents.selector_model import NoSelectorModel
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
 from debate.llm import ChatMessage, ChatRequest, OpenAIChatClient
+from debate.plugins import TaskInput
 from debate.testing import ScriptedChatClient
 
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
@@ -44,7 +45,7 @@ async def _pipeline_cpu(claims: int, concurrency: int) -> tuple[float, int, floa
     async with Verifier(config=config, client=client) as verifier:
         cpu, wall = time.process_time(), time.perf_counter()
         reports = await asyncio.gather(
-            *(verifier.verify(ANSWER, question=QUESTION, reference=EVIDENCE) for _ in range(claims))
+            *(verifier.verify(TaskInput(ANSWER, question=QUESTION, reference=EVIDENCE)) for _ in range(claims))
         )
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     return cpu, sum(r.usage.llm_calls for r in reports), wall
@@ -142,7 +143,7 @@ async def embedded(repeat: int) -> None:
         print(f"embedded server start-up: {startup:.2f}s ({verifier.client.model_name})")
         for i in range(repeat):
             t0 = time.perf_counter()
-            report = await verifier.verify(ANSWER, question=QUESTION, reference=EVIDENCE)
+            report = await verifier.verify(TaskInput(ANSWER, question=QUESTION, reference=EVIDENCE))
             wall = time.perf_counter() - t0
             latencies = [t.call.latency_s for s in report.claims[0].debate.states for t in s.turns]  # type: ignore[union-attr]
             u = report.usage

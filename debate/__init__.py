@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     )
     from debate.llm import ChatClient
     from debate.pipeline import Verifier, averify, verify
+    from debate.plugins import TaskInput
     from debate.results import load_run
     from debate.testing import ScriptedChatClient
     from debate.types import (
@@ -69,7 +70,8 @@ _WHERE = {
     "ReplyUnusableError": "debate.errors",
     "UsageError": "debate.errors",
     "ChatClient": "debate.llm",
-    "EmbeddedModelError": "debate.llm._embedded",
+    "EmbeddedModelError": "debate.errors",
+    "TaskInput": "debate.plugins",
     "Verifier": "debate.pipeline",
     "averify": "debate.pipeline",
     "verify": "debate.pipeline",
@@ -129,6 +131,7 @@ __all__ = [
     "ScriptedChatClient",
     "SearchConfig",
     "StateRecord",
+    "TaskInput",
     "TelemetryConfig",
     "Turn",
     "Usage",

@@ -21,7 +21,7 @@ from debate.config import DebateConfig, VerifierConfig
 from debate.engine import TurnRecord, render_evidence, transcript_result
 from debate.errors import DebateError, ModelRequestError, ReplyUnusableError
 from debate.llm import ChatClient, ChatMessage, ChatRequest
-from debate.plugins import Chain
+from debate.plugins import Chain, TaskInput
 from debate.registry import Registry
 from debate.results import transient_failure
 from debate.types import Claim, DebateResult, Evidence, Failure, Opinion, Report, Turn, Usage
@@ -113,12 +113,8 @@ class DebateMethod:
 
     async def predict(self, item: Item) -> Prediction:
         report = await self._verifier.verify(
-            item.response,
-            question=item.question,
-            reference=item.reference,
+            TaskInput(item.response, question=item.question, reference=item.reference, claims=item.claims, id=item.id),
             task=item.task,
-            claims=item.claims,
-            item_id=item.id,
         )
         transient = transient_failure(report) is not None
         if report.failure is not None:

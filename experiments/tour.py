@@ -20,6 +20,7 @@ from debate.cli.render import render_report
 from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
 from debate.llm import ChatClient
+from debate.plugins import TaskInput
 
 if TYPE_CHECKING:
     from experiments.dynamics.simulate import Population
@@ -108,7 +109,9 @@ async def _run(
             where = "embedded llama.cpp: the machinery, not the method's accuracy" if verifier.embedded else "yours"
             err.print(f"[dim]model: {verifier.client.model_name} ({where})[/]")
         for item, answer, truth in answers:
-            report = await verifier.verify(answer, question=QUESTION, reference=KNOWLEDGE, task="qa", item_id=item)
+            report = await verifier.verify(
+                TaskInput(answer, question=QUESTION, reference=KNOWLEDGE, id=item), task="qa"
+            )
             out.rule(f"{QUESTION}  {answer!r}" + (f"  (truly {'factual' if truth else 'wrong'})" if banner else ""))
             render_report(report, out, banner=banner)
     return 0

@@ -23,6 +23,7 @@ import pytest
 from debate.config import ModelConfig, VerifierConfig
 from debate.llm import ChatClient
 from debate.pipeline import Verifier, run_blocking
+from debate.plugins import TaskInput
 from debate.results import severity_text
 from debate.testing import ScriptedChatClient, Step
 from debate.types import ClaimVerdict, Report, ReportVerdict
@@ -44,7 +45,7 @@ class DebateVerifier:
 
         async def run() -> Report:
             async with Verifier(config=self.config, client=self.client) as verifier:
-                return await verifier.verify(response, question=question, reference=reference, task=task)
+                return await verifier.verify(TaskInput(response, question=question, reference=reference), task=task)
 
         report = run_blocking(run())
         self.reports.append(report)

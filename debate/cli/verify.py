@@ -269,13 +269,7 @@ async def _verify_one(args: argparse.Namespace, config: VerifierConfig) -> int:
     async with Verifier(config=config) as verifier:
         _model_line(verifier, config)
         try:
-            report = await verifier.verify(
-                item.response,
-                question=item.question,
-                reference=item.reference,
-                reference_source=item.reference_source,
-                task=args.task,
-            )
+            report = await verifier.verify(item, task=args.task)
         except InputError as exc:
             raise UsageError(str(exc)) from exc
         price = price_for(config.model, name=report.meta.model, embedded=verifier.embedded)

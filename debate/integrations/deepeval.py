@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from debate.extras import require_extra
+from debate.plugins import TaskInput
 
 require_extra("deepeval", "debate.integrations.deepeval")
 
@@ -83,7 +84,7 @@ class DebateFactualityMetric(BaseMetric):  # type: ignore[no-untyped-call]  # de
         evidence = [Evidence(text=str(t), source=f"context[{i}]") for i, t in enumerate(texts) if str(t).strip()]
         async with Verifier(config=self.config) as verifier:
             report = await verifier.verify(
-                response, question=test_case.input, reference=evidence or None, task=self.task
+                TaskInput(response, question=test_case.input, reference=evidence or None), task=self.task
             )
         self.report = report
         self.reason = claim_lines(report) if self.include_reason else None

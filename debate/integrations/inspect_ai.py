@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from debate.extras import require_extra
+from debate.plugins import TaskInput
 
 require_extra("inspect", "debate.integrations.inspect_ai")
 
@@ -122,7 +123,7 @@ def debate_scorer(
         evidence: Any = (state.metadata or {}).get(reference)
         async with Verifier(config=chosen) as verifier:
             report = await verifier.verify(
-                response, question=state.input_text, reference=evidence, task=task, item_id=str(state.sample_id)
+                TaskInput(response, question=state.input_text, reference=evidence, id=str(state.sample_id)), task=task
             )
         return _score(report, target if against_target else None)
 

@@ -150,6 +150,22 @@ def check_item(*, response: object, question: object, reference: object, claims:
     return _reference(reference)
 
 
+def checked_input(item: object, task: object) -> TaskInput:
+    """The item as the stages read it, or an InputError naming the field no stage can use (before any model
+    starts, when the caller checks it first)."""
+    if not isinstance(item, TaskInput):
+        raise InputError(f"item: expected a TaskInput, got {type(item).__name__}")
+    if not isinstance(task, str):
+        raise InputError(f"task: expected a task name, got {type(task).__name__}")
+    reference = check_item(response=item.response, question=item.question, reference=item.reference, claims=item.claims)
+    if not item.response.strip():
+        raise InputError("response is empty")
+    for name, value in (("id", item.id), ("reference_source", item.reference_source)):
+        if value is not None and not isinstance(value, str):
+            raise InputError(f"{name}: expected text or None, got {type(value).__name__}")
+    return dataclasses.replace(item, reference=reference)
+
+
 class Pipeline:
     """Verifies responses with a started runtime's resources, one chain and one team factory."""
 
@@ -161,29 +177,10 @@ class Pipeline:
         self.team_factory = team_factory
         self.calibration = calibration
 
-    async def verify(
-        self,
-        response: str,
-        *,
-        question: str | None = None,
-        reference: Reference | None = None,
-        task: str = "qa",
-        reference_source: str | None = None,
-        claims: Sequence[str] | None = None,
-        item_id: str | None = None,
-    ) -> Report:
+    async def verify(self, item: TaskInput, *, task: str = "qa") -> Report:
         """One response's report (see `Verifier.verify` for what each task reads)."""
-        reference = check_item(response=response, question=question, reference=reference, claims=claims)
-        if not response.strip():
-            raise InputError("response is empty")
-        item = TaskInput(
-            response=response,
-            question=question,
-            reference=reference,
-            reference_source=reference_source,
-            claims=claims,
-            id=item_id,
-        )
+        item = checked_input(item, task)
+        response, question, item_id = item.response, item.question, item.id
         attributes = {"input.value": response, "debate.task": task, "debate.item": item_id, "debate.question": question}
         with item_scope(item_id), telemetry.span("verify", "CHAIN", attributes) as current:
             report = await self._verify(task, item)

@@ -10,20 +10,22 @@ Two things are raised instead: `InputError` (the caller's item is malformed) and
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from debate.calibration import calibration_for
 from debate.concurrency import run_blocking
 from debate.config import ModelConfig, VerifierConfig
 from debate.engine import MarkovChain, load_chain
+from debate.errors import InputError
 from debate.llm import ChatClient
-from debate.pipeline._run import Pipeline
+from debate.pipeline._run import Pipeline, checked_input
 from debate.pipeline._runtime import Runtime
-from debate.plugins import TEAMS, Reference, TeamFactory, check_config
+from debate.plugins import TEAMS, TaskInput, TeamFactory, check_config
 from debate.types import Claim, ClaimVerdict, Evidence, PrefilterDecision, Report, RunMeta, Usage
 
 __all__ = ["Verifier", "VerifierJob", "averify", "run_blocking", "verify"]
@@ -120,20 +122,10 @@ class Verifier:
     ) -> None:
         await self.runtime.close()
 
-    async def verify(
-        self,
-        response: str,
-        *,
-        question: str | None = None,
-        reference: Reference | None = None,
-        task: str = "qa",
-        reference_source: str | None = None,
-        claims: Sequence[str] | None = None,
-        item_id: str | None = None,
-    ) -> Report:
+    async def verify(self, item: TaskInput | str, *, task: str = "qa", **earlier: Any) -> Report:
         """Verify one response: its claims, their evidence, the prefilters, a debate per undecided claim, the rollup.
 
-        What `question` and `reference` mean depends on the task:
+        What the item's `question` and `reference` mean depends on the task:
 
         - qa: `question` + `response` form one claim; `reference` is the knowledge.
         - summarization: `reference` is the source document; claims get its top-k sentences.
@@ -143,13 +135,11 @@ class Verifier:
         - rag: `reference` is the sources ({id: text} or [{id, text, parent_id}]).
 
         Args:
-            response: The text to verify.
-            question: The question it answers (or the dialogue history).
-            reference: Knowledge text, a document, evidence items, or RAG sources.
+            item: The response and what it is checked against: `TaskInput(response, question=..., reference=...,
+                claims=..., id=...)`, or the response alone as text.
             task: A registered task (`debate tasks`).
-            reference_source: Where the reference came from (a file, a batch line), recorded on its evidence.
-            claims: Claims to verify instead of extracting them.
-            item_id: The caller's id for the item, sent with each of its model calls (X-Debate-Item).
+            earlier: The keywords of earlier releases (`question=`, `reference=`, `item_id=`, ...), with the
+                response as text: still accepted for one release, with a DeprecationWarning.
 
         Returns:
             The report: the response's verdict and score, and every claim's verdict with its debate.
@@ -159,15 +149,7 @@ class Verifier:
                 the model or of a stage are not raised: they end the claim or the response `unverifiable` with a
                 typed failure.
         """
-        return await self.pipeline.verify(
-            response,
-            question=question,
-            reference=reference,
-            task=task,
-            reference_source=reference_source,
-            claims=claims,
-            item_id=item_id,
-        )
+        return await self.pipeline.verify(task_input(item, earlier), task=task)
 
     async def verify_claim(
         self,
@@ -182,20 +164,12 @@ class Verifier:
 
 
 async def averify(
-    response: str,
-    *,
-    question: str | None = None,
-    reference: Reference | None = None,
-    task: str = "qa",
-    reference_source: str | None = None,
-    claims: Sequence[str] | None = None,
-    item_id: str | None = None,
-    config: VerifierConfig | None = None,
+    item: TaskInput | str, *, task: str = "qa", config: VerifierConfig | None = None, **earlier: Any
 ) -> Report:
     """Verify one response with a short-lived Verifier.
 
     Args:
-        response: The text to verify; the other arguments but `config` are `Verifier.verify`'s.
+        item: A `TaskInput`, or the response alone as text; `task` and `earlier` are `Verifier.verify`'s.
         config: The verifier's configuration. Without it the endpoint comes from the environment
             (OPENAI_BASE_URL, OPENAI_API_KEY, DEBATE_MODEL), as for the command line; with none set, the embedded
             model is started (and said so in the log).
@@ -207,36 +181,19 @@ async def averify(
         InputError: a malformed item.
         UsageError: a configuration naming something not registered, or an extra that is not installed.
     """
+    item = checked_input(task_input(item, earlier), task)  # refused before any model starts
     config = config or VerifierConfig(model=ModelConfig.from_env())
     async with Verifier(config=config) as verifier:
-        return await verifier.verify(
-            response,
-            question=question,
-            reference=reference,
-            task=task,
-            reference_source=reference_source,
-            claims=claims,
-            item_id=item_id,
-        )
+        return await verifier.verify(item, task=task)
 
 
-def verify(
-    response: str,
-    *,
-    question: str | None = None,
-    reference: Reference | None = None,
-    task: str = "qa",
-    reference_source: str | None = None,
-    claims: Sequence[str] | None = None,
-    item_id: str | None = None,
-    config: VerifierConfig | None = None,
-) -> Report:
+def verify(item: TaskInput | str, *, task: str = "qa", config: VerifierConfig | None = None, **earlier: Any) -> Report:
     """Synchronous `averify`. Inside a running event loop (Jupyter, IPython), where `asyncio.run` cannot be called,
     it runs in a worker thread with its own loop and blocks until done; in your own async code, `await averify(...)`
     instead.
 
     Args:
-        response: The text to verify; the other arguments are `averify`'s.
+        item: A `TaskInput`, or the response alone as text; the other arguments are `averify`'s.
 
     Returns:
         The response's report.
@@ -245,17 +202,30 @@ def verify(
         InputError: a malformed item.
         UsageError: a configuration naming something not registered, or an extra that is not installed.
     """
-    work = averify(
-        response,
-        question=question,
-        reference=reference,
-        task=task,
-        reference_source=reference_source,
-        claims=claims,
-        item_id=item_id,
-        config=config,
+    return run_blocking(averify(item, task=task, config=config, **earlier))
+
+
+_EARLIER = {"question", "reference", "reference_source", "claims", "item_id"}
+"""The keywords verify took before TaskInput was its one input."""
+
+
+def task_input(item: TaskInput | str, earlier: dict[str, Any]) -> TaskInput:
+    """The item verify was given: a TaskInput as it is; text with the keywords of earlier releases (deprecated)."""
+    if not earlier:
+        return TaskInput(response=item) if isinstance(item, str) else item
+    unknown = sorted(set(earlier) - _EARLIER)
+    if unknown:
+        raise TypeError(f"verify() got an unexpected keyword argument {unknown[0]!r}")
+    if not isinstance(item, str):
+        raise InputError(f"give the item's fields in the TaskInput, not as keywords ({', '.join(sorted(earlier))})")
+    warnings.warn(
+        "verify(response, question=..., reference=...) is deprecated: pass TaskInput(response, question=..., "
+        "reference=...)",
+        DeprecationWarning,
+        stacklevel=3,
     )
-    return run_blocking(work)
+    fields = {("id" if k == "item_id" else k): v for k, v in earlier.items()}
+    return TaskInput(response=item, **fields)
 
 
 @dataclass(frozen=True)

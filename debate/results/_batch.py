@@ -19,6 +19,7 @@ from debate.errors import (
     ModelRequestError,
     UsageError,
 )
+from debate.plugins import TaskInput
 from debate.results._items import BatchItem, Work, read_input
 from debate.results._jsonl import OutputLock, ResumeState, compact, run_ordered, scan_results
 from debate.results._records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord, fails_on
@@ -219,13 +220,15 @@ async def _process(verifier: Verifier, input_name: str, task: str, work: Work) -
         return error("input", work.error or f"line {work.line}: unreadable")
     try:
         report = await verifier.verify(
-            work.item.response,
-            question=work.item.question,
-            reference=work.item.evidence(),
-            reference_source=f"{input_name}:{work.line}:reference",
+            TaskInput(
+                work.item.response,
+                question=work.item.question,
+                reference=work.item.evidence(),
+                reference_source=f"{input_name}:{work.line}:reference",
+                claims=work.item.claim_texts(),
+                id=work.item.id,
+            ),
             task=task,
-            claims=work.item.claim_texts(),
-            item_id=work.item.id,
         )
     except InputError as exc:
         return error("input", f"line {work.line}: {exc}")

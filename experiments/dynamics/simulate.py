@@ -24,6 +24,7 @@ from debate.config import DebateConfig, ModelConfig, VerifierConfig
 from debate.errors import InputError, UsageError, validation_problem
 from debate.files import read_toml_file
 from debate.llm import ChatRequest, ChatResponse, current_item
+from debate.plugins import TaskInput
 from debate.types import DebateResult, Report, Usage
 
 if TYPE_CHECKING:
@@ -290,7 +291,7 @@ async def simulated_reports(
 
         async def one(item: str) -> Report:
             return await verifier.verify(
-                "an answer", question="a question", reference="some knowledge", task="qa", item_id=item
+                TaskInput("an answer", question="a question", reference="some knowledge", id=item), task="qa"
             )
 
         return await gather_ordered(list(labels), one, limit=concurrency)

@@ -29,6 +29,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from debate.errors import DebateError, InputError, ModelRequestError
 from debate.pipeline import Verifier
+from debate.plugins import TaskInput
 from debate.results import transient_failure
 from markov_debate.desk.overrides import OverrideVerifiers
 from markov_debate.desk.requests import AuditRequest
@@ -221,13 +222,15 @@ class Worker:
             async with self._overrides.lease(request.overrides) as verifier:
                 item = work_item(request)
                 report = await verifier.verify(
-                    request.response,
-                    question=request.question,
-                    reference=item.evidence(),
-                    reference_source=f"audit {job.audit_id}: reference",
+                    TaskInput(
+                        request.response,
+                        question=request.question,
+                        reference=item.evidence(),
+                        reference_source=f"audit {job.audit_id}: reference",
+                        claims=item.claim_texts(),
+                        id=f"audit-{job.audit_id}",
+                    ),
                     task=request.task,
-                    claims=item.claim_texts(),
-                    item_id=f"audit-{job.audit_id}",
                 )
         except InputError as exc:
             await self._store(self.store.fail, job.audit_id, self.name, f"input: {exc}")

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from debate import InputError, UsageError, VerifierConfig, verify
 from debate.cli import _main as run_command  # main() also installs process-wide signal hooks
 from debate.config import ModelConfig
+from debate.plugins import TaskInput
 from tests.support.fakes import Call, FakeOpenAI, Reply
 from tests.support.helpers import op
 
@@ -358,7 +359,7 @@ def test_the_python_api_gives_a_report_or_a_typed_error(
 ) -> None:
     config = VerifierConfig(model=ModelConfig(base_url=endpoint, model="fake-model"))
     try:
-        report = verify(response, question=question, reference=reference, task=task, config=config)
+        report = verify(TaskInput(response, question=question, reference=reference), task=task, config=config)
     except (InputError, UsageError):
         return
     assert report.verdict in ("factual", "non_factual", "not_enough_evidence", "unverifiable", "no_claims")

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from debate import DebateConfig, Verifier, VerifierConfig
+from debate.plugins import TaskInput
 from debate.results import parse_record, refchecker_item
 from debate.testing import ScriptedChatClient
 from tests.support.fakes import Call, FakeOpenAI, Reply
@@ -34,7 +35,9 @@ def config(prompt_set: str, rounds: int = 1) -> VerifierConfig:
 async def test_refchecker_prompt_set_reaches_not_enough_evidence() -> None:
     client = ScriptedChatClient({"debate": [SILENT] * 4})
     async with Verifier(config=config("refchecker"), client=client) as verifier:
-        report = await verifier.verify("Paris", question="Capital of France?", reference="France is in Europe.")
+        report = await verifier.verify(
+            TaskInput("Paris", question="Capital of France?", reference="France is in Europe.")
+        )
     claim = report.claims[0]
     assert (claim.status, claim.label, claim.factual) == ("verified", "not_enough_evidence", None)
     assert (report.verdict, report.factual, report.ratios.not_enough_evidence) == ("not_enough_evidence", None, 1.0)
@@ -52,14 +55,18 @@ async def test_the_leader_decides_the_label() -> None:
     """Earlier agents may say the evidence cannot decide; the claim's label is the final Leader's."""
     client = ScriptedChatClient({"debate:initial": [SILENT], "debate": [SILENT, SILENT, op(False, 3)]})
     async with Verifier(config=config("refchecker"), client=client) as verifier:
-        report = await verifier.verify("Paris", question="Capital of France?", reference="France is in Europe.")
+        report = await verifier.verify(
+            TaskInput("Paris", question="Capital of France?", reference="France is in Europe.")
+        )
     assert (report.claims[0].label, report.verdict) == ("non_factual", "non_factual")
 
 
 async def test_the_paper_set_has_two_labels() -> None:
     client = ScriptedChatClient({"debate": [op(True)] * 4})
     async with Verifier(config=config("paper"), client=client) as verifier:
-        report = await verifier.verify("Paris", question="Capital of France?", reference="Paris is in France.")
+        report = await verifier.verify(
+            TaskInput("Paris", question="Capital of France?", reference="Paris is in France.")
+        )
     request = client.calls[0].request
     assert request.response_schema is not None and "enough evidence" not in request.response_schema["properties"]
     assert "enough evidence" not in request.messages[-1].content

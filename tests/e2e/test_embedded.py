@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
+from debate.plugins import TaskInput
 from tests.support.helpers import FIXTURES, sigint_default
 
 pytestmark = [pytest.mark.embedded, pytest.mark.slow]
@@ -70,7 +71,7 @@ async def test_api_on_the_embedded_server_records_every_turn(embedded_server: st
         debate=DebateConfig(min_rounds=1, max_rounds=2, chain="always-trust"),
     )
     async with Verifier(config=config) as verifier:
-        report = await verifier.verify("Arthur's Magazine", question=QUESTION, reference=KNOWLEDGE)
+        report = await verifier.verify(TaskInput("Arthur's Magazine", question=QUESTION, reference=KNOWLEDGE))
     claim = report.claims[0]
     assert claim.status == "verified"
     assert claim.debate is not None
@@ -97,7 +98,7 @@ async def test_summarization_item_end_to_end(embedded_server: str) -> None:
         retrieval=RetrievalConfig(retriever="dense", top_k=10),
     )
     async with Verifier(config=config) as verifier:
-        report = await verifier.verify(summary, reference=record["document"], task="summarization")
+        report = await verifier.verify(TaskInput(summary, reference=record["document"]), task="summarization")
     assert report.task == "summarization" and report.extraction.method == "llm-sentences"
     assert 1 <= len(report.claims) <= 2
     document = " ".join(record["document"].split())
@@ -129,8 +130,13 @@ async def test_logprob_prefilter_reads_real_logprobs_from_llama_cpp(embedded_ser
     )
     async with Verifier(config=config) as verifier:
         report = await verifier.verify(
-            "Paris is the capital of France [1]. The Eiffel Tower stands in Berlin [2].",
-            reference={"1": "Paris is the capital and largest city of France.", "2": "The Eiffel Tower is a tower."},
+            TaskInput(
+                "Paris is the capital of France [1]. The Eiffel Tower stands in Berlin [2].",
+                reference={
+                    "1": "Paris is the capital and largest city of France.",
+                    "2": "The Eiffel Tower is a tower.",
+                },
+            ),
             task="rag",
         )
     assert report.prefilter is not None and report.prefilter.note is None  # llama.cpp returns logprobs
@@ -176,7 +182,7 @@ async def test_cancelling_at_any_point_leaves_no_llama_process(cancel_after_s: f
 
     async def run() -> None:
         async with Verifier(config=VerifierConfig()) as verifier:
-            await verifier.verify("Arthur's Magazine", question=QUESTION, reference=KNOWLEDGE)
+            await verifier.verify(TaskInput("Arthur's Magazine", question=QUESTION, reference=KNOWLEDGE))
 
     task = asyncio.create_task(run())
     await asyncio.sleep(cancel_after_s)

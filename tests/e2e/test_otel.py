@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from debate.plugins import TaskInput
 from tests.support.fakes import Call, FakeOpenAI, Reply, Route
 from tests.support.helpers import cli_env, debate, op
 from tests.support.phoenix import Phoenix, need, start_phoenix
@@ -218,7 +219,7 @@ async def test_failures_are_span_errors_and_never_a_verdict() -> None:
     try:
         client = ScriptedChatClient({"debate": [ModelUnavailableError("the endpoint is down")]})
         async with Verifier(client=client) as verifier:
-            report = await verifier.verify("Paris", question="Capital?", reference="Paris is the capital.")
+            report = await verifier.verify(TaskInput("Paris", question="Capital?", reference="Paris is the capital."))
     finally:
         telemetry.shutdown()
     spans = {s.name: s for s in exporter.get_finished_spans()}

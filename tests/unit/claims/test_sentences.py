@@ -17,6 +17,7 @@ from debate import DebateConfig, Verifier, VerifierConfig
 from debate.claims import rag_claims
 from debate.cli.render import verdict_caveats
 from debate.config import RetrievalConfig
+from debate.plugins import TaskInput
 from debate.sentences import claim_length, guess_language, sentence_spans, split_sentences
 from debate.testing import ScriptedChatClient
 from tests.support.helpers import DATA, op
@@ -162,7 +163,7 @@ async def test_a_source_hard_wrapped_at_60_columns_gives_only_whole_sentences_as
     )
     claims = ["The tower is named after Gustave Eiffel.", "The tower is 330 metres tall."]
     async with Verifier(config=config, client=client) as verifier:
-        report = await verifier.verify(wrapped, reference=wrapped, task="summarization", claims=claims)
+        report = await verifier.verify(TaskInput(wrapped, reference=wrapped, claims=claims), task="summarization")
     texts = [e.text for claim in report.claims for e in claim.evidence]
     assert len(texts) == 6 and set(texts) <= whole
 
@@ -186,7 +187,7 @@ def test_a_short_cjk_sentence_is_a_claim(answer: str, claims: list[str]) -> None
 async def test_an_answer_with_nothing_checkable_is_never_reported_as_checked() -> None:
     client = ScriptedChatClient([])  # no model call may be made
     async with Verifier(client=client, config=VerifierConfig()) as verifier:
-        report = await verifier.verify("Yes [S0]. OK.", reference={"S0": "Paris is in France."}, task="rag")
+        report = await verifier.verify(TaskInput("Yes [S0]. OK.", reference={"S0": "Paris is in France."}), task="rag")
     assert report.verdict == "no_claims" and report.factual is None and report.claims == []
     assert "2 sentence(s) shorter than 15 characters" in (report.note or "")
     assert verdict_caveats(report)[0] == "nothing in the response was checked: it has no checkable claim"

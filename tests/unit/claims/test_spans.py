@@ -7,6 +7,7 @@ import json
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.claims import ground_claims
 from debate.config import RetrievalConfig
+from debate.plugins import TaskInput
 from debate.sentences import sentence_spans
 from debate.testing import ScriptedChatClient
 from debate.types import Claim
@@ -52,7 +53,7 @@ async def test_an_unsupported_extracted_claim_is_never_judged() -> None:
         debate=DebateConfig(min_rounds=0, max_rounds=0), retrieval=RetrievalConfig(retriever="bm25")
     )
     async with Verifier(config=config, client=client) as verifier:
-        report = await verifier.verify(SUMMARY, reference=DOCUMENT, task="summarization")
+        report = await verifier.verify(TaskInput(SUMMARY, reference=DOCUMENT), task="summarization")
     assert [c.text for c in report.claims] == [extracted[0]]
     assert report.claims[0].spans and report.extraction.dropped == [extracted[1]]
     assert report.note is not None and "1 extracted claim(s) dropped" in report.note
@@ -64,8 +65,12 @@ async def test_qa_and_rag_claims_carry_their_spans() -> None:
     config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0))
     answer = "Paris is the capital of France [1]. The Seine flows through Paris [2]."
     async with Verifier(config=config, client=client) as verifier:
-        qa = await verifier.verify("  Paris ", question="Capital of France?", reference="Paris is the capital.")
-        rag = await verifier.verify(answer, reference={"1": "Paris is the capital.", "2": "The Seine."}, task="rag")
+        qa = await verifier.verify(
+            TaskInput("  Paris ", question="Capital of France?", reference="Paris is the capital.")
+        )
+        rag = await verifier.verify(
+            TaskInput(answer, reference={"1": "Paris is the capital.", "2": "The Seine."}), task="rag"
+        )
     assert [(s.start, s.end) for s in qa.claims[0].spans] == [(2, 7)]
     assert [answer[s.start : s.end] for c in rag.claims for s in c.spans] == [
         "Paris is the capital of France [1].",

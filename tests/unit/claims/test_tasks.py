@@ -11,6 +11,7 @@ import pytest
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.config import ClaimConfig, RetrievalConfig, SearchConfig
 from debate.llm import ChatRequest
+from debate.plugins import TaskInput
 from debate.testing import ScriptedChatClient
 from tests.support.helpers import FIXTURES, op
 
@@ -46,7 +47,9 @@ def evidence_of(request: ChatRequest) -> str:
 async def test_qa_makes_no_extraction_call() -> None:
     client = router({"initial": op(True)})
     async with verifier(client) as v:
-        report = await v.verify("Paris", question="Capital of France?", reference="Paris is the capital.", task="qa")
+        report = await v.verify(
+            TaskInput("Paris", question="Capital of France?", reference="Paris is the capital."), task="qa"
+        )
     assert [kind_of(c.request) for c in client.calls] == ["initial"]
     assert (
         report.extraction.method == "qa-pair" and report.claims[0].text == "Question: Capital of France?\nAnswer: Paris"
@@ -60,7 +63,9 @@ async def test_summarization_extracts_then_debates_each_claim_on_its_top_sentenc
         {"extract": json.dumps({"claims": claims}), "initial": lambda r: op((r.site or "").startswith("c0:"))}
     )
     async with verifier(client, retrieval=RetrievalConfig(retriever="bm25", top_k=3)) as v:
-        report = await v.verify(RECORD["hallucinated_summary"], reference=RECORD["document"], task="summarization")
+        report = await v.verify(
+            TaskInput(RECORD["hallucinated_summary"], reference=RECORD["document"]), task="summarization"
+        )
     assert [kind_of(c.request) for c in client.calls] == ["extract", "initial", "initial"]
     assert RECORD["hallucinated_summary"].strip() in client.calls[0].request.messages[-1].content
     assert [c.text for c in report.claims] == claims
@@ -92,9 +97,11 @@ async def test_dialogue_filters_then_extracts_with_history_and_knowledge_as_evid
     )
     async with verifier(client) as v:
         report = await v.verify(
-            "I'm not a fan of crime movies, but I know RDJ starred in Zodiac with Tom Hanks.",
-            question=history,
-            reference="Robert Downey Jr. starred in Zodiac.",
+            TaskInput(
+                "I'm not a fan of crime movies, but I know RDJ starred in Zodiac with Tom Hanks.",
+                question=history,
+                reference="Robert Downey Jr. starred in Zodiac.",
+            ),
             task="dialogue",
         )
     assert [kind_of(c.request) for c in client.calls] == ["filter", "extract", "initial", "initial"]
@@ -112,7 +119,7 @@ async def test_dialogue_with_nothing_factual_has_no_claims_not_a_verdict() -> No
     client = router({"filter": "None"})
     async with verifier(client) as v:
         report = await v.verify(
-            "Sure do! I love it, don't you?", question="[Human]: Do you like Iron Man?", task="dialogue"
+            TaskInput("Sure do! I love it, don't you?", question="[Human]: Do you like Iron Man?"), task="dialogue"
         )
     assert [kind_of(c.request) for c in client.calls] == ["filter"]
     assert (report.verdict, report.factual, report.claims, report.score) == ("no_claims", None, [], None)
@@ -123,7 +130,9 @@ async def test_dialogue_with_nothing_factual_has_no_claims_not_a_verdict() -> No
 async def test_kbqa_without_reference_or_search_is_knowledge_free_and_says_so() -> None:
     client = router({"extract": json.dumps({"claims": ["The US has 94 operating reactors."]}), "initial": op(False, 3)})
     async with verifier(client) as v:
-        report = await v.verify("The United States has 94 operating reactors.", question="Nuclear plants?", task="kbqa")
+        report = await v.verify(
+            TaskInput("The United States has 94 operating reactors.", question="Nuclear plants?"), task="kbqa"
+        )
     assert [kind_of(c.request) for c in client.calls] == ["extract", "initial"]
     assert evidence_of(client.calls[1].request).startswith("(no evidence was given")
     assert report.note is not None and "own knowledge" in report.note
@@ -162,7 +171,9 @@ async def test_general_with_local_search_generates_queries_and_uses_results(tmp_
 async def test_triplet_format_renders_sentences_for_the_debate() -> None:
     client = router({"extract": json.dumps({"triplets": [["Palestine", "joined", "the ICC"]]}), "initial": op(True)})
     async with verifier(client, claims=ClaimConfig(format="triplet"), retrieval=RetrievalConfig(retriever="bm25")) as v:
-        report = await v.verify("Palestine joined the ICC.", reference=RECORD["document"], task="summarization")
+        report = await v.verify(
+            TaskInput("Palestine joined the ICC.", reference=RECORD["document"]), task="summarization"
+        )
     claim = report.claims[0]
     assert claim.text == "Palestine joined the ICC."
     assert "Claim:\nPalestine joined the ICC." in client.calls[1].request.messages[-1].content
@@ -173,7 +184,7 @@ async def test_extraction_is_reasked_then_fails_as_a_typed_failure_not_a_verdict
     client = ScriptedChatClient(["no json here", '{"claims": "one"}', '{"claims": [1, 2]}'])
     config = VerifierConfig(claims=ClaimConfig(max_parse_retries=2), retrieval=RetrievalConfig(retriever="bm25"))
     async with Verifier(config=config, client=client) as v:
-        report = await v.verify("A summary.", reference=RECORD["document"], task="summarization")
+        report = await v.verify(TaskInput("A summary.", reference=RECORD["document"]), task="summarization")
     # A typed failure on the response, never a verdict: no claim was judged.
     assert report.failure is not None and report.failure.kind == "extraction_failed"
     assert "after 3 attempts" in report.failure.message and report.failure.transient is False
@@ -198,7 +209,7 @@ async def test_claims_of_one_response_run_concurrently_and_keep_order() -> None:
         retrieval=RetrievalConfig(retriever="bm25"),
     )
     async with Verifier(config=config, client=client) as v:
-        report = await v.verify(" ".join(claims), reference=RECORD["document"], task="summarization")
+        report = await v.verify(TaskInput(" ".join(claims), reference=RECORD["document"]), task="summarization")
     assert [c.text for c in report.claims] == claims
     assert [c.claim_id for c in report.claims] == [f"c{i}" for i in range(6)]
     assert [c.factual for c in report.claims] == [True, True, True, False, True, True]

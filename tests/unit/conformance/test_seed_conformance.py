@@ -14,6 +14,7 @@ from debate import DebateConfig, Verifier, VerifierConfig
 from debate.calls import load_prompt
 from debate.config import PrefilterConfig
 from debate.llm import ChatRequest, ChatResponse
+from debate.plugins import TaskInput
 from debate.prefilter import (
     APIEndpointChecker,
     PermissionChecker,
@@ -255,7 +256,7 @@ async def test_001_table_12_inputs_of_each_agent() -> None:
     )
     config = VerifierConfig(debate=DebateConfig(min_rounds=1, max_rounds=3))
     async with Verifier(config=config, client=client) as verifier:
-        report = await verifier.verify("x", task="general", claims=[CLAIM], reference=EVIDENCE)
+        report = await verifier.verify(TaskInput("x", claims=[CLAIM], reference=EVIDENCE), task="general")
     assert client.purposes() == ["debate:initial", "debate:skeptic", "debate:trust", "debate:leader"]
     s0, sk, tr, le = (c.request.messages[-1].content for c in client.calls)
     assert CLAIM in s0 and EVIDENCE.split(".")[0] in s0 and "agent's response" not in s0
@@ -309,7 +310,7 @@ async def test_002_testing_the_four_cases_through_the_prefilter() -> None:
         debate=DebateConfig(min_rounds=0, max_rounds=0), prefilter=PrefilterConfig(prefilters=["logprob"])
     )
     async with Verifier(config=config, client=client) as verifier:
-        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+        report = await verifier.verify(TaskInput(ANSWER, reference=SOURCES), task="rag")
     assert report.prefilter is not None and report.prefilter.hallucination_check is not None
     block = report.prefilter.hallucination_check
     assert [c.grounded for c in block.claims] == [True, False, False]  # cases 1, 2, 3; together case 4
@@ -382,7 +383,7 @@ async def test_000_the_claim_and_the_answer_read_an_id_list_alike() -> None:
     )
     async with Verifier(config=config, client=client) as verifier:
         report = await verifier.verify(
-            "Both sources say the compensation was 50,000 shekels [S0, S1].", reference=SOURCES, task="rag"
+            TaskInput("Both sources say the compensation was 50,000 shekels [S0, S1].", reference=SOURCES), task="rag"
         )
     assert report.prefilter is not None and report.prefilter.citation is not None
     assert report.prefilter.citation.invalid_citations == ["S0, S1"] and report.prefilter.risk_level == "high"

@@ -9,6 +9,7 @@ import pytest
 
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.llm import ChatRequest, ModelRequestError, ModelUnavailableError
+from debate.plugins import TaskInput
 from debate.testing import ScriptedChatClient, ScriptExhaustedError
 from debate.types import Report
 from tests.support.helpers import op
@@ -21,7 +22,7 @@ def _verifier(client: ScriptedChatClient, **debate: object) -> Verifier:
 async def _run(client: ScriptedChatClient, **debate: object) -> Report:
     async with _verifier(client, **debate) as verifier:
         return await verifier.verify(
-            "Lyon", question="What is the capital of France?", reference="Paris is the capital."
+            TaskInput("Lyon", question="What is the capital of France?", reference="Paris is the capital.")
         )
 
 
@@ -236,10 +237,12 @@ async def test_interleaved_claims_do_not_share_agent_state() -> None:
     async with _verifier(client) as verifier:
         paris, lyon = await asyncio.gather(
             verifier.verify(
-                "Paris", question="Capital of France?", reference="Paris is the capital of France.", item_id="paris"
+                TaskInput(
+                    "Paris", question="Capital of France?", reference="Paris is the capital of France.", id="paris"
+                )
             ),
             verifier.verify(
-                "Lyon", question="Largest city of the Rhône?", reference="Lyon lies on the Rhône.", item_id="lyon"
+                TaskInput("Lyon", question="Largest city of the Rhône?", reference="Lyon lies on the Rhône.", id="lyon")
             ),
         )
     assert paris.factual is True and lyon.factual is False and client.remaining == 0

@@ -19,6 +19,7 @@ from debate.calls import load_json_object, parse_opinion
 from debate.claims._extract import _parse_filtered, _parse_sentences, _parse_triplets
 from debate.errors import ReplyUnusableError
 from debate.evidence._search import _parse_queries
+from debate.plugins import TaskInput
 from debate.prefilter._judge import parse_judgment, unsupported_claims
 from debate.prefilter._tool_correction import _parse_call
 from debate.testing import ScriptedChatClient
@@ -180,7 +181,9 @@ async def test_a_reply_of_braces_is_re_asked_then_the_claim_is_unverifiable(repl
     client = ScriptedChatClient({"debate": [reply, reply, reply]})
     config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0, max_parse_retries=2))
     async with Verifier(config=config, client=client) as verifier:
-        report = await verifier.verify("It was completed in 1889.", question="When?", reference="Built in 1889.")
+        report = await verifier.verify(
+            TaskInput("It was completed in 1889.", question="When?", reference="Built in 1889.")
+        )
     assert report.failure is None and client.remaining == 0
     [claim] = report.claims
     assert claim.label is None and claim.failure is not None and claim.failure.kind == "reply_unusable"

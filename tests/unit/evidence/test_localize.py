@@ -10,6 +10,7 @@ import pytest
 
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.config import ClaimConfig, RetrievalConfig
+from debate.plugins import TaskInput
 from debate.testing import ScriptedChatClient
 from tests.support.fakes import Call, FakeOpenAI, Reply
 from tests.support.helpers import debate, op
@@ -33,7 +34,7 @@ async def test_each_triplet_element_is_localized_in_the_evidence_with_the_labels
     )
     response = "Eleanor Arnason was born 1945. A Woman of the Iron People won Nebula Award."
     async with Verifier(config=config, client=client) as verifier:
-        report = await verifier.verify(response, reference=DOCUMENT, task="summarization", item_id="x")
+        report = await verifier.verify(TaskInput(response, reference=DOCUMENT, id="x"), task="summarization")
     born, award = report.claims
     assert [(e.element, e.role) for e in born.localized] == [
         ("subject", "supports"),
@@ -56,7 +57,7 @@ async def test_localization_is_off_by_default_and_skips_unverified_claims() -> N
         retrieval=RetrievalConfig(retriever="bm25"),
     )
     async with Verifier(config=config, client=client) as verifier:
-        report = await verifier.verify("Arnason was born in 1945.", question="Born?", reference=DOCUMENT)
+        report = await verifier.verify(TaskInput("Arnason was born in 1945.", question="Born?", reference=DOCUMENT))
     assert report.claims[0].label is None and report.claims[0].localized == []
     assert VerifierConfig().localize is False
 

@@ -13,6 +13,7 @@ import pytest
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
 from debate.errors import ModelRequestError
 from debate.llm._cache import cache_stats, clear_cache
+from debate.plugins import TaskInput
 from tests.support.fakes import FakeOpenAI, Reply
 from tests.support.helpers import op
 
@@ -29,7 +30,7 @@ def _config(server: FakeOpenAI, cache: Path, **model: object) -> VerifierConfig:
 
 async def _verify(config: VerifierConfig) -> str:
     async with Verifier(config=config) as verifier:
-        report = await verifier.verify(ANSWER, question=QUESTION, reference=KNOWLEDGE)
+        report = await verifier.verify(TaskInput(ANSWER, question=QUESTION, reference=KNOWLEDGE))
     return report.verdict
 
 
@@ -74,10 +75,10 @@ async def test_at_temperature_above_zero_each_call_site_is_its_own_sample(tmp_pa
         config = _config(server, cache, temperature=0.7)
         config = config.model_copy(update={"debate": DebateConfig(min_rounds=2, max_rounds=2)})
         async with Verifier(config=config) as verifier:
-            first = await verifier.verify(ANSWER, question=QUESTION, reference=KNOWLEDGE)
+            first = await verifier.verify(TaskInput(ANSWER, question=QUESTION, reference=KNOWLEDGE))
         calls = len(server.requests)
         async with Verifier(config=config) as verifier:
-            second = await verifier.verify(ANSWER, question=QUESTION, reference=KNOWLEDGE)
+            second = await verifier.verify(TaskInput(ANSWER, question=QUESTION, reference=KNOWLEDGE))
         assert len(server.requests) == calls == 7  # every turn its own sample, and a re-run made no call
     opinions = [t.opinion for s in first.claims[0].debate.states for t in s.turns]  # type: ignore[union-attr]
     assert len(set(opinions)) == 7

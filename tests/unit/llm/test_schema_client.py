@@ -11,6 +11,7 @@ import pytest
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.calls import OPINION_SCHEMA, OPINION_SCHEMA_THREE_WAY
 from debate.config import PrefilterConfig
+from debate.plugins import TaskInput
 from debate.prefilter._judge import JUDGE_SCHEMA
 from debate.testing import SchemaChatClient
 
@@ -69,7 +70,8 @@ async def test_every_declared_schema_is_one_its_parser_accepts(
     client = SchemaChatClient(values={"claims": [PARIS]}, text=PARIS)
     config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=1), prefilter=PrefilterConfig(**prefilters))
     async with Verifier(config=config, client=client) as verifier:
-        report = await verifier.verify(PARIS + " [1]" if task == "rag" else PARIS, task=task, **item)
+        response = PARIS + " [1]" if task == "rag" else PARIS
+        report = await verifier.verify(TaskInput(response, **item), task=task)
     assert report.failure is None and report.claims, report.note
     assert all(c.status == "verified" and c.factual is True for c in report.claims)
     sites = [c.request.site or "" for c in client.calls]

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.calibration import CalibrationError, load_calibration
 from debate.cli.render import verdict_caveats
+from debate.plugins import TaskInput
 from debate.rollup import response_p_factual
 from debate.testing import ScriptedChatClient
 from debate.types import ClaimVerdict, Report
@@ -35,7 +36,9 @@ def _posterior(says: list[tuple[str, bool]]) -> float:
 
 async def _verify(client: ScriptedChatClient, **debate: Any) -> Report:
     async with Verifier(config=VerifierConfig(debate=DebateConfig(**debate)), client=client) as verifier:
-        return await verifier.verify("Paris", question="What is the capital of France?", reference="Paris is.")
+        return await verifier.verify(
+            TaskInput("Paris", question="What is the capital of France?", reference="Paris is.")
+        )
 
 
 async def test_each_claim_and_the_response_get_p_factual_by_bayes_rule(tmp_path: Path) -> None:

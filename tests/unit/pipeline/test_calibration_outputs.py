@@ -10,6 +10,7 @@ import pytest
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
 from debate.integrations import claim_lines
 from debate.pipeline import claim_evaluation
+from debate.plugins import TaskInput
 from debate.testing import ScriptedChatClient
 from debate.types import Report
 from tests.support.calibration import FAILED_MARKOV, calibration, save_calibration
@@ -24,7 +25,9 @@ P_TWO_TURNS = 0.48 / 0.51
 async def _governed(path: str) -> Report:
     config = VerifierConfig(debate=DebateConfig(calibration=path, stop="posterior:0.9", force_calibration=True))
     async with Verifier(config=config, client=ScriptedChatClient({"debate": [op(True)] * 2})) as verifier:
-        return await verifier.verify("Paris", question="What is the capital of France?", reference="Paris is.")
+        return await verifier.verify(
+            TaskInput("Paris", question="What is the capital of France?", reference="Paris is.")
+        )
 
 
 async def test_the_claim_evaluation_and_explanations_carry_p_factual(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 import debate
 from debate import ModelConfig, VerifierConfig, load_run, verify
+from debate.plugins import TaskInput
 from debate.results import ResultRecord
 from debate.testing import sample_report
 from tests.support.fakes import FakeOpenAI, Reply
@@ -26,9 +27,7 @@ def test_verify_works_inside_a_running_event_loop() -> None:
 
         async def cell() -> debate.Report:
             return verify(
-                "Paris",
-                question="Capital of France?",
-                reference="Paris is the capital.",
+                TaskInput("Paris", question="Capital of France?", reference="Paris is the capital."),
                 config=_config(server.base_url),
             )
 
@@ -39,7 +38,8 @@ def test_verify_works_inside_a_running_event_loop() -> None:
 def test_report_to_dataframe_has_one_row_per_claim() -> None:
     with FakeOpenAI(responder=lambda body: Reply(content=op(False, 4, "the reference says Paris"))) as server:
         report = verify(
-            "Lyon", question="Capital of France?", reference="Paris is the capital.", config=_config(server.base_url)
+            TaskInput("Lyon", question="Capital of France?", reference="Paris is the capital."),
+            config=_config(server.base_url),
         )
     frame = report.to_dataframe()
     assert list(frame["label"]) == ["non_factual"] and list(frame["error_severity"]) == [4]
@@ -104,7 +104,9 @@ def test_an_unreachable_endpoint_raises_the_projects_error_with_a_hint() -> None
         model=debate.ModelConfig(base_url="http://127.0.0.1:9/v1", model="m", max_attempts=2, backoff_initial_s=0.01)
     )
     with pytest.raises(debate.ModelUnavailableError) as caught:
-        debate.verify("Christopher Marlowe", question="Who wrote Hamlet?", reference="Hamlet.", config=config)
+        debate.verify(
+            TaskInput("Christopher Marlowe", question="Who wrote Hamlet?", reference="Hamlet."), config=config
+        )
     message = str(caught.value)
     assert message.startswith("nothing answers at http://127.0.0.1:9/v1 (connection refused by 127.0.0.1:9")
     assert "is the server running? check ModelConfig.base_url" in message and "ssl:default" not in message
@@ -130,11 +132,13 @@ def test_the_public_api_names_every_config_the_client_interface_and_the_version(
 def test_verify_takes_what_the_verifier_takes() -> None:
     with FakeOpenAI(responder=lambda body: Reply(content=op(True, 0, "supported"))) as server:
         report = verify(
-            "Paris. It is big.",
-            question="About Paris",
-            reference="Paris is the capital.",
-            claims=["Paris is a capital."],
-            item_id="item-7",
+            TaskInput(
+                "Paris. It is big.",
+                question="About Paris",
+                reference="Paris is the capital.",
+                claims=["Paris is a capital."],
+                id="item-7",
+            ),
             config=_config(server.base_url),
         )
     assert [c.text for c in report.claims] == ["Paris is a capital."]
@@ -144,3 +148,26 @@ def test_verify_takes_what_the_verifier_takes() -> None:
 def test_a_serper_search_without_a_key_is_refused_when_configured() -> None:
     with pytest.raises(ValueError, match="the serper search backend needs an API key"):
         debate.SearchConfig(backend="serper")
+
+
+def test_task_input_is_the_one_input_and_the_earlier_keywords_still_work_for_a_release() -> None:
+    with FakeOpenAI(responder=lambda body: Reply(content=op(True, 0, "supported"))) as server:
+        config = _config(server.base_url)
+        given = verify(
+            TaskInput("Paris", question="Capital of France?", reference="Paris is the capital."), config=config
+        )
+        with pytest.warns(DeprecationWarning, match="pass TaskInput"):
+            earlier = verify(
+                "Paris", question="Capital of France?", reference="Paris is the capital.", item_id="a", config=config
+            )
+        alone = verify("Paris is the capital of France.", config=config)
+    assert given.verdict == earlier.verdict == alone.verdict == "factual"
+    assert given.claims[0].text == earlier.claims[0].text
+    with pytest.raises(debate.InputError, match="not as keywords"):
+        verify(TaskInput("Paris"), question="Capital of France?", config=config)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'refrence'"):
+        verify("Paris", refrence="typo", config=config)
+    with pytest.raises(debate.InputError, match="item: expected a TaskInput, got int"):
+        verify(42, config=config)  # type: ignore[arg-type]
+    with pytest.raises(debate.InputError, match="id: expected text or None, got int"):
+        verify(TaskInput("Paris", id=7), config=config)  # type: ignore[arg-type]

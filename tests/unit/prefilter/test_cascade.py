@@ -7,6 +7,7 @@ import pytest
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.config import PrefilterConfig
 from debate.llm import ChatRequest, ChatResponse
+from debate.plugins import TaskInput
 from debate.prefilter._grounding import CLAIM_WARNING, response_warning
 from debate.testing import ScriptedChatClient, yes_no_response
 from tests.support.helpers import op
@@ -49,7 +50,7 @@ async def test_an_invalid_citation_raises_the_answer_risk_and_the_claim_is_debat
     """Seed 000: an invalid citation is a high-risk indicator for the answer; it decides no claim."""
     client = _client(None)
     async with _verifier(client, prefilters=["rules"]) as verifier:
-        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+        report = await verifier.verify(TaskInput(ANSWER, reference=SOURCES), task="rag")
     assert [c.decided_by for c in report.claims] == ["debate"] * 3
     cats = report.claims[2].prefilters[0]
     assert cats.decision == "pass" and "9" in cats.reason and "risk is high" in cats.reason
@@ -60,7 +61,7 @@ async def test_an_invalid_citation_raises_the_answer_risk_and_the_claim_is_debat
 async def test_invalid_citation_decides_is_the_named_departure() -> None:
     client = _client(None)
     async with _verifier(client, prefilters=["rules"], invalid_citation_decides=True) as verifier:
-        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+        report = await verifier.verify(TaskInput(ANSWER, reference=SOURCES), task="rag")
     assert [c.text for c in report.claims] == [  # markers and the final full stop removed, as seed 002 shows them
         "Paris is the capital of France",
         "The Seine flows through Paris",
@@ -83,7 +84,7 @@ async def test_grounded_claims_skip_the_debate_only_when_trusted() -> None:
     probabilities = {"c0": (0.95, 0.10), "c1": (0.55, 0.50), "c2": (0.20, 0.20)}
     client = _client(probabilities)
     async with _verifier(client, prefilters=["logprob"], trust_grounded=True, min_rounds=2) as verifier:
-        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+        report = await verifier.verify(TaskInput(ANSWER, reference=SOURCES), task="rag")
     assert [c.decided_by for c in report.claims] == ["prefilter:logprob", "debate", "debate"]
     capital = report.claims[0]
     assert (capital.factual, capital.error_severity, capital.debate) == (True, 0, None)
@@ -118,7 +119,7 @@ async def test_a_high_risk_answer_is_never_cleared_by_a_prefilter() -> None:
     probabilities = {"c0": (0.95, 0.10), "c1": (0.55, 0.50), "c2": (0.20, 0.20)}
     client = _client(probabilities)
     async with _verifier(client, prefilters=["rules", "logprob"], trust_grounded=True) as verifier:
-        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+        report = await verifier.verify(TaskInput(ANSWER, reference=SOURCES), task="rag")
     assert report.prefilter is not None and report.prefilter.risk_level == "high"
     capital = report.claims[0]
     assert capital.decided_by == "debate" and capital.prefilters[1].decision == "pass"
@@ -129,7 +130,7 @@ async def test_a_high_risk_answer_is_never_cleared_by_a_prefilter() -> None:
 async def test_without_trust_grounded_every_claim_is_debated() -> None:
     client = _client({"c0": (0.95, 0.10), "c1": (0.55, 0.50), "c2": (0.20, 0.20)})
     async with _verifier(client, prefilters=["logprob"]) as verifier:
-        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+        report = await verifier.verify(TaskInput(ANSWER, reference=SOURCES), task="rag")
     assert [c.decided_by for c in report.claims] == ["debate"] * 3
     assert report.claims[0].prefilters[0].grounding is not None
     assert report.claims[0].prefilters[0].grounding.grounded is True
@@ -140,7 +141,7 @@ async def test_all_runs_rules_first_then_logprob() -> None:
     # Every claim cites a given source: the rules' risk is not high, so a grounded claim may be decided.
     answer = ANSWER.replace("[9]", "[2]")
     async with _verifier(client, prefilters=["rules", "logprob"], trust_grounded=True) as verifier:
-        report = await verifier.verify(answer, reference=SOURCES, task="rag")
+        report = await verifier.verify(TaskInput(answer, reference=SOURCES), task="rag")
     assert report.prefilter is not None and report.prefilter.risk_level == "moderate"  # 2 distinct ids, 3 claims
     assert [c.decided_by for c in report.claims] == ["prefilter:logprob", "debate", "debate"]
     assert [d.name for d in report.claims[1].prefilters] == ["rules", "logprob"]
@@ -150,7 +151,7 @@ async def test_all_runs_rules_first_then_logprob() -> None:
 async def test_no_logprobs_is_said_once_and_nothing_is_decided() -> None:
     client = _client(None)
     async with _verifier(client, prefilters=["logprob"], trust_grounded=True) as verifier:
-        report = await verifier.verify(ANSWER, reference=SOURCES, task="rag")
+        report = await verifier.verify(TaskInput(ANSWER, reference=SOURCES), task="rag")
     assert [c.decided_by for c in report.claims] == ["debate"] * 3
     assert [c.prefilters[0].decision for c in report.claims] == ["skipped"] * 3
     assert _kinds(client) == ["grounding", "debate", "debate", "debate"]  # asked once, then skipped
@@ -160,7 +161,9 @@ async def test_no_logprobs_is_said_once_and_nothing_is_decided() -> None:
 async def test_logprob_prefilter_on_other_tasks_uses_the_claims_evidence() -> None:
     client = _client({"c0": (0.9, 0.2)})
     async with _verifier(client, prefilters=["logprob"], trust_grounded=True) as verifier:
-        report = await verifier.verify("Paris", question="Capital of France?", reference=SOURCES["1"], task="qa")
+        report = await verifier.verify(
+            TaskInput("Paris", question="Capital of France?", reference=SOURCES["1"]), task="qa"
+        )
     assert report.claims[0].decided_by == "prefilter:logprob"
     redacted = [c for c in client.calls if "[REDACTED]" in c.request.messages[-1].content]
     assert len(redacted) == 1 and "[E1] [REDACTED]" in redacted[0].request.messages[-1].content
@@ -169,7 +172,7 @@ async def test_logprob_prefilter_on_other_tasks_uses_the_claims_evidence() -> No
 async def test_rag_needs_sources() -> None:
     async with _verifier(_client(None), prefilters=["rules"]) as verifier:
         with pytest.raises(ValueError, match="task rag needs the sources"):
-            await verifier.verify(ANSWER, reference="just text", task="rag")
+            await verifier.verify(TaskInput(ANSWER, reference="just text"), task="rag")
 
 
 async def test_outside_rag_the_logprob_check_makes_only_calls_that_can_decide() -> None:
@@ -177,20 +180,20 @@ async def test_outside_rag_the_logprob_check_makes_only_calls_that_can_decide() 
     # Without trust_grounded it cannot decide, and outside RAG there is no report to fill: no call at all.
     client = _client({"c0": (0.9, 0.2)})
     async with _verifier(client, prefilters=["logprob"]) as verifier:
-        report = await verifier.verify("Paris", question=question, reference=evidence, task="qa")
+        report = await verifier.verify(TaskInput("Paris", question=question, reference=evidence), task="qa")
     assert _kinds(client) == ["debate"] and "trust_grounded" in report.claims[0].prefilters[0].reason
     assert report.prefilter is not None and report.prefilter.prefilter_calls == 0
     # A first P(yes) of 0.3 caps the confidence at 0.45 < 0.8 whatever the second call says: it is not made.
     client = _client({"c0": (0.3, 0.0)})
     async with _verifier(client, prefilters=["logprob"], trust_grounded=True) as verifier:
-        report = await verifier.verify("Paris", question=question, reference=evidence, task="qa")
+        report = await verifier.verify(TaskInput("Paris", question=question, reference=evidence), task="qa")
     assert _kinds(client) == ["grounding", "debate"]
     decision = report.claims[0].prefilters[0]
     assert decision.decision == "skipped" and "no second call" in decision.reason and decision.usage.llm_calls == 1
     # No evidence: the confidence of an unsupported claim is capped at 0.7, so nothing is asked.
     client = _client({"c0": (0.99, 0.99)})
     async with _verifier(client, prefilters=["logprob"], trust_grounded=True) as verifier:
-        report = await verifier.verify("Paris", question=question, task="qa")
+        report = await verifier.verify(TaskInput("Paris", question=question), task="qa")
     assert _kinds(client) == ["debate"] and "cannot reach" in report.claims[0].prefilters[0].reason
 
 

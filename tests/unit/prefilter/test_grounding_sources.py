@@ -13,6 +13,7 @@ import pytest
 
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.config import PrefilterConfig
+from debate.plugins import TaskInput
 from debate.testing import ScriptedChatClient, yes_no_response
 from tests.support.fakes import Call, FakeOpenAI, Reply, Route
 from tests.support.helpers import debate, op
@@ -86,7 +87,7 @@ async def test_a_citation_to_a_source_that_was_not_given_is_never_grounded(p0: f
     sources = {"S0": "Paris is the capital of France.", "S1": "The Seine.", "S2": "Lyon."}
     async with Verifier(config=config, client=client) as verifier:
         report = await verifier.verify(
-            "Paris is the capital of France [S9].", reference=sources, task="rag", item_id="a"
+            TaskInput("Paris is the capital of France [S9].", reference=sources, id="a"), task="rag"
         )
     [claim] = report.claims
     decision = claim.prefilters[0]
@@ -111,7 +112,7 @@ async def test_the_ten_claim_cap_of_the_source_is_said_where_the_block_is_read()
         debate=DebateConfig(min_rounds=0, max_rounds=0), prefilter=PrefilterConfig(prefilters=["logprob"])
     )
     async with Verifier(config=config, client=client) as verifier:
-        report = await verifier.verify(answer, reference={"S0": "Numbers."}, task="rag")
+        report = await verifier.verify(TaskInput(answer, reference={"S0": "Numbers."}), task="rag")
     assert len(report.claims) == 12 and client.remaining == 0
     assert report.prefilter is not None
     [check] = [c for c in report.prefilter.checks if c.name == "logprob"]

@@ -10,6 +10,7 @@ import pytest
 from debate.config import ModelConfig
 from debate.llm import ChatRequest, ChatResponse, TokenLogprob, TopLogprob
 from debate.llm._openai_client import OpenAIChatClient
+from debate.plugins import TaskInput
 from debate.prefilter import LogprobGroundingCheck, grounding_score, kl_bernoulli, yes_probability
 from debate.prefilter._grounding import CLAIM_WARNING, hallucination_check, response_warning
 from debate.types import Usage
@@ -245,7 +246,7 @@ async def test_at_most_max_claims_are_checked() -> None:
     )
     claims = [f"Sentence number {i} is long enough." for i in range(5)]
     async with Verifier(config=config, client=client) as verifier:
-        report = await verifier.verify("five sentences", task="general", claims=claims)
+        report = await verifier.verify(TaskInput("five sentences", claims=claims), task="general")
     decisions = [c.prefilters[0] for c in report.claims]
     assert [d.usage.llm_calls for d in decisions] == [1, 1, 0, 0, 0]
     assert "confidence cannot reach 0.5" in decisions[0].reason  # P(yes) 0.6 without evidence: at most 0.24

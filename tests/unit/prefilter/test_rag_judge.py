@@ -12,6 +12,7 @@ import pytest
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.config import PrefilterConfig
 from debate.errors import ReplyUnusableError
+from debate.plugins import TaskInput
 from debate.prefilter import citation_check, combine_risk, parse_judgment
 from debate.prefilter._judge import judge_risk, unsupported_claims
 from debate.results import ErrorInfo, ErrorRecord, Record, ResultRecord, rag_monitoring
@@ -57,7 +58,7 @@ async def test_a_rules_score_above_the_high_threshold_is_high_at_once_without_th
     call would fail the test."""
     client = ScriptedChatClient({"debate": [op(True)] * 2})
     async with verifier(client) as v:
-        report = await v.verify(UNCITED_ONLY, reference=SOURCES, task="rag")
+        report = await v.verify(TaskInput(UNCITED_ONLY, reference=SOURCES), task="rag")
     assert report.prefilter is not None and report.prefilter.judge is not None
     judgment = report.prefilter.judge
     assert judgment.rubric is None and judgment.judge_risk is None
@@ -73,7 +74,7 @@ async def test_the_decision_flow_judges_every_answer_whose_score_is_not_above_th
     low-risk criteria need the judge's hallucination_risk <= 0.3); HIGH's score is 0.5 (an invalid id)."""
     client = ScriptedChatClient({"rag-judge": [rubric(hallucination_risk=0.45)], "debate": [op(True)] * 2})
     async with verifier(client) as v:
-        report = await v.verify(answer, reference=SOURCES, task="rag")
+        report = await v.verify(TaskInput(answer, reference=SOURCES), task="rag")
     assert report.prefilter is not None and report.prefilter.judge is not None
     judgment = report.prefilter.judge
     assert (judgment.rules_risk, judgment.combined_risk, report.prefilter.prefilter_calls) == (rules, combined, 1)
@@ -84,7 +85,7 @@ async def test_judge_on_moderate_is_the_named_variant(answer: str, risk: str, ac
     """Seed 000 "多層檢測策略": the LLM evaluation only when the rules find moderate risk."""
     client = ScriptedChatClient({"debate": [op(True)] * 2})
     async with verifier(client, judge_on="moderate") as v:
-        report = await v.verify(answer, reference=SOURCES, task="rag")
+        report = await v.verify(TaskInput(answer, reference=SOURCES), task="rag")
     assert report.prefilter is not None and report.prefilter.judge is not None
     judgment = report.prefilter.judge
     assert judgment.rubric is None and judgment.judge_risk is None
@@ -129,7 +130,7 @@ def test_notes_name_unsupported_claims_only_on_their_own_lines() -> None:
 async def test_judge_always_and_configurations_written_with_judge_always_still_load() -> None:
     client = ScriptedChatClient({"rag-judge": [rubric(hallucination_risk=0.45)], "debate": [op(True)] * 2})
     async with verifier(client, judge_always=True) as v:
-        report = await v.verify(UNCITED_ONLY, reference=SOURCES, task="rag")
+        report = await v.verify(TaskInput(UNCITED_ONLY, reference=SOURCES), task="rag")
     assert PrefilterConfig.model_validate({"judge_always": True}).judge_on == "always"
     assert report.prefilter is not None and report.prefilter.judge is not None
     assert (report.prefilter.judge.rules_risk, report.prefilter.judge.combined_risk) == ("high", "high")
@@ -150,7 +151,7 @@ async def test_two_step_self_critique_then_a_smaller_model_converts() -> None:
         }
     )
     async with verifier(client, judge_two_step=True, judge_model="small-model") as v:
-        report = await v.verify(MODERATE, reference=SOURCES, task="rag")
+        report = await v.verify(TaskInput(MODERATE, reference=SOURCES), task="rag")
     assert report.prefilter is not None and report.prefilter.judge is not None
     judgment = report.prefilter.judge
     assert judgment.two_step and judgment.convert_model == "small-model" and judgment.combined_risk == "high"
@@ -165,7 +166,7 @@ async def test_two_step_self_critique_then_a_smaller_model_converts() -> None:
 async def test_an_unusable_judge_fails_the_response_not_silently() -> None:
     client = ScriptedChatClient({"rag-judge": ["nope"] * 3})
     async with verifier(client) as v:
-        report = await v.verify(MODERATE, reference=SOURCES, task="rag")
+        report = await v.verify(TaskInput(MODERATE, reference=SOURCES), task="rag")
     assert report.verdict == "unverifiable" and report.failure is not None
     assert (report.failure.kind, report.failure.stage) == ("reply_unusable", "prefilter:rag-judge")
     assert report.claims == []
@@ -189,7 +190,7 @@ async def test_the_response_risk_is_the_highest_of_its_checks() -> None:
         debate=DebateConfig(min_rounds=0, max_rounds=0), prefilter=PrefilterConfig(prefilters=["rag-judge", "rules"])
     )
     async with Verifier(config=config, client=client) as v:
-        report = await v.verify(MODERATE, reference=SOURCES, task="rag")
+        report = await v.verify(TaskInput(MODERATE, reference=SOURCES), task="rag")
     assert report.prefilter is not None and report.prefilter.risk_level == "high"
     assert [c.name for c in report.prefilter.checks] == ["rag-judge", "rules"]
 
@@ -202,7 +203,7 @@ async def test_monitoring_figures_over_a_results_log(tmp_path: Path) -> None:
     records: list[Record] = []
     async with verifier(client) as v:
         for answer in (LOW, MODERATE, HIGH):
-            report = await v.verify(answer, reference=SOURCES, task="rag")
+            report = await v.verify(TaskInput(answer, reference=SOURCES), task="rag")
             records.append(ResultRecord(id=answer[:5], line=len(records) + 1, result=report))
     records.append(ErrorRecord(id="bad", line=4, error=ErrorInfo(kind="input", message="no response")))
     figures = rag_monitoring(records)
