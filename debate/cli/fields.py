@@ -123,9 +123,11 @@ COMMON: dict[str, str] = {
     "prefilter.prefilters": "cheap checks before the debate: none, all or NAME,NAME",
     "prompt_set": "the agents' prompts: paper, tuned, refchecker or a folder",
     "rollup": "claims -> response: any-false (the paper's), strict, major or soft",
-    "model.max_concurrency": "model requests in flight at once (default: 4)",
 }
 """The options `--help` shows; `--help-all` shows every one."""
+
+_PLUGGABLE = frozenset({"prefilter.prefilters"})
+"""Common options whose brief help lists what is installed (a plugin's prefilter), not only the built-ins."""
 
 _SECTIONS: dict[str, str] = {
     "": "general",
@@ -256,12 +258,29 @@ def _metavar(field: ConfigField) -> str:
     return name.upper()
 
 
+def _registered(path: str) -> str:
+    """The names a registry-backed field takes now (built-ins and installed plugins), for its help."""
+    from debate.plugins import CHAINS, PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS, TEAMS
+    from debate.registry import Registry
+
+    registries: dict[str, Registry[Any]] = {
+        "prefilter.prefilters": PREFILTERS,
+        "rollup": ROLLUPS,
+        "retrieval.retriever": RETRIEVERS,
+        "search.backend": SEARCH_BACKENDS,
+        "debate.chain": CHAINS,
+        "team": TEAMS,
+    }
+    registry = registries.get(path)
+    return f" (registered: {', '.join(registry.names())})" if registry is not None else ""
+
+
 def _help(field: ConfigField) -> str:
     if field.secret:
         return f"{field.help} Visible to other users in `ps`: prefer a config file or the environment"
     default = field.default
     value = "none" if default is None else shown(default, flag=field.kind == "bool")
-    return f"{field.help} (default: {value})"
+    return f"{field.help}{_registered(field.path)} (default: {value})"
 
 
 def add_config_flags(
@@ -289,6 +308,6 @@ def add_config_flags(
             help=text,
         )
         if field.path in COMMON:
-            action.brief = COMMON[field.path]
+            action.brief = COMMON[field.path] + (_registered(field.path) if field.path in _PLUGGABLE else "")
     parser.add_argument("--help-all", action=_HelpAll, help="show every option, grouped, with its default, and exit")
     parser.set_defaults(config_flags={})
