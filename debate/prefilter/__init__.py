@@ -2,9 +2,10 @@
 
 The `rules`, `logprob` and `rag-judge` prefilters register themselves in `debate.plugins.PREFILTERS` when this
 package is imported; a plugin prefilter is one more module registering itself, or an entry point in
-`markov_debate.prefilters`.
+`markov_debate.prefilters`, and `BasePrefilter` supplies the defaults (a new prefilter writes only `check`).
 """
 
+from debate.prefilter._base import BasePrefilter, NoOptions
 from debate.prefilter._cascade import Cascade, Undecided
 from debate.prefilter._citations import (
     INVALID_CITATION_SEVERITY,
@@ -40,6 +41,7 @@ from debate.types import CitationReport, GroundingResult
 __all__ = [
     "INVALID_CITATION_SEVERITY",
     "APIEndpointChecker",
+    "BasePrefilter",
     "Cascade",
     "CitationReport",
     "CitationVariant",
@@ -49,6 +51,7 @@ __all__ = [
     "GroundingResult",
     "LogprobGroundingCheck",
     "LogprobPrefilter",
+    "NoOptions",
     "PermissionChecker",
     "RagJudgePrefilter",
     "RulesPrefilter",

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from debate.plugins import Plan, StageContext, TaskInput
-from debate.tasks import FixedEvidence, as_evidence
+from debate.claims import Extraction
+from debate.plugins import EvidenceSource, StageContext, TaskInput
+from debate.tasks import BaseTask, FixedEvidence, as_evidence
 from debate.types import Claim, ExtractionInfo
 
 
-class HeadlineTask:
+class HeadlineTask(BaseTask):
     """the first sentence of the response vs. the reference"""
 
     name = "headline"
 
-    async def plan(self, item: TaskInput, ctx: StageContext) -> Plan:
+    async def claims(self, item: TaskInput, ctx: StageContext) -> Extraction:
         headline = item.response.strip().split(". ")[0].rstrip(".") + "."
         claim = Claim(id="c0", text=headline, kind="atomic")
-        evidence = FixedEvidence(as_evidence(item.reference, item.reference_source))
-        return Plan([claim], ExtractionInfo(method="headline"), evidence, ["only the headline was checked"])
+        return Extraction([claim], ExtractionInfo(method="headline"), ["only the headline was checked"])
+
+    def evidence(self, item: TaskInput, ctx: StageContext, notes: list[str]) -> EvidenceSource:
+        return FixedEvidence(as_evidence(item.reference, item.reference_source))
