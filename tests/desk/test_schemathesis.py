@@ -67,7 +67,7 @@ def test_the_api_keeps_its_published_schema(desk: ThreadedDesk, role: str, tmp_p
             f"Authorization: Bearer {KEYS[role][1]}",
             "--max-examples",
             EXAMPLES,
-            "--model.seed",
+            "--seed",
             "20261126",
             "--generation-database",
             "none",
