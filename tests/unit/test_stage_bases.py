@@ -49,9 +49,16 @@ class FirstWordTask(BaseTask):
         return Extraction([Claim(id="c0", text=f"{word} is a word.", kind="atomic")], ExtractionInfo(method="word"))
 
 
-PREFILTERS.register(LengthPrefilter.name, LengthPrefilter)
-PREFILTERS.register(Bare.name, Bare)
-TASKS.register(FirstWordTask.name, FirstWordTask)
+@pytest.fixture(autouse=True)
+def registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Registered for this file's tests only: the registries are the process's, and a name left behind would reach
+    every later test (the desk's published schema lists the registered tasks)."""
+    for registry, name, factory in (
+        (PREFILTERS, LengthPrefilter.name, LengthPrefilter),
+        (PREFILTERS, Bare.name, Bare),
+        (TASKS, FirstWordTask.name, FirstWordTask),
+    ):
+        monkeypatch.setitem(registry._entries, name, factory)
 
 
 def test_a_prefilter_declares_its_options_once() -> None:
