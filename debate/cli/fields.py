@@ -25,7 +25,6 @@ __all__ = [
     "FlagValue",
     "add_config_flags",
     "check_utf8",
-    "field_at",
     "from_text",
     "option_entry",
     "store_value",
@@ -139,11 +138,6 @@ _SECTIONS: dict[str, str] = {
     "prefilter": "prefilter: cheap checks before the debate",
     "telemetry": "telemetry: OpenTelemetry tracing",
 }
-
-
-def field_at(path: str) -> ConfigField | None:
-    """The field a (possibly nested) location names, or None."""
-    return FIELDS.get(path)
 
 
 def from_text(field: ConfigField, text: str) -> Any:

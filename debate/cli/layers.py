@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from debate.cli.fields import FIELDS, FlagValue, from_text
 from debate.config import VerifierConfig
-from debate.errors import UsageError
+from debate.errors import InputError, UsageError
 from debate.files import read_text_file
 
 __all__ = [
@@ -94,7 +94,7 @@ def load_config_file(path: Path) -> Layer:
     Raises:
         UsageError: the file cannot be read or parsed (its line named), or holds something other than a table.
     """
-    text = read_config_text(path)
+    text = _read_config_text(path)
     try:
         data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
     except (tomllib.TOMLDecodeError, ValueError, RecursionError) as exc:
@@ -111,10 +111,10 @@ def load_config_file(path: Path) -> Layer:
     return Layer("file", values, {p: f"{path}: {p}" for p in values})
 
 
-def read_config_text(path: Path) -> str:
+def _read_config_text(path: Path) -> str:
     try:
         return read_text_file(path, "--config")
-    except Exception as exc:  # an InputError names the file and what is wrong with it
+    except InputError as exc:  # it names the file and what is wrong with it
         raise UsageError(str(exc)) from None
 
 
