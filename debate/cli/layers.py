@@ -172,6 +172,12 @@ def resolve_config(
                 "environment": f"environment {layer.where.get(path)}",
                 "flag": f"flag {layer.where.get(path)}",
             }.get(layer.name, layer.name)
+    tables = {path.rsplit(".", depth)[0] for path in merged for depth in range(1, path.count(".") + 1)}
+    for path in merged:
+        if path in tables:
+            # `debate = 5` in a file and a debate.* value anywhere: a section given as a value is named, never
+            # silently replaced by the table the other value needs.
+            raise UsageError(f"{where[path]}: {path} is a table of settings, not a value")
     if merged.get("prefilter.prefilters") == ["all"]:
         merged["prefilter.prefilters"] = _every_prefilter()
     try:

@@ -235,3 +235,62 @@ def test_configurations_of_earlier_releases_still_load_and_resume(tmp_path: Path
     assert open_run_dir(spec, out=None, runs_root=runs) == runs / saved.parent.name
     other = spec.model_copy(update={"verifier": spec.verifier.model_copy(update={"rollup": "soft"})})
     assert open_run_dir(other, out=None, runs_root=runs) != runs / saved.parent.name
+
+
+_TOML_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(st.characters(exclude_categories=["Cs"])),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+_KEYS = st.sampled_from([*FIELDS, *{p.split(".")[0] for p in FIELDS}, "verifier", "spec"]) | st.text(max_size=12)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.dictionaries(_KEYS, _TOML_VALUES, max_size=6), flag=st.sampled_from([(), ("--debate.min_rounds", "1")]))
+@example(data={"debate": 5}, flag=("--debate.min_rounds", "1"))
+@example(data={"verifier": {"debate": {"min_rounds": "x"}}}, flag=())
+def test_any_config_file_is_a_configuration_or_one_line(
+    tmp_path_factory: pytest.TempPathFactory, data: dict[str, Any], flag: tuple[str, ...]
+) -> None:
+    import tomli_w
+
+    folder = tmp_path_factory.mktemp("cfg")
+    nested: dict[str, Any] = {}
+    for key, value in data.items():  # dotted keys as TOML tables, the way a user writes them
+        node = nested
+        *parents, leaf = key.split(".") if key else [key]
+        for part in parents:
+            node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
+        node[leaf] = value
+    try:
+        text = tomli_w.dumps({k: v for k, v in nested.items()})
+    except (TypeError, ValueError):
+        text = json.dumps(nested)  # None has no TOML form: the same settings as a JSON config
+        file = folder / "c.json"
+    else:
+        file = folder / "c.toml"
+    file.write_text(text, encoding="utf-8")
+    args = _args("--config", str(file), *flag)
+    try:
+        resolve_config(file=args.config, flags=args.config_flags, environ={})
+    except UsageError as exc:
+        assert "\n" not in str(exc) and str(exc).strip()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=200))
+@example(data=b"\xff\xfe[debate]")
+@example(data=b"[debate]\nmin_rounds = 1e999\n")
+def test_any_bytes_as_a_config_file_are_refused_in_one_line_or_read(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
+    file = tmp_path_factory.mktemp("cfg") / "c.toml"
+    file.write_bytes(data)
+    try:
+        resolve_config(file=file, environ={})
+    except UsageError as exc:
+        assert "\n" not in str(exc) and str(exc).strip()
