@@ -251,40 +251,6 @@ class PrefilterConfig(_Config):
 
     prefilters: list[str] = Field(default_factory=list)
     """Prefilters to run, in order (rules, logprob, or a plugin's); empty: none."""
-    citation_variant: Literal["seed", "occurrences"] = "seed"
-    """Citation rules: seed (the specified rules exactly: distinct valid ids, the bracket's content as one id, split
-    at . ! ?) or occurrences (every valid occurrence counts, `[a, b]` cites two ids, an abbreviation-aware split)."""
-    invalid_citation_decides: bool = False
-    """A named departure from the RAG rules (where an invalid citation only raises the answer's risk): a claim citing an
-    unknown source is also decided not factual (severity 4) without a debate."""
-    trust_grounded: bool = False
-    """Let a strongly grounded claim skip the debate (decided factual)."""
-    grounded_confidence: float = Field(default=0.8, ge=0, le=1)
-    """Grounding confidence a claim needs to skip the debate (with trust_grounded)."""
-    max_claims: int = Field(default=10, ge=1, le=100_000)
-    """Logprob check: claims checked per response."""
-    min_chars: int = Field(default=15, ge=0)
-    """Logprob check: shorter claims are skipped."""
-    target: float = Field(default=0.95, gt=0, lt=1)
-    """Logprob check: the confidence the information budget is computed for (strawberry budget only)."""
-    budget: Literal["seed", "strawberry"] = "seed"
-    """Logprob check: seed (Strawberry grounding: gap = KL(p1||0.5) - KL(p1||p0), no bands) or strawberry (a
-    named departure: the Strawberry paper's gap = KL(target||p0) - KL(p1||p0) with its bands); see
-    debate.prefilter.grounding_score."""
-    top_logprobs: int = Field(default=10, ge=1, le=20)
-    """Alternatives read at the answer token."""
-    judge_two_step: bool = False
-    """rag-judge: first a free-form, self-critical judgment, then a second call converts it into the seed's JSON."""
-    judge_model: str | None = None
-    """rag-judge two-step: the (smaller) model on the same endpoint that converts the judgment; None: the judge's."""
-    judge_on: Literal["flow", "moderate", "always"] = "flow"
-    """rag-judge: when the judge is called. flow (default, the RAG rules' decision flow): on every answer with
-    claims unless the rules' risk score is above 0.6 (high at once); the low-risk criteria need the judge's own
-    risk, so a low rules risk is judged too. moderate (a named variant, the same source's layered suggestion): only
-    when the rules find moderate risk. always: on every answer with claims."""
-    budget_unit: Literal["nats", "bits"] = "nats"
-    """Logprob check: the unit the budget gap is reported in. nats (default): the source's formula uses the natural
-    logarithm (it calls the result bits); bits divides by ln 2."""
 
     @model_validator(mode="before")
     @classmethod
@@ -292,9 +258,8 @@ class PrefilterConfig(_Config):
         return upgrade_prefilter(data)
 
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Each listed prefilter's own options, by its name (e.g. {"numbers": {"min_digits": 2}}), checked against the
-    options model the prefilter declares (its `Options` class): a plugin brings its own knobs. The built-ins' knobs
-    are the fields above."""
+    """Each listed prefilter's own options, by its name (e.g. {"logprob": {"trust_grounded": true}}), checked
+    against the options model the prefilter declares (its `Options` class), the built-ins' and a plugin's alike."""
 
     @field_validator("prefilters")
     @classmethod
@@ -364,6 +329,9 @@ class VerifierConfig(_Config):
     """Claims -> response rule."""
     soft_threshold: float = Field(default=0.5, ge=0, le=1)
     """Entailment share a response needs under the `soft` rollup."""
+    task_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each task's own options, by its name (e.g. {"rag": {"citation_variant": "occurrences"}}), checked against
+    the options model the task declares (its `Options` class) when the Verifier is built."""
     localize: bool = False
     """RefChecker's evidence localization: for each element of a verified claim, the evidence sentence that matches
     it best (with the run's retriever), in the claim's `localized`. Off by default: in RefChecker it is a step of its
@@ -380,6 +348,10 @@ class VerifierConfig(_Config):
     @classmethod
     def _earlier_layouts(cls, data: Any) -> Any:
         return upgrade_verifier(data)
+
+    def task_options_for(self, name: str, model: type[_O]) -> _O:
+        """Task `name`'s options as its own model (its defaults when none are given)."""
+        return model.model_validate(self.task_options.get(name, {}))
 
     @field_validator("prompt_set")
     @classmethod

@@ -30,6 +30,7 @@ __all__ = [
     "ModelRequestError",
     "ModelUnavailableError",
     "NoVerdictError",
+    "PluginLoadError",
     "PromptError",
     "ReplyUnusableError",
     "UnknownNameError",
@@ -211,6 +212,12 @@ class EndpointDownError(ModelUnavailableError):
 
 class UnknownNameError(UsageError, LookupError):
     """No implementation is registered under the name; the message lists the known ones and the closest match."""
+
+
+class PluginLoadError(UsageError):
+    """An entry point (a built-in's or an installed plugin's) names a module or object that does not import; the
+    message names the entry point, its distribution and where the module was found (a folder of the same name on
+    sys.path shadows an installed package)."""
 
 
 def validation_problem(exc: ValidationError, whole: str = "") -> str:

@@ -3,8 +3,9 @@
     plan (Task) -> evidence (EvidenceSource) -> prefilters (Prefilter, in config order) -> debate (Team over a
     chain) -> rollup -> Report
 
-The Verifier only orchestrates these; it names no task, prefilter, chain or rollup. Each registry loads the
-project's built-ins on first use and installed plugins from the entry point group `markov_debate.<stage>`.
+The Verifier only orchestrates these; it names no task, prefilter, chain or rollup. Each registry loads its
+implementations from the entry point group `markov_debate.<stage>`: the project's built-ins are entry points of its
+own pyproject.toml, exactly as an installed plugin's are.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from debate.registry import Registry, UnknownNameError
 from debate.types import (
     ChainSpec,
     ChatClient,
+    CitationVariant,
     Claim,
     ClaimVerdict,
     DebateResult,
@@ -62,6 +64,7 @@ __all__ = [
     "TeamFactory",
     "check_config",
     "prefilter_options",
+    "stage_options",
 ]
 
 Reference = str | Sequence[Evidence] | Sequence[Source] | Mapping[str, str]
@@ -101,6 +104,9 @@ class Plan:
     """RAG sources, when the task has them (prefilters check citations against them)."""
     question: str | None = None
     """The question the response answers (the pipeline's copy of the plan carries it)."""
+    citation_variant: CitationVariant = "seed"
+    """How the response's citations are read (the task's choice, e.g. task_options.rag.citation_variant): the
+    prefilters that check citations read them the same way."""
 
 
 class EvidenceCache(Protocol):
@@ -281,7 +287,6 @@ class TeamFactory(Protocol):
 
 TASKS: Registry[Callable[[], Task]] = Registry(
     "tasks",
-    builtins=("debate.tasks",),
     listed={
         "dialogue": "subjective filter, then claims; evidence: the knowledge, then the dialogue history (`question`).",
         "general": "open responses: claims vs. reference or search",
@@ -293,7 +298,6 @@ TASKS: Registry[Callable[[], Task]] = Registry(
 )
 RETRIEVERS: Registry[Callable[[], Retriever]] = Registry(
     "retrievers",
-    builtins=("debate.evidence",),
     listed={
         "bm25": "lexical BM25 (bm25s, English stopwords)",
         "dense": "all-MiniLM-L6-v2 embeddings, cosine similarity (offline)",
@@ -301,12 +305,10 @@ RETRIEVERS: Registry[Callable[[], Retriever]] = Registry(
 )
 SEARCH_BACKENDS: Registry[Callable[[SearchConfig], SearchBackend]] = Registry(
     "search",
-    builtins=("debate.evidence",),
     listed={"local": "a JSONL collection of {title, text}, BM25", "serper": "a Serper-compatible HTTP search API"},
 )
 PREFILTERS: Registry[PrefilterFactory] = Registry(
     "prefilters",
-    builtins=("debate.prefilter",),
     listed={
         "logprob": "logprob grounding; with trust_grounded, a strongly grounded claim is decided without a debate",
         "rag-judge": "the RAG citation rules, then an LLM judge unless the rules' score is above 0.6",
@@ -315,7 +317,6 @@ PREFILTERS: Registry[PrefilterFactory] = Registry(
 )
 ROLLUPS: Registry[RollupRule] = Registry(
     "rollups",
-    builtins=("debate.rollup",),
     listed={
         "any-false": "the paper's rule: non-factual if any claim is",
         "major": "RefChecker's major: the most common claim label",
@@ -325,10 +326,9 @@ ROLLUPS: Registry[RollupRule] = Registry(
     },
 )
 TEAMS: Registry[Callable[..., TeamFactory]] = Registry("teams")
-"""Teams come from entry points only (the autogen team lives in agents/, which debate/ never imports)."""
+"""The autogen team lives in agents/, which debate/ never imports."""
 CHAINS: Registry[ChainSpec | Callable[[], ChainSpec]] = Registry(
     "chains",
-    builtins=("debate.engine._builtins",),
     listed={
         "always-skeptic": "every round is S2 (Skeptic first)",
         "always-trust": "every round is S1 (Trust first)",
@@ -340,24 +340,45 @@ CHAINS: Registry[ChainSpec | Callable[[], ChainSpec]] = Registry(
 callable returning one)."""
 
 
-def prefilter_options(name: str) -> type[BaseModel] | None:
-    """The options model prefilter `name` declares (its `Options` class), or None when it takes no options.
+def stage_options(registry: Registry[Any], name: str) -> type[BaseModel] | None:
+    """The options model the implementation registered as `name` declares (its `Options` class), or None when it
+    takes none. Built-ins and plugins declare theirs the same way.
 
     Raises:
-        UnknownNameError: no prefilter is registered as `name`.
+        UnknownNameError: nothing is registered as `name`.
     """
-    model = getattr(PREFILTERS.get(name), "Options", None)
+    model = getattr(registry.get(name), "Options", None)
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def prefilter_options(name: str) -> type[BaseModel] | None:
+    """The options model prefilter `name` declares (see stage_options)."""
+    return stage_options(PREFILTERS, name)
+
+
+def _check_options(where: str, registry: Registry[Any], options: Mapping[str, Mapping[str, Any]]) -> None:
+    what = registry.stage[:-1]
+    for name, values in options.items():
+        if name not in registry:
+            raise UnknownNameError(f"{where}: {registry.unknown(name)}")
+        model = stage_options(registry, name)
+        if model is None:
+            raise UsageError(f"{where}: {what} {name!r} takes no options (it declares no Options model)")
+        try:
+            model.model_validate(values)
+        except ValidationError as exc:
+            raise UsageError(f"{where}.{name}: {validation_problem(exc)}") from None
 
 
 def check_config(config: VerifierConfig) -> None:
     """Check every name the configuration gives a stage against its registry (built-ins and installed plugins),
-    and each prefilter's options against the model it declares. The Verifier calls it before it builds anything.
+    and each prefilter's and task's options against the model it declares. The Verifier calls it before it builds
+    anything.
 
     Raises:
         UnknownNameError: a name nothing is registered under; the message names the field, the known names and the
             closest one.
-        UsageError: options for a prefilter that declares none, or that do not fit its options model.
+        UsageError: options for a stage that declares none, or that do not fit its options model.
     """
     names: list[tuple[str, Registry[Any], str]] = [
         ("team", TEAMS, config.team),
@@ -374,11 +395,5 @@ def check_config(config: VerifierConfig) -> None:
     for where, registry, name in names:
         if name not in registry:
             raise UnknownNameError(f"{where}: {registry.unknown(name)}")
-    for name, values in config.prefilter.options.items():
-        model = prefilter_options(name)
-        if model is None:
-            raise UsageError(f"prefilter.options: prefilter {name!r} takes no options (it declares no Options model)")
-        try:
-            model.model_validate(values)
-        except ValidationError as exc:
-            raise UsageError(f"prefilter.options: options of prefilter {name!r}: {validation_problem(exc)}") from None
+    _check_options("prefilter.options", PREFILTERS, config.prefilter.options)
+    _check_options("task_options", TASKS, config.task_options)

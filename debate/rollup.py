@@ -90,7 +90,7 @@ def _failed(claims: Sequence[ClaimVerdict], why: str) -> Rollup:
     return Rollup(None, "unverifiable", f"{why}: {failed} of {len(claims)} claims failed")
 
 
-def _any_false(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
+def any_false_rule(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
     """The paper's rule, which is also RefChecker's `strict` (zero tolerance: Contradiction, else Neutral, else
     Entailment). A failed claim could be false: without a false claim, a failure leaves the response unverifiable."""
     if not claims:
@@ -103,7 +103,7 @@ def _any_false(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
     return _BY_LABEL["not_enough_evidence" if "not_enough_evidence" in labels else "factual"]
 
 
-def _major(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
+def major_rule(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
     """RefChecker's `major`: Counter(labels).most_common(1), so a tie goes to the label met first in claim order.
     Unverifiable when the failed claims could change the winner."""
     if not claims:
@@ -119,7 +119,7 @@ def _major(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
     return _BY_LABEL[winner]
 
 
-def _soft(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
+def soft_rule(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
     """RefChecker's `soft` ratios (see `refchecker_soft`; RefChecker stops there). The verdict is ours: factual when
     the Entailment share reaches `threshold`, decided only when the failed claims could not change it."""
     if not claims:
@@ -134,11 +134,8 @@ def _soft(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
     return Rollup(None, "unverifiable", f"the failed claims decide whether the Entailment share reaches {threshold}")
 
 
-ROLLUPS.register("any-false", _any_false)
-# Under our three claim labels RefChecker's `strict` is the paper's `any-false`.
-ROLLUPS.register("strict", _any_false)
-ROLLUPS.register("soft", _soft)
-ROLLUPS.register("major", _major)
+# Registered as entry points of markov_debate.rollups; under our three claim labels RefChecker's `strict` is the
+# paper's `any-false` (the same rule under both names).
 
 
 def roll_up(claims: Sequence[ClaimVerdict], *, rule: RollupName = "any-false", soft_threshold: float = 0.5) -> Rollup:

@@ -29,6 +29,8 @@ class Alias:
     """A flag that takes no value (it sets True)."""
     shown: str = ""
     """How the warning spells the new option, when it is not just the field's flag."""
+    option: str = ""
+    """For a knob that became a stage's option: NAME.KEY (the value joins `paths`' options as NAME.KEY=VALUE)."""
 
 
 def _cache_file(folder: str) -> str:
@@ -67,10 +69,15 @@ ALIASES: tuple[Alias, ...] = (
     Alias("--collection", ("search.collection",)),
     Alias("--results-per-query", ("search.results_per_query",)),
     Alias("--prefilter", ("prefilter.prefilters",)),
-    Alias("--trust-grounded", ("prefilter.trust_grounded",), switch=True),
-    Alias("--judge-two-step", ("prefilter.judge_two_step",), switch=True),
-    Alias("--judge-model", ("prefilter.judge_model",)),
-    Alias("--grounded-confidence", ("prefilter.grounded_confidence",)),
+    *(
+        Alias(flag, ("prefilter.options",), switch=switch, option=option, shown=f"--prefilter.options {option}=...")
+        for flag, option, switch in (
+            ("--trust-grounded", "logprob.trust_grounded", True),
+            ("--grounded-confidence", "logprob.grounded_confidence", False),
+            ("--judge-two-step", "rag-judge.two_step", True),
+            ("--judge-model", "rag-judge.convert_model", False),
+        )
+    ),
     Alias("--prefilter-option", ("prefilter.options",)),
     Alias("--otel", ("telemetry.endpoint",)),
     Alias("--otel-project", ("telemetry.project",)),
@@ -97,11 +104,14 @@ class _OldSpelling(argparse.Action):
             log.warning("%s is the old spelling of %s; it goes in the next release", self.alias.flag, new)
         for path in self.alias.paths:
             field = FIELDS[path]
-            if self.alias.switch:
-                value: Any = True
-            elif field.kind == "dict":
+            if field.kind == "dict":
                 previous = getattr(namespace, "config_flags", None) or {}
-                value = option_entry(dict(previous.get(path, ({}, ""))[0]), str(values), self.alias.flag)
+                given = values
+                if self.alias.option:
+                    given = f"{self.alias.option}={'true' if self.alias.switch else values}"
+                value: Any = option_entry(dict(previous.get(path, ({}, ""))[0]), str(given), self.alias.flag)
+            elif self.alias.switch:
+                value = True
             elif self.alias.convert is not None:
                 value = self.alias.convert(str(values))
             else:
@@ -124,6 +134,6 @@ def add_old_spellings(parser: argparse.ArgumentParser, *, fixed: Mapping[str, An
             dest=argparse.SUPPRESS,
             default=argparse.SUPPRESS,
             metavar="VALUE",
-            help=f"now {' and '.join(FIELDS[p].flag for p in alias.paths)}",
+            help=f"now {alias.shown or ' and '.join(FIELDS[p].flag for p in alias.paths)}",
         )
         action.old_spelling = True  # type: ignore[attr-defined]

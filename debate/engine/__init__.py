@@ -65,7 +65,7 @@ _WHERE = {
     "RoleSpec": "debate.types",
 }
 """Each name's module, imported on first use: naming a prompt set or the paper's rules needs no debate driver.
-The paper's chains are registered by debate.engine._builtins, which CHAINS imports when it is first used."""
+The paper's chains are debate.engine._builtins' specs, registered as entry points of markov_debate.chains."""
 
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from debate.errors import UsageError
 from debate.extras import install_command, require_extra
-from debate.plugins import RETRIEVERS, EvidenceCache, Retriever
+from debate.plugins import EvidenceCache, Retriever
 from debate.sentences import split_sentences
 from debate.types import Claim, Evidence, Usage
 
@@ -108,10 +108,6 @@ class DenseRetriever:
         scores = vectors @ query_vector
         order = scores.argsort()[::-1][: min(k, len(sentences))]
         return [(int(i), float(scores[i])) for i in order]
-
-
-RETRIEVERS.register("dense", DenseRetriever)
-RETRIEVERS.register("bm25", BM25Retriever)
 
 
 class RetrievalCache:

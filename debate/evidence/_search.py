@@ -19,7 +19,7 @@ from debate.config import SearchConfig
 from debate.errors import EvidenceUnavailableError, InputError, ReplyUnusableError, UsageError, validation_problem
 from debate.evidence._retrieval import BM25Retriever, RetrievalCache
 from debate.llm import ChatClient
-from debate.plugins import SEARCH_BACKENDS, EvidenceCache, SearchBackend, SearchHit
+from debate.plugins import EvidenceCache, SearchBackend, SearchHit
 from debate.retry import TRANSIENT_STATUS, retrying
 from debate.sentences import split_sentences
 from debate.types import Claim, Evidence, Usage
@@ -197,10 +197,6 @@ class _CollectionDoc(BaseModel):
     model_config = ConfigDict(extra="ignore")
     title: str
     text: str
-
-
-SEARCH_BACKENDS.register("serper", SerperSearch)
-SEARCH_BACKENDS.register("local", LocalCollectionSearch)
 
 
 _QUERIES_FORMAT = 'a JSON object {"queries": ["<query 1>", "<query 2>"]}'

@@ -325,6 +325,9 @@ def _prefilter_calls(claims: float, config: VerifierConfig, notes: set[str]) -> 
             continue
         low, high = expected_calls(claims, config)
         total = total + Range(expected=high, low=low, high=high)
+        decides = getattr(PREFILTERS.get(name), "may_decide", None)
+        if decides is None or decides(config):  # a prefilter that does not say may decide
+            notes.add("claims a prefilter decides skip their debate: the figures count a debate for every claim")
     return total
 
 
@@ -352,8 +355,6 @@ def estimate(
     for task, item in items:
         work = _task_work(task, item, config, notes)
         per_item.append(debate.item(work, _prefilter_calls(work.claims, config, notes)))
-    if config.prefilter.trust_grounded:
-        notes.add("claims a prefilter decides skip their debate: the figures count a debate for every claim")
     scripts = sorted({language for _, item in items if (language := guess_language(item.response)) != "en"})
     if scripts:
         notes.add(

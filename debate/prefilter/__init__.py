@@ -1,8 +1,8 @@
 """Cheap checks that run before any debate: citation rules, logprob grounding, tool-call audits.
 
-The `rules`, `logprob` and `rag-judge` prefilters register themselves in `debate.plugins.PREFILTERS` when this
-package is imported; a plugin prefilter is one more module registering itself, or an entry point in
-`markov_debate.prefilters`, and `BasePrefilter` supplies the defaults (a new prefilter writes only `check`).
+The `rules`, `logprob` and `rag-judge` prefilters are entry points of `markov_debate.prefilters` (the project's
+pyproject.toml), as a plugin prefilter is; `BasePrefilter` supplies the defaults (a new prefilter writes only
+`check`).
 """
 
 from debate.prefilter._base import BasePrefilter, NoOptions
@@ -10,6 +10,7 @@ from debate.prefilter._cascade import Cascade, Undecided
 from debate.prefilter._citations import (
     INVALID_CITATION_SEVERITY,
     CitationVariant,
+    RulesOptions,
     RulesPrefilter,
     citation_check,
     cited_ids,
@@ -21,8 +22,8 @@ from debate.prefilter._grounding import (
     kl_bernoulli,
     yes_probability,
 )
-from debate.prefilter._judge import RagJudgePrefilter, combine_risk, parse_judgment
-from debate.prefilter._logprob import LogprobPrefilter
+from debate.prefilter._judge import RagJudgeOptions, RagJudgePrefilter, combine_risk, parse_judgment
+from debate.prefilter._logprob import LogprobOptions, LogprobPrefilter
 from debate.prefilter._tool_correction import correction_message, self_correct
 from debate.prefilter._tools import (
     APIEndpointChecker,
@@ -50,10 +51,13 @@ __all__ = [
     "FactChecker",
     "GroundingResult",
     "LogprobGroundingCheck",
+    "LogprobOptions",
     "LogprobPrefilter",
     "NoOptions",
     "PermissionChecker",
+    "RagJudgeOptions",
     "RagJudgePrefilter",
+    "RulesOptions",
     "RulesPrefilter",
     "ToolCall",
     "ToolCallChecker",

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from debate.config import VerifierConfig
-from debate.plugins import PREFILTERS, Plan, StageContext
+from debate.plugins import Plan, StageContext
+from debate.prefilter._base import BasePrefilter
 from debate.sentences import split_sentences
 from debate.types import (
     CitationReport,
+    CitationVariant,
     Claim,
-    ClaimVerdict,
     Evidence,
     PrefilterDecision,
     ResponseCheck,
@@ -23,6 +25,7 @@ from debate.types import (
 __all__ = [
     "INVALID_CITATION_SEVERITY",
     "CitationVariant",
+    "RulesOptions",
     "RulesPrefilter",
     "citation_check",
     "cited_ids",
@@ -73,12 +76,6 @@ def _nothing(note: str) -> CitationReport:
         note=note,
     )
 
-
-CitationVariant = Literal["seed", "occurrences"]
-"""seed (default): the RAG rules exactly: the bracket's whole content, unstripped, is one id (`[S0, S1]` is one
-id, and an invalid one), sentences are split at every run of . ! ?, the ratio counts distinct valid ids, and the
-report keeps the first 3 uncited sentences cut to 100 characters. occurrences (a named departure): `[a, b]` cites
-two ids, stripped; the abbreviation-aware sentence splitter; every valid occurrence counts."""
 
 _SEED_CITATION = re.compile(r"\[([^\]]+)\]")
 _UNCITED_KEPT = 3
@@ -156,7 +153,18 @@ def rule_conditions(report: CitationReport) -> tuple[list[str], list[str]]:
     return high, moderate
 
 
-class RulesPrefilter:
+class RulesOptions(BaseModel):
+    """The `rules` prefilter's options (`prefilter.options.rules`). Citations are read as the task reads them
+    (task_options.rag.citation_variant)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    invalid_citation_decides: bool = False
+    """A named departure from the RAG rules (where an invalid citation only raises the answer's risk): a claim citing
+    an unknown source is also decided not factual (severity 4) without a debate."""
+
+
+class RulesPrefilter(BasePrefilter[RulesOptions]):
     """Citation rules (rag task). An invalid citation raises the answer's risk (the RAG rules); with
     invalid_citation_decides (a named departure) a claim citing a source that was never given is also decided
     non-factual without a debate."""
@@ -164,16 +172,18 @@ class RulesPrefilter:
     name = "rules"
 
     def __init__(self, ctx: StageContext) -> None:
-        self._decides = ctx.config.prefilter.invalid_citation_decides
-        self._variant = ctx.config.prefilter.citation_variant
-
-    def prompt_hashes(self) -> dict[str, str]:
-        return {}
+        super().__init__(ctx)
+        self._decides = self.options.invalid_citation_decides
 
     @staticmethod
     def expected_calls(claims: float, config: VerifierConfig) -> tuple[float, float]:
         """Model calls per response (`--estimate`): rules make none."""
         return 0.0, 0.0
+
+    @staticmethod
+    def may_decide(config: VerifierConfig) -> bool:
+        """Whether it may decide a claim without a debate: with invalid_citation_decides."""
+        return config.prefilter.options_for("rules", RulesOptions).invalid_citation_decides
 
     async def check(self, claim: Claim, index: int, evidence: Sequence[Evidence], plan: Plan) -> PrefilterDecision:
         if plan.sources is None:
@@ -195,18 +205,9 @@ class RulesPrefilter:
     async def check_response(self, response: str, plan: Plan) -> ResponseCheck | None:
         if plan.sources is None:
             return None
-        report = citation_check(response, plan.sources, variant=self._variant)
+        report = citation_check(response, plan.sources, variant=plan.citation_variant)
         reason = report.note or (
             f"citation ratio {report.citation_ratio:.2f}, {len(report.invalid_citations)} invalid, "
             f"{report.uncited_count} long sentences uncited"
         )
         return ResponseCheck(name=self.name, risk_level=report.risk_level, reason=reason, citation=report)
-
-    def summarize(self, verdicts: Sequence[ClaimVerdict], plan: Plan) -> ResponseCheck | None:
-        return None
-
-    def note(self) -> str | None:
-        return None
-
-
-PREFILTERS.register("rules", RulesPrefilter)

@@ -1,6 +1,6 @@
 """The `rag-judge` prefilter: the RAG rules' LLM-as-a-judge of a whole RAG answer, combined with its citation rules.
 
-When the judge is called (`judge_on`): the source says it twice, differently. Its decision flow ("判定流程") runs
+When the judge is called (its option `when`): the source says it twice, differently. Its decision flow ("判定流程") runs
 the rules first, calls a rules risk score above 0.6 high at once, and otherwise calls the judge and combines both;
 its implementation advice ("多層檢測策略") calls the judge only on moderate rules risk. We follow the decision flow
 (`flow`, the default) because the source's own low-risk criteria include the judge's hallucination_risk <= 0.3,
@@ -19,20 +19,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from debate.calls import ask_structured, converse, load_json_object, load_prompt
 from debate.config import VerifierConfig
 from debate.errors import ReplyUnusableError, validation_problem
 from debate.llm import ChatMessage, ChatRequest
-from debate.plugins import PREFILTERS, Plan, StageContext
+from debate.plugins import Plan, StageContext
+from debate.prefilter._base import BasePrefilter
 from debate.prefilter._citations import citation_check, rule_conditions
 from debate.types import (
     CitationReport,
     Claim,
-    ClaimVerdict,
     Evidence,
     JudgeRubric,
     PrefilterDecision,
@@ -47,6 +47,7 @@ __all__ = [
     "HIGH_RISK",
     "JUDGE_SCHEMA",
     "MODERATE_RISK",
+    "RagJudgeOptions",
     "RagJudgePrefilter",
     "combine_risk",
     "judge_risk",
@@ -137,18 +138,35 @@ def _judge_wanted(judge_on: str, rules: CitationReport) -> bool:
     return judge_on == "always" or rules.hallucination_risk_score <= HIGH_RISK
 
 
-class RagJudgePrefilter:
-    """The RAG rules + judge: the judge (one call, or two with judge_two_step) runs as `judge_on` says."""
+class RagJudgeOptions(BaseModel):
+    """The `rag-judge` prefilter's options (`prefilter.options.rag-judge`). Citations are read as the task reads
+    them (task_options.rag.citation_variant)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    when: Literal["flow", "moderate", "always"] = "flow"
+    """When the judge is called. flow (default, the RAG rules' decision flow): on every answer with claims unless the
+    rules' risk score is above 0.6 (high at once); the low-risk criteria need the judge's own risk, so a low rules
+    risk is judged too. moderate (a named variant, the same source's layered suggestion): only when the rules find
+    moderate risk. always: on every answer with claims."""
+    two_step: bool = False
+    """First a free-form, self-critical judgment, then a second call converts it into the seed's JSON."""
+    convert_model: str | None = None
+    """With two_step: the (smaller) model on the same endpoint that converts the judgment; None: the judge's."""
+
+
+class RagJudgePrefilter(BasePrefilter[RagJudgeOptions]):
+    """The RAG rules + judge: the judge (one call, or two with two_step) runs as `when` says."""
 
     name = "rag-judge"
 
     def __init__(self, ctx: StageContext) -> None:
+        super().__init__(ctx)
         self._client = ctx.client
         self._config = ctx.config
-        options = ctx.config.prefilter
-        self._two_step = options.judge_two_step
-        self._judge_on = options.judge_on
-        self._convert_model = options.judge_model if self._two_step else None
+        self._two_step = self.options.two_step
+        self._judge_on = self.options.when
+        self._convert_model = self.options.convert_model if self._two_step else None
         names = ("rag_judge_freeform", "rag_judge_convert") if self._two_step else ("rag_judge",)
         self._prompts = [load_prompt(name, ctx.prompts_dir) for name in names]
 
@@ -157,10 +175,16 @@ class RagJudgePrefilter:
 
     @staticmethod
     def expected_calls(claims: float, config: VerifierConfig) -> tuple[float, float]:
-        """Model calls per response (`--estimate`): the judge's one call (two with judge_two_step), which the
-        rules may make unnecessary unless judge_on is always."""
-        calls = 2.0 if config.prefilter.judge_two_step else 1.0
-        return (calls if config.prefilter.judge_on == "always" else 0.0), calls
+        """Model calls per response (`--estimate`): the judge's one call (two with two_step), which the rules
+        may make unnecessary unless `when` is always."""
+        options = config.prefilter.options_for("rag-judge", RagJudgeOptions)
+        calls = 2.0 if options.two_step else 1.0
+        return (calls if options.when == "always" else 0.0), calls
+
+    @staticmethod
+    def may_decide(config: VerifierConfig) -> bool:
+        """The judge never decides a claim by itself."""
+        return False
 
     async def check(self, claim: Claim, index: int, evidence: Sequence[Evidence], plan: Plan) -> PrefilterDecision:
         return PrefilterDecision(name=self.name, decision="pass", reason="the judge rates the whole answer")
@@ -206,7 +230,7 @@ class RagJudgePrefilter:
     async def check_response(self, response: str, plan: Plan) -> ResponseCheck | None:
         if plan.sources is None:
             return None
-        rules = citation_check(response, plan.sources, variant=self._config.prefilter.citation_variant)
+        rules = citation_check(response, plan.sources, variant=plan.citation_variant)
         wanted = _judge_wanted(self._judge_on, rules)
         rubric, usage = await self._judge(response, plan) if wanted else (None, Usage())
         risk, reasons = combine_risk(rules, rubric)
@@ -230,12 +254,3 @@ class RagJudgePrefilter:
         return ResponseCheck(
             name=self.name, risk_level=risk, reason=reason, citation=rules, judge=judgment, usage=usage
         )
-
-    def summarize(self, verdicts: Sequence[ClaimVerdict], plan: Plan) -> ResponseCheck | None:
-        return None
-
-    def note(self) -> str | None:
-        return None
-
-
-PREFILTERS.register("rag-judge", RagJudgePrefilter)

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from debate.config import VerifierConfig
-from debate.plugins import PREFILTERS, Plan, StageContext
+from debate.plugins import Plan, StageContext
+from debate.prefilter._base import BasePrefilter
 from debate.prefilter._citations import known_source_ids
 from debate.prefilter._grounding import (
     LogprobGroundingCheck,
@@ -19,7 +23,7 @@ from debate.prefilter._grounding import (
 from debate.sentences import claim_length
 from debate.types import Claim, ClaimVerdict, Evidence, PrefilterDecision, ResponseCheck, RiskLevel, Usage
 
-__all__ = ["LogprobPrefilter"]
+__all__ = ["LogprobOptions", "LogprobPrefilter"]
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +31,36 @@ log = logging.getLogger(__name__)
 _NO_LOGPROBS = "the endpoint returned no logprobs; the logprob check is skipped"
 _CANNOT_DECIDE = (
     "not run: outside RAG answers the logprob check can only decide a claim, and it decides nothing without "
-    "trust_grounded (--prefilter.trust_grounded)"
+    "trust_grounded (--prefilter.options logprob.trust_grounded=true)"
 )
 
 
-class LogprobPrefilter:
+class LogprobOptions(BaseModel):
+    """The `logprob` prefilter's options (`prefilter.options.logprob`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
+
+    trust_grounded: bool = False
+    """Let a strongly grounded claim skip the debate (decided factual)."""
+    grounded_confidence: float = Field(default=0.8, ge=0, le=1)
+    """Grounding confidence a claim needs to skip the debate (with trust_grounded)."""
+    max_claims: int = Field(default=10, ge=1, le=100_000)
+    """Claims checked per response."""
+    min_chars: int = Field(default=15, ge=0)
+    """Shorter claims are skipped."""
+    target: float = Field(default=0.95, gt=0, lt=1)
+    """The confidence the information budget is computed for (strawberry budget only)."""
+    budget: Literal["seed", "strawberry"] = "seed"
+    """seed (Strawberry grounding: gap = KL(p1||0.5) - KL(p1||p0), no bands) or strawberry (a named departure: the
+    Strawberry paper's gap = KL(target||p0) - KL(p1||p0) with its bands); see debate.prefilter.grounding_score."""
+    budget_unit: Literal["nats", "bits"] = "nats"
+    """The unit the budget gap is reported in. nats (default): the source's formula uses the natural logarithm (it
+    calls the result bits); bits divides by ln 2."""
+    top_logprobs: int = Field(default=10, ge=1, le=20)
+    """Alternatives read at the answer token."""
+
+
+class LogprobPrefilter(BasePrefilter[LogprobOptions]):
     """Logprob grounding: with `trust_grounded`, a strongly grounded claim is decided factual without a debate.
 
     On RAG answers every claim is scored (the seed's hallucination_check block reports them all). Elsewhere the check
@@ -40,14 +69,15 @@ class LogprobPrefilter:
     name = "logprob"
 
     def __init__(self, ctx: StageContext) -> None:
-        self._config = ctx.config.prefilter
+        super().__init__(ctx)
+        self._config = self.options
         self._check = LogprobGroundingCheck(
             ctx.client,
-            target=self._config.target,
-            top_logprobs=self._config.top_logprobs,
+            target=self.options.target,
+            top_logprobs=self.options.top_logprobs,
             prompts_dir=ctx.prompts_dir,
-            budget=self._config.budget,
-            unit=self._config.budget_unit,
+            budget=self.options.budget,
+            unit=self.options.budget_unit,
         )
         self._language = ctx.config.language
         self.logprobs_unavailable = False
@@ -59,7 +89,12 @@ class LogprobPrefilter:
     def expected_calls(claims: float, config: VerifierConfig) -> tuple[float, float]:
         """Model calls per response (`--estimate`): none when a claim cannot be decided by grounding, up to two
         one-token calls for each of the first max_claims claims."""
-        return 0.0, 2.0 * min(claims, config.prefilter.max_claims)
+        return 0.0, 2.0 * min(claims, config.prefilter.options_for("logprob", LogprobOptions).max_claims)
+
+    @staticmethod
+    def may_decide(config: VerifierConfig) -> bool:
+        """Whether it may decide a claim without a debate (`--estimate`'s note): with trust_grounded."""
+        return config.prefilter.options_for("logprob", LogprobOptions).trust_grounded
 
     def _beyond(self) -> str:
         return f"beyond the first {self._config.max_claims} claims of the response"
@@ -133,9 +168,6 @@ class LogprobPrefilter:
             )
         return PrefilterDecision(name=self.name, decision="pass", reason=summary, grounding=result, usage=usage)
 
-    async def check_response(self, response: str, plan: Plan) -> ResponseCheck | None:
-        return None
-
     def summarize(self, verdicts: Sequence[ClaimVerdict], plan: Plan) -> ResponseCheck | None:
         response = " ".join(c.text for c in plan.claims)
         block = response_hallucination_check(verdicts, plan, warning_language(self._language, response))
@@ -150,6 +182,3 @@ class LogprobPrefilter:
 
     def note(self) -> str | None:
         return _NO_LOGPROBS if self.logprobs_unavailable else None
-
-
-PREFILTERS.register("logprob", LogprobPrefilter)

@@ -1,12 +1,10 @@
 """The task stage: what a response is made into (its claims and where each claim's evidence comes from), one file
 per built-in task, plus the helpers a plugin task builds on.
 
-Importing this package registers the built-ins in `debate.plugins.TASKS`. A new task is one more file here
-(registered with `TASKS.register`), or an installed package that declares an entry point in the group
-`markov_debate.tasks` (see docs/plugins.md); `BaseTask` supplies the defaults.
+The built-ins are entry points of the group `markov_debate.tasks` (the project's pyproject.toml), as an installed
+plugin's are (see docs/plugins.md); `BaseTask` supplies the defaults.
 """
 
-from debate.tasks import _dialogue, _general, _qa, _rag, _summarization  # noqa: F401  (importing registers)
 from debate.tasks._base import BaseTask
 from debate.tasks._common import (
     FixedEvidence,
@@ -17,10 +15,12 @@ from debate.tasks._common import (
     given_claims,
     reference_evidence,
 )
+from debate.tasks._rag import RagOptions
 
 __all__ = [
     "BaseTask",
     "FixedEvidence",
+    "RagOptions",
     "as_document",
     "as_evidence",
     "extract_claims",

@@ -7,7 +7,7 @@ import dataclasses
 
 from debate.claims import SubjectiveFilter
 from debate.config import VerifierConfig
-from debate.plugins import TASKS, Plan, StageContext, TaskInput, TaskWork
+from debate.plugins import Plan, StageContext, TaskInput, TaskWork
 from debate.tasks._common import FixedEvidence, as_evidence, extract_claims, extraction_work, given_claims
 from debate.types import Evidence
 
@@ -49,6 +49,3 @@ class DialogueTask:
         work = extraction_work(item, config, calls=2)
         chars = sum(len(e.text) for e in as_evidence(item.reference, None)) + len(item.question or "")
         return dataclasses.replace(work, evidence_chars=chars)
-
-
-TASKS.register("dialogue", DialogueTask)

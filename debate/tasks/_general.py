@@ -3,7 +3,6 @@ else search results when a backend is configured, else the model's own knowledge
 
 from __future__ import annotations
 
-from debate.plugins import TASKS
 from debate.tasks._base import BaseTask
 
 
@@ -14,5 +13,11 @@ class OpenTask(BaseTask):
         self.name = name
 
 
-TASKS.register("kbqa", lambda: OpenTask("kbqa"))
-TASKS.register("general", lambda: OpenTask("general"))
+def kbqa() -> OpenTask:
+    """knowledge-based QA (FactPrompts): claims vs. reference or search"""
+    return OpenTask("kbqa")
+
+
+def general() -> OpenTask:
+    """open responses: claims vs. reference or search"""
+    return OpenTask("general")

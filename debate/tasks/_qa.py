@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from debate.claims import qa_claim
 from debate.config import VerifierConfig
-from debate.plugins import TASKS, Plan, StageContext, TaskInput, TaskWork
+from debate.plugins import Plan, StageContext, TaskInput, TaskWork
 from debate.tasks._common import FixedEvidence, as_document, as_evidence, extraction_work, given_claims
 from debate.types import ExtractionInfo
 
@@ -28,6 +28,3 @@ class QATask:
         claim = qa_claim(question=item.question, answer=item.response)
         document = as_document(item.reference)
         return TaskWork(claims=1, claim_chars=len(claim.text), evidence_chars=len(document or ""))
-
-
-TASKS.register("qa", QATask)

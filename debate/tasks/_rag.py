@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from pydantic import BaseModel, ConfigDict
+
 from debate.claims import rag_claims
 from debate.config import VerifierConfig
 from debate.errors import InputError
-from debate.plugins import TASKS, Plan, Reference, StageContext, TaskInput, TaskWork
+from debate.plugins import Plan, Reference, StageContext, TaskInput, TaskWork
 from debate.sources import read_sources
-from debate.types import Claim, Evidence, ExtractionInfo, Source, Usage
+from debate.types import CitationVariant, Claim, Evidence, ExtractionInfo, Source, Usage
 
-__all__ = ["CitedSources", "RagTask", "cited_sources", "sources_from"]
+__all__ = ["CitedSources", "RagOptions", "RagTask", "cited_sources", "sources_from"]
 
 
 _SOURCES_FORM = "{id: text} or [{id, text, parent_id}]"
@@ -59,26 +61,44 @@ class CitedSources:
         return [Evidence(text=s.text, source=s.id, kind="given") for s in chosen if s.text.strip()], Usage()
 
 
+class RagOptions(BaseModel):
+    """The `rag` task's options (`task_options.rag`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    citation_variant: CitationVariant = "seed"
+    """How citations are read: seed (the RAG rules exactly: distinct valid ids, the bracket's content as one id,
+    sentences split at . ! ?) or occurrences (a named departure: every valid occurrence counts, `[a, b]` cites two
+    ids, an abbreviation-aware split). The prefilters that check citations read them the same way."""
+
+
 class RagTask:
     """cited sentences vs. the sources they cite."""
 
     name = "rag"
+    Options = RagOptions
 
     async def plan(self, item: TaskInput, ctx: StageContext) -> Plan:
         if item.reference is None:
             raise InputError("task rag needs the sources as `reference`: {id: text} or [{id, text, parent_id}]")
         sources = sources_from(item.reference)
         config = ctx.config
+        variant = config.task_options_for(self.name, RagOptions).citation_variant
         found = rag_claims(
             item.response,
-            config.prefilter.citation_variant,
+            variant,
             min_chars=config.claims.min_chars,
             max_claims=config.claims.max_claims,
             language=config.language,
         )
         notes = found.notes(config.claims.min_chars, config.claims.max_claims)
         return Plan(
-            found.claims, ExtractionInfo(method="rag-sentences"), CitedSources(sources), notes=notes, sources=sources
+            found.claims,
+            ExtractionInfo(method="rag-sentences"),
+            CitedSources(sources),
+            notes=notes,
+            sources=sources,
+            citation_variant=variant,
         )
 
     def expected_work(self, item: TaskInput, config: VerifierConfig) -> TaskWork:
@@ -88,7 +108,7 @@ class RagTask:
         sources = sources_from(item.reference)
         found = rag_claims(
             item.response,
-            config.prefilter.citation_variant,
+            config.task_options_for(self.name, RagOptions).citation_variant,
             min_chars=config.claims.min_chars,
             max_claims=config.claims.max_claims,
             language=config.language,
@@ -100,6 +120,3 @@ class RagTask:
             claim_chars=sum(len(c.text) for c in claims) / max(1, len(claims)),
             evidence_chars=sum(cited) / max(1, len(cited)),
         )
-
-
-TASKS.register("rag", RagTask)

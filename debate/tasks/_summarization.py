@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from debate.config import VerifierConfig
 from debate.errors import InputError
-from debate.plugins import TASKS, Plan, StageContext, TaskInput, TaskWork
+from debate.plugins import Plan, StageContext, TaskInput, TaskWork
 from debate.tasks._common import as_document, extract_claims, extraction_work, given_claims, reference_evidence
 
 
@@ -27,6 +27,3 @@ class SummarizationTask:
 def _need_document(item: TaskInput) -> None:
     if as_document(item.reference) is None:
         raise InputError("task summarization needs the source document as `reference`")
-
-
-TASKS.register("summarization", SummarizationTask)

@@ -8,6 +8,7 @@ from debate.types._chat import ChatClient, ChatMessage, ChatRequest, ChatRespons
 from debate.types._core import Claim, Evidence, Failure, Source, Span, Usage
 from debate.types._grounding import GroundedClaim, GroundingResult, HallucinationCheck
 from debate.types._names import (
+    CitationVariant,
     ClaimKind,
     ClaimLabel,
     ClaimStatus,
@@ -51,6 +52,7 @@ __all__ = [
     "ChatRequest",
     "ChatResponse",
     "CitationReport",
+    "CitationVariant",
     "Claim",
     "ClaimKind",
     "ClaimLabel",

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field
 
 __all__ = [
+    "CitationVariant",
     "ClaimKind",
     "ClaimLabel",
     "ClaimStatus",
@@ -31,6 +32,12 @@ __all__ = [
 Name = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.\-]*$", max_length=64)]
 """A registered name (task, role, state, prefilter, rollup): open to plugins, so checked against its registry
 where it is configured rather than listed here."""
+
+CitationVariant = Literal["seed", "occurrences"]
+"""seed (default): the RAG rules exactly: the bracket's whole content, unstripped, is one id (`[S0, S1]` is one
+id, and an invalid one), sentences are split at every run of . ! ?, the ratio counts distinct valid ids, and the
+report keeps the first 3 uncited sentences cut to 100 characters. occurrences (a named departure): `[a, b]` cites
+two ids, stripped; the abbreviation-aware sentence splitter; every valid occurrence counts."""
 
 Role = Name
 """A debate role: initial, trust, skeptic, leader, or one a chain spec adds."""

@@ -295,8 +295,8 @@ def test_rag_with_rules_prefilter(tmp_path: Path) -> None:
 
 
 def test_two_step_judge_converts_on_the_judge_model(tmp_path: Path) -> None:
-    """--prefilter.judge_two_step --prefilter.judge_model: seed 000's second step runs on the named (smaller) model,
-    same endpoint."""
+    """--prefilter.options rag-judge.two_step=true, rag-judge.convert_model=NAME: seed 000's second step runs on the
+    named (smaller) model, same endpoint."""
     sources = tmp_path / "sources.json"
     sources.write_text(json.dumps({"doc1": "Paris is the capital of France."}))
 
@@ -329,9 +329,10 @@ def test_two_step_judge_converts_on_the_judge_model(tmp_path: Path) -> None:
             answer,
             "--debate.min_rounds",
             "0",
-            "--prefilter.judge_two_step",
-            "--prefilter.judge_model",
-            "small-model",
+            "--prefilter.options",
+            "rag-judge.two_step=true",
+            "--prefilter.options",
+            "rag-judge.convert_model=small-model",
             "--model.base_url",
             server.base_url,
             "--model.model",

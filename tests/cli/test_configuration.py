@@ -20,7 +20,7 @@ from debate.cli.aliases import ALIASES
 from debate.cli.fields import COMMON, FIELDS, ConfigField
 from debate.cli.layers import config_digest, config_toml, load_config_file, resolve_config
 from debate.cli.options import resolved_config
-from debate.config import VerifierConfig
+from debate.config import PrefilterConfig, VerifierConfig
 from debate.errors import UsageError
 from experiments.runner import RunSpec, open_run_dir, recorded_digest
 from tests.support.helpers import ROOT, debate
@@ -117,9 +117,9 @@ def test_old_spellings_set_the_field_and_warn_once(caplog: pytest.LogCaptureFixt
         "--cache",
         str(tmp_path),
         "--prefilter",
-        "rules",
+        "rules,logprob",
         "--prefilter-option",
-        "rules.x=1",
+        "rules.invalid_citation_decides=true",
         "--trust-grounded",
         "--prompts-dir",
         "paper",
@@ -127,7 +127,10 @@ def test_old_spellings_set_the_field_and_warn_once(caplog: pytest.LogCaptureFixt
     assert config.config.debate.min_rounds == 4 and config.sources["debate.min_rounds"] == "flag --min-rounds"
     assert config.config.debate.max_parse_retries == config.config.claims.max_parse_retries == 1
     assert config.config.call_cache == str(tmp_path / "calls.sqlite")
-    assert config.config.prefilter.options == {"rules": {"x": 1}} and config.config.prefilter.trust_grounded
+    assert config.config.prefilter.options == {
+        "rules": {"invalid_citation_decides": True},
+        "logprob": {"trust_grounded": True},
+    }
     warned = [r.getMessage() for r in caplog.records if "old spelling" in r.getMessage()]
     assert warned.count("--min-rounds is the old spelling of --debate.min_rounds; it goes in the next release") == 1
     assert len(warned) == 7 and "--cache is the old spelling of --call_cache DIR/calls.sqlite" in warned[2]
@@ -294,3 +297,61 @@ def test_any_bytes_as_a_config_file_are_refused_in_one_line_or_read(
         resolve_config(file=file, environ={})
     except UsageError as exc:
         assert "\n" not in str(exc) and str(exc).strip()
+
+
+def test_the_built_in_stages_knobs_of_0_2_become_their_options() -> None:
+    """0.2 wrote the built-in prefilters' knobs flat on `prefilter` and the citation reading there too: they load as
+    each stage's options (a knob at 0.2's default, or of a prefilter not listed, is dropped: it had no effect)."""
+    saved = {
+        "prefilter": {
+            "prefilters": ["rules", "logprob", "rag-judge"],
+            "citation_variant": "occurrences",
+            "invalid_citation_decides": False,
+            "trust_grounded": True,
+            "grounded_confidence": 0.8,
+            "budget_unit": "bits",
+            "judge_on": "always",
+            "judge_two_step": True,
+            "judge_model": "small",
+        }
+    }
+    config = VerifierConfig.model_validate(saved)
+    assert config.prefilter.options == {
+        "logprob": {"trust_grounded": True, "budget_unit": "bits"},
+        "rag-judge": {"when": "always", "two_step": True, "convert_model": "small"},
+    }
+    assert config.task_options == {"rag": {"citation_variant": "occurrences"}}
+    unlisted = VerifierConfig.model_validate({"prefilter": {"prefilters": ["rules"], "trust_grounded": True}})
+    assert unlisted.prefilter.options == {}
+    with pytest.raises(ValueError, match=r"prefilter\.citation_variant is now task_options\.rag\.citation_variant"):
+        PrefilterConfig.model_validate({"citation_variant": "occurrences"})
+
+
+def test_stage_options_round_trip_through_the_config_file(tmp_path: Path) -> None:
+    fixed = {
+        "prefilter.prefilters": ["rules", "logprob"],
+        "prefilter.options": {"logprob": {"trust_grounded": True, "top_logprobs": 5}},
+        "task_options": {"rag": {"citation_variant": "occurrences"}},
+    }
+    config = resolve_config(fixed=fixed, environ={}).config
+    file = tmp_path / "c.toml"
+    file.write_text(config_toml(config), encoding="utf-8")
+    assert "[prefilter.options.logprob]" in file.read_text() and "[task_options.rag]" in file.read_text()
+    again = resolve_config(file=file, environ={}).config
+    assert again == config and config_digest(again) == config_digest(config)
+
+
+def test_the_built_in_stage_options_are_all_in_the_documented_table() -> None:
+    from debate.plugins import PREFILTERS, TASKS, stage_options
+
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[2].strip(" `"): line.split("|")[3] for line in page.splitlines() if line.startswith("| ")}
+    for registry in (PREFILTERS, TASKS):
+        for name in registry.names():
+            model = stage_options(registry, name)
+            if model is None:
+                assert name not in rows
+                continue
+            for key, info in model.model_fields.items():
+                default = "none" if info.default is None else json.dumps(info.default)
+                assert f"`{key}` ({default})" in rows[name], (name, key)

@@ -119,7 +119,7 @@ def test_an_installed_prefilter_brings_its_own_options(plugin_path: Path, endpoi
     assert report["claims"][0]["decided_by"] == "debate" and endpoint.purposes == ["debate:initial"]
     assert report["meta"]["config"]["prefilter"]["options"] == {"numbers": {"min_digits": 4}}
     typo = _debate([*args, "--prefilter.options", "numbers.min_digit=4"], plugin_path, endpoint)
-    assert typo.returncode == 2 and "options of prefilter 'numbers': min_digit: Extra inputs are not permitted" in (
+    assert typo.returncode == 2 and "prefilter.options.numbers: min_digit: Extra inputs are not permitted" in (
         typo.stderr
     )
     unlisted = _debate([*args[:-3], "--prefilter.options", "numbers.min_digits=4"], plugin_path, endpoint)

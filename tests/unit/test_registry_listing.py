@@ -1,31 +1,54 @@
-"""Each registry lists its builtin names (and their one-line descriptions) without importing the modules that
-register them, so that `debate --help` does not import the engine: the list must be what those modules register."""
+"""The built-ins are entry points of the project's own pyproject.toml, registered exactly as a plugin's are; each
+registry also lists their one-line descriptions without importing them, so that `debate --help` does not import the
+engine: the descriptions must be of what the entry points declare."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
+import tomllib
+from importlib.metadata import entry_points
+from pathlib import Path
 
 import pytest
 
+from debate.errors import PluginLoadError
 from debate.plugins import CHAINS, PREFILTERS, RETRIEVERS, ROLLUPS, SEARCH_BACKENDS, TASKS
-from debate.registry import Registry
+from debate.registry import DISTRIBUTION, Registry
+from tests.support.helpers import ROOT
 
 REGISTRIES = [TASKS, RETRIEVERS, SEARCH_BACKENDS, PREFILTERS, ROLLUPS, CHAINS]
+DECLARED = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["entry-points"]
 
 
 @pytest.mark.parametrize("registry", REGISTRIES, ids=lambda r: r.stage)
-def test_the_listed_builtins_are_what_the_builtin_modules_register(registry: Registry[object]) -> None:
-    # In a fresh process: this one's registries may hold entries of plugins other tests installed.
-    probe = (
-        "import json; from debate import plugins;"
-        "r = next(r for r in vars(plugins).values()"
-        f" if isinstance(r, plugins.Registry) and r.stage == {registry.stage!r});"
-        "r._load_builtins(); print(json.dumps({n: r.describe(n) for n in r._entries}))"
-    )
-    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert json.loads(shown) == registry._listed
+def test_the_built_ins_are_the_project_s_entry_points_and_each_loads(registry: Registry[object]) -> None:
+    ours = {e.name: e.value for e in entry_points(group=registry.group) if e.dist and e.dist.name == DISTRIBUTION}
+    # the installed metadata is the checkout's (a stale install would miss a new built-in)
+    assert ours == DECLARED[registry.group]
+    assert set(registry._listed) == set(ours)
+    for name in ours:
+        assert registry.get(name) is not None and registry.describe(name)
+
+
+def test_a_built_in_without_its_entry_point_says_the_install_is_missing() -> None:
+    registry: Registry[object] = Registry("widgets", listed={"gear": "a widget"})
+    with pytest.raises(PluginLoadError, match=r"built-in widget 'gear' has no entry point.*pip install -e \."):
+        registry.get("gear")
+
+
+def test_a_folder_that_shadows_an_installed_package_is_named(tmp_path: Path) -> None:
+    """A user's own `agents/` next to their notebook hides ours: the team does not load, and the message says
+    which entry point, from which distribution, and where `agents` was found."""
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "agents" / "team.py").write_text("TEAM = 'mine'\n", encoding="utf-8")
+    probe = "from debate.plugins import TEAMS; TEAMS.get('autogen')"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("debate.errors.PluginLoadError: entry point autogen = agents.team:AutogenTeamFactory")
+    assert f"from {DISTRIBUTION}" in last and str(tmp_path / "agents" / "__init__.py") in last
 
 
 def test_listing_the_choices_imports_no_engine() -> None:

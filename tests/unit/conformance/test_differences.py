@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from debate import config
+from debate.plugins import PREFILTERS, ROLLUPS, TASKS, stage_options
 from tests.support.helpers import ROOT
 
 PAGE = ROOT / "docs" / "differences.md"
@@ -39,16 +40,30 @@ def test_every_row_is_pinned_by_tests_that_exist() -> None:
     assert (unpinned, missing) == ([], [])
 
 
+def _option_models() -> list[type[BaseModel]]:
+    """The configuration's models and the built-in stages' own options models (set the way a plugin's are)."""
+    models = [
+        model
+        for model in vars(config).values()
+        if inspect.isclass(model) and issubclass(model, BaseModel) and model.__module__ == "debate.config"
+    ]
+    for registry in (PREFILTERS, TASKS, ROLLUPS):
+        for name in registry.names():
+            model = stage_options(registry, name)
+            if model is not None:
+                models.append(model)
+    return models
+
+
 def test_every_named_variant_of_the_configuration_has_a_row() -> None:
     page = PAGE.read_text(encoding="utf-8")
     named = [
         field
-        for model in vars(config).values()
-        if inspect.isclass(model) and issubclass(model, BaseModel) and model.__module__ == "debate.config"
+        for model in _option_models()
         for field, info in model.model_fields.items()
         if re.search(r"named (variant|departure)", info.description or "")
     ]
-    assert {"invalid_citation_decides", "budget", "judge_on", "dedupe", "queries_prompt"} <= set(named)
-    # Variants that live outside the configuration models (the tool checks, the citation reading).
-    named += ["citation_variant", "endpoint-match", "permission-check", "max_attempts", "max_claims", "language"]
+    assert {"invalid_citation_decides", "budget", "when", "citation_variant", "dedupe", "queries_prompt"} <= set(named)
+    # Variants that live outside the configuration models (the tool checks).
+    named += ["endpoint-match", "permission-check", "max_attempts", "max_claims", "language"]
     assert [name for name in named if not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", page)] == []

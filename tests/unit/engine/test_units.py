@@ -232,13 +232,25 @@ async def test_the_selector_model_refuses_every_call() -> None:
 # --- per-prefilter options --------------------------------------------------------------------------------------
 
 
-def test_a_prefilter_without_an_options_model_takes_no_options() -> None:
-    """Checked when a Verifier is built (configuration imports no stage), with the field named."""
+def test_stage_options_are_checked_against_the_stage_s_own_model() -> None:
+    """Built-in prefilters and tasks declare their options the way plugins do; checked when a Verifier is built
+    (configuration imports no stage), with the field named."""
     from debate import Verifier, VerifierConfig
     from debate.config import PrefilterConfig
     from debate.errors import UsageError
+    from debate.registry import UnknownNameError
 
-    config = VerifierConfig(prefilter=PrefilterConfig(prefilters=["rules"], options={"rules": {"strict": True}}))
-    with pytest.raises(UsageError, match=r"prefilter.options: prefilter 'rules' takes no options"):
-        Verifier(config=config, client=ScriptedChatClient([]))
+    def build(**fields: object) -> None:
+        Verifier(config=VerifierConfig(**fields), client=ScriptedChatClient([]))
+
+    rules = PrefilterConfig(prefilters=["rules"], options={"rules": {"strict": True}})
+    with pytest.raises(UsageError, match=r"^prefilter.options.rules: strict: Extra inputs are not permitted"):
+        build(prefilter=rules)
+    with pytest.raises(UsageError, match=r"^task_options: task 'qa' takes no options"):
+        build(task_options={"qa": {"strict": True}})
+    with pytest.raises(UsageError, match=r"^task_options.rag: citation_variant: Input should be 'seed' or"):
+        build(task_options={"rag": {"citation_variant": "both"}})
+    with pytest.raises(UnknownNameError, match=r"^task_options: unknown task 'rags'.*did you mean 'rag'"):
+        build(task_options={"rags": {}})
+    build(task_options={"rag": {"citation_variant": "occurrences"}})
     assert PrefilterConfig(prefilters=["rules"]).options == {}

@@ -57,7 +57,7 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], set[str]]] = [
     (
         "rag",
         {"question": "Capital of France?", "reference": {"1": PARIS}},
-        {"prefilters": ["rules", "rag-judge"], "judge_on": "always"},
+        {"prefilters": ["rules", "rag-judge"], "options": {"rag-judge": {"when": "always"}}},
         {"rag-judge", "debate:initial"},
     ),
 ]

@@ -33,10 +33,15 @@ def _client(p: dict[str, tuple[float, float]] | None) -> ScriptedChatClient:
     return ScriptedChatClient([reply] * 60)
 
 
-def _verifier(client: ScriptedChatClient, *, min_rounds: int = 0, **prefilter: object) -> Verifier:
+def _verifier(client: ScriptedChatClient, *, prefilters: list[str], min_rounds: int = 0, **options: object) -> Verifier:
+    """`options` are the listed prefilters' options, each given to the prefilter that declares it."""
+    owner = {"invalid_citation_decides": "rules", "trust_grounded": "logprob"}
+    by_prefilter: dict[str, dict[str, object]] = {}
+    for key, value in options.items():
+        by_prefilter.setdefault(owner[key], {})[key] = value
     config = VerifierConfig(
         debate=DebateConfig(min_rounds=min_rounds, max_rounds=max(min_rounds, 1)),
-        prefilter=PrefilterConfig(**prefilter),
+        prefilter=PrefilterConfig(prefilters=prefilters, options=by_prefilter),
         claim_concurrency=1,
     )
     return Verifier(config=config, client=client)

@@ -82,7 +82,9 @@ async def test_a_citation_to_a_source_that_was_not_given_is_never_grounded(p0: f
     client = ScriptedChatClient({"grounding@a": [yes_no_response(0.97), yes_no_response(p0)], "debate": [op(True)]})
     config = VerifierConfig(
         debate=DebateConfig(min_rounds=0, max_rounds=0),
-        prefilter=PrefilterConfig(prefilters=["logprob"], trust_grounded=True, grounded_confidence=0.5),
+        prefilter=PrefilterConfig(
+            prefilters=["logprob"], options={"logprob": {"trust_grounded": True, "grounded_confidence": 0.5}}
+        ),
     )
     sources = {"S0": "Paris is the capital of France.", "S1": "The Seine.", "S2": "Lyon."}
     async with Verifier(config=config, client=client) as verifier:

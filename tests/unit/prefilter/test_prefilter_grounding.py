@@ -242,7 +242,10 @@ async def test_at_most_max_claims_are_checked() -> None:
     client = ScriptedChatClient({"grounding": [grounding] * 2, "debate": [op(True)] * 5})
     config = VerifierConfig(
         debate=DebateConfig(min_rounds=0, max_rounds=0),
-        prefilter=PrefilterConfig(prefilters=["logprob"], max_claims=2, trust_grounded=True, grounded_confidence=0.5),
+        prefilter=PrefilterConfig(
+            prefilters=["logprob"],
+            options={"logprob": {"max_claims": 2, "trust_grounded": True, "grounded_confidence": 0.5}},
+        ),
     )
     claims = [f"Sentence number {i} is long enough." for i in range(5)]
     async with Verifier(config=config, client=client) as verifier:

@@ -40,7 +40,7 @@ def rubric(**changes: object) -> str:
 
 
 def verifier(client: ScriptedChatClient, **options: object) -> Verifier:
-    prefilter = PrefilterConfig.model_validate({"prefilters": ["rag-judge"], **options})
+    prefilter = PrefilterConfig(prefilters=["rag-judge"], options={"rag-judge": options} if options else {})
     config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0), prefilter=prefilter)
     return Verifier(config=config, client=client)
 
@@ -84,7 +84,7 @@ async def test_the_decision_flow_judges_every_answer_whose_score_is_not_above_th
 async def test_judge_on_moderate_is_the_named_variant(answer: str, risk: str, action: str) -> None:
     """Seed 000 "多層檢測策略": the LLM evaluation only when the rules find moderate risk."""
     client = ScriptedChatClient({"debate": [op(True)] * 2})
-    async with verifier(client, judge_on="moderate") as v:
+    async with verifier(client, when="moderate") as v:
         report = await v.verify(TaskInput(answer, reference=SOURCES), task="rag")
     assert report.prefilter is not None and report.prefilter.judge is not None
     judgment = report.prefilter.judge
@@ -129,9 +129,11 @@ def test_notes_name_unsupported_claims_only_on_their_own_lines() -> None:
 
 async def test_judge_always_and_configurations_written_with_judge_always_still_load() -> None:
     client = ScriptedChatClient({"rag-judge": [rubric(hallucination_risk=0.45)], "debate": [op(True)] * 2})
-    async with verifier(client, judge_always=True) as v:
+    saved = PrefilterConfig.model_validate({"prefilters": ["rag-judge"], "judge_always": True})
+    assert saved.options == {"rag-judge": {"when": "always"}}
+    config = VerifierConfig(debate=DebateConfig(min_rounds=0, max_rounds=0), prefilter=saved)
+    async with Verifier(config=config, client=client) as v:
         report = await v.verify(TaskInput(UNCITED_ONLY, reference=SOURCES), task="rag")
-    assert PrefilterConfig.model_validate({"judge_always": True}).judge_on == "always"
     assert report.prefilter is not None and report.prefilter.judge is not None
     assert (report.prefilter.judge.rules_risk, report.prefilter.judge.combined_risk) == ("high", "high")
     assert report.prefilter.prefilter_calls == 1
@@ -150,7 +152,7 @@ async def test_two_step_self_critique_then_a_smaller_model_converts() -> None:
             "debate": [op(True)] * 3,
         }
     )
-    async with verifier(client, judge_two_step=True, judge_model="small-model") as v:
+    async with verifier(client, two_step=True, convert_model="small-model") as v:
         report = await v.verify(TaskInput(MODERATE, reference=SOURCES), task="rag")
     assert report.prefilter is not None and report.prefilter.judge is not None
     judgment = report.prefilter.judge
