@@ -70,12 +70,22 @@ def upgrade_prefilter(data: Any) -> Any:
 
 def upgrade_verifier(data: Any) -> Any:
     """`concurrency` (0.1, items or claims at once) became `claim_concurrency` (the model's own limit is
-    model.max_concurrency); `prefilter.citation_variant` (0.2) became the rag task's option."""
+    model.max_concurrency); `prefilter.citation_variant` (0.2) became the rag task's option and `soft_threshold`
+    (0.2) the soft rollup's."""
     if not isinstance(data, dict):
         return data
     if isinstance(data.get("concurrency"), int) and not isinstance(data["concurrency"], bool):
         data = dict(data)
         data.setdefault("claim_concurrency", data.pop("concurrency"))
+    if "soft_threshold" in data:
+        data = dict(data)
+        threshold = data.pop("soft_threshold")
+        if threshold != 0.5:  # the default: nothing to carry
+            rollups = data.get("rollup_options")
+            rollups = dict(rollups) if isinstance(rollups, dict) else {}
+            soft = rollups.get("soft")
+            rollups["soft"] = {"threshold": threshold, **(soft if isinstance(soft, dict) else {})}
+            data["rollup_options"] = rollups
     prefilter = data.get("prefilter")
     if isinstance(prefilter, dict) and "citation_variant" in prefilter:
         data, prefilter = dict(data), dict(prefilter)

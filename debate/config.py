@@ -327,8 +327,9 @@ class VerifierConfig(_Config):
     """Cheap checks before the debate."""
     rollup: RollupName = "any-false"
     """Claims -> response rule."""
-    soft_threshold: float = Field(default=0.5, ge=0, le=1)
-    """Entailment share a response needs under the `soft` rollup."""
+    rollup_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each rollup's own options, by its name (e.g. {"soft": {"threshold": 0.6}}), checked against the options
+    model the rollup declares (its `Options` class) when the Verifier is built."""
     task_options: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Each task's own options, by its name (e.g. {"rag": {"citation_variant": "occurrences"}}), checked against
     the options model the task declares (its `Options` class) when the Verifier is built."""

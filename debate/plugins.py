@@ -264,8 +264,9 @@ class Rollup:
     note: str | None = None
 
 
-RollupRule = Callable[[Sequence[ClaimVerdict], float], Rollup]
-"""Claims (and the soft threshold) -> the response's verdict."""
+RollupRule = Callable[[Sequence[ClaimVerdict], Any], Rollup]
+"""Claims and the rule's options (an instance of its `Options` model, from `rollup_options.<name>`; None for a rule
+that declares none) -> the response's verdict."""
 
 
 class Team(Protocol):
@@ -320,8 +321,8 @@ ROLLUPS: Registry[RollupRule] = Registry(
     listed={
         "any-false": "the paper's rule: non-factual if any claim is",
         "major": "RefChecker's major: the most common claim label",
-        "soft": "RefChecker's soft ratios; factual when the Entailment share reaches the config's soft_threshold "
-        "(default 0.5)",
+        "soft": "RefChecker's soft ratios; factual when the Entailment share reaches its threshold "
+        "(rollup_options.soft.threshold, default 0.5)",
         "strict": "RefChecker's strict (= any-false under our labels)",
     },
 )
@@ -372,8 +373,8 @@ def _check_options(where: str, registry: Registry[Any], options: Mapping[str, Ma
 
 def check_config(config: VerifierConfig) -> None:
     """Check every name the configuration gives a stage against its registry (built-ins and installed plugins),
-    and each prefilter's and task's options against the model it declares. The Verifier calls it before it builds
-    anything.
+    and each prefilter's, task's and rollup's options against the model it declares. The Verifier calls it before it
+    builds anything.
 
     Raises:
         UnknownNameError: a name nothing is registered under; the message names the field, the known names and the
@@ -397,3 +398,4 @@ def check_config(config: VerifierConfig) -> None:
             raise UnknownNameError(f"{where}: {registry.unknown(name)}")
     _check_options("prefilter.options", PREFILTERS, config.prefilter.options)
     _check_options("task_options", TASKS, config.task_options)
+    _check_options("rollup_options", ROLLUPS, config.rollup_options)

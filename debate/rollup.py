@@ -11,13 +11,17 @@ with no claims has no score (None).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from debate.plugins import ROLLUPS, Rollup
+from pydantic import BaseModel, ConfigDict, Field
+
+from debate.plugins import ROLLUPS, Rollup, stage_options
 from debate.types import ClaimLabel, ClaimRatios, ClaimVerdict, RollupName
 
 __all__ = [
     "REFCHECKER_LABELS",
+    "SoftOptions",
     "claim_credit",
     "claim_ratios",
     "refchecker_soft",
@@ -90,7 +94,7 @@ def _failed(claims: Sequence[ClaimVerdict], why: str) -> Rollup:
     return Rollup(None, "unverifiable", f"{why}: {failed} of {len(claims)} claims failed")
 
 
-def any_false_rule(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
+def any_false_rule(claims: Sequence[ClaimVerdict], options: None = None) -> Rollup:
     """The paper's rule, which is also RefChecker's `strict` (zero tolerance: Contradiction, else Neutral, else
     Entailment). A failed claim could be false: without a false claim, a failure leaves the response unverifiable."""
     if not claims:
@@ -103,7 +107,7 @@ def any_false_rule(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
     return _BY_LABEL["not_enough_evidence" if "not_enough_evidence" in labels else "factual"]
 
 
-def major_rule(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
+def major_rule(claims: Sequence[ClaimVerdict], options: None = None) -> Rollup:
     """RefChecker's `major`: Counter(labels).most_common(1), so a tie goes to the label met first in claim order.
     Unverifiable when the failed claims could change the winner."""
     if not claims:
@@ -119,32 +123,57 @@ def major_rule(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
     return _BY_LABEL[winner]
 
 
-def soft_rule(claims: Sequence[ClaimVerdict], threshold: float) -> Rollup:
+class SoftOptions(BaseModel):
+    """The `soft` rollup's options (`rollup_options.soft`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
+
+    threshold: float = Field(default=0.5, ge=0, le=1)
+    """The Entailment (factual) share a response needs to be called factual."""
+
+
+class SoftRule:
     """RefChecker's `soft` ratios (see `refchecker_soft`; RefChecker stops there). The verdict is ours: factual when
-    the Entailment share reaches `threshold`, decided only when the failed claims could not change it."""
-    if not claims:
-        return _NO_CLAIMS
-    n = len(claims)
-    low = sum(1 for c in claims if c.label == "factual") / n
-    high = low + sum(1 for c in claims if c.label is None) / n
-    if low >= threshold:
-        return _BY_LABEL["factual"]
-    if high < threshold:
-        return _BY_LABEL["non_factual"]
-    return Rollup(None, "unverifiable", f"the failed claims decide whether the Entailment share reaches {threshold}")
+    the Entailment share reaches the threshold, decided only when the failed claims could not change it."""
+
+    Options = SoftOptions
+
+    def __call__(self, claims: Sequence[ClaimVerdict], options: SoftOptions | None = None) -> Rollup:
+        threshold = (options or SoftOptions()).threshold
+        if not claims:
+            return _NO_CLAIMS
+        n = len(claims)
+        low = sum(1 for c in claims if c.label == "factual") / n
+        high = low + sum(1 for c in claims if c.label is None) / n
+        if low >= threshold:
+            return _BY_LABEL["factual"]
+        if high < threshold:
+            return _BY_LABEL["non_factual"]
+        why = f"the failed claims decide whether the Entailment share reaches {threshold}"
+        return Rollup(None, "unverifiable", why)
 
 
-# Registered as entry points of markov_debate.rollups; under our three claim labels RefChecker's `strict` is the
+soft_rule = SoftRule()
+# These are the entry points of markov_debate.rollups; under our three claim labels RefChecker's `strict` is the
 # paper's `any-false` (the same rule under both names).
 
 
-def roll_up(claims: Sequence[ClaimVerdict], *, rule: RollupName = "any-false", soft_threshold: float = 0.5) -> Rollup:
-    """The response's verdict by the registered rollup `rule`.
+def rollup_options(rule: RollupName, options: Mapping[str, Any] | None) -> BaseModel | None:
+    """Rollup `rule`'s options as its own model (its defaults when none are given); None for a rule that declares
+    none."""
+    model = stage_options(ROLLUPS, rule)
+    return model.model_validate(options or {}) if model is not None else None
+
+
+def roll_up(
+    claims: Sequence[ClaimVerdict], *, rule: RollupName = "any-false", options: Mapping[str, Any] | None = None
+) -> Rollup:
+    """The response's verdict by the registered rollup `rule`, given its options (`rollup_options.<rule>`).
 
     Raises:
         UnknownNameError: no rollup is registered as `rule`.
     """
-    return ROLLUPS.get(rule)(claims, soft_threshold)
+    return ROLLUPS.get(rule)(claims, rollup_options(rule, options))
 
 
 def _count_distribution(ps: Sequence[float]) -> list[float]:
@@ -165,11 +194,11 @@ def _p_major(ps: Sequence[float]) -> float:
 
 
 def response_p_factual(
-    claims: Sequence[ClaimVerdict], *, rule: RollupName = "any-false", soft_threshold: float = 0.5
+    claims: Sequence[ClaimVerdict], *, rule: RollupName = "any-false", options: Mapping[str, Any] | None = None
 ) -> tuple[float | None, str | None]:
     """P(the rollup calls the response factual), from the claims' p_factual taken as independent, and why there is
     none when there is none. any-false (strict): every claim is factual; major: factual claims outnumber the others
-    (a tie to the first claim's label); soft: the factual share reaches `soft_threshold`."""
+    (a tie to the first claim's label); soft: the factual share reaches its threshold (`options`)."""
     if not claims:
         return None, "the response has no checkable claims"
     missing = [c.claim_id for c in claims if c.p_factual is None]
@@ -183,7 +212,8 @@ def response_p_factual(
         return product, None
     if rule == "soft":
         dist = _count_distribution(ps)
-        return sum(q for k, q in enumerate(dist) if k / len(ps) >= soft_threshold), None
+        threshold = SoftOptions.model_validate(options or {}).threshold
+        return sum(q for k, q in enumerate(dist) if k / len(ps) >= threshold), None
     if rule == "major":
         return _p_major(ps), None
     return None, f"the {rule} rollup has no probability rule"

@@ -213,7 +213,7 @@ class Pipeline:
         config = self.runtime.config
         if config.localize:
             verdicts = await self._localized(verdicts)
-        outcome = roll_up(verdicts, rule=config.rollup, soft_threshold=config.soft_threshold)
+        outcome = roll_up(verdicts, rule=config.rollup, options=config.rollup_options.get(config.rollup))
         notes = [*plan.notes, *([outcome.note] if outcome.note else [])]
         p_factual, calibration = self._probability(verdicts)
         return Report(
@@ -240,7 +240,8 @@ class Pipeline:
         if self.calibration is None:
             return None, None
         config = self.runtime.config
-        p, why = response_p_factual(verdicts, rule=config.rollup, soft_threshold=config.soft_threshold)
+        options = config.rollup_options.get(config.rollup)
+        p, why = response_p_factual(verdicts, rule=config.rollup, options=options)
         return p, calibration_note(config.debate, self.calibration, why)
 
     async def _localized(self, verdicts: list[ClaimVerdict]) -> list[ClaimVerdict]:

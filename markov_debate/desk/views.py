@@ -66,8 +66,11 @@ def reviewed_verdict(report: Report, reviews: Mapping[str, ReviewInfo]) -> Repor
     ids = {c.claim_id for c in report.claims}
     if not any(r.decision == "overturn" and r.claim_id in ids for r in reviews.values()):
         return None
-    threshold = float(report.meta.config.get("soft_threshold", 0.5))
-    return roll_up(reviewed_claims(report, reviews), rule=report.rollup, soft_threshold=threshold).verdict
+    saved = report.meta.config
+    options = (saved.get("rollup_options") or {}).get(report.rollup)
+    if options is None and report.rollup == "soft" and "soft_threshold" in saved:  # a report of release 0.2
+        options = {"threshold": saved["soft_threshold"]}
+    return roll_up(reviewed_claims(report, reviews), rule=report.rollup, options=options).verdict
 
 
 def segments(report: Report, claims: Sequence[ClaimVerdict] | None = None) -> list[Segment]:

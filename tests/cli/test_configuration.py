@@ -332,6 +332,7 @@ def test_stage_options_round_trip_through_the_config_file(tmp_path: Path) -> Non
         "prefilter.prefilters": ["rules", "logprob"],
         "prefilter.options": {"logprob": {"trust_grounded": True, "top_logprobs": 5}},
         "task_options": {"rag": {"citation_variant": "occurrences"}},
+        "rollup_options": {"soft": {"threshold": 0.25}},
     }
     config = resolve_config(fixed=fixed, environ={}).config
     file = tmp_path / "c.toml"
@@ -342,11 +343,11 @@ def test_stage_options_round_trip_through_the_config_file(tmp_path: Path) -> Non
 
 
 def test_the_built_in_stage_options_are_all_in_the_documented_table() -> None:
-    from debate.plugins import PREFILTERS, TASKS, stage_options
+    from debate.plugins import PREFILTERS, ROLLUPS, TASKS, stage_options
 
     page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     rows = {line.split("|")[2].strip(" `"): line.split("|")[3] for line in page.splitlines() if line.startswith("| ")}
-    for registry in (PREFILTERS, TASKS):
+    for registry in (PREFILTERS, TASKS, ROLLUPS):
         for name in registry.names():
             model = stage_options(registry, name)
             if model is None:

@@ -155,7 +155,6 @@ _NUMERIC_OPTIONS = [
     "--claims.max_claims",
     "--retrieval.top_k",
     "--search.results_per_query",
-    "--soft_threshold",
     "--debate.min_rounds",
     "--debate.max_rounds",
     "--debate.max_parse_retries",

@@ -188,7 +188,7 @@ def test_the_responses_probability_follows_each_rollup_exactly(ps: list[float], 
         expected["major"] += weight * (factual * 2 > len(ps) or (factual * 2 == len(ps) and said[0]))
         expected["soft"] += weight * (factual / len(ps) >= threshold)
     for rule, value in expected.items():
-        got, why = response_p_factual(claims, rule=rule, soft_threshold=threshold)
+        got, why = response_p_factual(claims, rule=rule, options={"threshold": threshold})
         assert why is None and got == pytest.approx(value, abs=1e-9)
 
 

@@ -87,6 +87,23 @@ def test_rollups_on_mixed_claims(claims: list[ClaimVerdict], any_false: str, maj
     assert roll_up(claims, rule="soft").verdict == soft
 
 
+async def test_the_soft_threshold_is_the_soft_rollup_s_option() -> None:
+    """`rollup_options.soft.threshold` (a saved 0.2 `soft_threshold` loads as it); checked when the Verifier is
+    built, with the field named."""
+    from debate import ScriptedChatClient, Verifier, VerifierConfig
+    from debate.errors import UsageError
+
+    assert roll_up([T, T, F], rule="soft", options={"threshold": 0.7}).verdict == "non_factual"
+    assert roll_up([T, T, F], rule="soft", options={"threshold": 0.6}).verdict == "factual"
+    saved = VerifierConfig.model_validate({"rollup": "soft", "soft_threshold": 0.7})
+    assert saved.rollup_options == {"soft": {"threshold": 0.7}}
+    assert VerifierConfig.model_validate({"soft_threshold": 0.5}).rollup_options == {}
+    with pytest.raises(UsageError, match=r"^rollup_options.soft: threshold: Input should be less than or equal to 1"):
+        Verifier(config=VerifierConfig(rollup_options={"soft": {"threshold": 2}}), client=ScriptedChatClient([]))
+    with pytest.raises(UsageError, match=r"^rollup_options: rollup 'major' takes no options"):
+        Verifier(config=VerifierConfig(rollup_options={"major": {"threshold": 0.5}}), client=ScriptedChatClient([]))
+
+
 def test_score_formula() -> None:
     assert [claim_credit(c) for c in (v(True, 0), v(True, 1), v(True, 5))] == [1.0, 0.9, 0.5]
     assert [claim_credit(c) for c in (v(False, 0), v(False, 3), v(False, 5))] == pytest.approx([0.4, 0.16, 0.0])
