@@ -63,7 +63,6 @@ __all__ = [
     "Team",
     "TeamFactory",
     "check_config",
-    "prefilter_options",
     "stage_options",
 ]
 
@@ -350,11 +349,6 @@ def stage_options(registry: Registry[Any], name: str) -> type[BaseModel] | None:
     """
     model = getattr(registry.get(name), "Options", None)
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
-
-
-def prefilter_options(name: str) -> type[BaseModel] | None:
-    """The options model prefilter `name` declares (see stage_options)."""
-    return stage_options(PREFILTERS, name)
 
 
 def _check_options(where: str, registry: Registry[Any], options: Mapping[str, Mapping[str, Any]]) -> None:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from debate import PrefilterConfig, ScriptedChatClient, TaskInput, UsageError, Verifier, VerifierConfig
 from debate.claims import Extraction
 from debate.config import RetrievalConfig
-from debate.plugins import PREFILTERS, TASKS, Plan, StageContext, check_config, prefilter_options
+from debate.plugins import PREFILTERS, TASKS, Plan, StageContext, check_config, stage_options
 from debate.prefilter import BasePrefilter, NoOptions
 from debate.tasks import BaseTask
 from debate.types import Claim, Evidence, ExtractionInfo, PrefilterDecision
@@ -62,7 +62,7 @@ def registered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_prefilter_declares_its_options_once() -> None:
-    assert prefilter_options("test-length") is LengthOptions and prefilter_options("test-bare") is None
+    assert stage_options(PREFILTERS, "test-length") is LengthOptions and stage_options(PREFILTERS, "test-bare") is None
     with pytest.raises(UsageError, match="takes no options"):
         check_config(
             VerifierConfig(prefilter=PrefilterConfig(prefilters=["test-bare"], options={"test-bare": {"x": 1}}))
