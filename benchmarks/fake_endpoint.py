@@ -40,6 +40,17 @@ def completion(content: str) -> bytes:
     ).encode()
 
 
+def stream(content: str) -> bytes:
+    """`content` as an OpenAI stream: a chunk per word, a finish chunk, [DONE]."""
+    base = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "fake-model"}
+    words = [w + " " for w in content.split(" ")]
+    words[-1] = words[-1].rstrip(" ")
+    deltas = [{"role": "assistant", "content": ""}, *({"content": w} for w in words)]
+    events = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
+    events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    return b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
+
+
 def opinion(factual: bool) -> str:
     return json.dumps({"opinion": "checked", "factuality": factual, "Error severity": 0 if factual else 4})
 
@@ -48,7 +59,18 @@ FIXED = completion(opinion(True))
 
 
 class Endpoint:
-    def __init__(self, *, latency_s: float, fault_rate: float, seed: int, verdict_rule: bool, hang_s: float) -> None:
+    def __init__(
+        self,
+        *,
+        latency_s: float,
+        fault_rate: float,
+        seed: int,
+        verdict_rule: bool,
+        hang_s: float,
+        answer: str | None = None,
+    ) -> None:
+        self.answer = answer
+        """A fixed answer for every chat request (an upstream behind `debate guard`); streamed when asked."""
         self.latency_s = latency_s
         self.fault_rate = fault_rate
         self.random = random.Random(seed)
@@ -64,6 +86,8 @@ class Endpoint:
         """While on (GET /outage/on, until GET /outage/off), every chat request gets 503."""
 
     def _reply(self, body: bytes) -> bytes:
+        if self.answer is not None:
+            return completion(self.answer)
         if not self.verdict_rule:
             return FIXED
         # The claim is in the first user message (a re-ask's last message only names the format problem).
@@ -79,7 +103,7 @@ class Endpoint:
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":", 1)[1])
                 body = await reader.readexactly(length) if length else b""
-                status, headers, payload = 200, b"", b""
+                status, headers, payload, kind = 200, b"", b"", b"application/json"
                 if head.startswith(b"GET /stats"):
                     payload = json.dumps(
                         {
@@ -123,11 +147,11 @@ class Endpoint:
                         payload = completion(json.dumps({"verdict": True, "why": "x"}))
                     elif fault == "empty-choices":
                         payload = b'{"id": "c", "object": "chat.completion", "created": 0, "choices": []}'
+                    elif self.answer is not None and json.loads(body).get("stream") is True:
+                        payload, kind = stream(self.answer), b"text/event-stream"
                     else:
                         payload = self._reply(body)
-                head_out = (
-                    f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {len(payload)}\r\n"
-                )
+                head_out = f"HTTP/1.1 {status} X\r\ncontent-type: {kind.decode()}\r\ncontent-length: {len(payload)}\r\n"
                 writer.write(head_out.encode() + headers + b"\r\n" + payload)
                 await writer.drain()
                 if not head.startswith(b"GET"):
@@ -153,6 +177,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verdict-rule", action="store_true")
     parser.add_argument("--hang-s", type=float, default=30.0)
+    parser.add_argument("--answer", default=None, help="a fixed answer for every chat request (streamed when asked)")
     args = parser.parse_args()
     endpoint = Endpoint(
         latency_s=args.latency_ms / 1000,
@@ -160,6 +185,7 @@ def main() -> None:
         seed=args.seed,
         verdict_rule=args.verdict_rule,
         hang_s=args.hang_s,
+        answer=args.answer,
     )
     try:
         asyncio.run(serve(args.port, endpoint))

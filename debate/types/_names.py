@@ -71,8 +71,10 @@ FailureKind = Literal[
     "extraction_failed",
     "context_too_long",
     "internal",
+    "deferred",
 ]
-"""What went wrong, as recorded in a `Failure`."""
+"""What went wrong, as recorded in a `Failure`; `deferred` is no fault: the claim's debate runs later (a guard's
+`--debate later`), so it has no verdict yet."""
 
 
 StopRule = Literal["consensus"] | float

@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["AuditRow", "Base", "BatchRow", "ClaimRow", "EventRow", "ReviewRow"]
+__all__ = ["AuditRow", "Base", "BatchRow", "ClaimRow", "EventRow", "GuardDecisionRow", "ReviewRow"]
 
 
 class Base(DeclarativeBase):
@@ -137,3 +137,29 @@ class RevokedSessionRow(Base):
 
     session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     expires_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class GuardDecisionRow(Base):
+    """What the guard (`debate guard`) did with one answer: the audit keeps the answer and its report, this row the
+    request, the policy and the action. Rows are only ever added."""
+
+    __tablename__ = "guard_decisions"
+    __table_args__ = (Index("ix_guard_decisions_action", "action", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    audit_id: Mapped[int] = mapped_column(ForeignKey("audits.id"), index=True)
+    request_id: Mapped[str] = mapped_column(String(100), unique=True)
+    """The request's id (the response's x-debate-request-id)."""
+    at: Mapped[datetime] = mapped_column(DateTime)
+    caller: Mapped[str] = mapped_column(String(200))
+    """The caller's key name, or "anonymous"."""
+    route: Mapped[str | None] = mapped_column(String(100))
+    policy: Mapped[str] = mapped_column(String(20))
+    action: Mapped[str] = mapped_column(String(30))
+    status: Mapped[str] = mapped_column(String(20))
+    """verified, partial or unverified."""
+    risk: Mapped[str | None] = mapped_column(String(20))
+    verification_json: Mapped[str] = mapped_column(Text)
+    """The verification as the caller received it."""
+    report_json: Mapped[str | None] = mapped_column(Text)
+    """The report the decision was made on (the cheap checks' alone with --debate later)."""

@@ -19,6 +19,8 @@ judge a claim false when it carries one of the README's wrong answers ("1925", "
   fails; the test reports them all.
 - `<!-- readme: serve -->`: `debate serve` is started on a free port; the next bash block (the curl tour) runs
   against it, `localhost:8000` rewritten.
+- `<!-- readme: guard -->`: `debate guard` is started on a free port in front of the docs' endpoint (which answers
+  its forwarded requests as an upstream) and judged by it; later Python blocks' `127.0.0.1:8100` is rewritten to it.
 - `<!-- readme: phoenix -->`: a real Phoenix server is started (once) on a free port and the block's
   `127.0.0.1:6006` is rewritten to it.
 - `<!-- readme: report-schema -->`: every key it shows is a field of the Report models.
@@ -87,7 +89,7 @@ def docs_blocks() -> list[Block]:
 
 
 def _respond(unknown: list[str]) -> Any:
-    def respond(body: dict[str, Any], purpose: str) -> Reply:
+    def respond(body: dict[str, Any], purpose: str, guarded: bool = False) -> Reply:
         user = " ".join(str(m.get("content", "")) for m in body["messages"] if m.get("role") == "user")
         kind = purpose.split(":", 1)[0]
         if kind == "debate":
@@ -102,6 +104,9 @@ def _respond(unknown: list[str]) -> Any:
             return Reply(content=json.dumps({"queries": ["Eiffel Tower location", "Eiffel Tower city"]}))
         if kind == "judge":
             return Reply(content="No")
+        if kind == "" and guarded:
+            # the guard's upstream: a RAG answer citing the source the docs' request sends
+            return Reply(content="The Eiffel Tower is in Paris [eiffel].")
         unknown.append(purpose)
         return Reply(status=599, error_message=f"the README's endpoint has no reply for purpose {purpose!r}")
 
@@ -115,7 +120,13 @@ class PurposeServer(FakeOpenAI):
     def __init__(self) -> None:
         self.unknown: list[str] = []
         respond = _respond(self.unknown)
-        super().__init__(responder=lambda body: respond(body, self.headers[-1].get("x-debate-purpose", "")))
+        super().__init__(
+            responder=lambda body: respond(
+                body,
+                self.headers[-1].get("x-debate-purpose", ""),
+                self.headers[-1].get("x-request-id", "").startswith("guard-"),
+            )
+        )
 
 
 def _run(cmd: list[str], work: Path, env: dict[str, str], block: Block, timeout: float = 600) -> str:
@@ -161,24 +172,25 @@ def _run_all(blocks: list[Block], tmp_path: Path) -> PurposeServer:
             "DEBATE_DATA_MANIFEST": str(FIXTURE_DATA / "manifest.json"),
         }
         env.pop("DEBATE_DATA_DIR", None)
-        desk: subprocess.Popen[bytes] | None = None
-        desk_url = ""
+        started: list[subprocess.Popen[bytes]] = []
+        addresses: dict[str, str] = {}
         phoenix = _LazyPhoenix(tmp_path / "phoenix")
         try:
             for block in blocks:
                 try:
                     if block.marker == "phoenix":
                         block = replace(block, body=block.body.replace("127.0.0.1:6006", phoenix.address()))
-                    desk_url, started = _run_block(block, work, env, server, desk_url, tmp_path)
+                    process = _run_block(block, work, env, server, addresses, tmp_path)
                 except (AssertionError, subprocess.TimeoutExpired, OSError) as exc:
                     failures.append(f"{block.path} line {block.line} ({block.lang or 'text'}): {exc}")
                     continue
-                desk = started or desk
+                if process is not None:
+                    started.append(process)
         finally:
             phoenix.stop()
-            if desk is not None:
-                desk.terminate()
-                desk.wait(timeout=30)
+            for process in started:
+                process.terminate()
+                process.wait(timeout=60)
     assert not failures, f"{len(failures)} block(s) failed:\n\n" + "\n\n".join(failures)
     assert server.unknown == [], f"requests the endpoint could not answer: {sorted(set(server.unknown))}"
     return server
@@ -205,32 +217,33 @@ class _LazyPhoenix:
 
 
 def _run_block(
-    block: Block, work: Path, env: dict[str, str], server: PurposeServer, desk_url: str, tmp_path: Path
-) -> tuple[str, subprocess.Popen[bytes] | None]:
-    """Run one block; returns the desk's address (set by the serve block) and the desk process it started."""
+    block: Block, work: Path, env: dict[str, str], server: PurposeServer, addresses: dict[str, str], tmp_path: Path
+) -> subprocess.Popen[bytes] | None:
+    """Run one block; a serve or guard block starts its server (its address goes in `addresses`) and returns it."""
     body = _rewrite(block.body, server.base_url)
     if block.marker == "setup":
         if "debate verify" in body:
             _run(["bash", "-e", "-c", body.strip().rsplit("&& ", 1)[1]], work, env, block)
-        return desk_url, None
+        return None
     if block.marker.startswith("file "):
         (work / block.marker.split(" ", 1)[1]).write_text(block.body)
-        return desk_url, None
-    if block.marker == "serve":
+        return None
+    if block.marker in ("serve", "guard"):
         port = free_port()
-        command = body.strip().rsplit("&& ", 1)[1].split()
+        command = body.strip().rsplit("&& ", 1)[-1].split()
         argv = [*command, "--port", str(port), "--db", f"sqlite:///{tmp_path}/desk.db"]
-        desk = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_for(f"http://127.0.0.1:{port}/v1/health")
-        return f"127.0.0.1:{port}", desk
+        process = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_for(f"http://127.0.0.1:{port}/{'v1/health' if block.marker == 'serve' else 'healthz'}")
+        addresses[block.marker] = f"127.0.0.1:{port}"
+        return process
     if block.marker == "report-schema":
         _check_report_keys(block.body)
     elif block.marker == "layout":
         _check_layout(block.body)
     elif block.lang == "bash":
         if "curl " in body:
-            assert desk_url, "a curl block before `debate serve`"
-            body = body.replace("localhost:8000", desk_url)
+            assert "serve" in addresses, "a curl block before `debate serve`"
+            body = body.replace("localhost:8000", addresses["serve"])
         out = _run(["bash", "-e", "-o", "pipefail", "-c", body], work, env, block)
         assert "Traceback" not in out and "Internal Server Error" not in out, out
     elif block.lang == "python" and "def test_" in body:
@@ -240,13 +253,16 @@ def _run_block(
         offline = {k: v for k, v in env.items() if k != "OPENAI_BASE_URL"}
         _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", script.name], work, offline, block)
     elif block.lang == "python":
+        if "127.0.0.1:8100" in body:
+            assert "guard" in addresses, "a block calling the guard before `debate guard`"
+            body = body.replace("127.0.0.1:8100", addresses["guard"])
         script = work / f"readme_block_{_slug(block)}.py"
         script.write_text(body)
         _run([sys.executable, script.name], work, env, block)
     elif block.lang in ("toml", "json"):
         raise AssertionError(f"a {block.lang} block with no readme marker")
     # any other block (text) is an output excerpt
-    return desk_url, None
+    return None
 
 
 def _slug(block: Block) -> str:

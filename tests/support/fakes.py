@@ -13,13 +13,13 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 
 @dataclass
@@ -39,6 +39,8 @@ class Reply:
     """When set, the reply waits (up to 60 s) for this event: a writer kept busy for as long as a test needs."""
     usage: tuple[int, int] = (11, 7)
     """The prompt and completion tokens the reply reports."""
+    stream_cut: bool = False
+    """For a `stream: true` request: the stream ends without [DONE] (a connection cut mid-answer)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,24 @@ def completion(
         "choices": [choice],
         "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
     }
+
+
+async def _sse(reply: Reply) -> AsyncIterator[bytes]:
+    """The reply as an OpenAI stream: a role chunk, its content a few characters a chunk, a finish chunk, [DONE]."""
+    base = {"id": "cmpl-1", "object": "chat.completion.chunk", "created": int(time.time()), "model": "fake-model"}
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return f"data: {json.dumps({**base, 'choices': [choice]})}\n\n".encode()
+
+    yield event({"role": "assistant", "content": ""})
+    for start in range(0, len(reply.content), 7):
+        await asyncio.sleep(0)
+        yield event({"content": reply.content[start : start + 7]})
+    if reply.stream_cut:
+        return
+    yield event({}, "stop")
+    yield b"data: [DONE]\n\n"
 
 
 class FakeOpenAI:
@@ -159,6 +179,8 @@ class FakeOpenAI:
                     status_code=reply.status,
                     headers=reply.headers,
                 )
+            if body.get("stream") is True:
+                return StreamingResponse(_sse(reply), media_type="text/event-stream", headers=reply.headers)
             body = completion(reply.content, logprobs=reply.logprobs, usage=reply.usage)
             return JSONResponse(body, headers=reply.headers)
 

@@ -3,7 +3,8 @@
 One class over SQLAlchemy 2, the same on SQLite (WAL; the default) and PostgreSQL (several servers and workers),
 assembled from its parts: `db` (engine, migrations), `audits` (submit and read), `jobs` (the lease protocol:
 claimed with a guarded UPDATE, preceded on PostgreSQL by `SELECT ... FOR UPDATE SKIP LOCKED`, so two workers never
-take the same audit; a result stored only by the worker still holding the audit), `reviews`. Statistics over the
+take the same audit; a result stored only by the worker still holding the audit), `reviews`, `guarded` (the
+guard's decisions). Statistics over the
 store are in `markov_debate.desk.stats`.
 """
 
@@ -17,12 +18,14 @@ from markov_debate.desk.store.db import (
     engine_label,
     utcnow,
 )
+from markov_debate.desk.store.guarded import GuardRecord, GuardStore
 from markov_debate.desk.store.jobs import JobStore
 from markov_debate.desk.store.reviews import ReviewStore
 
 __all__ = [
     "CancelledReplayError",
     "ConflictError",
+    "GuardRecord",
     "Job",
     "NotFoundError",
     "ReviewConflictError",
@@ -33,5 +36,5 @@ __all__ = [
 ]
 
 
-class Store(JobStore, ReviewStore):
+class Store(JobStore, ReviewStore, GuardStore):
     """The audit store at `url` (migrated to the current schema on open)."""

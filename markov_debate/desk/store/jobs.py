@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import func, or_, select, update
@@ -21,7 +22,7 @@ from markov_debate.desk.store.db import ConflictError, Job, count, engine_label,
 from markov_debate.desk.store.queueing import claim_context, claim_draw, queue_of
 from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow
 
-__all__ = ["JobStore"]
+__all__ = ["JobStore", "claim_rows"]
 
 
 class JobStore(AuditStore):
@@ -208,22 +209,7 @@ class JobStore(AuditStore):
                     )
                 )
                 return False
-            for position, claim in enumerate(data["claims"]):
-                s.add(
-                    ClaimRow(
-                        audit_id=audit_id,
-                        claim_id=claim["claim_id"],
-                        position=position,
-                        text=claim["text"],
-                        engine_label=engine_label(claim),
-                        decided_by=claim.get("decided_by") or "debate",
-                        error_severity=claim.get("error_severity"),
-                        queue=queue_of(engine_label(claim)),
-                        draw=claim_draw(audit_id, claim["claim_id"]),
-                        context=claim_context(claim),
-                        p_factual=claim.get("p_factual"),
-                    )
-                )
+            s.add_all(claim_rows(audit_id, data))
             s.add(EventRow(audit_id=audit_id, at=now, kind="finished", actor=worker, detail=report.verdict))
             return True
 
@@ -328,3 +314,23 @@ class JobStore(AuditStore):
                     )
                 )
             return len(ids)
+
+
+def claim_rows(audit_id: int, report: dict[str, Any]) -> list[ClaimRow]:
+    """The claim rows a finished report indexes (the review queue, filters and stats read them)."""
+    return [
+        ClaimRow(
+            audit_id=audit_id,
+            claim_id=claim["claim_id"],
+            position=position,
+            text=claim["text"],
+            engine_label=engine_label(claim),
+            decided_by=claim.get("decided_by") or "debate",
+            error_severity=claim.get("error_severity"),
+            queue=queue_of(engine_label(claim)),
+            draw=claim_draw(audit_id, claim["claim_id"]),
+            context=claim_context(claim),
+            p_factual=claim.get("p_factual"),
+        )
+        for position, claim in enumerate(report["claims"])
+    ]

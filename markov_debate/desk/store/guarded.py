@@ -1,0 +1,122 @@
+"""The guard's decisions (`debate guard`): each answer it checked becomes an audit, finished with its report when the
+debate ran in the request path, else pending for a worker's debate, with a guard_decisions row beside it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from debate.types import Report
+from markov_debate.desk.requests import AuditRequest
+from markov_debate.desk.store.audits import AuditStore
+from markov_debate.desk.store.db import sha
+from markov_debate.desk.store.jobs import claim_rows
+from markov_debate.desk.tables import AuditRow, EventRow, GuardDecisionRow
+
+__all__ = ["GuardRecord", "GuardStore"]
+
+
+@dataclass(frozen=True)
+class GuardRecord:
+    """One decision of the guard, as the store keeps it."""
+
+    request: AuditRequest
+    """The answer, its question and sources, as an audit of task rag (or general without sources)."""
+    request_id: str
+    caller: str
+    at: datetime
+    route: str | None
+    policy: str
+    action: str
+    status: str
+    risk: str | None
+    verification_json: str
+    report: Report | None
+    """The report the decision was made on."""
+    finished: bool
+    """Whether that report is the audit's result (every claim was decided or failed for good in the request path);
+    otherwise the audit waits for a worker's debate."""
+
+
+class GuardStore(AuditStore):
+    """Recording the guard's decisions."""
+
+    def record_guarded(self, records: Sequence[GuardRecord]) -> int:
+        """Store `records` in one transaction (a request id already stored is skipped, so a retried batch stores
+        each decision once); the number newly stored."""
+        try:
+            with self._session.begin() as s:
+                return sum(self._add_guarded(s, record) for record in records)
+        except IntegrityError:
+            # Two guards raced on a request id (or a batch was partly stored before a lost reply): one at a time.
+            stored = 0
+            for record in records:
+                try:
+                    with self._session.begin() as s:
+                        stored += self._add_guarded(s, record)
+                except IntegrityError:
+                    continue
+            return stored
+
+    @staticmethod
+    def _add_guarded(s: Session, record: GuardRecord) -> int:
+        seen = s.scalars(select(GuardDecisionRow.id).where(GuardDecisionRow.request_id == record.request_id)).first()
+        if seen is not None:
+            return 0
+        body = record.request.model_dump_json()
+        report = record.report if record.finished else None
+        report_json = report.model_dump_json() if report is not None else None
+        usage = report.usage if report is not None else None
+        row = AuditRow(
+            created_at=record.at,
+            submitted_by=record.caller,
+            idempotency_key=f"guard:{record.request_id}",
+            request_sha256=sha(body),
+            task=record.request.task,
+            request_json=body,
+            status="done" if report is not None else "pending",
+            attempts=0,
+            started_at=record.at if report is not None else None,
+            finished_at=record.at if report is not None else None,
+            verdict=report.verdict if report is not None else None,
+            report_json=report_json,
+            llm_calls=usage.llm_calls if usage else 0,
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+            search_text=f"{record.request.question or ''}\n{record.request.response}".lower(),
+        )
+        s.add(row)
+        s.flush()
+        detail = f"guard request {record.request_id}: {record.action} under policy {record.policy}"
+        s.add(EventRow(audit_id=row.id, at=record.at, kind="submitted", actor=record.caller, detail=detail))
+        if report is not None and report_json is not None:
+            s.add_all(claim_rows(row.id, json.loads(report_json)))
+            s.add(EventRow(audit_id=row.id, at=record.at, kind="finished", actor="guard", detail=report.verdict))
+        s.add(
+            GuardDecisionRow(
+                audit_id=row.id,
+                request_id=record.request_id,
+                at=record.at,
+                caller=record.caller,
+                route=record.route,
+                policy=record.policy,
+                action=record.action,
+                status=record.status,
+                risk=record.risk,
+                verification_json=record.verification_json,
+                report_json=record.report.model_dump_json() if record.report is not None else None,
+            )
+        )
+        return 1
+
+    def guard_decision(self, request_id: str) -> tuple[int, str, str] | None:
+        """The audit id, action and verification (JSON) kept for `request_id`, or None."""
+        with self._session() as s:
+            row = s.scalars(select(GuardDecisionRow).where(GuardDecisionRow.request_id == request_id)).first()
+            return None if row is None else (row.audit_id, row.action, row.verification_json)

@@ -1,0 +1,190 @@
+"""The guard's FastAPI app: `POST /v1/chat/completions` and `GET /v1/models` (also under `/route/<name>/v1/...`,
+which picks a route's settings), `GET /healthz`. A request passes upstream unchanged (without its `sources`); the
+answer is verified against the sources it carried and returned, annotated, flagged or blocked as its policy says;
+every decision goes to the desk's store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from debate import telemetry
+from markov_debate.desk.store import Store
+from markov_debate.guard.check import Checker
+from markov_debate.guard.core import Guard, new_request_id
+from markov_debate.guard.record import Recorder
+from markov_debate.guard.respond import error, headers, refusal, upstream_failed, verified_completion, worst
+from markov_debate.guard.settings import GuardKey, GuardSettings, RouteSettings
+from markov_debate.guard.sources import GuardRequestError, RequestText, read_request
+from markov_debate.guard.streams import stream_response
+from markov_debate.guard.trail import record_decision
+from markov_debate.guard.upstream import Upstream, UpstreamError, answer_texts
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("markov_debate.guard")
+
+
+def _caller(guard: Guard, request: Request) -> GuardKey | Response | None:
+    """The caller's key; None without keys configured; an error response for a missing or unknown key."""
+    if not guard.settings.keys:
+        return None
+    auth = request.headers.get("authorization", "")
+    token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+    key = guard.settings.key_for(token) if token else None
+    if key is None:
+        return error(401, "a valid API key is required (Authorization: Bearer KEY)", kind="invalid_request_error")
+    return key
+
+
+async def _body(request: Request, limit: int) -> bytes | Response:
+    size = 0
+    parts: list[bytes] = []
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            return error(413, f"the request body is larger than {limit} bytes", kind="invalid_request_error")
+        parts.append(part)
+    return b"".join(parts)
+
+
+async def _chat(guard: Guard, request: Request, route: str | None) -> Response:
+    if route is not None and route not in guard.settings.routes:
+        return error(404, f"no route {route[:60]!r}", kind="invalid_request_error")
+    key = _caller(guard, request)
+    if isinstance(key, Response):
+        return key
+    raw = await _body(request, guard.settings.max_body_bytes)
+    if isinstance(raw, Response):
+        return raw
+    try:
+        text = read_request(json.loads(raw))
+    except ValueError as exc:
+        param = exc.param if isinstance(exc, GuardRequestError) else "body"
+        message = str(exc) if isinstance(exc, GuardRequestError) else f"body: not JSON ({exc})"
+        return error(400, message, kind="invalid_request_error", param=param)
+    chosen = guard.settings.effective(route, key)
+    caller = key.name if key is not None else "anonymous"
+    auth = None if guard.settings.keys else request.headers.get("authorization")
+    request_id = new_request_id()
+    with telemetry.span("guard", "GUARDRAIL", {"debate.request_id": request_id, "debate.policy": chosen.policy}):
+        if text.forwarded.get("stream") is True:
+            return await stream_response(
+                guard, text, chosen, auth=auth, request_id=request_id, caller=caller, route=route
+            )
+        return await _whole(guard, text, chosen, auth=auth, request_id=request_id, caller=caller, route=route)
+
+
+async def _whole(
+    guard: Guard,
+    text: RequestText,
+    chosen: RouteSettings,
+    *,
+    auth: str | None,
+    request_id: str,
+    caller: str,
+    route: str | None,
+) -> Response:
+    try:
+        completion = await guard.upstream.complete(text.forwarded, auth=auth, request_id=request_id)
+    except UpstreamError as exc:
+        log.warning("guard %s: %s", request_id, exc)
+        return upstream_failed(exc)
+    answers = answer_texts(completion)
+    ids = [request_id] if len(answers) == 1 else [f"{request_id}.{n}" for n in range(len(answers))]
+    results = await asyncio.gather(
+        *(guard.verify_answer(text, a, request_id=i, chosen=chosen) for a, i in zip(answers, ids, strict=True))
+    )
+    found = [v for v, _ in results]
+    for (verification_, report), answer in zip(results, answers, strict=True):
+        record_decision(guard.recorder, text, answer, verification_, report, caller=caller, route=route)
+    shown = worst(found)
+    if shown.action == "refused":
+        return refusal(shown)
+    out = verified_completion(completion, found, guard.settings.block_message)
+    return JSONResponse(out, headers=headers(shown))
+
+
+def _lifespan(settings: GuardSettings, store: Store) -> Any:
+    key = settings.upstream_key.get_secret_value() if settings.upstream_key is not None else None
+    modes = {settings.debate, *(r.debate for r in [*settings.routes.values(), *settings.keys] if r.debate)}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        guard = Guard(
+            settings=settings,
+            upstream=Upstream(settings.upstream, key=key, timeout_s=settings.upstream_timeout_s),
+            checker=Checker(settings.verifier),
+            recorder=Recorder(store),
+        )
+        guard.recorder.start()
+        app.state.guard = guard
+        try:
+            await guard.checker.start(modes)
+            yield
+        finally:
+            # In flight requests have finished (uvicorn drains them first): what they decided is written now.
+            await guard.upstream.aclose()
+            await guard.checker.aclose()
+            left = await asyncio.to_thread(guard.recorder.close)
+            store.close()
+            log.warning("guard: stopped; %d decision(s) stored, %d not", guard.recorder.stored, left)
+
+    return lifespan
+
+
+async def _models(request: Request) -> Response:
+    guard: Guard = request.app.state.guard
+    key = _caller(guard, request)
+    if isinstance(key, Response):
+        return key
+    auth = None if guard.settings.keys else request.headers.get("authorization")
+    try:
+        status, body = await guard.upstream.models(auth=auth, request_id=new_request_id())
+    except UpstreamError as exc:
+        return upstream_failed(exc)
+    return Response(body, status_code=status, media_type="application/json")
+
+
+async def _health(request: Request) -> JSONResponse:
+    guard: Guard = request.app.state.guard
+    failing = guard.recorder.failing_since is not None
+    body = {
+        "status": "degraded" if failing else "ok",
+        "decisions_waiting": guard.recorder.pending,
+        "decisions_stored": guard.recorder.stored,
+        "store": "failing" if failing else "ok",
+    }
+    return JSONResponse(body)
+
+
+def create_app(settings: GuardSettings, *, store: Store | None = None) -> FastAPI:
+    """The guard over `store` (opened from settings.db_url when not given)."""
+    store = store or Store(settings.db_url)
+    app = FastAPI(
+        title="markov-debate guard",
+        lifespan=_lifespan(settings, store),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+
+    async def chat(request: Request) -> Response:
+        return await _chat(request.app.state.guard, request, None)
+
+    async def routed_chat(route: str, request: Request) -> Response:
+        return await _chat(request.app.state.guard, request, route)
+
+    app.add_api_route("/v1/chat/completions", chat, methods=["POST"])
+    app.add_api_route("/route/{route}/v1/chat/completions", routed_chat, methods=["POST"])
+    app.add_api_route("/v1/models", _models, methods=["GET"])
+    app.add_api_route("/route/{route}/v1/models", _models, methods=["GET"])
+    app.add_api_route("/healthz", _health, methods=["GET"])
+    return app

@@ -1,0 +1,86 @@
+"""What every request of the guard shares, and the verification of one answer with its action."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from debate import telemetry
+from debate.types import Report
+from markov_debate.guard.check import NO_SOURCES, Checker
+from markov_debate.guard.decide import Verification, act, failed, verification
+from markov_debate.guard.record import Recorder
+from markov_debate.guard.settings import GuardSettings, RouteSettings, StreamMode
+from markov_debate.guard.sources import RequestText
+from markov_debate.guard.upstream import Upstream
+
+__all__ = ["NO_SOURCES_LATER", "Guard", "new_request_id"]
+
+
+NO_SOURCES_LATER = (
+    "the request carried no sources: nothing in the request path checks an answer without them; the audit waits on "
+    "the desk for a debate on the judge model's own knowledge"
+)
+
+
+@dataclass
+class Guard:
+    """What every request shares: the settings, the upstream's pool, the Verifiers and the decision writer."""
+
+    settings: GuardSettings
+    upstream: Upstream
+    checker: Checker
+    recorder: Recorder
+
+    async def verify_answer(
+        self,
+        text: RequestText,
+        answer: str | None,
+        *,
+        request_id: str,
+        chosen: RouteSettings,
+        stream: StreamMode | None = None,
+    ) -> tuple[Verification, Report | None]:
+        """The answer's verification with its action, and the report it rests on (None when none was made)."""
+        sources = len(text.sources)
+        base = Verification(
+            request_id=request_id,
+            status="unverified",
+            verdict=None,
+            risk=None,
+            action="passed",
+            policy=chosen.policy or "annotate",
+            debate=chosen.debate or "inline",
+            sources=sources,
+            notes=list(text.notes),
+        )
+        if answer is None or not answer.strip():
+            return base.model_copy(update={"notes": [*base.notes, "the answer has no text: nothing to verify"]}), None
+        if self.recorder.full:
+            why = "the decision store has been unavailable for long and its backlog is full"
+            return failed(why, request_id=request_id, chosen=chosen, sources=sources), None
+        if chosen.debate == "later" and not text.sources:
+            return base.model_copy(update={"notes": [*base.notes, NO_SOURCES_LATER]}), None
+        with telemetry.span("verification", "GUARDRAIL", {"debate.request_id": request_id}):
+            report = await self.checker.check(
+                answer,
+                question=text.question,
+                sources=text.sources,
+                request_id=request_id,
+                mode=chosen.debate or "inline",
+                timeout_s=self.settings.check_timeout_s,
+            )
+        if isinstance(report, str):
+            return failed(report, request_id=request_id, chosen=chosen, sources=sources), None
+        found = verification(
+            report, request_id=request_id, chosen=chosen, block_below=self.settings.block_below, sources=sources
+        )
+        if isinstance(found, str):
+            return failed(found, request_id=request_id, chosen=chosen, sources=sources), report
+        extra = [*text.notes, *([NO_SOURCES] if not text.sources else [])]
+        found = found.model_copy(update={"notes": [*extra, *found.notes]})
+        return act(found, chosen, stream=stream), report
+
+
+def new_request_id() -> str:
+    return f"guard-{uuid.uuid4().hex}"

@@ -1,0 +1,158 @@
+"""What the caller receives: the completion with its `verification`, the `x-debate-*` headers, a blocked answer
+replaced, the refusal of a closed failure, the events of a stream, and the OpenAI-shaped errors."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi.responses import JSONResponse, Response
+
+from markov_debate.guard.decide import Verification
+from markov_debate.guard.upstream import StreamEvent, UpstreamError
+
+__all__ = [
+    "block_text",
+    "blocked_events",
+    "done_event",
+    "error",
+    "headers",
+    "refusal",
+    "stream_texts",
+    "upstream_failed",
+    "verification_event",
+    "verified_completion",
+    "worst",
+]
+
+_RANK = {"passed": 0, "annotated": 0, "passed-unverified": 1, "flagged": 2, "blocked": 3, "refused": 4}
+
+
+def upstream_failed(exc: UpstreamError) -> Response:
+    """An upstream's error status and body as they were; no answer or a malformed one as 502."""
+    if exc.kind == "status":
+        return Response(exc.body or b"", status_code=exc.status, media_type="application/json")
+    kind = "upstream_unavailable" if exc.kind == "down" else "upstream_malformed"
+    return error(502, str(exc), kind=kind)
+
+
+def error(status: int, message: str, *, kind: str, param: str | None = None, retry: bool | None = None) -> Response:
+    """An OpenAI-shaped error; `retry` sets x-should-retry, which the OpenAI clients obey."""
+    body = {"error": {"message": message, "type": kind, "param": param, "code": None}}
+    extra = {} if retry is None else {"x-should-retry": "true" if retry else "false"}
+    return JSONResponse(body, status_code=status, headers=extra)
+
+
+def refusal(found: Verification) -> Response:
+    """A fail-closed answer: 503 with why and the verification; the OpenAI clients do not retry it (x-should-retry),
+    since the same request would be sent upstream again."""
+    message = f"the answer was not verified and the policy is fail-closed: {found.notes[-1]}"
+    body = {
+        "error": {"message": message, "type": "verification_unavailable", "param": None, "code": None},
+        "verification": found.model_dump(mode="json"),
+    }
+    return JSONResponse(body, status_code=503, headers={**headers(found), "x-should-retry": "false"})
+
+
+def worst(found: Sequence[Verification]) -> Verification:
+    """The verification the response's headers and top-level `verification` show: the strictest action."""
+    return max(found, key=lambda v: _RANK[v.action])
+
+
+def headers(found: Verification) -> dict[str, str]:
+    """x-debate-* headers: what a proxy's logs and a client that ignores the body can read."""
+    out = {
+        "x-debate-request-id": found.request_id,
+        "x-debate-status": found.status,
+        "x-debate-action": found.action,
+    }
+    if found.verdict is not None:
+        out["x-debate-verdict"] = found.verdict
+    if found.risk is not None:
+        out["x-debate-risk"] = found.risk
+    if found.p_factual is not None:
+        out["x-debate-p-factual"] = f"{found.p_factual:.4f}"
+    return out
+
+
+def block_text(template: str, found: Verification) -> str:
+    reasons = "; ".join(found.reasons[:3]) or "high risk"
+    return template.replace("{reasons}", reasons)
+
+
+def verified_completion(
+    completion: dict[str, Any], found: Sequence[Verification | None], template: str
+) -> dict[str, Any]:
+    """The completion with each checked choice's verification (and a blocked one's text replaced), and the
+    strictest as the top-level `verification`."""
+    out = copy.deepcopy(completion)
+    for choice, verification in zip(out["choices"], found, strict=True):
+        if verification is None:
+            continue
+        if verification.action == "blocked":
+            choice["message"] = {"role": "assistant", "content": block_text(template, verification)}
+            choice["finish_reason"] = "content_filter"
+        if len(found) > 1:
+            choice["verification"] = verification.model_dump(mode="json")
+    checked = [v for v in found if v is not None]
+    if checked:
+        out["verification"] = worst(checked).model_dump(mode="json")
+    return out
+
+
+def _sse(data: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def verification_event(first: dict[str, Any] | None, found: Verification) -> bytes:
+    """The stream's last event before [DONE]: a chunk with no choices and the `verification`."""
+    base = first or {}
+    return _sse(
+        {
+            "id": base.get("id", found.request_id),
+            "object": "chat.completion.chunk",
+            "created": base.get("created", int(time.time())),
+            "model": base.get("model", ""),
+            "choices": [],
+            "verification": found.model_dump(mode="json"),
+        }
+    )
+
+
+def blocked_events(first: dict[str, Any] | None, text: str) -> list[bytes]:
+    """What replaces a blocked streamed answer: its block message as one chunk, ended as filtered content."""
+    base = first or {}
+    chunk = {
+        "id": base.get("id", "blocked"),
+        "object": "chat.completion.chunk",
+        "created": base.get("created", int(time.time())),
+        "model": base.get("model", ""),
+    }
+    return [
+        _sse(
+            {**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}]}
+        ),
+        _sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "content_filter"}]}),
+    ]
+
+
+def done_event() -> bytes:
+    return b"data: [DONE]\n\n"
+
+
+def stream_texts(events: Sequence[StreamEvent]) -> dict[int, str]:
+    """Each choice's text, joined from the events' deltas."""
+    texts: dict[int, list[str]] = {}
+    for event in events:
+        for choice in (event.chunk or {}).get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") or {}
+            content = delta.get("content") if isinstance(delta, dict) else None
+            index = choice.get("index", 0)
+            if isinstance(content, str) and isinstance(index, int):
+                texts.setdefault(index, []).append(content)
+    return {index: "".join(parts) for index, parts in texts.items()}

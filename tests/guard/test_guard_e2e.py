@@ -1,0 +1,245 @@
+"""`debate guard` end to end, as a RAG service calls it: the OpenAI Python client -> the guard (real HTTP on
+127.0.0.1) -> a scripted upstream; the judge is a second scripted endpoint. Annotate, flag, block, both streaming
+modes, fail-open and fail-closed, each as docs/guard.md says; every decision is found in the desk's store."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+import pytest
+from sqlalchemy import select
+
+from markov_debate.desk.store import Store
+from markov_debate.desk.tables import AuditRow, ClaimRow, GuardDecisionRow
+from tests.guard.conftest import BAD_CITATION, GOOD, SOURCES, judge_config
+from tests.support.fakes import FakeOpenAI, Reply
+from tests.support.helpers import op
+
+pytestmark = pytest.mark.slow
+
+
+def _judge() -> FakeOpenAI:
+    """Says false to a claim naming Lyon, true to any other (a rule on what it is asked, never on prompt wording)."""
+    return FakeOpenAI(routes={"debate": lambda call: Reply(content=op("Lyon" not in call.asked))})
+
+
+def _upstream(answer: str, **reply: Any) -> FakeOpenAI:
+    return FakeOpenAI(responder=lambda body: Reply(content=answer, **reply))
+
+
+def _client(base_url: str, **kwargs: Any) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key="caller-key", **kwargs)
+
+
+def _ask(client: openai.OpenAI, **kwargs: Any) -> Any:
+    return client.chat.completions.with_raw_response.create(
+        model="fake-model",
+        messages=[{"role": "user", "content": "What is the capital of France, and which river flows there?"}],
+        extra_body={"sources": SOURCES},
+        **kwargs,
+    )
+
+
+def _v(obj: Any) -> dict[str, Any]:
+    """The `verification` the guard adds to a completion or a stream's last chunk."""
+    extra = obj.model_extra
+    assert extra is not None and "verification" in extra, obj
+    found: dict[str, Any] = extra["verification"]
+    return found
+
+
+def _decisions(db_url: str) -> list[tuple[GuardDecisionRow, AuditRow]]:
+    store = Store(db_url)
+    try:
+        with store._session() as s:
+            rows = s.execute(select(GuardDecisionRow, AuditRow).join(AuditRow)).all()
+            return [(g, a) for g, a in rows]
+    finally:
+        store.close()
+
+
+def test_annotate_passes_the_answer_with_its_verification(guard_for: Any, db_url: str) -> None:
+    with _upstream(GOOD) as upstream, _judge() as judge:
+        guard = guard_for(upstream.base_url, judge.base_url)
+        raw = _ask(_client(guard.base_url))
+        completion = raw.parse()
+        guard.__exit__()
+    found = _v(completion)
+    assert completion.choices[0].message.content == GOOD
+    assert (found["status"], found["verdict"], found["risk"], found["action"]) == (
+        "verified",
+        "factual",
+        "low",
+        "annotated",
+    )
+    assert raw.headers["x-debate-action"] == "annotated" and raw.headers["x-debate-verdict"] == "factual"
+    assert raw.headers["x-debate-request-id"] == found["request_id"]
+    # the request went upstream unchanged but for its sources
+    assert "sources" not in upstream.requests[0] and upstream.requests[0]["messages"][0]["role"] == "user"
+    [(decision, audit)] = _decisions(db_url)
+    assert (decision.action, decision.policy, decision.request_id) == ("annotated", "annotate", found["request_id"])
+    assert (audit.status, audit.task, audit.verdict) == ("done", "rag", "factual")
+
+
+def test_block_replaces_a_risky_answer_and_says_why(guard_for: Any, db_url: str) -> None:
+    with _upstream(BAD_CITATION) as upstream, _judge() as judge:
+        guard = guard_for(upstream.base_url, judge.base_url, policy="block")
+        completion = _ask(_client(guard.base_url)).parse()
+        guard.__exit__()
+    found = _v(completion)
+    assert (found["risk"], found["action"]) == ("high", "blocked")
+    assert completion.choices[0].finish_reason == "content_filter"
+    content = completion.choices[0].message.content
+    assert content.startswith("This answer was withheld") and "contradicted" in content and "Lyon" not in content
+    assert [f["text"] for f in found["flagged"]] == ["The Seine flows through Lyon"]
+    [(decision, audit)] = _decisions(db_url)
+    assert decision.action == "blocked" and json.loads(decision.verification_json)["risk"] == "high"
+    assert json.loads(audit.request_json)["response"] == BAD_CITATION and audit.status == "done"
+
+
+def test_flag_passes_a_risky_answer_and_queues_it_for_review(guard_for: Any, db_url: str) -> None:
+    with _upstream(BAD_CITATION) as upstream, _judge() as judge:
+        guard = guard_for(upstream.base_url, judge.base_url, policy="flag")
+        completion = _ask(_client(guard.base_url)).parse()
+        guard.__exit__()
+    assert completion.choices[0].message.content == BAD_CITATION
+    assert _v(completion)["action"] == "flagged"
+    [(decision, audit)] = _decisions(db_url)
+    store = Store(db_url)
+    try:
+        with store._session() as s:
+            queued = s.scalars(select(ClaimRow).where(ClaimRow.audit_id == audit.id)).all()
+    finally:
+        store.close()
+    assert decision.action == "flagged" and audit.status == "done"
+    assert {(c.text, c.queue) for c in queued} >= {("The Seine flows through Lyon", "needs-review")}
+
+
+@pytest.mark.parametrize("policy", ["annotate", "block"])
+def test_stream_hold_verifies_then_streams(guard_for: Any, policy: str) -> None:
+    with _upstream(BAD_CITATION) as upstream, _judge() as judge:
+        guard = guard_for(upstream.base_url, judge.base_url, policy=policy, stream="hold")
+        chunks = list(
+            _client(guard.base_url).chat.completions.create(
+                model="fake-model",
+                messages=[{"role": "user", "content": "Capital?"}],
+                extra_body={"sources": SOURCES},
+                stream=True,
+            )
+        )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    found = _v(chunks[-1])
+    assert chunks[-1].choices == [] and found["risk"] == "high"
+    if policy == "block":
+        assert found["action"] == "blocked" and text.startswith("This answer was withheld")
+        assert "Lyon" not in text and chunks[-2].choices[0].finish_reason == "content_filter"
+    else:
+        assert found["action"] == "annotated" and text == BAD_CITATION
+
+
+def test_stream_pass_streams_as_it_comes_and_a_block_becomes_a_flag(guard_for: Any) -> None:
+    with _upstream(BAD_CITATION) as upstream, _judge() as judge:
+        guard = guard_for(upstream.base_url, judge.base_url, policy="block", stream="pass")
+        stream = _client(guard.base_url).chat.completions.create(
+            model="fake-model",
+            messages=[{"role": "user", "content": "Capital?"}],
+            extra_body={"sources": SOURCES},
+            stream=True,
+        )
+        chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    found = _v(chunks[-1])
+    assert text == BAD_CITATION and found["action"] == "flagged"
+    assert any("could not be blocked" in note for note in found["notes"])
+
+
+def test_fail_open_passes_an_unverified_answer_marked_so(guard_for: Any) -> None:
+    down = FakeOpenAI(responder=lambda body: Reply(status=503, error_message="judge overloaded"))
+    with _upstream(GOOD) as upstream, down:
+        guard = guard_for(upstream.base_url, down.base_url, on_failure="open")
+        raw = _ask(_client(guard.base_url))
+    found = _v(raw.parse())
+    assert raw.parse().choices[0].message.content == GOOD
+    assert (found["status"], found["action"], found["verdict"]) == ("unverified", "passed-unverified", None)
+    assert raw.headers["x-debate-status"] == "unverified" and "not verified" in found["notes"][-1]
+
+
+def test_fail_closed_refuses_and_the_client_does_not_resend(guard_for: Any) -> None:
+    slow = FakeOpenAI(responder=lambda body: Reply(content=op(True), delay_s=3))
+    with _upstream(GOOD) as upstream, slow:
+        guard = guard_for(upstream.base_url, slow.base_url, on_failure="closed", check_timeout_s=0.5)
+        with pytest.raises(openai.InternalServerError) as caught:
+            _ask(_client(guard.base_url, max_retries=2))
+    assert caught.value.status_code == 503 and "longer than 0.5 s" in str(caught.value)
+    assert len(upstream.requests) == 1  # x-should-retry: false kept the client from sending it again
+
+
+def test_upstream_faults_are_502s_with_their_cause(guard_for: Any) -> None:
+    with _judge() as judge, FakeOpenAI(responder=lambda body: Reply(body="<html>oops</html>")) as broken:
+        guard = guard_for(broken.base_url, judge.base_url)
+        with pytest.raises(openai.APIStatusError) as caught:
+            _ask(_client(guard.base_url, max_retries=0))
+        assert caught.value.status_code == 502 and "not JSON" in str(caught.value)
+        gone = guard_for("http://127.0.0.1:9/v1", judge.base_url)
+        with pytest.raises(openai.APIStatusError) as caught:
+            _ask(_client(gone.base_url, max_retries=0))
+        assert caught.value.status_code == 502 and "did not answer" in str(caught.value)
+    with _judge() as judge, _upstream("x", status=429, error_message="slow down") as limited:
+        guard = guard_for(limited.base_url, judge.base_url)
+        with pytest.raises(openai.RateLimitError):
+            _ask(_client(guard.base_url, max_retries=0))  # the upstream's own status is passed on
+
+
+def test_sources_in_messages_and_a_request_without_any(guard_for: Any) -> None:
+    with _upstream(GOOD) as upstream, _judge() as judge:
+        guard = guard_for(upstream.base_url, judge.base_url)
+        client = _client(guard.base_url)
+        system = (
+            "Answer from these passages.\n[doc1] Paris is the capital of France.\n[doc2] The Seine flows through Paris."
+        )
+        cited = client.chat.completions.create(
+            model="fake-model",
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": "Capital?"}],
+        )
+        bare = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "Capital?"}])
+    assert _v(cited)["sources"] == 2
+    assert _v(cited)["verdict"] == "factual"
+    assert _v(bare)["sources"] == 0
+    assert any("no sources" in note for note in _v(bare)["notes"])
+
+
+def test_debate_later_answers_on_the_cheap_checks_and_queues_the_debate(guard_for: Any, db_url: str) -> None:
+    with _upstream(BAD_CITATION) as upstream, _judge() as judge:
+        guard = guard_for(upstream.base_url, judge.base_url, policy="block", debate="later")
+        completion = _ask(_client(guard.base_url)).parse()
+        guard.__exit__()
+        assert judge.calls == []  # no debate in the request path
+    found = _v(completion)
+    assert (found["status"], found["action"], found["risk"]) == ("partial", "blocked", "high")
+    [(decision, audit)] = _decisions(db_url)
+    assert audit.status == "pending" and decision.status == "partial"
+
+
+def test_keys_are_required_once_configured_and_a_key_s_policy_wins(guard_for: Any) -> None:
+    import hashlib
+
+    key = {"name": "legal-team", "sha256": hashlib.sha256(b"caller-key").hexdigest(), "policy": "block"}
+    with _upstream(BAD_CITATION) as upstream, _judge() as judge:
+        guard = guard_for(upstream.base_url, judge.base_url, keys=[key], upstream_key="upstream-secret")
+        with pytest.raises(openai.AuthenticationError):
+            _ask(openai.OpenAI(base_url=guard.base_url, api_key="wrong", max_retries=0))
+        completion = _ask(_client(guard.base_url)).parse()
+    assert _v(completion)["action"] == "blocked"
+    assert upstream.headers[-1]["authorization"] == "Bearer upstream-secret"  # the caller's key stays here
+
+
+def test_the_judge_config_is_the_engine_s_own(guard_for: Any) -> None:
+    """The guard verifies with the same engine configuration every command uses (prefilters, chain, prompts)."""
+    with _upstream(GOOD) as upstream, _judge() as judge:
+        config = judge_config(judge.base_url, prefilters=[])
+        guard = guard_for(upstream.base_url, judge.base_url, verifier=config)
+        completion = _ask(_client(guard.base_url)).parse()
+    assert _v(completion)["verdict"] == "factual"
+    assert set(judge.purposes) == {"debate:initial"}
