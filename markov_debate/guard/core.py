@@ -11,7 +11,7 @@ from markov_debate.guard.check import NO_SOURCES, Checker
 from markov_debate.guard.decide import Verification, act, failed, verification
 from markov_debate.guard.record import Recorder
 from markov_debate.guard.settings import GuardSettings, RouteSettings, StreamMode
-from markov_debate.guard.sources import RequestText
+from markov_debate.guard.sources import RequestText, checkable
 from markov_debate.guard.upstream import Upstream
 
 __all__ = ["NO_SOURCES_LATER", "Guard", "new_request_id"]
@@ -63,23 +63,27 @@ class Guard:
             return base.model_copy(update={"notes": [*base.notes, NO_SOURCES_LATER]}), None
         with telemetry.span("verification", "GUARDRAIL", {"debate.request_id": request_id}):
             report = await self.checker.check(
-                answer,
+                checkable(answer),
                 question=text.question,
                 sources=text.sources,
                 request_id=request_id,
                 mode=chosen.debate or "inline",
                 timeout_s=self.settings.check_timeout_s,
             )
+        extra = [*text.notes, *([NO_SOURCES] if not text.sources else [])]
         if isinstance(report, str):
-            return failed(report, request_id=request_id, chosen=chosen, sources=sources), None
+            return _noted(failed(report, request_id=request_id, chosen=chosen, sources=sources), extra), None
         found = verification(
             report, request_id=request_id, chosen=chosen, block_below=self.settings.block_below, sources=sources
         )
         if isinstance(found, str):
-            return failed(found, request_id=request_id, chosen=chosen, sources=sources), report
-        extra = [*text.notes, *([NO_SOURCES] if not text.sources else [])]
-        found = found.model_copy(update={"notes": [*extra, *found.notes]})
-        return act(found, chosen, stream=stream), report
+            return _noted(failed(found, request_id=request_id, chosen=chosen, sources=sources), extra), report
+        return act(_noted(found, extra), chosen, stream=stream), report
+
+
+def _noted(found: Verification, notes: list[str]) -> Verification:
+    """`found` with the request's own notes first (its sources, what was cut); the failure's reason stays last."""
+    return found.model_copy(update={"notes": [*notes, *found.notes]})
 
 
 def new_request_id() -> str:

@@ -93,6 +93,14 @@ class Recorder:
         except SQLAlchemyError as exc:
             log.error("guard: %d decision(s) could not be stored before shutdown: %s", len(records), exc)
             return
+        except (ValueError, TypeError) as exc:
+            # One record the store cannot take (e.g. text it cannot encode) must not cost the batch: one at a time.
+            if len(records) > 1:
+                for record in records:
+                    self._write([record])
+                return
+            log.error("guard: decision %s cannot be stored: %s: %s", records[0].request_id, type(exc).__name__, exc)
+            return
         if self.failing_since is not None:
             log.warning("guard: the store takes writes again (after %.0f s)", time.monotonic() - self.failing_since)
             self.failing_since = None

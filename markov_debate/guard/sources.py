@@ -18,8 +18,9 @@ from typing import Any, Literal
 
 from debate.types import Source
 
-__all__ = ["GuardRequestError", "RequestText", "read_request"]
+__all__ = ["GuardRequestError", "RequestText", "checkable", "read_request"]
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _MARKER = re.compile(r"^[ \t]*\[([A-Za-z0-9][A-Za-z0-9_.:\-]{0,63})\][ \t]*(.*)$")
 _SOURCE_ROLES = ("system", "developer", "tool")
 MAX_SOURCES = 200
@@ -50,15 +51,22 @@ class RequestText:
     notes: tuple[str, ...] = ()
 
 
+def checkable(text: str) -> str:
+    """`text` as the checks read it: a lone surrogate (JSON allows `\\ud800`; it is no character) becomes U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def _text(content: Any) -> str:
     """A message's text: a string, or the text parts of a content list (images and audio are not read)."""
     if isinstance(content, str):
-        return content
+        return checkable(content)
     if isinstance(content, list):
-        return "\n".join(
-            part["text"]
-            for part in content
-            if isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        return checkable(
+            "\n".join(
+                part["text"]
+                for part in content
+                if isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)
+            )
         )
     return ""
 
@@ -84,7 +92,7 @@ def _from_field(value: Any) -> list[Source]:
         if parent is not None and not isinstance(parent, str):
             raise GuardRequestError(f"sources[{n}].parent_id", "expected a string")
         if text.strip():
-            sources.append(Source(id=str(ident).strip(), text=text, parent_id=parent))
+            sources.append(Source(id=checkable(str(ident).strip()), text=checkable(text), parent_id=parent))
     return sources
 
 
@@ -97,7 +105,7 @@ def _from_messages(messages: list[Any]) -> list[Source]:
         found = _passages(text)
         if not found and message.get("role") == "tool" and text.strip():
             ident = message.get("tool_call_id")
-            found = [(str(ident) if isinstance(ident, str) and ident.strip() else f"tool-{n}", text.strip())]
+            found = [(checkable(ident) if isinstance(ident, str) and ident.strip() else f"tool-{n}", text.strip())]
         sources.extend(Source(id=ident, text=body) for ident, body in found if body.strip())
     return sources
 

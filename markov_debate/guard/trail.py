@@ -9,7 +9,7 @@ from markov_debate.desk.requests import AuditRequest
 from markov_debate.desk.store import GuardRecord, utcnow
 from markov_debate.guard.decide import Verification
 from markov_debate.guard.record import Recorder
-from markov_debate.guard.sources import RequestText
+from markov_debate.guard.sources import RequestText, checkable
 
 __all__ = ["finished", "record_decision"]
 
@@ -37,7 +37,7 @@ def record_decision(
         return
     request = AuditRequest.model_construct(
         task="rag" if text.sources else "general",
-        response=answer,
+        response=checkable(answer),
         question=text.question,
         reference={s.id: s.text for s in text.sources} or None,
         claims=None,

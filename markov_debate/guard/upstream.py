@@ -74,7 +74,7 @@ class Upstream:
         """The whole completion."""
         try:
             response = await self._client.post(
-                f"{self._base}/chat/completions", json=body, headers=self._headers(auth, request_id)
+                f"{self._base}/chat/completions", content=_json(body), headers=self._headers(auth, request_id)
             )
         except httpx.HTTPError as exc:
             raise UpstreamError("down", f"the upstream did not answer: {type(exc).__name__}: {exc}") from exc
@@ -95,7 +95,7 @@ class Upstream:
     async def stream(self, body: dict[str, Any], *, auth: str | None, request_id: str) -> AsyncIterator[StreamEvent]:
         """The completion's events as they come; the last is `done` (the upstream's `[DONE]`)."""
         request = self._client.build_request(
-            "POST", f"{self._base}/chat/completions", json=body, headers=self._headers(auth, request_id)
+            "POST", f"{self._base}/chat/completions", content=_json(body), headers=self._headers(auth, request_id)
         )
         try:
             response = await self._client.send(request, stream=True)
@@ -127,6 +127,11 @@ class Upstream:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def _json(body: dict[str, Any]) -> bytes:
+    # ASCII with escapes: a lone surrogate the caller sent as \ud800 goes upstream as it came, not as an error here.
+    return json.dumps(body).encode()
 
 
 async def _events(response: httpx.Response) -> AsyncIterator[StreamEvent]:

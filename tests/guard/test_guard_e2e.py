@@ -21,8 +21,14 @@ pytestmark = pytest.mark.slow
 
 
 def _judge() -> FakeOpenAI:
-    """Says false to a claim naming Lyon, true to any other (a rule on what it is asked, never on prompt wording)."""
-    return FakeOpenAI(routes={"debate": lambda call: Reply(content=op("Lyon" not in call.asked))})
+    """Says false to a claim naming Lyon, true to any other (a rule on what it is asked, never on prompt wording);
+    extracts one claim from an answer that came without sources."""
+    return FakeOpenAI(
+        routes={
+            "debate": lambda call: Reply(content=op("Lyon" not in call.asked)),
+            "extract": lambda call: Reply(content=json.dumps({"claims": ["Paris is the capital of France."]})),
+        }
+    )
 
 
 def _upstream(answer: str, **reply: Any) -> FakeOpenAI:
@@ -206,7 +212,7 @@ def test_sources_in_messages_and_a_request_without_any(guard_for: Any) -> None:
         bare = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "Capital?"}])
     assert _v(cited)["sources"] == 2
     assert _v(cited)["verdict"] == "factual"
-    assert _v(bare)["sources"] == 0
+    assert (_v(bare)["sources"], _v(bare)["verdict"]) == (0, "factual")  # on the judge's own knowledge, said so
     assert any("no sources" in note for note in _v(bare)["notes"])
 
 

@@ -1,0 +1,75 @@
+"""A hostile or careless caller: generated bodies (any JSON, wrong types, NUL, lone surrogates, bytes that are not
+UTF-8, a body past the limit) sent over HTTP to a running guard get a verified answer or a 4xx whose message names
+the field, never a 5xx of the guard's own."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from tests.guard.conftest import GOOD, GuardServer, judge_config
+from tests.support.fakes import FakeOpenAI, Reply
+from tests.support.helpers import op
+
+pytestmark = pytest.mark.slow
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=10,
+)
+_BODIES = st.one_of(
+    _JSON.map(lambda v: json.dumps(v).encode()),
+    st.fixed_dictionaries(
+        {
+            "messages": st.lists(
+                st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "tool"]), "content": _JSON}),
+                min_size=1,
+                max_size=3,
+            )
+        },
+        optional={"sources": _JSON, "stream": st.booleans(), "model": st.text(max_size=5)},
+    ).map(lambda v: json.dumps(v).encode()),
+    st.binary(max_size=200),
+)
+
+
+@pytest.fixture(scope="module")
+def guard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from markov_debate.guard.settings import GuardSettings
+
+    folder = tmp_path_factory.mktemp("guard")
+    judge = FakeOpenAI(routes={"*": lambda call: Reply(content=op(True))})
+    upstream = FakeOpenAI(responder=lambda body: Reply(content=GOOD))
+    with judge, upstream:
+        settings = GuardSettings(
+            upstream=upstream.base_url,
+            db_url=f"sqlite:///{folder / 'desk.sqlite'}",
+            verifier=judge_config(judge.base_url),
+            max_body_bytes=4096,
+        )
+        with GuardServer(settings) as server:
+            yield server.base_url
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=_BODIES)
+@example(body=b'{"messages": [{"role": "user", "content": "q\\u0000 \\ud800"}], "sources": {"a": "\\udfff"}}')
+@example(body=b"\xff\xfe not utf-8")
+@example(body=b'{"messages": [{"role": "user", "content": "' + b"x" * 5000 + b'"}]}')
+def test_any_body_is_answered_or_refused_in_one_line(guard: str, body: bytes) -> None:
+    response = httpx.post(
+        f"{guard}/chat/completions", content=body, headers={"content-type": "application/json"}, timeout=30
+    )
+    assert response.status_code in (200, 400, 413), response.text[:500]
+    if response.status_code != 200:
+        error: dict[str, Any] = response.json()["error"]
+        assert error["message"] and "\n" not in error["message"] and error["type"] == "invalid_request_error"
+    elif b'"stream": true' not in body:
+        assert response.json()["verification"]["status"] in ("verified", "partial", "unverified")
