@@ -135,7 +135,8 @@ def _lifespan(settings: GuardSettings, store: Store) -> Any:
             await guard.checker.aclose()
             left = await asyncio.to_thread(guard.recorder.close)
             store.close()
-            log.warning("guard: stopped; %d decision(s) stored, %d not", guard.recorder.stored, left)
+            app.state.stop_summary = f"{guard.recorder.stored} decision(s) stored, {left} not"
+            log.info("guard: stopped; %s", app.state.stop_summary)
 
     return lifespan
 

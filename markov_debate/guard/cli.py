@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from debate.cli import add_verifier_arguments, examples, secret_from_file, verifier_config
-from debate.cli.conventions import Subcommands
+from debate.cli.conventions import Subcommands, on_interrupt
 from debate.errors import UsageError, validation_problem
 from debate.extras import require_extra
 from debate.files import read_text_file
@@ -204,6 +204,9 @@ def _guard(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     app = create_app(settings)
+    # SIGTERM or Ctrl-C: uvicorn drains the requests in flight, the lifespan writes the waiting decisions, then the
+    # one line the command prints says what was kept.
+    on_interrupt(lambda: getattr(app.state, "stop_summary", "stopped before it started"))
     where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/v1"
     print(
         f"guard on {where} in front of {settings.upstream} (policy {settings.policy}, debate {settings.debate}, "
@@ -223,5 +226,4 @@ def _guard(args: argparse.Namespace) -> int:
         backlog=ACCEPT_BACKLOG,
     )
     asyncio.run(uvicorn.Server(config).serve())
-    print("guard stopped", file=sys.stderr)
     return 0
