@@ -41,7 +41,31 @@ class Guard:
         chosen: RouteSettings,
         stream: StreamMode | None = None,
     ) -> tuple[Verification, Report | None]:
-        """The answer's verification with its action, and the report it rests on (None when none was made)."""
+        """The answer's verification with its action, and the report it rests on (None when none was made); traced
+        as a `verification` span carrying the decision."""
+        with telemetry.span("verification", "GUARDRAIL", {"debate.request_id": request_id}) as current:
+            found, report = await self._verify_answer(text, answer, request_id=request_id, chosen=chosen, stream=stream)
+            decision: dict[str, str] = {
+                "debate.action": found.action,
+                "debate.status": found.status,
+                "debate.policy": found.policy,
+            }
+            if found.risk is not None:
+                decision["debate.risk"] = found.risk
+            if found.verdict is not None:
+                decision["debate.verdict"] = found.verdict
+            telemetry.set_attributes(current, decision)
+            return found, report
+
+    async def _verify_answer(
+        self,
+        text: RequestText,
+        answer: str | None,
+        *,
+        request_id: str,
+        chosen: RouteSettings,
+        stream: StreamMode | None = None,
+    ) -> tuple[Verification, Report | None]:
         sources = len(text.sources)
         base = Verification(
             request_id=request_id,
@@ -61,15 +85,14 @@ class Guard:
             return failed(why, request_id=request_id, chosen=chosen, sources=sources), None
         if chosen.debate == "later" and not text.sources:
             return base.model_copy(update={"notes": [*base.notes, NO_SOURCES_LATER]}), None
-        with telemetry.span("verification", "GUARDRAIL", {"debate.request_id": request_id}):
-            report = await self.checker.check(
-                checkable(answer),
-                question=text.question,
-                sources=text.sources,
-                request_id=request_id,
-                mode=chosen.debate or "inline",
-                timeout_s=self.settings.check_timeout_s,
-            )
+        report = await self.checker.check(
+            checkable(answer),
+            question=text.question,
+            sources=text.sources,
+            request_id=request_id,
+            mode=chosen.debate or "inline",
+            timeout_s=self.settings.check_timeout_s,
+        )
         extra = [*text.notes, *([NO_SOURCES] if not text.sources else [])]
         if isinstance(report, str):
             return _noted(failed(report, request_id=request_id, chosen=chosen, sources=sources), extra), None

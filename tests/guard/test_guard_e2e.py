@@ -16,6 +16,7 @@ from markov_debate.desk.tables import AuditRow, ClaimRow, GuardDecisionRow
 from tests.guard.conftest import BAD_CITATION, GOOD, SOURCES, judge_config
 from tests.support.fakes import FakeOpenAI, Reply
 from tests.support.helpers import op
+from tests.support.phoenix import need
 
 pytestmark = pytest.mark.slow
 
@@ -249,3 +250,28 @@ def test_the_judge_config_is_the_engine_s_own(guard_for: Any) -> None:
         completion = _ask(_client(guard.base_url)).parse()
     assert _v(completion)["verdict"] == "factual"
     assert set(judge.purposes) == {"debate:initial"}
+
+
+def test_each_decision_is_traced_with_the_engine_s_spans_inside(guard_for: Any) -> None:
+    need("opentelemetry.sdk")
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from debate import telemetry
+
+    exporter = InMemorySpanExporter()
+    telemetry.configure(exporter=exporter)
+    try:
+        with _upstream(BAD_CITATION) as upstream, _judge() as judge:
+            guard = guard_for(upstream.base_url, judge.base_url, policy="flag")
+            found = _v(_ask(_client(guard.base_url)).parse())
+            guard.__exit__()
+    finally:
+        telemetry.shutdown()
+    spans = exporter.get_finished_spans()
+    [request] = [s for s in spans if s.name == "guard"]
+    [verification] = [s for s in spans if s.name == "verification"]
+    assert request.attributes is not None and request.attributes["debate.request_id"] == found["request_id"]
+    assert verification.parent is not None and verification.parent.span_id == request.context.span_id
+    assert verification.attributes is not None and verification.attributes["debate.action"] == "flagged"
+    claims = [s for s in spans if s.name.startswith("claim ")]
+    assert claims and all(s.context.trace_id == request.context.trace_id for s in claims)
