@@ -161,6 +161,7 @@ async def _health(request: Request) -> JSONResponse:
         "status": "degraded" if failing else "ok",
         "decisions_waiting": guard.recorder.pending,
         "decisions_stored": guard.recorder.stored,
+        "decisions_dropped": guard.recorder.dropped,
         "store": "failing" if failing else "ok",
     }
     return JSONResponse(body)

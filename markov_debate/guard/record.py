@@ -34,6 +34,7 @@ class Recorder:
         self._thread = threading.Thread(target=self._run, name="guard-recorder", daemon=True)
         self._stopping = threading.Event()
         self.stored = 0
+        self.dropped = 0
         self.failing_since: float | None = None
         """When the store began refusing writes (None while it takes them)."""
 
@@ -49,6 +50,13 @@ class Recorder:
         self._thread.start()
 
     def add(self, record: GuardRecord) -> None:
+        """Queue `record`; past twice the backlog limit it is dropped and counted (memory stays bounded while the
+        store is away for very long: by then every answer is already marked as not kept, see `full`)."""
+        if self._queue.qsize() >= 2 * self._max:
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 1000 == 0:
+                log.error("guard: %d decision(s) dropped: the store has been away too long", self.dropped)
+            return
         self._queue.put(record)
 
     def _run(self) -> None:
