@@ -12,7 +12,8 @@
   `filter_case`: the stateful phase maps its cases but does not filter them.
 - A blank `response` is refused by its validator, which the schema cannot say (a `pattern` with a 200,000
   maxLength stops schemathesis from making any valid body; see markov_debate/desk/requests.py): a case meant to be
-  valid gets a visible first character instead. tests/desk/test_desk_api.py holds the blank one to its 422.
+  valid gets a visible first character instead, an audit's and each batch line's. tests/desk/test_desk_api.py holds
+  the blank one to its 422.
 """
 
 from __future__ import annotations
@@ -52,16 +53,23 @@ def within_the_rules(_: HookContext, case: Case[Any]) -> Case[Any]:
     if case.media_type == "multipart/form-data" and isinstance(case.body, dict):
         case.body = {**case.body, "file": READABLE_LINE}
     elif case.path == "/v1/audits" and isinstance(case.body, dict):
-        response = case.body.get("response")
-        if isinstance(response, str) and response and not response.strip():
-            case.body = {**case.body, "response": "x" + response[1:]}  # same length: within maxLength still
+        case.body = _visible(case.body)
         if not _task_takes(str(case.body.get("task", "qa")), case.body):
             case.body = {**case.body, "task": "qa"}
     elif case.path == "/v1/batches" and isinstance(case.body, list):
+        case.body = [_visible(line) if isinstance(line, dict) else line for line in case.body]
         task = str((case.query or {}).get("task", "qa"))
         if not any(_task_takes(task, line) for line in case.body if isinstance(line, dict)):
             case.query = {**(case.query or {}), "task": "qa"}
     return case
+
+
+def _visible(item: dict[str, Any]) -> dict[str, Any]:
+    """`item` with a blank `response` given a visible first character (same length: within maxLength still)."""
+    response = item.get("response")
+    if isinstance(response, str) and response and not response.strip():
+        return {**item, "response": "x" + response[1:]}
+    return item
 
 
 def _task_takes(task: str, item: dict[str, Any]) -> bool:
