@@ -20,7 +20,15 @@ from markov_debate.desk.store import Store
 from markov_debate.guard.check import Checker
 from markov_debate.guard.core import Guard, new_request_id
 from markov_debate.guard.record import Recorder
-from markov_debate.guard.respond import error, headers, refusal, upstream_failed, verified_completion, worst
+from markov_debate.guard.respond import (
+    GuardJSON,
+    error,
+    headers,
+    refusal,
+    upstream_failed,
+    verified_completion,
+    worst,
+)
 from markov_debate.guard.settings import GuardKey, GuardSettings, RouteSettings
 from markov_debate.guard.sources import GuardRequestError, RequestText, read_request
 from markov_debate.guard.streams import stream_response
@@ -109,7 +117,7 @@ async def _whole(
     if shown.action == "refused":
         return refusal(shown)
     out = verified_completion(completion, found, guard.settings.block_message)
-    return JSONResponse(out, headers=headers(shown))
+    return GuardJSON(out, headers=headers(shown))
 
 
 def _lifespan(settings: GuardSettings, store: Store) -> Any:

@@ -15,6 +15,7 @@ from markov_debate.guard.decide import Verification
 from markov_debate.guard.upstream import StreamEvent, UpstreamError
 
 __all__ = [
+    "GuardJSON",
     "block_text",
     "blocked_events",
     "done_event",
@@ -31,6 +32,14 @@ __all__ = [
 _RANK = {"passed": 0, "annotated": 0, "passed-unverified": 1, "flagged": 2, "blocked": 3, "refused": 4}
 
 
+class GuardJSON(JSONResponse):
+    """JSON as ASCII with escapes: an upstream's answer may hold a lone surrogate (`\\ud800` is valid JSON, not
+    UTF-8) or a NaN, which the caller gets back as the upstream sent them, not as a 500."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, separators=(",", ":")).encode("ascii")
+
+
 def upstream_failed(exc: UpstreamError) -> Response:
     """An upstream's error status and body as they were; no answer or a malformed one as 502."""
     if exc.kind == "status":
@@ -43,7 +52,7 @@ def error(status: int, message: str, *, kind: str, param: str | None = None, ret
     """An OpenAI-shaped error; `retry` sets x-should-retry, which the OpenAI clients obey."""
     body = {"error": {"message": message, "type": kind, "param": param, "code": None}}
     extra = {} if retry is None else {"x-should-retry": "true" if retry else "false"}
-    return JSONResponse(body, status_code=status, headers=extra)
+    return GuardJSON(body, status_code=status, headers=extra)
 
 
 def refusal(found: Verification) -> Response:
@@ -54,7 +63,7 @@ def refusal(found: Verification) -> Response:
         "error": {"message": message, "type": "verification_unavailable", "param": None, "code": None},
         "verification": found.model_dump(mode="json"),
     }
-    return JSONResponse(body, status_code=503, headers={**headers(found), "x-should-retry": "false"})
+    return GuardJSON(body, status_code=503, headers={**headers(found), "x-should-retry": "false"})
 
 
 def worst(found: Sequence[Verification]) -> Verification:
@@ -104,7 +113,7 @@ def verified_completion(
 
 
 def _sse(data: dict[str, Any]) -> bytes:
-    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    return f"data: {json.dumps(data)}\n\n".encode()
 
 
 def verification_event(first: dict[str, Any] | None, found: Verification) -> bytes:

@@ -43,6 +43,8 @@ def answer_texts(completion: Any) -> list[str | None]:
     """
     if not isinstance(completion, dict) or not isinstance(completion.get("choices"), list):
         raise UpstreamError("malformed", "the upstream's reply is not a chat completion (no `choices` list)")
+    if not completion["choices"]:
+        raise UpstreamError("malformed", "the upstream's reply has no choices")
     texts: list[str | None] = []
     for n, choice in enumerate(completion["choices"]):
         message = choice.get("message") if isinstance(choice, dict) else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from sqlalchemy import select
@@ -275,3 +276,35 @@ def test_each_decision_is_traced_with_the_engine_s_spans_inside(guard_for: Any) 
     assert verification.attributes is not None and verification.attributes["debate.action"] == "flagged"
     claims = [s for s in spans if s.name.startswith("claim ")]
     assert claims and all(s.context.trace_id == request.context.trace_id for s in claims)
+
+
+def test_an_upstream_answer_that_is_not_unicode_or_has_no_choices(guard_for: Any) -> None:
+    """`\\ud800` in a JSON string is valid JSON and no character: the answer is checked with U+FFFD in its place and
+    returned as the upstream sent it; a completion without choices is the upstream's fault (502), not a 500."""
+    odd = json.dumps(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": GOOD + " \ud800"}, "finish_reason": "stop"}
+            ],
+        }
+    )
+    none = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": []})
+    with _judge() as judge, FakeOpenAI(responder=lambda body: Reply(body=odd)) as upstream:
+        guard = guard_for(upstream.base_url, judge.base_url)
+        raw = httpx.post(
+            f"{guard.base_url}/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "q"}], "sources": SOURCES},
+            timeout=30,
+        )
+    assert raw.status_code == 200 and raw.content.isascii()
+    assert raw.json()["choices"][0]["message"]["content"].endswith("\ud800")
+    assert raw.json()["verification"]["verdict"] == "factual"
+    with _judge() as judge, FakeOpenAI(responder=lambda body: Reply(body=none)) as upstream:
+        guard = guard_for(upstream.base_url, judge.base_url)
+        with pytest.raises(openai.APIStatusError) as caught:
+            _ask(_client(guard.base_url, max_retries=0))
+    assert caught.value.status_code == 502 and "no choices" in str(caught.value)
