@@ -110,6 +110,9 @@ async def _held(
     except UpstreamError as exc:
         log.warning("guard %s: %s", request_id, exc)
         return upstream_failed(exc)
+    finally:
+        # The upstream's response goes back to the pool now, not when the collector finds the generator.
+        await _close(rest)
     content = [e for e in events if not e.done]
     found = await _verify(guard, text, chosen, content, request_id=request_id, caller=caller, route=route)
     if found.action == "refused":
