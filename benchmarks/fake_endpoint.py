@@ -3,6 +3,7 @@ process so its CPU is not counted:
 
     python benchmarks/fake_endpoint.py --latency-ms 100                  # prints "PORT <n>" when ready
     python benchmarks/fake_endpoint.py --fault-rate 0.3 --seed 1 --verdict-rule
+    python benchmarks/fake_endpoint.py --answer "Paris is in France [doc1]." --latency-ms 300 --token-ms 20
 
 Replies are a well-formed agent opinion (factual; with --verdict-rule, factual exactly when the first user
 message, where the claim is, contains the word "even"). With --fault-rate, that share of chat requests gets one of
@@ -68,8 +69,14 @@ class Endpoint:
         verdict_rule: bool,
         hang_s: float,
         answer: str | None = None,
+        token_s: float = 0.0,
+        latency_spread: float = 0.0,
     ) -> None:
+        self.latency_spread = latency_spread
+        """Each reply's latency drawn uniformly from latency_s * (1 ± latency_spread)."""
         self.answer = answer
+        self.token_s = token_s
+        """With an answer: the time between a stream's events (after `latency_s` for the first)."""
         """A fixed answer for every chat request (an upstream behind `debate guard`); streamed when asked."""
         self.latency_s = latency_s
         self.fault_rate = fault_rate
@@ -84,6 +91,16 @@ class Endpoint:
         self.arrivals: list[float] = []
         """Each chat request's arrival (wall clock), for rate benchmarks."""
         """While on (GET /outage/on, until GET /outage/off), every chat request gets 503."""
+
+    async def _paced(self, writer: asyncio.StreamWriter, payload: bytes) -> None:
+        """A stream as a model sends it: the head at once, then an event every token_s."""
+        head = f"HTTP/1.1 200 X\r\ncontent-type: text/event-stream\r\ncontent-length: {len(payload)}\r\n\r\n"
+        writer.write(head.encode())
+        for event in payload.split(b"\n\n")[:-1]:
+            writer.write(event + b"\n\n")
+            await writer.drain()
+            await asyncio.sleep(self.token_s)
+        self.last = time.time()
 
     def _reply(self, body: bytes) -> bytes:
         if self.answer is not None:
@@ -129,7 +146,10 @@ class Endpoint:
                     fault = "503" if self.outage else fault
                     self.faults += fault is not None
                     if self.latency_s:
-                        await asyncio.sleep(self.latency_s)
+                        # --latency-spread: a model's time varies with the answer; a fixed one would keep every
+                        # client that started together in step, as a burst, for the whole run.
+                        spread = self.latency_spread * self.latency_s
+                        await asyncio.sleep(self.latency_s + self.random.uniform(-spread, spread))
                     if fault == "hang":
                         await asyncio.sleep(self.hang_s)
                         return
@@ -149,6 +169,9 @@ class Endpoint:
                         payload = b'{"id": "c", "object": "chat.completion", "created": 0, "choices": []}'
                     elif self.answer is not None and json.loads(body).get("stream") is True:
                         payload, kind = stream(self.answer), b"text/event-stream"
+                        if self.token_s:
+                            await self._paced(writer, payload)
+                            continue
                     else:
                         payload = self._reply(body)
                 head_out = f"HTTP/1.1 {status} X\r\ncontent-type: {kind.decode()}\r\ncontent-length: {len(payload)}\r\n"
@@ -178,6 +201,8 @@ def main() -> None:
     parser.add_argument("--verdict-rule", action="store_true")
     parser.add_argument("--hang-s", type=float, default=30.0)
     parser.add_argument("--answer", default=None, help="a fixed answer for every chat request (streamed when asked)")
+    parser.add_argument("--latency-spread", type=float, default=0.0, help="latency drawn from ms * (1 ± spread)")
+    parser.add_argument("--token-ms", type=float, default=0.0, help="with --answer: time between a stream's events")
     args = parser.parse_args()
     endpoint = Endpoint(
         latency_s=args.latency_ms / 1000,
@@ -186,6 +211,8 @@ def main() -> None:
         verdict_rule=args.verdict_rule,
         hang_s=args.hang_s,
         answer=args.answer,
+        token_s=args.token_ms / 1000,
+        latency_spread=args.latency_spread,
     )
     try:
         asyncio.run(serve(args.port, endpoint))

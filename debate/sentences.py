@@ -144,19 +144,27 @@ _SAMPLE = 2000
 def guess_language(text: str) -> str:
     """The usual language of the dominant script among the first 2,000 letters of `text` ("en" when there are
     none, or the script is not listed): he for Hebrew, ar for Arabic, zh for Han, ja for kana, ru for Cyrillic..."""
+    if text.isascii():
+        return "en"  # only Latin letters, if any: the common case, answered without a look at each character
     counts: dict[str, int] = {}
     seen = 0
     for char in text:
         if not char.isalpha():
             continue
-        name = unicodedata.name(char, "")
-        language = next((code for prefix, code in _SCRIPTS if name.startswith(prefix)), None)
+        language = _script_language(char)
         if language is not None:
             counts[language] = counts.get(language, 0) + 1
         seen += 1
         if seen >= _SAMPLE:
             break
     return max(counts, key=lambda code: counts[code]) if counts else "en"
+
+
+@functools.lru_cache(maxsize=8192)
+def _script_language(char: str) -> str | None:
+    # Cached: the Unicode-name lookup and prefix scan were most of a short answer's verification in the guard.
+    name = unicodedata.name(char, "")
+    return next((code for prefix, code in _SCRIPTS if name.startswith(prefix)), None)
 
 
 WIDE_WEIGHT = 3
@@ -169,6 +177,8 @@ def claim_length(text: str) -> int:
     """The length a minimum claim length is measured in, the same in every script: code points, as the logprob
     grounding source counts them (so Latin, Cyrillic, Greek, Arabic, Hebrew and Indic text measure exactly as
     there), except that a character of an East Asian wide script counts `WIDE_WEIGHT` (3)."""
+    if text.isascii():
+        return len(text)
     wide = sum(1 for char in text if char > "\u10ff" and unicodedata.east_asian_width(char) in "WF" and char.isalnum())
     return len(text) + (WIDE_WEIGHT - 1) * wide
 

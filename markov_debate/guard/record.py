@@ -26,8 +26,9 @@ _STOP = object()
 class Recorder:
     """Stores GuardRecords in the background (see the module docstring)."""
 
-    def __init__(self, store: Store, *, batch: int = 200, max_pending: int = 50_000) -> None:
+    def __init__(self, store: Store, *, batch: int = 200, max_pending: int = 50_000, linger_s: float = 0.05) -> None:
         self._store = store
+        self._linger_s = linger_s
         self._batch = batch
         self._max = max_pending
         self._queue: queue.Queue[object] = queue.Queue()
@@ -66,9 +67,12 @@ class Recorder:
                 return
             records = [first]
             stop = False
+            # What comes within `linger_s` of the first joins its batch: one transaction for many decisions costs
+            # the guard's process far less time than one each (a decision waits at most that long to be written).
+            until = time.monotonic() + self._linger_s
             while len(records) < self._batch:
                 try:
-                    item = self._queue.get_nowait()
+                    item = self._queue.get(timeout=max(0.0, until - time.monotonic()))
                 except queue.Empty:
                     break
                 if item is _STOP:

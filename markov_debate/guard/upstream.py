@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import httpx
+import aiohttp
 
 __all__ = ["StreamEvent", "Upstream", "UpstreamError", "answer_texts"]
 
@@ -56,14 +56,26 @@ def answer_texts(completion: Any) -> list[str | None]:
 
 
 class Upstream:
-    """One connection pool to the upstream, shared by every request."""
+    """One connection pool to the upstream, shared by every request (aiohttp: under many concurrent requests its
+    pool costs a fraction of what httpx's did, which was most of the guard's own time per request)."""
 
     def __init__(self, base_url: str, *, key: str | None, timeout_s: float, connections: int = 256) -> None:
         self._base = base_url.rstrip("/")
         self._key = key
-        timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
-        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-        self._client = httpx.AsyncClient(timeout=timeout, limits=limits)
+        # Per connect and per read, as a client library's timeout usually is: a long stream that keeps sending is
+        # not cut, one that stalls for timeout_s is.
+        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(timeout_s, 10.0), sock_read=timeout_s)
+        self._connections = connections
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def _client(self) -> aiohttp.ClientSession:
+        # Made on first use: an aiohttp session belongs to the running loop.
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._connections, limit_per_host=self._connections)
+            # trust_env: HTTP(S)_PROXY / NO_PROXY apply, as they do to the engine's own model client.
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, trust_env=True)
+        return self._session
 
     def _headers(self, auth: str | None, request_id: str) -> dict[str, str]:
         headers = {"content-type": "application/json", "x-request-id": request_id}
@@ -75,20 +87,16 @@ class Upstream:
     async def complete(self, body: dict[str, Any], *, auth: str | None, request_id: str) -> dict[str, Any]:
         """The whole completion."""
         try:
-            response = await self._client.post(
-                f"{self._base}/chat/completions", content=_json(body), headers=self._headers(auth, request_id)
-            )
-        except httpx.HTTPError as exc:
-            raise UpstreamError("down", f"the upstream did not answer: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 400:
-            raise UpstreamError(
-                "status",
-                f"the upstream answered {response.status_code}",
-                status=response.status_code,
-                body=response.content,
-            )
+            async with self._client.post(
+                f"{self._base}/chat/completions", data=_json(body), headers=self._headers(auth, request_id)
+            ) as response:
+                status, content = response.status, await response.read()
+        except _DOWN as exc:
+            raise UpstreamError("down", f"the upstream did not answer: {_said(exc)}") from exc
+        if status >= 400:
+            raise UpstreamError("status", f"the upstream answered {status}", status=status, body=content)
         try:
-            completion = response.json()
+            completion = json.loads(content)
         except ValueError as exc:
             raise UpstreamError("malformed", f"the upstream's reply is not JSON: {exc}") from exc
         answer_texts(completion)
@@ -96,39 +104,45 @@ class Upstream:
 
     async def stream(self, body: dict[str, Any], *, auth: str | None, request_id: str) -> AsyncIterator[StreamEvent]:
         """The completion's events as they come; the last is `done` (the upstream's `[DONE]`)."""
-        request = self._client.build_request(
-            "POST", f"{self._base}/chat/completions", content=_json(body), headers=self._headers(auth, request_id)
-        )
         try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise UpstreamError("down", f"the upstream did not answer: {type(exc).__name__}: {exc}") from exc
+            response = await self._client.post(
+                f"{self._base}/chat/completions", data=_json(body), headers=self._headers(auth, request_id)
+            )
+        except _DOWN as exc:
+            raise UpstreamError("down", f"the upstream did not answer: {_said(exc)}") from exc
         try:
-            if response.status_code >= 400:
-                content = await response.aread()
+            if response.status >= 400:
+                content = await response.read()
                 raise UpstreamError(
-                    "status",
-                    f"the upstream answered {response.status_code}",
-                    status=response.status_code,
-                    body=content,
+                    "status", f"the upstream answered {response.status}", status=response.status, body=content
                 )
             async for event in _events(response):
                 yield event
-        except httpx.HTTPError as exc:
-            raise UpstreamError("down", f"the upstream's stream broke: {type(exc).__name__}: {exc}") from exc
+        except _DOWN as exc:
+            raise UpstreamError("down", f"the upstream's stream broke: {_said(exc)}") from exc
         finally:
-            await response.aclose()
+            # Back to the pool when read to the end; closed when left part-way (the caller went away).
+            response.release()
 
     async def models(self, *, auth: str | None, request_id: str) -> tuple[int, bytes]:
         """The upstream's model list, status and body as they are."""
         try:
-            response = await self._client.get(f"{self._base}/models", headers=self._headers(auth, request_id))
-        except httpx.HTTPError as exc:
-            raise UpstreamError("down", f"the upstream did not answer: {type(exc).__name__}: {exc}") from exc
-        return response.status_code, response.content
+            async with self._client.get(f"{self._base}/models", headers=self._headers(auth, request_id)) as response:
+                return response.status, await response.read()
+        except _DOWN as exc:
+            raise UpstreamError("down", f"the upstream did not answer: {_said(exc)}") from exc
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
+
+
+# Everything that means no (whole) answer came: refused, reset, a stalled read (aiohttp's timeouts are TimeoutError).
+_DOWN = (aiohttp.ClientError, TimeoutError)
+
+
+def _said(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _json(body: dict[str, Any]) -> bytes:
@@ -136,10 +150,26 @@ def _json(body: dict[str, Any]) -> bytes:
     return json.dumps(body).encode()
 
 
-async def _events(response: httpx.Response) -> AsyncIterator[StreamEvent]:
+async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
+    """The body's lines as they arrive (\n, \r\n or \r ends one), decoded as UTF-8 with replacement, as a
+    stream's text is; no length limit on a line (one event may carry a long chunk)."""
+    pending = b""
+    async for data in response.content.iter_any():
+        pending += data
+        # A \r last may be the first half of a \r\n split across reads: it waits for the next read.
+        cut = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
+        *complete, rest = pending[:cut].replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        pending = rest + pending[cut:]
+        for line in complete:
+            yield line.decode("utf-8", "replace")
+    for line in pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n") if pending else ():
+        yield line.decode("utf-8", "replace")
+
+
+async def _events(response: aiohttp.ClientResponse) -> AsyncIterator[StreamEvent]:
     """Server-sent events, one `data:` payload each; a stream that ends without `[DONE]` is malformed."""
     lines: list[str] = []
-    async for line in response.aiter_lines():
+    async for line in _lines(response):
         if line:
             lines.append(line)
             continue

@@ -7,8 +7,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -16,8 +17,8 @@ from debate.types import Report
 from markov_debate.desk.requests import AuditRequest
 from markov_debate.desk.store.audits import AuditStore
 from markov_debate.desk.store.db import sha
-from markov_debate.desk.store.jobs import claim_rows
-from markov_debate.desk.tables import AuditRow, EventRow, GuardDecisionRow
+from markov_debate.desk.store.jobs import claim_values
+from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow, GuardDecisionRow
 
 __all__ = ["GuardRecord", "GuardStore"]
 
@@ -52,71 +53,106 @@ class GuardStore(AuditStore):
         each decision once); the number newly stored."""
         try:
             with self._session.begin() as s:
-                return sum(self._add_guarded(s, record) for record in records)
+                return _add_guarded(s, records)
         except IntegrityError:
             # Two guards raced on a request id (or a batch was partly stored before a lost reply): one at a time.
             stored = 0
             for record in records:
                 try:
                     with self._session.begin() as s:
-                        stored += self._add_guarded(s, record)
+                        stored += _add_guarded(s, [record])
                 except IntegrityError:
                     continue
             return stored
-
-    @staticmethod
-    def _add_guarded(s: Session, record: GuardRecord) -> int:
-        seen = s.scalars(select(GuardDecisionRow.id).where(GuardDecisionRow.request_id == record.request_id)).first()
-        if seen is not None:
-            return 0
-        body = record.request.model_dump_json()
-        report = record.report if record.finished else None
-        report_json = report.model_dump_json() if report is not None else None
-        usage = report.usage if report is not None else None
-        row = AuditRow(
-            created_at=record.at,
-            submitted_by=record.caller,
-            idempotency_key=f"guard:{record.request_id}",
-            request_sha256=sha(body),
-            task=record.request.task,
-            request_json=body,
-            status="done" if report is not None else "pending",
-            attempts=0,
-            started_at=record.at if report is not None else None,
-            finished_at=record.at if report is not None else None,
-            verdict=report.verdict if report is not None else None,
-            report_json=report_json,
-            llm_calls=usage.llm_calls if usage else 0,
-            prompt_tokens=usage.prompt_tokens if usage else 0,
-            completion_tokens=usage.completion_tokens if usage else 0,
-            search_text=f"{record.request.question or ''}\n{record.request.response}".lower(),
-        )
-        s.add(row)
-        s.flush()
-        detail = f"guard request {record.request_id}: {record.action} under policy {record.policy}"
-        s.add(EventRow(audit_id=row.id, at=record.at, kind="submitted", actor=record.caller, detail=detail))
-        if report is not None and report_json is not None:
-            s.add_all(claim_rows(row.id, json.loads(report_json)))
-            s.add(EventRow(audit_id=row.id, at=record.at, kind="finished", actor="guard", detail=report.verdict))
-        s.add(
-            GuardDecisionRow(
-                audit_id=row.id,
-                request_id=record.request_id,
-                at=record.at,
-                caller=record.caller,
-                route=record.route,
-                policy=record.policy,
-                action=record.action,
-                status=record.status,
-                risk=record.risk,
-                verification_json=record.verification_json,
-                report_json=record.report.model_dump_json() if record.report is not None else None,
-            )
-        )
-        return 1
 
     def guard_decision(self, request_id: str) -> tuple[int, str, str] | None:
         """The audit id, action and verification (JSON) kept for `request_id`, or None."""
         with self._session() as s:
             row = s.scalars(select(GuardDecisionRow).where(GuardDecisionRow.request_id == request_id)).first()
             return None if row is None else (row.audit_id, row.action, row.verification_json)
+
+
+def _add_guarded(s: Session, records: Sequence[GuardRecord]) -> int:
+    """Insert the records not stored yet: a few multi-row INSERTs per batch rather than a flush per object (the
+    writer shares the guard's process, so its time is taken from the requests')."""
+    ids = [r.request_id for r in records]
+    seen = set(s.scalars(select(GuardDecisionRow.request_id).where(GuardDecisionRow.request_id.in_(ids))))
+    fresh: list[GuardRecord] = []
+    for record in records:
+        if record.request_id not in seen:
+            seen.add(record.request_id)
+            fresh.append(record)
+    if not fresh:
+        return 0
+    made = [_Made.of(record) for record in fresh]
+    audit_ids = list(
+        s.scalars(insert(AuditRow).returning(AuditRow.id, sort_by_parameter_order=True), [m.audit for m in made])
+    )
+    events: list[dict[str, Any]] = []
+    claims: list[dict[str, Any]] = []
+    decisions: list[dict[str, Any]] = []
+    for audit_id, record, m in zip(audit_ids, fresh, made, strict=True):
+        detail = f"guard request {record.request_id}: {record.action} under policy {record.policy}"
+        events.append(
+            {"audit_id": audit_id, "at": record.at, "kind": "submitted", "actor": record.caller, "detail": detail}
+        )
+        if m.finished_report is not None:
+            claims.extend(claim_values(audit_id, json.loads(m.finished_report)))
+            verdict = m.audit["verdict"]
+            events.append(
+                {"audit_id": audit_id, "at": record.at, "kind": "finished", "actor": "guard", "detail": verdict}
+            )
+        decisions.append({**m.decision, "audit_id": audit_id})
+    s.execute(insert(EventRow), events)
+    if claims:
+        s.execute(insert(ClaimRow), claims)
+    s.execute(insert(GuardDecisionRow), decisions)
+    return len(fresh)
+
+
+@dataclass(frozen=True)
+class _Made:
+    """One record's rows as column values (the audit's id is known only once its row is in)."""
+
+    audit: dict[str, Any]
+    decision: dict[str, Any]
+    finished_report: str | None
+    """The report as the audit's result (JSON), when the request path finished it."""
+
+    @classmethod
+    def of(cls, record: GuardRecord) -> _Made:
+        body = record.request.model_dump_json()
+        report_json = record.report.model_dump_json() if record.report is not None else None
+        report = record.report if record.finished else None
+        usage = report.usage if report is not None else None
+        audit = {
+            "created_at": record.at,
+            "submitted_by": record.caller,
+            "idempotency_key": f"guard:{record.request_id}",
+            "request_sha256": sha(body),
+            "task": record.request.task,
+            "request_json": body,
+            "status": "done" if report is not None else "pending",
+            "attempts": 0,
+            "started_at": record.at if report is not None else None,
+            "finished_at": record.at if report is not None else None,
+            "verdict": report.verdict if report is not None else None,
+            "report_json": report_json if report is not None else None,
+            "llm_calls": usage.llm_calls if usage else 0,
+            "prompt_tokens": usage.prompt_tokens if usage else 0,
+            "completion_tokens": usage.completion_tokens if usage else 0,
+            "search_text": f"{record.request.question or ''}\n{record.request.response}".lower(),
+        }
+        decision = {
+            "request_id": record.request_id,
+            "at": record.at,
+            "caller": record.caller,
+            "route": record.route,
+            "policy": record.policy,
+            "action": record.action,
+            "status": record.status,
+            "risk": record.risk,
+            "verification_json": record.verification_json,
+            "report_json": report_json,
+        }
+        return cls(audit, decision, report_json if report is not None else None)

@@ -22,7 +22,7 @@ from markov_debate.desk.store.db import ConflictError, Job, count, engine_label,
 from markov_debate.desk.store.queueing import claim_context, claim_draw, queue_of
 from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow
 
-__all__ = ["JobStore", "claim_rows"]
+__all__ = ["JobStore", "claim_rows", "claim_values"]
 
 
 class JobStore(AuditStore):
@@ -318,19 +318,24 @@ class JobStore(AuditStore):
 
 def claim_rows(audit_id: int, report: dict[str, Any]) -> list[ClaimRow]:
     """The claim rows a finished report indexes (the review queue, filters and stats read them)."""
+    return [ClaimRow(**values) for values in claim_values(audit_id, report)]
+
+
+def claim_values(audit_id: int, report: dict[str, Any]) -> list[dict[str, Any]]:
+    """`claim_rows` as column values, for an insert of many rows at once."""
     return [
-        ClaimRow(
-            audit_id=audit_id,
-            claim_id=claim["claim_id"],
-            position=position,
-            text=claim["text"],
-            engine_label=engine_label(claim),
-            decided_by=claim.get("decided_by") or "debate",
-            error_severity=claim.get("error_severity"),
-            queue=queue_of(engine_label(claim)),
-            draw=claim_draw(audit_id, claim["claim_id"]),
-            context=claim_context(claim),
-            p_factual=claim.get("p_factual"),
-        )
+        {
+            "audit_id": audit_id,
+            "claim_id": claim["claim_id"],
+            "position": position,
+            "text": claim["text"],
+            "engine_label": engine_label(claim),
+            "decided_by": claim.get("decided_by") or "debate",
+            "error_severity": claim.get("error_severity"),
+            "queue": queue_of(engine_label(claim)),
+            "draw": claim_draw(audit_id, claim["claim_id"]),
+            "context": claim_context(claim),
+            "p_factual": claim.get("p_factual"),
+        }
         for position, claim in enumerate(report["claims"])
     ]

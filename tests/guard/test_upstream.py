@@ -1,0 +1,71 @@
+"""The upstream's stream reader: however its bytes arrive, the events are the ones sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import aiohttp
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from markov_debate.guard.upstream import StreamEvent, UpstreamError, _events
+
+
+class _Content:
+    def __init__(self, parts: list[bytes]) -> None:
+        self._parts = parts
+
+    async def iter_any(self) -> AsyncIterator[bytes]:
+        for part in self._parts:
+            yield part
+
+
+class _Response:
+    def __init__(self, parts: list[bytes]) -> None:
+        self.content = _Content(parts)
+
+
+def _read(parts: list[bytes]) -> list[StreamEvent]:
+    async def run() -> list[StreamEvent]:
+        return [e async for e in _events(cast(aiohttp.ClientResponse, _Response(parts)))]
+
+    return asyncio.run(run())
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({min(c, len(data)) for c in cuts})
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True) if b > a]
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    contents=st.lists(_TEXT, min_size=1, max_size=5),
+    newline=st.sampled_from(["\n", "\r\n", "\r"]),
+    cuts=st.data(),
+)
+def test_events_are_the_same_however_the_bytes_arrive(contents: list[str], newline: str, cuts: st.DataObject) -> None:
+    chunks: list[dict[str, Any]] = [{"choices": [{"index": 0, "delta": {"content": c}}]} for c in contents]
+    # Each chunk's JSON over two data lines (joined by a newline, still the same JSON): a line break lost or added
+    # inside an event would change it.
+    halves = [json.dumps(c).split(", ", 1) for c in chunks]
+    events = [f": keep-alive{newline}{newline}"]
+    events += [f"data: {a},{newline}data: {b}{newline}{newline}" for a, b in halves]
+    data = "".join([*events, f"data: [DONE]{newline}{newline}"]).encode()
+    one_byte_reads = st.just(list(range(1, len(data))))
+    where = cuts.draw(one_byte_reads | st.lists(st.integers(min_value=0, max_value=len(data)), max_size=12))
+    got = _read(_split(data, where))
+    assert [e.chunk for e in got[:-1]] == chunks
+    assert got[-1].done and got[-1].chunk is None
+
+
+def test_a_stream_without_done_is_malformed() -> None:
+    with pytest.raises(UpstreamError) as caught:
+        _read([b'data: {"choices": []}\n\n', b"data: {"])
+    assert caught.value.kind == "malformed"
