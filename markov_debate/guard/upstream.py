@@ -4,6 +4,8 @@ model list, each a typed UpstreamError when it cannot be had."""
 from __future__ import annotations
 
 import json
+import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -67,14 +69,16 @@ class Upstream:
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(timeout_s, 10.0), sock_read=timeout_s)
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
+        # HTTP(S)_PROXY / NO_PROXY apply as they do to the engine's own model client, read once here: aiohttp's
+        # trust_env reads them (and ~/.netrc) on a worker thread for every request, which doubled the guard's time.
+        self._proxy = _env_proxy(self._base)
 
     @property
     def _client(self) -> aiohttp.ClientSession:
         # Made on first use: an aiohttp session belongs to the running loop.
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._connections, limit_per_host=self._connections)
-            # trust_env: HTTP(S)_PROXY / NO_PROXY apply, as they do to the engine's own model client.
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, trust_env=True)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         return self._session
 
     def _headers(self, auth: str | None, request_id: str) -> dict[str, str]:
@@ -88,7 +92,10 @@ class Upstream:
         """The whole completion."""
         try:
             async with self._client.post(
-                f"{self._base}/chat/completions", data=_json(body), headers=self._headers(auth, request_id)
+                f"{self._base}/chat/completions",
+                data=_json(body),
+                headers=self._headers(auth, request_id),
+                proxy=self._proxy,
             ) as response:
                 status, content = response.status, await response.read()
         except _DOWN as exc:
@@ -106,7 +113,10 @@ class Upstream:
         """The completion's events as they come; the last is `done` (the upstream's `[DONE]`)."""
         try:
             response = await self._client.post(
-                f"{self._base}/chat/completions", data=_json(body), headers=self._headers(auth, request_id)
+                f"{self._base}/chat/completions",
+                data=_json(body),
+                headers=self._headers(auth, request_id),
+                proxy=self._proxy,
             )
         except _DOWN as exc:
             raise UpstreamError("down", f"the upstream did not answer: {_said(exc)}") from exc
@@ -127,7 +137,9 @@ class Upstream:
     async def models(self, *, auth: str | None, request_id: str) -> tuple[int, bytes]:
         """The upstream's model list, status and body as they are."""
         try:
-            async with self._client.get(f"{self._base}/models", headers=self._headers(auth, request_id)) as response:
+            async with self._client.get(
+                f"{self._base}/models", headers=self._headers(auth, request_id), proxy=self._proxy
+            ) as response:
                 return response.status, await response.read()
         except _DOWN as exc:
             raise UpstreamError("down", f"the upstream did not answer: {_said(exc)}") from exc
@@ -139,6 +151,13 @@ class Upstream:
 
 # Everything that means no (whole) answer came: refused, reset, a stalled read (aiohttp's timeouts are TimeoutError).
 _DOWN = (aiohttp.ClientError, TimeoutError)
+
+
+def _env_proxy(url: str) -> str | None:
+    host = urllib.parse.urlsplit(url).hostname or ""
+    if urllib.request.proxy_bypass(host):
+        return None
+    return urllib.request.getproxies_environment().get(urllib.parse.urlsplit(url).scheme)
 
 
 def _said(exc: BaseException) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
@@ -69,3 +70,47 @@ def test_a_stream_without_done_is_malformed() -> None:
     with pytest.raises(UpstreamError) as caught:
         _read([b'data: {"choices": []}\n\n', b"data: {"])
     assert caught.value.kind == "malformed"
+
+
+def test_the_environment_s_proxy_is_used_and_no_proxy_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP_PROXY applies to the upstream as to the engine's model client (read once, at start); NO_PROXY exempts."""
+    from markov_debate.guard.upstream import Upstream
+
+    completion = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "via the proxy"}}]}
+    seen: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length"))
+        await reader.readexactly(length)
+        seen.append(head.split(b"\r\n")[0])
+        body = json.dumps(completion).encode()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body))
+        writer.write(body)
+        await writer.drain()
+        writer.close()
+
+    async def run() -> None:
+        server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        async with server:
+            upstream = Upstream("http://llm.invalid/v1", key=None, timeout_s=10)
+            try:
+                got = await upstream.complete({"model": "m", "messages": []}, auth=None, request_id="r")
+            finally:
+                await upstream.aclose()
+            assert got == completion
+            assert seen == [b"POST http://llm.invalid/v1/chat/completions HTTP/1.1"]
+            with socket.socket() as closed:  # a port nothing listens on: reached directly, it refuses
+                closed.bind(("127.0.0.1", 0))
+                exempt = Upstream(f"http://127.0.0.1:{closed.getsockname()[1]}/v1", key=None, timeout_s=10)
+            try:
+                with pytest.raises(UpstreamError) as caught:
+                    await exempt.complete({"model": "m", "messages": []}, auth=None, request_id="r")
+            finally:
+                await exempt.aclose()
+            assert caught.value.kind == "down" and len(seen) == 1
+
+    asyncio.run(run())
