@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         last_call_rate,
         record_call_rate,
     )
-    from debate.llm._openai_client import OpenAIChatClient, is_hosted
+    from debate.llm._openai_client import OpenAIChatClient, env_proxy, is_hosted
     from debate.llm._ratelimit import RateLimiter, SharedRates, adopt_shared, shared_rates
     from debate.llm._traced import TracedChatClient
 
@@ -58,12 +58,13 @@ _WHERE = {
             "EMBEDDED_TIMEOUT_S",
             "EmbeddedServer",
             "embedded_model_path",
+            "env_proxy",
             "last_call_rate",
             "record_call_rate",
         ],
         "debate.llm._embedded",
     ),
-    **dict.fromkeys(["OpenAIChatClient", "is_hosted"], "debate.llm._openai_client"),
+    **dict.fromkeys(["OpenAIChatClient", "env_proxy", "is_hosted"], "debate.llm._openai_client"),
     **dict.fromkeys(["RateLimiter", "SharedRates", "adopt_shared", "shared_rates"], "debate.llm._ratelimit"),
     "TracedChatClient": "debate.llm._traced",
 }
@@ -99,6 +100,7 @@ __all__ = [
     "clear_cache",
     "current_item",
     "embedded_model_path",
+    "env_proxy",
     "is_hosted",
     "item_scope",
     "last_call_rate",

@@ -63,7 +63,7 @@ from debate.types import Usage
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam  # noqa: TID251 - the one module allowed to
 
-__all__ = ["MalformedReplyError", "OpenAIChatClient", "is_hosted", "is_retryable"]
+__all__ = ["MalformedReplyError", "OpenAIChatClient", "env_proxy", "is_hosted", "is_retryable"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,14 @@ _STRUCTURED_FALLBACK: dict[StructuredOutputMode, StructuredOutputMode] = {
     "json_schema": "json_object",
     "json_object": "none",
 }
+
+
+def env_proxy(url: str) -> str | None:
+    """The proxy HTTP(S)_PROXY / NO_PROXY give for `url`, as httpx reads them: resolved once by a long-lived
+    client (aiohttp's trust_env reads them, and ~/.netrc, on a worker thread for every request)."""
+    parts = urlparse(url)
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    return proxy if proxy and not urllib.request.proxy_bypass(parts.hostname or "") else None
 
 
 class OpenAIChatClient:
@@ -107,10 +115,7 @@ class OpenAIChatClient:
         for header, variable in (("OpenAI-Organization", "OPENAI_ORG_ID"), ("OpenAI-Project", "OPENAI_PROJECT_ID")):
             if os.environ.get(variable):
                 self._request_headers[header] = os.environ[variable]
-        # Environment proxies as httpx reads them, resolved once instead of on every request.
-        url = urlparse(self._base)
-        proxy = urllib.request.getproxies().get(url.scheme)
-        self._proxy = proxy if proxy and not urllib.request.proxy_bypass(url.hostname or "") else None
+        self._proxy = env_proxy(self._base)
         self._session: aiohttp.ClientSession | None = None
         # Built once; each call runs a copy, since a tenacity policy keeps per-call state on itself.
         self._policy = retrying(

@@ -4,13 +4,13 @@ model list, each a typed UpstreamError when it cannot be had."""
 from __future__ import annotations
 
 import json
-import urllib.parse
-import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
+
+from debate.llm import env_proxy
 
 __all__ = ["StreamEvent", "Upstream", "UpstreamError", "answer_texts"]
 
@@ -69,9 +69,9 @@ class Upstream:
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(timeout_s, 10.0), sock_read=timeout_s)
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
-        # HTTP(S)_PROXY / NO_PROXY apply as they do to the engine's own model client, read once here: aiohttp's
-        # trust_env reads them (and ~/.netrc) on a worker thread for every request, which doubled the guard's time.
-        self._proxy = _env_proxy(self._base)
+        # HTTP(S)_PROXY / NO_PROXY apply as they do to the engine's own model client (per request, aiohttp's
+        # trust_env doubled the guard's time).
+        self._proxy = env_proxy(self._base)
 
     @property
     def _client(self) -> aiohttp.ClientSession:
@@ -153,13 +153,6 @@ class Upstream:
 _DOWN = (aiohttp.ClientError, TimeoutError)
 
 
-def _env_proxy(url: str) -> str | None:
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if urllib.request.proxy_bypass(host):
-        return None
-    return urllib.request.getproxies_environment().get(urllib.parse.urlsplit(url).scheme)
-
-
 def _said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
@@ -177,12 +170,17 @@ async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
         pending += data
         # A \r last may be the first half of a \r\n split across reads: it waits for the next read.
         cut = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
-        *complete, rest = pending[:cut].replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        *complete, rest = _split_lines(pending[:cut])
         pending = rest + pending[cut:]
         for line in complete:
             yield line.decode("utf-8", "replace")
-    for line in pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n") if pending else ():
+    for line in _split_lines(pending) if pending else ():
         yield line.decode("utf-8", "replace")
+
+
+def _split_lines(data: bytes) -> list[bytes]:
+    """`data` split at each \r\n, \n or \r (the last piece is what follows the last line break)."""
+    return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
 
 
 async def _events(response: aiohttp.ClientResponse) -> AsyncIterator[StreamEvent]:

@@ -96,8 +96,8 @@ def _add_guarded(s: Session, records: Sequence[GuardRecord]) -> int:
         events.append(
             {"audit_id": audit_id, "at": record.at, "kind": "submitted", "actor": record.caller, "detail": detail}
         )
-        if m.finished_report is not None:
-            claims.extend(claim_values(audit_id, json.loads(m.finished_report)))
+        if m.audit["report_json"] is not None:  # the request path finished the audit
+            claims.extend(claim_values(audit_id, json.loads(m.audit["report_json"])))
             verdict = m.audit["verdict"]
             events.append(
                 {"audit_id": audit_id, "at": record.at, "kind": "finished", "actor": "guard", "detail": verdict}
@@ -116,8 +116,6 @@ class _Made:
 
     audit: dict[str, Any]
     decision: dict[str, Any]
-    finished_report: str | None
-    """The report as the audit's result (JSON), when the request path finished it."""
 
     @classmethod
     def of(cls, record: GuardRecord) -> _Made:
@@ -137,7 +135,7 @@ class _Made:
             "started_at": record.at if report is not None else None,
             "finished_at": record.at if report is not None else None,
             "verdict": report.verdict if report is not None else None,
-            "report_json": report_json if report is not None else None,
+            "report_json": report_json if report is not None else None,  # the audit's result, once finished
             "llm_calls": usage.llm_calls if usage else 0,
             "prompt_tokens": usage.prompt_tokens if usage else 0,
             "completion_tokens": usage.completion_tokens if usage else 0,
@@ -155,4 +153,4 @@ class _Made:
             "verification_json": record.verification_json,
             "report_json": report_json,
         }
-        return cls(audit, decision, report_json if report is not None else None)
+        return cls(audit, decision)
