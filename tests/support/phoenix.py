@@ -39,15 +39,22 @@ class Phoenix:
         self.client = httpx.Client(base_url=url, timeout=30)
 
     def spans(self, project: str, *, at_least: int = 1, timeout: float = 30) -> list[dict[str, Any]]:
-        """The project's spans, waiting (Phoenix ingests asynchronously) until there are `at_least`."""
+        """The project's spans, waiting (Phoenix ingests asynchronously, in batches) until there are `at_least` and
+        their number has stopped growing for a second (a run's spans all arrive together, but a query can land
+        between two of Phoenix's inserts and see part of them)."""
         deadline = time.monotonic() + timeout
         found: list[dict[str, Any]] = []
+        settled: int | None = None
         while time.monotonic() < deadline:
             answer = self.client.get(f"/v1/projects/{project}/spans", params={"limit": 1000})
             if answer.status_code == 200:
                 found = answer.json()["data"]
                 if len(found) >= at_least:
-                    return found
+                    if len(found) == settled:
+                        return found
+                    settled = len(found)
+                    time.sleep(1.0)
+                    continue
             time.sleep(0.3)
         raise AssertionError(f"Phoenix has {len(found)} span(s) in {project}, expected at least {at_least}")
 
