@@ -8,9 +8,17 @@ streamed. Prints p50 and p99 latency of each (and of a stream's first byte), the
 errors by cause, the guard's CPU per request (its process's user + system time over the phase, the decision writer
 included) and how many decisions reached the store.
 
+Each request names its own upstream time (drawn once, from a fixed seed), and the same requests with the same times
+are sent straight and through the guard, so the added latency is measured request by request (the p50 and p99 of
+guard - direct for each request), not as the difference of two samples' medians (which, with a 500 ms +-50% upstream,
+moves by several ms from run to run on its own). With two cores or more the guard runs on a core of its own and the
+load generator and the upstream on the others (as in a deployment, where the guard does not share its CPU with its
+callers and the model server); `--no-pin` lets the three share every core.
+
     python benchmarks/bench_guard.py                                # 64 concurrent, 2,000 requests a phase
     python benchmarks/bench_guard.py --stream-modes hold,pass --requests 1000
     python benchmarks/bench_guard.py --upstream-ms 0 --token-ms 0   # saturation: the guard's own ceiling here
+    python benchmarks/bench_guard.py --no-pin                       # guard, clients and upstream share the cores
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import signal
 import socket
 import statistics
@@ -52,6 +61,13 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def _steal_s() -> float:
+    """CPU time the hypervisor gave to other machines, over all cores, since boot (/proc/stat's `steal`): a shared
+    virtual machine's noise, printed so a run taken while the host was busy is seen as such."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return int(fields[8]) / TICKS if len(fields) > 8 else 0.0
+
+
 def _wait(url: str, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -65,28 +81,31 @@ def _wait(url: str, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
-def _upstream(latency_ms: float, token_ms: float) -> tuple[subprocess.Popen[bytes], str]:
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "fake_endpoint.py"),
-            "--answer",
-            ANSWER,
-            "--latency-ms",
-            str(latency_ms),
-            "--token-ms",
-            str(token_ms),
-            "--latency-spread",
-            "0.5",
-        ],
-        stdout=subprocess.PIPE,
-    )
+def _cpus(pin: bool) -> tuple[set[int] | None, set[int] | None]:
+    """The guard's cores and everyone else's: with --pin and two cores or more, the last core for the guard."""
+    cores = sorted(os.sched_getaffinity(0))
+    if not pin or len(cores) < 2:
+        return None, None
+    return {cores[-1]}, set(cores[:-1])
+
+
+def _start(
+    argv: list[str], cpus: set[int] | None, *, stdout: int, stderr: int | None = None
+) -> subprocess.Popen[bytes]:
+    # Set before the process starts, so every thread it makes (the decision writer, the loop's executor) inherits it.
+    preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    return subprocess.Popen(argv, preexec_fn=preexec, stdout=stdout, stderr=stderr)
+
+
+def _upstream(token_ms: float, cpus: set[int] | None) -> tuple[subprocess.Popen[bytes], str]:
+    argv = [sys.executable, str(ROOT / "benchmarks" / "fake_endpoint.py"), "--answer", ANSWER]
+    process = _start([*argv, "--token-ms", str(token_ms)], cpus, stdout=subprocess.PIPE)
     assert process.stdout is not None
     line = process.stdout.readline().decode()
     return process, f"http://127.0.0.1:{line.split()[1]}/v1"
 
 
-def _guard(upstream: str, db: str, stream: str) -> tuple[subprocess.Popen[bytes], str]:
+def _guard(upstream: str, db: str, stream: str, cpus: set[int] | None) -> tuple[subprocess.Popen[bytes], str]:
     port = _port()
     argv = [
         "debate",
@@ -108,50 +127,59 @@ def _guard(upstream: str, db: str, stream: str) -> tuple[subprocess.Popen[bytes]
         "--model.model",
         "fake-model",
     ]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = _start(argv, cpus, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _wait(f"http://127.0.0.1:{port}/healthz", process)
     return process, f"http://127.0.0.1:{port}/v1"
 
 
-@dataclass
-class Phase:
-    """One phase's latencies (seconds) and its failures by cause."""
-
-    total: list[float] = field(default_factory=list)
-    first_byte: list[float] = field(default_factory=list)
-    errors: Counter[str] = field(default_factory=Counter)
-
-
-async def _load(base: str, *, requests: int, concurrency: int, stream: bool, spread_s: float = 0.0) -> Phase:
-    body = json.dumps(
-        {
+def _bodies(requests: int, *, stream: bool, upstream_ms: float, seed: int = 7) -> list[bytes]:
+    """The phase's requests, each naming its upstream time (upstream_ms +-50%, from a fixed seed): the same list is
+    sent straight and through the guard."""
+    draw = random.Random(seed)
+    bodies = []
+    for _ in range(requests):
+        latency = upstream_ms * draw.uniform(0.5, 1.5)
+        request = {
             "model": "fake-model",
             "messages": [{"role": "user", "content": "What is the capital of France?"}],
             "sources": SOURCES,
             "stream": stream,
+            "metadata": {"fake_latency_ms": f"{latency:.3f}"},
         }
-    ).encode()
+        bodies.append(json.dumps(request).encode())
+    return bodies
+
+
+@dataclass
+class Phase:
+    """One phase's latencies (seconds) by request, its failures by cause and the load generator's CPU."""
+
+    total: dict[int, float] = field(default_factory=dict)
+    first_byte: dict[int, float] = field(default_factory=dict)
+    errors: Counter[str] = field(default_factory=Counter)
+    client_cpu_s: float = 0.0
+
+
+async def _load(base: str, bodies: list[bytes], *, concurrency: int, stream: bool, spread_s: float = 0.0) -> Phase:
     phase = Phase()
-    left = requests
+    order = iter(range(len(bodies)))
+    cpu = time.process_time()
     # aiohttp: httpx's pool, under 64 concurrent requests, was this load generator's bottleneck (measured: 200 ms
     # p50 against an endpoint that answers at once).
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=120)
+    headers = {"content-type": "application/json"}
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as client:
 
         async def worker(n: int) -> None:
-            nonlocal left
             # Started spread over the upstream's time, as the clients of a running service are, not as one burst.
             await asyncio.sleep(spread_s * n / concurrency)
-            while left > 0:
-                left -= 1
+            for i in order:
                 started = time.perf_counter()
                 try:
-                    async with client.post(
-                        f"{base}/chat/completions", data=body, headers={"content-type": "application/json"}
-                    ) as response:
+                    async with client.post(f"{base}/chat/completions", data=bodies[i], headers=headers) as response:
                         first = await response.content.readany()
-                        phase.first_byte.append(time.perf_counter() - started)
+                        phase.first_byte[i] = time.perf_counter() - started
                         content = first + await response.read()
                         if response.status != 200:
                             phase.errors[f"status {response.status}"] += 1
@@ -162,9 +190,10 @@ async def _load(base: str, *, requests: int, concurrency: int, stream: bool, spr
                 except (aiohttp.ClientError, TimeoutError) as exc:
                     phase.errors[type(exc).__name__] += 1
                     continue
-                phase.total.append(time.perf_counter() - started)
+                phase.total[i] = time.perf_counter() - started
 
         await asyncio.gather(*(worker(n) for n in range(concurrency)))
+    phase.client_cpu_s = time.process_time() - cpu
     return phase
 
 
@@ -174,17 +203,65 @@ def _ms(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] * 1000 if q < 100 else max(values)
 
 
-def _row(name: str, phase: Phase, direct: Phase | None, cpu_ms: float | None, stream: bool) -> str:
-    p50, p99 = _ms(phase.total, 50), _ms(phase.total, 99)
-    first = f"{_ms(phase.first_byte, 50):>9.1f}" if stream else f"{'':>9}"
+def _added(through: dict[int, float], direct: dict[int, float]) -> list[float]:
+    """guard - direct, request by request (the same request, with the same upstream time, both ways)."""
+    return [through[i] - direct[i] for i in through.keys() & direct.keys()]
+
+
+def _row(name: str, phase: Phase, direct: Phase | None, cpu: dict[str, float], stream: bool) -> str:
+    totals = list(phase.total.values())
+    p50, p99 = _ms(totals, 50), _ms(totals, 99)
+    first = f"{_ms(list(phase.first_byte.values()), 50):>9.1f}" if stream else f"{'':>9}"
     errors = sum(phase.errors.values())
     notes = [f"{n} {cause}" for cause, n in phase.errors.most_common()]
     if direct is not None:
-        added = f"added p50/p99 +{p50 - _ms(direct.total, 50):.2f} / +{p99 - _ms(direct.total, 99):.2f} ms"
+        added = _added(phase.total, direct.total)
+        text = f"added p50/p99 {_ms(added, 50):+.2f} / {_ms(added, 99):+.2f} ms"
         if stream:
-            added += f", first byte p50 +{_ms(phase.first_byte, 50) - _ms(direct.first_byte, 50):.2f} ms"
-        notes.insert(0, f"{added}; guard CPU {cpu_ms:.2f} ms/request")
+            text += f", first byte p50 {_ms(_added(phase.first_byte, direct.first_byte), 50):+.2f} ms"
+        notes.insert(0, text)
+    notes.append("CPU ms/request: " + ", ".join(f"{who} {ms:.2f}" for who, ms in cpu.items()))
+    # "stolen": the hypervisor's time for other machines, per request; above ~0.5 ms the run is noisy.
     return f"{name:<22} {p50:>8.1f} {p99:>8.1f} {first} {errors:>6}  {'; '.join(notes)}"
+
+
+def _phases(
+    args: argparse.Namespace, upstream: subprocess.Popen[bytes], upstream_url: str, mode: str, cpus: set[int] | None
+) -> list[str]:
+    """Whole and streamed requests, straight and through a guard with `--stream mode` on `cpus`; the rows to print."""
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        db = f"sqlite:///{folder}/desk.sqlite"
+        guard, guard_url = _guard(upstream_url, db, mode, cpus)
+        try:
+            for stream in (False, True):
+                kind = f"{'stream ' + mode if stream else 'whole'}"
+                warm = _bodies(50, stream=stream, upstream_ms=0)
+                asyncio.run(_load(upstream_url, warm, concurrency=8, stream=stream))
+                asyncio.run(_load(guard_url, warm, concurrency=8, stream=stream))
+                bodies = _bodies(args.requests, stream=stream, upstream_ms=args.upstream_ms)
+                spread_s = args.upstream_ms / 1000
+                phases: dict[str, tuple[Phase, dict[str, float]]] = {}
+                for who, url in (("direct", upstream_url), ("guard", guard_url)):
+                    before = {"guard": _cpu_s(guard.pid), "upstream": _cpu_s(upstream.pid), "stolen": _steal_s()}
+                    phase = asyncio.run(
+                        _load(url, bodies, concurrency=args.concurrency, stream=stream, spread_s=spread_s)
+                    )
+                    used = {"guard": _cpu_s(guard.pid) - before["guard"], "clients": phase.client_cpu_s}
+                    used["upstream"] = _cpu_s(upstream.pid) - before["upstream"]
+                    used["stolen"] = _steal_s() - before["stolen"]
+                    cpu = {k: v * 1000 / args.requests for k, v in used.items() if who == "guard" or k != "guard"}
+                    phases[who] = (phase, cpu)
+                (direct, direct_cpu), (through, guard_cpu) = phases["direct"], phases["guard"]
+                rows.append(_row(f"direct, {kind}", direct, None, direct_cpu, stream))
+                rows.append(_row(f"guard, {kind}", through, direct, guard_cpu, stream))
+        finally:
+            guard.send_signal(signal.SIGTERM)
+            guard.wait(timeout=120)
+        stored = create_engine(db).connect().execute(text("SELECT count(*) FROM guard_decisions")).scalar()
+    sent = 2 * (args.requests + 50)
+    print(f"--stream {mode}: decisions stored {stored} of {sent} guarded requests", flush=True)
+    return rows
 
 
 def main() -> None:
@@ -196,39 +273,30 @@ def main() -> None:
         "--upstream-ms", type=float, default=500, help="the upstream's time to answer (or to its first event) (500)"
     )
     parser.add_argument("--token-ms", type=float, default=20, help="the upstream's time between stream events (20)")
+    parser.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the guard on a core of its own, clients and upstream on the others (default: on, with 2+ cores)",
+    )
     args = parser.parse_args()
-    upstream, upstream_url = _upstream(args.upstream_ms, args.token_ms)
+    guard_cpus, other_cpus = _cpus(args.pin)
+    if other_cpus:
+        os.sched_setaffinity(0, other_cpus)
+    upstream, upstream_url = _upstream(args.token_ms, other_cpus)
     rows: list[str] = []
     try:
         for mode in args.stream_modes.split(","):
-            with tempfile.TemporaryDirectory() as folder:
-                db = f"sqlite:///{folder}/desk.sqlite"
-                guard, guard_url = _guard(upstream_url, db, mode)
-                try:
-                    for stream in (False, True):
-                        kind = f"{'stream ' + mode if stream else 'whole'}"
-                        asyncio.run(_load(upstream_url, requests=50, concurrency=8, stream=stream))  # warm-up
-                        asyncio.run(_load(guard_url, requests=50, concurrency=8, stream=stream))
-                        load = {"requests": args.requests, "concurrency": args.concurrency, "stream": stream}
-                        spread_s = args.upstream_ms / 1000
-                        direct = asyncio.run(_load(upstream_url, **load, spread_s=spread_s))
-                        before = _cpu_s(guard.pid)
-                        through = asyncio.run(_load(guard_url, **load, spread_s=spread_s))
-                        cpu_ms = (_cpu_s(guard.pid) - before) * 1000 / args.requests
-                        rows.append(_row(f"direct, {kind}", direct, None, None, stream))
-                        rows.append(_row(f"guard, {kind}", through, direct, cpu_ms, stream))
-                finally:
-                    guard.send_signal(signal.SIGTERM)
-                    guard.wait(timeout=120)
-                stored = create_engine(db).connect().execute(text("SELECT count(*) FROM guard_decisions")).scalar()
-                sent = 2 * (args.requests + 50)
-                print(f"--stream {mode}: decisions stored {stored} of {sent} guarded requests", flush=True)
+            rows += _phases(args, upstream, upstream_url, mode, guard_cpus)
     finally:
         upstream.terminate()
         upstream.wait(timeout=10)
+    where = "guard, clients and upstream sharing every core"
+    if guard_cpus and other_cpus:
+        where = f"the guard on core(s) {sorted(guard_cpus)}, clients and upstream on {sorted(other_cpus)}"
     print(
-        f"\n{args.concurrency} concurrent, {args.requests} requests a phase, upstream {args.upstream_ms:g} ms to "
-        f"answer, {args.token_ms:g} ms between stream events; cores: {os.cpu_count()}"
+        f"\n{args.concurrency} concurrent, {args.requests} requests a phase, upstream {args.upstream_ms:g} ms +-50% to "
+        f"answer, {args.token_ms:g} ms between stream events; cores: {os.cpu_count()}, {where}"
     )
     print(f"{'phase':<22} {'p50 ms':>8} {'p99 ms':>8} {'1st byte':>9} {'errors':>6}  notes")
     for row in rows:

@@ -12,7 +12,8 @@ JSON, a truncated JSON body, an opinion with the wrong keys, or empty choices. G
 request a 503 until GET /outage/off (an endpoint outage). GET /stats returns {"requests",
 "faults", "first", "last", "cpu_s", "arrivals"}: the wall-clock times of the first chat request's arrival and the
 last reply, this process's own CPU seconds (so a benchmark can show the fake is not its bottleneck) and every chat
-request's arrival (for rate benchmarks).
+request's arrival (for rate benchmarks). A request whose body has `"metadata": {"fake_latency_ms": "412"}` is
+answered after that time instead of --latency-ms.
 """
 
 from __future__ import annotations
@@ -102,6 +103,19 @@ class Endpoint:
             await asyncio.sleep(self.token_s)
         self.last = time.time()
 
+    def _latency_s(self, body: bytes) -> float:
+        """This request's time to answer: the request's own `metadata.fake_latency_ms` when it names one (so a
+        benchmark can send the same requests, with the same times, straight and through a proxy, and compare them
+        request by request), else --latency-ms with its spread."""
+        if b"fake_latency_ms" in body:
+            metadata = json.loads(body).get("metadata") or {}
+            if "fake_latency_ms" in metadata:
+                return float(metadata["fake_latency_ms"]) / 1000
+        # --latency-spread: a model's time varies with the answer; a fixed one would keep every client that started
+        # together in step, as a burst, for the whole run.
+        spread = self.latency_spread * self.latency_s
+        return self.latency_s + self.random.uniform(-spread, spread) if self.latency_s else 0.0
+
     def _reply(self, body: bytes) -> bytes:
         if self.answer is not None:
             return completion(self.answer)
@@ -145,11 +159,9 @@ class Endpoint:
                     fault = self.random.choice(FAULTS) if self.random.random() < self.fault_rate else None
                     fault = "503" if self.outage else fault
                     self.faults += fault is not None
-                    if self.latency_s:
-                        # --latency-spread: a model's time varies with the answer; a fixed one would keep every
-                        # client that started together in step, as a burst, for the whole run.
-                        spread = self.latency_spread * self.latency_s
-                        await asyncio.sleep(self.latency_s + self.random.uniform(-spread, spread))
+                    latency_s = self._latency_s(body)
+                    if latency_s:
+                        await asyncio.sleep(latency_s)
                     if fault == "hang":
                         await asyncio.sleep(self.hang_s)
                         return

@@ -199,8 +199,7 @@ def _guard(args: argparse.Namespace) -> int:
     import uvicorn
     from sqlalchemy.engine import make_url
 
-    from markov_debate.desk.serving import ACCEPT_BACKLOG, guarded_protocol, server_limits
-    from markov_debate.guard.app import create_app
+    from markov_debate.guard.app import create_app, server_config
 
     settings = settings_from(args)
     app = create_app(settings)
@@ -214,16 +213,8 @@ def _guard(args: argparse.Namespace) -> int:
         f"{make_url(settings.db_url).render_as_string(hide_password=True)})",
         file=sys.stderr,
     )
-    limits = server_limits(max_connections=None, header_timeout_s=10.0)
-    config = uvicorn.Config(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level="info" if getattr(args, "verbose", False) else "warning",
-        http=guarded_protocol(limits),
-        timeout_keep_alive=5,
-        timeout_graceful_shutdown=int(args.drain),
-        backlog=ACCEPT_BACKLOG,
+    config = server_config(
+        app, host=args.host, port=args.port, drain_s=args.drain, verbose=getattr(args, "verbose", False)
     )
     asyncio.run(uvicorn.Server(config).serve())
     return 0

@@ -3,7 +3,6 @@ replaced, the refusal of a closed failure, the events of a stream, and the OpenA
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from collections.abc import Sequence
@@ -97,7 +96,9 @@ def verified_completion(
 ) -> dict[str, Any]:
     """The completion with each checked choice's verification (and a blocked one's text replaced), and the
     strictest as the top-level `verification`."""
-    out = copy.deepcopy(completion)
+    # Only the top level and each choice's own keys are replaced: copies of those two levels leave `completion`
+    # as it came (a deep copy cost the request path ~0.1 ms).
+    out = {**completion, "choices": [dict(choice) for choice in completion["choices"]]}
     for choice, verification in zip(out["choices"], found, strict=True):
         if verification is None:
             continue

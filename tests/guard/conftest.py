@@ -14,7 +14,7 @@ import uvicorn
 
 from debate.config import DebateConfig, ModelConfig, PrefilterConfig, VerifierConfig
 from markov_debate.desk.store import Store
-from markov_debate.guard.app import create_app
+from markov_debate.guard.app import create_app, server_config
 from markov_debate.guard.settings import GuardSettings
 
 SOURCES = {"doc1": "Paris is the capital of France.", "doc2": "The Seine flows through Paris."}
@@ -28,7 +28,8 @@ class GuardServer:
     def __init__(self, settings: GuardSettings) -> None:
         self.settings = settings
         app = create_app(settings, store=Store(settings.db_url))
-        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error"))
+        # Served as `debate guard` serves it (its HTTP parser and limits), on a free port.
+        self._server = uvicorn.Server(server_config(app, host="127.0.0.1", port=0))
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
     @property

@@ -3,12 +3,15 @@ on reports the real engine makes from scripted replies."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from debate import DebateConfig, ScriptedChatClient, TaskInput, Verifier, VerifierConfig
 from debate.config import PrefilterConfig
 from debate.types import Failure, Report
 from markov_debate.guard.decide import act, failed, verification
+from markov_debate.guard.respond import verified_completion
 from markov_debate.guard.settings import RouteSettings
 from tests.guard.conftest import BAD_CITATION, GOOD, SOURCES
 from tests.support.helpers import op
@@ -73,3 +76,20 @@ async def test_an_unverified_answer_keeps_its_failure_action(policy: str) -> Non
     chosen = ANNOTATE.model_copy(update={"policy": policy})
     found = failed("x", request_id="r", chosen=chosen, sources=0)
     assert act(found, chosen).action == "passed-unverified"
+
+
+async def test_a_blocked_choice_is_replaced_in_the_response_and_the_upstreams_completion_is_left_as_it_came() -> None:
+    report = await _report(BAD_CITATION, [True, False])
+    found = verification(report, request_id="r", chosen=BLOCK, block_below=None, sources=2)
+    assert not isinstance(found, str)
+    blocked, passed = act(found, BLOCK), act(found, ANNOTATE)
+    message = {"role": "assistant", "content": BAD_CITATION, "extra": {"nested": [1]}}
+    choices = [{"index": n, "message": dict(message), "finish_reason": "stop"} for n in range(2)]
+    completion = {"id": "c", "object": "chat.completion", "choices": choices, "usage": {"total_tokens": 3}}
+    before = copy.deepcopy(completion)
+    out = verified_completion(completion, [blocked, passed], "Withheld: {reasons}")
+    assert completion == before
+    first, second = out["choices"]
+    assert first["finish_reason"] == "content_filter" and first["message"]["content"].startswith("Withheld: ")
+    assert second["message"] == message and second["verification"]["action"] == "annotated"
+    assert out["verification"]["action"] == "blocked" and out["usage"] == {"total_tokens": 3}
