@@ -221,7 +221,6 @@ def _row(name: str, phase: Phase, direct: Phase | None, cpu: dict[str, float], s
             text += f", first byte p50 {_ms(_added(phase.first_byte, direct.first_byte), 50):+.2f} ms"
         notes.insert(0, text)
     notes.append("CPU ms/request: " + ", ".join(f"{who} {ms:.2f}" for who, ms in cpu.items()))
-    # "stolen": the hypervisor's time for other machines, per request; above ~0.5 ms the run is noisy.
     return f"{name:<22} {p50:>8.1f} {p99:>8.1f} {first} {errors:>6}  {'; '.join(notes)}"
 
 
@@ -249,7 +248,7 @@ def _phases(
                     )
                     used = {"guard": _cpu_s(guard.pid) - before["guard"], "clients": phase.client_cpu_s}
                     used["upstream"] = _cpu_s(upstream.pid) - before["upstream"]
-                    used["stolen"] = _steal_s() - before["stolen"]
+                    used["stolen"] = _steal_s() - before["stolen"]  # printed per request, as the CPU is
                     cpu = {k: v * 1000 / args.requests for k, v in used.items() if who == "guard" or k != "guard"}
                     phases[who] = (phase, cpu)
                 (direct, direct_cpu), (through, guard_cpu) = phases["direct"], phases["guard"]
