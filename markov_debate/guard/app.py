@@ -132,9 +132,9 @@ def _lifespan(settings: GuardSettings, store: Store) -> Any:
             settings=settings,
             upstream=Upstream(settings.upstream, key=key, timeout_s=settings.upstream_timeout_s),
             checker=Checker(settings.verifier),
-            recorder=Recorder(store),
+            recorder=Recorder(store.url),
         )
-        guard.recorder.start()
+        await guard.recorder.start()
         app.state.guard = guard
         try:
             await guard.checker.start(modes)
@@ -143,7 +143,7 @@ def _lifespan(settings: GuardSettings, store: Store) -> Any:
             # In flight requests have finished (uvicorn drains them first): what they decided is written now.
             await guard.upstream.aclose()
             await guard.checker.aclose()
-            left = await asyncio.to_thread(guard.recorder.close)
+            left = await guard.recorder.close()
             store.close()
             app.state.stop_summary = f"{guard.recorder.stored} decision(s) stored, {left} not"
             log.info("guard: stopped; %s", app.state.stop_summary)

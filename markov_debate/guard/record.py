@@ -1,129 +1,333 @@
-"""Every decision on record, off the request path: a writer thread stores the guard's decisions in the desk's store
-in batches, retrying while the database is away (a restart, a failover) and flushing what is left on shutdown.
+"""Every decision on record, off the request path and out of the guard's process: a writer process stores the
+guard's decisions in the desk's store in batches, retrying while the database is away (a restart, a failover), and
+flushes what is left on shutdown.
 
-The request path only appends to a bounded queue. When the queue is full (the database has been away for long),
-`full` is true and the app treats the decision as one that could not be kept (`on_failure` decides)."""
+Why a process: writing a batch is Python work (SQLAlchemy, the claims' JSON) that, on a thread of the guard's
+process, holds the GIL while the event loop waits; measured with benchmarks/bench_guard.py, it was most of the
+guard's p99 added latency. The request path turns a decision into plain column values (`GuardRows`); once per turn
+of the event loop, what was decided in it goes down a pipe as one frame, written without blocking by the loop. The
+writer batches what comes within `linger_s` and reports through shared counters how many are stored and whether the
+store refuses writes.
+
+When the backlog is full (the database has been away for long), `full` is true and the app treats the decision as
+one that could not be kept (`on_failure` decides). The writer ignores SIGINT and SIGTERM, which a Ctrl-C or
+systemd's stop sends to every process of the guard: it stops when the pipe ends, because the guard closed it after
+draining its requests or because the guard is gone, once what reached it is stored. A writer that dies (killed) is
+replaced at the next decision, and what it held is counted as dropped."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import multiprocessing
+import os
+import pickle
 import queue
+import signal
+import struct
 import threading
 import time
+from collections.abc import Callable, MutableSequence, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnProcess
+from typing import Any, Protocol
 
+from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 from tenacity import Retrying, retry_if_exception_type, wait_random_exponential
 
-from markov_debate.desk.store import GuardRecord, Store
+from debate.cli.conventions import log_handler
+from markov_debate.desk.store import GuardRecord, GuardRows, Store, StoreError
 
-__all__ = ["Recorder"]
+__all__ = ["Recorder", "RowStore", "Writer"]
 
 log = logging.getLogger("markov_debate.guard")
 
-_STOP = object()
+_HEAD = struct.Struct("!I")
+"""A frame's length, before the frame (a pickled list of rows as (audit, decision) column values)."""
+# Where the writer reports, in a shared array of doubles (exact for counts far past any run's).
+_STORED, _GIVEN_UP, _FAILING_SINCE = range(3)
 
 
-class Recorder:
-    """Stores GuardRecords in the background (see the module docstring)."""
+class RowStore(Protocol):
+    """What the writer needs of a store."""
 
-    def __init__(self, store: Store, *, batch: int = 200, max_pending: int = 50_000, linger_s: float = 0.05) -> None:
-        self._store = store
-        self._linger_s = linger_s
-        self._batch = batch
-        self._max = max_pending
-        self._queue: queue.Queue[object] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="guard-recorder", daemon=True)
-        self._stopping = threading.Event()
-        self.stored = 0
-        self.dropped = 0
-        self.failing_since: float | None = None
-        """When the store began refusing writes (None while it takes them)."""
+    def record_rows(self, rows: Sequence[GuardRows]) -> int: ...
 
-    @property
-    def pending(self) -> int:
-        return self._queue.qsize()
 
-    @property
-    def full(self) -> bool:
-        return self._queue.qsize() >= self._max
+class Writer:
+    """The writer process's loop: takes rows from a queue and stores them in batches (see the module docstring).
+    `tally` is where it reports; `stopping` says the guard is stopping or gone (retries then end after 10 s),
+    `gone` that no more rows will come."""
 
-    def start(self) -> None:
-        self._thread.start()
+    def __init__(
+        self,
+        store: RowStore,
+        tally: MutableSequence[float],
+        *,
+        stopping: Callable[[], bool],
+        gone: Callable[[], bool],
+        batch: int = 200,
+        linger_s: float = 0.05,
+    ) -> None:
+        self._store, self._tally = store, tally
+        self._stopping, self._gone = stopping, gone
+        self._batch, self._linger_s = batch, linger_s
 
-    def add(self, record: GuardRecord) -> None:
-        """Queue `record`; past twice the backlog limit it is dropped and counted (memory stays bounded while the
-        store is away for very long: by then every answer is already marked as not kept, see `full`)."""
-        if self._queue.qsize() >= 2 * self._max:
-            self.dropped += 1
-            if self.dropped == 1 or self.dropped % 1000 == 0:
-                log.error("guard: %d decision(s) dropped: the store has been away too long", self.dropped)
-            return
-        self._queue.put(record)
-
-    def _run(self) -> None:
+    def run(self, get: Callable[[bool, float], object]) -> None:
+        """Store what `get` (a queue's `get`) gives until nothing more comes (`gone`) and all is written."""
         while True:
-            first = self._queue.get()
-            if first is _STOP:
-                return
-            records = [first]
-            stop = False
+            try:
+                first = get(True, 1.0)
+            except queue.Empty:
+                if self._gone():
+                    return
+                continue
+            rows = [first]
             # What comes within `linger_s` of the first joins its batch: one transaction for many decisions costs
-            # the guard's process far less time than one each (a decision waits at most that long to be written).
+            # far less than one each (a decision waits at most that long to be written).
             until = time.monotonic() + self._linger_s
-            while len(records) < self._batch:
+            while len(rows) < self._batch:
                 try:
-                    item = self._queue.get(timeout=max(0.0, until - time.monotonic()))
+                    rows.append(get(True, max(0.0, until - time.monotonic())))
                 except queue.Empty:
                     break
-                if item is _STOP:
-                    stop = True
-                    break
-                records.append(item)
-            self._write([r for r in records if isinstance(r, GuardRecord)])
-            if stop:
-                return
+            self._write([r for r in rows if isinstance(r, GuardRows)])
 
-    def _write(self, records: list[GuardRecord]) -> None:
+    def _write(self, rows: list[GuardRows]) -> None:
         def waiting(state: object) -> None:
-            if self.failing_since is None:
-                self.failing_since = time.monotonic()
-                log.error("guard: the store refuses writes (%s); %d decision(s) wait", _cause(state), self.pending)
+            if not self._tally[_FAILING_SINCE]:
+                self._tally[_FAILING_SINCE] = time.monotonic()
+                log.error("guard: the store refuses writes (%s); decisions wait", _cause(state))
 
-        # Retried without end while running (a decision is not dropped because the database restarts); on
-        # shutdown for 10 s at most, then what is left is counted in the log.
+        # Retried without end while the guard runs (a decision is not dropped because the database restarts);
+        # once it stops, for 10 s at most, then what is left is counted in the log.
         retrying = Retrying(
             retry=retry_if_exception_type(SQLAlchemyError),
             wait=wait_random_exponential(multiplier=0.2, max=5.0),
-            stop=lambda state: self._stopping.is_set() and (state.seconds_since_start or 0.0) > 10,
+            stop=lambda state: self._stopping() and (state.seconds_since_start or 0.0) > 10,
             before_sleep=waiting,
             reraise=True,
         )
         try:
             for attempt in retrying:
                 with attempt:
-                    self.stored += self._store.record_guarded(records)
+                    stored = self._store.record_rows(rows)
         except SQLAlchemyError as exc:
-            log.error("guard: %d decision(s) could not be stored before shutdown: %s", len(records), exc)
+            log.error("guard: %d decision(s) could not be stored before shutdown: %s", len(rows), exc)
+            self._tally[_GIVEN_UP] += len(rows)
             return
         except (ValueError, TypeError) as exc:
-            # One record the store cannot take (e.g. text it cannot encode) must not cost the batch: one at a time.
-            if len(records) > 1:
-                for record in records:
-                    self._write([record])
+            # One decision the store cannot take (e.g. text it cannot encode) must not cost the batch: one at a time.
+            if len(rows) > 1:
+                for one in rows:
+                    self._write([one])
                 return
-            log.error("guard: decision %s cannot be stored: %s: %s", records[0].request_id, type(exc).__name__, exc)
+            log.error(
+                "guard: decision %s cannot be stored: %s: %s", rows[0].decision["request_id"], type(exc).__name__, exc
+            )
+            self._tally[_GIVEN_UP] += 1
             return
-        if self.failing_since is not None:
-            log.warning("guard: the store takes writes again (after %.0f s)", time.monotonic() - self.failing_since)
-            self.failing_since = None
+        # A request id stored before (a batch retried after a lost reply) is counted as kept, not as waiting.
+        self._tally[_STORED] += stored
+        self._tally[_GIVEN_UP] += len(rows) - stored
+        if self._tally[_FAILING_SINCE]:
+            log.warning(
+                "guard: the store takes writes again (after %.0f s)", time.monotonic() - self._tally[_FAILING_SINCE]
+            )
+            self._tally[_FAILING_SINCE] = 0.0
 
-    def close(self, timeout_s: float = 30.0) -> int:
+
+def _serve(db_url: str, rows: Connection, level: int, batch: int, linger_s: float, tally: Any) -> None:
+    """The writer process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.basicConfig(level=level, handlers=[log_handler(Console(stderr=True))], force=True)
+    taken: queue.Queue[object] = queue.Queue()
+    ended = threading.Event()
+    # The pipe is read on a thread of its own, so it never fills while a batch waits for the database.
+    threading.Thread(target=_read, args=(rows, taken, ended), daemon=True).start()
+    store = _open(db_url, tally, ended.is_set)
+    if store is None:
+        return
+    try:
+        Writer(store, tally, stopping=ended.is_set, gone=ended.is_set, batch=batch, linger_s=linger_s).run(taken.get)
+    finally:
+        store.close()
+
+
+def _read(rows: Connection, taken: queue.Queue[object], ended: threading.Event) -> None:
+    """Frames from the guard (a length, then a pickled list of rows) until the pipe ends: the guard closed it to
+    stop, or is gone (killed with SIGKILL: the writer stores what reached it and leaves too)."""
+    with open(rows.fileno(), "rb", closefd=False) as pipe:
+        while len(head := pipe.read(_HEAD.size)) == _HEAD.size:
+            (size,) = _HEAD.unpack(head)
+            frame = pipe.read(size)
+            if len(frame) < size:
+                break
+            for audit, decision in pickle.loads(frame):
+                taken.put(GuardRows(audit, decision))
+    ended.set()
+
+
+def _open(db_url: str, tally: Any, stopping: Callable[[], bool]) -> Store | None:
+    """The store, once it opens (the guard opened it a moment ago, but the database may have gone since)."""
+    while True:
+        try:
+            return Store(db_url)
+        except (SQLAlchemyError, StoreError) as exc:
+            if stopping():
+                log.error("guard: the store cannot be opened to write decisions: %s", exc)
+                return None
+            if not tally[_FAILING_SINCE]:
+                tally[_FAILING_SINCE] = time.monotonic()
+                log.error("guard: the store cannot be opened to write decisions (%s); they wait", exc)
+            time.sleep(1.0)
+
+
+class _Lost(asyncio.Protocol):
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:  # the writer died: the next decision replaces it (Recorder.add)
+            log.error("guard: the pipe to the decision writer broke: %s", exc)
+
+
+@dataclass
+class _Child:
+    process: SpawnProcess
+    pipe: asyncio.WriteTransport
+    tally: Any  # a shared array of doubles, indexed by _STORED, _GIVEN_UP, _FAILING_SINCE
+
+
+class Recorder:
+    """Stores GuardRecords from a process of its own (see the module docstring). Used on one event loop: `start`
+    and `close` are awaited on it, `add` called from it."""
+
+    def __init__(self, db_url: str, *, batch: int = 200, max_pending: int = 50_000, linger_s: float = 0.05) -> None:
+        self._db_url = db_url
+        self._batch, self._linger_s, self._max = batch, linger_s, max_pending
+        # spawn: the guard's threads, event loop and connections are not copied into the writer
+        self._context = multiprocessing.get_context("spawn")
+        self._child: _Child | None = None
+        self._retired = [0.0, 0.0]  # stored and given up by writers replaced before this one
+        self._sent = 0
+        self._outbox: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        self._replacing = self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.dropped = 0
+        """Decisions never handed to a writer (backlog past twice its limit) or held by a writer that died."""
+
+    async def _new_child(self) -> _Child:
+        reader, writer = self._context.Pipe(duplex=False)
+        tally = self._context.Array("d", 3, lock=False)
+        args = (self._db_url, reader, log.getEffectiveLevel(), self._batch, self._linger_s, tally)
+        process = self._context.Process(target=_serve, args=args, name="guard-recorder", daemon=True)
+        process.start()
+        reader.close()  # only the writer holds the reading end: the pipe ends when the guard's end closes
+        pipe = os.fdopen(os.dup(writer.fileno()), "wb", buffering=0)
+        writer.close()
+        transport, _ = await asyncio.get_running_loop().connect_write_pipe(_Lost, pipe)
+        return _Child(process, transport, tally)
+
+    def _tally(self, index: int) -> float:
+        return float(self._child.tally[index]) if self._child is not None else 0.0
+
+    @property
+    def stored(self) -> int:
+        return int(self._retired[0] + self._tally(_STORED))
+
+    @property
+    def pending(self) -> int:
+        settled = self._retired[0] + self._retired[1] + self._tally(_STORED) + self._tally(_GIVEN_UP)
+        return self._sent - self.dropped - int(settled)
+
+    @property
+    def full(self) -> bool:
+        return self.pending >= self._max
+
+    @property
+    def failing_since(self) -> float | None:
+        """When the store began refusing writes (None while it takes them)."""
+        return self._tally(_FAILING_SINCE) or None
+
+    @property
+    def writer_pid(self) -> int | None:
+        """The writer process's id (None before `start`)."""
+        return self._child.process.pid if self._child is not None else None
+
+    async def start(self) -> None:
+        self._child = await self._new_child()
+
+    def add(self, record: GuardRecord) -> None:
+        """Queue `record`; past twice the backlog limit it is dropped and counted (memory stays bounded while the
+        store is away for very long: by then every answer is already marked as not kept, see `full`)."""
+        if self.pending >= 2 * self._max:
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % 1000 == 0:
+                log.error("guard: %d decision(s) dropped: the store has been away too long", self.dropped)
+            return
+        rows = GuardRows.of(record)
+        if not self._outbox:
+            # One frame per turn of the event loop for every decision made in it, not a write each.
+            asyncio.get_running_loop().call_soon(self._send)
+        self._outbox.append((rows.audit, rows.decision))
+        self._sent += 1
+
+    def _send(self) -> None:
+        child = self._child
+        if child is None or not self._outbox or self._replacing or self._closed:
+            return
+        if child.pipe.is_closing() or not child.process.is_alive():
+            self._replacing = True
+            task = asyncio.get_running_loop().create_task(self._replace(child))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        frame = pickle.dumps(self._outbox, protocol=pickle.HIGHEST_PROTOCOL)
+        self._outbox = []
+        child.pipe.write(_HEAD.pack(len(frame)) + frame)
+
+    async def _replace(self, old: _Child) -> None:
+        if not old.pipe.is_closing():  # asyncio closes it itself when it sees the reading end gone
+            old.pipe.abort()
+        if old.process.is_alive():  # its pipe broke, yet it runs: it cannot be trusted with more
+            old.process.kill()
+        await asyncio.to_thread(old.process.join, 5)
+        try:
+            new = await self._new_child()
+        except (OSError, RuntimeError) as exc:
+            log.error("guard: a new decision writer could not be started: %s", exc)
+            self._replacing = False
+            return
+        # What the old writer was handed and did not settle is lost with it; what waits here goes to the new one.
+        lost = self.pending - len(self._outbox)
+        self.dropped += lost
+        self._retired[0] += old.tally[_STORED]
+        self._retired[1] += old.tally[_GIVEN_UP]
+        self._child, self._replacing = new, False
+        log.error(
+            "guard: the decision writer stopped (exit code %s) holding %d decision(s), lost; a new one starts",
+            old.process.exitcode,
+            lost,
+        )
+        self._send()
+
+    async def close(self, timeout_s: float = 30.0) -> int:
         """Store what is queued, then stop; the number of decisions left unstored (0 normally)."""
-        self._stopping.set()
-        self._queue.put(_STOP)
-        self._thread.join(timeout_s)
-        left = self._queue.qsize()
-        if left or self._thread.is_alive():
+        for task in list(self._tasks):
+            await task
+        child = self._child
+        if child is None:
+            return 0
+        self._send()
+        self._closed = True
+        child.pipe.close()  # written out first, then the pipe ends: the writer stores the rest and leaves
+        await asyncio.to_thread(child.process.join, timeout_s)
+        left = self.pending
+        if child.process.is_alive():
+            child.process.terminate()
+            await asyncio.to_thread(child.process.join, 5)
+        if child.process.exitcode != 0 or left:
             log.error("guard: stopped with %d decision(s) not stored", left)
         return left
 

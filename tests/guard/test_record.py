@@ -1,21 +1,27 @@
-"""Every decision on record: the writer thread keeps decisions while the store is away and writes them when it is
-back, stores a batch once, and flushes what is queued on shutdown; on a real SQLite store, a retried batch is kept
-once."""
+"""Every decision on record: the writer keeps decisions while the store is away and writes them when it is back;
+the writer process stores what the guard hands it, flushes on close, shrugs off the signals a Ctrl-C or a service
+manager sends the whole process group, and is replaced when it dies; a retried batch is kept once."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import queue
+import signal
 import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
 from markov_debate.desk.requests import AuditRequest
-from markov_debate.desk.store import GuardRecord, Store
+from markov_debate.desk.store import GuardRecord, GuardRows, Store
 from markov_debate.desk.tables import AuditRow, GuardDecisionRow
-from markov_debate.guard.record import Recorder
+from markov_debate.guard.record import Recorder, Writer
 
 
 def _record(n: int) -> GuardRecord:
@@ -44,28 +50,109 @@ class _FlakyStore:
         self.kept: list[str] = []
         self.refused = 0
 
-    def record_guarded(self, records: list[GuardRecord]) -> int:
+    def record_rows(self, rows: list[GuardRows]) -> int:
         if not self.up.is_set():
             self.refused += 1
             raise OperationalError("INSERT", {}, Exception("connection refused"))
-        self.kept.extend(r.request_id for r in records)
-        return len(records)
+        self.kept.extend(r.decision["request_id"] for r in rows)
+        return len(rows)
+
+
+def _until(condition: object, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.01)
 
 
 def test_decisions_wait_while_the_store_is_away_and_are_written_when_it_is_back() -> None:
     store = _FlakyStore()
-    recorder = Recorder(store, max_pending=5)  # type: ignore[arg-type]
-    recorder.start()
+    tally = [0.0, 0.0, 0.0]
+    rows: queue.Queue[object] = queue.Queue()
+    done = threading.Event()
+    writer = Writer(store, tally, stopping=done.is_set, gone=done.is_set, linger_s=0.01)
+    thread = threading.Thread(target=writer.run, args=(rows.get,))
+    thread.start()
     for n in range(8):
-        recorder.add(_record(n))
-    deadline = time.monotonic() + 10
-    while store.refused < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert store.refused >= 2 and recorder.failing_since is not None
-    assert recorder.full is (recorder.pending >= 5)
+        rows.put(GuardRows.of(_record(n)))
+    _until(lambda: store.refused >= 2)
+    assert store.refused >= 2 and tally[0] == 0 and tally[2] > 0  # nothing stored; failing since a time
     store.up.set()
-    assert recorder.close(timeout_s=30) == 0
-    assert sorted(store.kept) == sorted(f"guard-{n}" for n in range(8)) and recorder.failing_since is None
+    _until(lambda: tally[0] == 8)
+    done.set()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert sorted(store.kept) == sorted(f"guard-{n}" for n in range(8)) and tally == [8.0, 0.0, 0.0]
+
+
+def _count(db_url: str) -> int:
+    store = Store(db_url)
+    try:
+        with store._session() as s:
+            return int(s.scalar(select(func.count()).select_from(GuardDecisionRow)) or 0)
+    finally:
+        store.close()
+
+
+def test_the_writer_process_stores_what_it_is_handed_and_flushes_on_close(tmp_path: Path) -> None:
+    db_url = f"sqlite:///{tmp_path / 'desk.sqlite'}"
+    Store(db_url).close()
+    recorder = Recorder(db_url, linger_s=0.01)
+
+    async def run() -> int:
+        await recorder.start()
+        for n in range(25):
+            recorder.add(_record(n))
+            if n % 10 == 0:
+                await asyncio.sleep(0)  # several frames, not one
+        assert recorder.pending + recorder.stored == 25
+        return await recorder.close(timeout_s=60)
+
+    assert asyncio.run(run()) == 0
+    assert recorder.stored == 25 and recorder.pending == 0 and recorder.failing_since is None
+    assert _count(db_url) == 25
+
+
+async def _until_async(condition: object, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+
+
+def test_the_writer_outlives_the_signals_of_a_stop_and_is_replaced_when_killed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db_url = f"sqlite:///{tmp_path / 'desk.sqlite'}"
+    Store(db_url).close()
+    recorder = Recorder(db_url, linger_s=0.01)
+
+    async def run() -> int:
+        await recorder.start()
+        try:
+            recorder.add(_record(0))
+            await _until_async(lambda: recorder.stored == 1)
+            first = recorder.writer_pid
+            assert first is not None
+            # Ctrl-C and systemd's stop reach every process of the guard: the writer waits for the pipe to end.
+            os.kill(first, signal.SIGINT)
+            os.kill(first, signal.SIGTERM)
+            recorder.add(_record(1))
+            await _until_async(lambda: recorder.stored == 2)
+            assert recorder.stored == 2 and recorder.writer_pid == first
+            os.kill(first, signal.SIGKILL)
+            # dead, every thread of it gone (WNOWAIT: left for the recorder to reap)
+            await _until_async(lambda: os.waitid(os.P_PID, first, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None)
+            with caplog.at_level(logging.ERROR, logger="markov_debate.guard"):
+                recorder.add(_record(2))
+                await _until_async(lambda: recorder.writer_pid != first)
+                await _until_async(lambda: recorder.stored == 3)
+            assert recorder.writer_pid != first
+            assert "the decision writer stopped (exit code -9) holding 0 decision(s)" in caplog.text
+        finally:
+            left = await recorder.close(timeout_s=60)
+        return left
+
+    assert asyncio.run(run()) == 0
+    assert recorder.stored == 3 and recorder.dropped == 0 and _count(db_url) == 3
 
 
 def test_a_retried_batch_is_stored_once(tmp_path: Path) -> None:

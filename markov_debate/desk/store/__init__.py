@@ -18,7 +18,7 @@ from markov_debate.desk.store.db import (
     engine_label,
     utcnow,
 )
-from markov_debate.desk.store.guarded import GuardRecord, GuardStore
+from markov_debate.desk.store.guarded import GuardRecord, GuardRows, GuardStore
 from markov_debate.desk.store.jobs import JobStore
 from markov_debate.desk.store.reviews import ReviewStore
 
@@ -26,6 +26,7 @@ __all__ = [
     "CancelledReplayError",
     "ConflictError",
     "GuardRecord",
+    "GuardRows",
     "Job",
     "NotFoundError",
     "ReviewConflictError",

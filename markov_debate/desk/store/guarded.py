@@ -20,7 +20,7 @@ from markov_debate.desk.store.db import sha
 from markov_debate.desk.store.jobs import claim_values
 from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow, GuardDecisionRow
 
-__all__ = ["GuardRecord", "GuardStore"]
+__all__ = ["GuardRecord", "GuardRows", "GuardStore"]
 
 
 @dataclass(frozen=True)
@@ -49,18 +49,22 @@ class GuardStore(AuditStore):
     """Recording the guard's decisions."""
 
     def record_guarded(self, records: Sequence[GuardRecord]) -> int:
-        """Store `records` in one transaction (a request id already stored is skipped, so a retried batch stores
-        each decision once); the number newly stored."""
+        """Store `records` in one transaction (see `record_rows`); the number newly stored."""
+        return self.record_rows([GuardRows.of(r) for r in records])
+
+    def record_rows(self, rows: Sequence[GuardRows]) -> int:
+        """Store decisions made into rows in one transaction (a request id already stored is skipped, so a retried
+        batch stores each decision once); the number newly stored."""
         try:
             with self._session.begin() as s:
-                return _add_guarded(s, records)
+                return _add_guarded(s, rows)
         except IntegrityError:
             # Two guards raced on a request id (or a batch was partly stored before a lost reply): one at a time.
             stored = 0
-            for record in records:
+            for one in rows:
                 try:
                     with self._session.begin() as s:
-                        stored += _add_guarded(s, [record])
+                        stored += _add_guarded(s, [one])
                 except IntegrityError:
                     continue
             return stored
@@ -72,39 +76,38 @@ class GuardStore(AuditStore):
             return None if row is None else (row.audit_id, row.action, row.verification_json)
 
 
-def _add_guarded(s: Session, records: Sequence[GuardRecord]) -> int:
-    """Insert the records not stored yet: a few multi-row INSERTs per batch rather than a flush per object (the
-    writer shares the guard's process, so its time is taken from the requests')."""
-    ids = [r.request_id for r in records]
+def _add_guarded(s: Session, rows: Sequence[GuardRows]) -> int:
+    """Insert the decisions not stored yet: a few multi-row INSERTs per batch rather than a flush per object."""
     decided = _table(GuardDecisionRow)
+    ids = [r.decision["request_id"] for r in rows]
     seen = set(s.scalars(select(decided.c.request_id).where(decided.c.request_id.in_(ids))))
-    fresh: list[GuardRecord] = []
-    for record in records:
-        if record.request_id not in seen:
-            seen.add(record.request_id)
-            fresh.append(record)
+    fresh: list[GuardRows] = []
+    for one in rows:
+        if one.decision["request_id"] not in seen:
+            seen.add(one.decision["request_id"])
+            fresh.append(one)
     if not fresh:
         return 0
-    made = [_Made.of(record) for record in fresh]
     audits = _table(AuditRow)
     audit_ids = list(
-        s.scalars(insert(audits).returning(audits.c.id, sort_by_parameter_order=True), [m.audit for m in made])
+        s.scalars(insert(audits).returning(audits.c.id, sort_by_parameter_order=True), [m.audit for m in fresh])
     )
     events: list[dict[str, Any]] = []
     claims: list[dict[str, Any]] = []
     decisions: list[dict[str, Any]] = []
-    for audit_id, record, m in zip(audit_ids, fresh, made, strict=True):
-        detail = f"guard request {record.request_id}: {record.action} under policy {record.policy}"
+    for audit_id, m in zip(audit_ids, fresh, strict=True):
+        d = m.decision
+        detail = f"guard request {d['request_id']}: {d['action']} under policy {d['policy']}"
         events.append(
-            {"audit_id": audit_id, "at": record.at, "kind": "submitted", "actor": record.caller, "detail": detail}
+            {"audit_id": audit_id, "at": d["at"], "kind": "submitted", "actor": d["caller"], "detail": detail}
         )
         if m.audit["report_json"] is not None:  # the request path finished the audit
             claims.extend(claim_values(audit_id, json.loads(m.audit["report_json"])))
             verdict = m.audit["verdict"]
             events.append(
-                {"audit_id": audit_id, "at": record.at, "kind": "finished", "actor": "guard", "detail": verdict}
+                {"audit_id": audit_id, "at": d["at"], "kind": "finished", "actor": "guard", "detail": verdict}
             )
-        decisions.append({**m.decision, "audit_id": audit_id})
+        decisions.append({**d, "audit_id": audit_id})
     s.execute(insert(_table(EventRow)), events)
     if claims:
         s.execute(insert(_table(ClaimRow)), claims)
@@ -120,14 +123,15 @@ def _table(row: type[Any]) -> Table:
 
 
 @dataclass(frozen=True)
-class _Made:
-    """One record's rows as column values (the audit's id is known only once its row is in)."""
+class GuardRows:
+    """One decision as column values: plain data, cheap to send to the process that writes it (the audit's id is
+    known only once its row is in)."""
 
     audit: dict[str, Any]
     decision: dict[str, Any]
 
     @classmethod
-    def of(cls, record: GuardRecord) -> _Made:
+    def of(cls, record: GuardRecord) -> GuardRows:
         body = record.request.model_dump_json()
         report_json = record.report.model_dump_json() if record.report is not None else None
         report = record.report if record.finished else None
