@@ -11,6 +11,7 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,7 +51,7 @@ class _FlakyStore:
         self.kept: list[str] = []
         self.refused = 0
 
-    def record_rows(self, rows: list[GuardRows]) -> int:
+    def record_rows(self, rows: Sequence[GuardRows]) -> int:
         if not self.up.is_set():
             self.refused += 1
             raise OperationalError("INSERT", {}, Exception("connection refused"))
