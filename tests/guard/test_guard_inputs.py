@@ -1,12 +1,13 @@
 """A hostile or careless caller: generated bodies (any JSON, wrong types, NUL, lone surrogates, bytes that are not
-UTF-8, a body past the limit) sent over HTTP to a running guard get a verified answer or a 4xx whose message names
-the field, never a 5xx of the guard's own."""
+UTF-8, a body past the limit) and paths (any route name, any method), sent over HTTP to a running guard, get a
+verified answer or a 4xx whose message names the field, never a 5xx of the guard's own."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -42,7 +43,7 @@ _BODIES = st.one_of(
 
 @pytest.fixture(scope="module")
 def guard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from markov_debate.guard.settings import GuardSettings
+    from markov_debate.guard.settings import GuardSettings, RouteSettings
 
     folder = tmp_path_factory.mktemp("guard")
     judge = FakeOpenAI(routes={"*": lambda call: Reply(content=op(True))})
@@ -53,6 +54,7 @@ def guard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             db_url=f"sqlite:///{folder / 'desk.sqlite'}",
             verifier=judge_config(judge.base_url),
             max_body_bytes=4096,
+            routes={"legal": RouteSettings(policy="flag")},
         )
         with GuardServer(settings) as server:
             yield server.base_url
@@ -73,3 +75,28 @@ def test_any_body_is_answered_or_refused_in_one_line(guard: str, body: bytes) ->
         assert error["message"] and "\n" not in error["message"] and error["type"] == "invalid_request_error"
     elif b'"stream": true' not in body:
         assert response.json()["verification"]["status"] in ("verified", "partial", "unverified")
+
+
+_ASK = {"messages": [{"role": "user", "content": "Where is Paris?"}], "sources": {"doc1": "Paris is in France."}}
+
+
+def test_a_route_s_path_picks_its_settings_and_any_other_path_is_a_4xx(guard: str) -> None:
+    root = guard.removesuffix("/v1")
+    routed = httpx.post(f"{root}/route/legal/v1/chat/completions", json=_ASK, timeout=30)
+    assert routed.status_code == 200 and routed.json()["verification"]["policy"] == "flag"
+    plain = httpx.post(f"{guard}/chat/completions", json=_ASK, timeout=30)
+    assert plain.status_code == 200 and plain.json()["verification"]["policy"] == "annotate"
+    unknown = httpx.post(f"{root}/route/nope/v1/chat/completions", json=_ASK, timeout=30)
+    assert unknown.status_code == 404 and "'nope'" in unknown.json()["error"]["message"]
+    assert httpx.post(f"{root}/route/a/b/v1/chat/completions", json=_ASK, timeout=30).status_code == 404
+    assert httpx.get(f"{guard}/chat/completions", timeout=30).status_code == 405
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.binary(max_size=20), method=st.sampled_from(["POST", "GET", "PUT"]))
+@example(name="légal/../x".encode(), method="POST")
+def test_any_route_name_and_method_get_an_answer_never_a_5xx(guard: str, name: bytes, method: str) -> None:
+    root = guard.removesuffix("/v1")
+    path = f"/route/{quote(name, safe='')}/v1/chat/completions"  # any bytes, "/" and invalid UTF-8 included
+    response = httpx.request(method, root + path, json=_ASK, timeout=30)
+    assert response.status_code < 500, (path, response.status_code, response.text[:300])
