@@ -5,8 +5,8 @@ streaming an event every --token-ms, as a model server does), the guard in front
 work, the verification's model calls excluded), and a load of C concurrent clients (aiohttp; started spread over
 the upstream's time, as a running service's are) sent straight to the upstream and through the guard, whole and
 streamed. Prints p50 and p99 latency of each (and of a stream's first byte), the added latency (guard - direct),
-errors by cause, the guard's CPU per request (its process's user + system time over the phase, the decision writer
-included) and how many decisions reached the store.
+errors by cause, the guard's CPU per request (its process's user + system time over the phase; its decision writer's,
+a process of its own, apart) and how many decisions reached the store.
 
 Each request names its own upstream time (drawn once, from a fixed seed), and the same requests with the same times
 are sent straight and through the guard, so the added latency is measured request by request (the p50 and p99 of
@@ -61,6 +61,13 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def _children_cpu_s(pid: int) -> float:
+    """The CPU of `pid`'s running children: the guard's decision writer is a process of its own, and its time is
+    the guard's cost as much as the request path's."""
+    children = {c for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()}
+    return sum(_cpu_s(int(c)) for c in children)
+
+
 def _steal_s() -> float:
     """CPU time the hypervisor gave to other machines, over all cores, since boot (/proc/stat's `steal`): a shared
     virtual machine's noise, printed so a run taken while the host was busy is seen as such."""
@@ -92,7 +99,8 @@ def _cpus(pin: bool) -> tuple[set[int] | None, set[int] | None]:
 def _start(
     argv: list[str], cpus: set[int] | None, *, stdout: int, stderr: int | None = None
 ) -> subprocess.Popen[bytes]:
-    # Set before the process starts, so every thread it makes (the decision writer, the loop's executor) inherits it.
+    # Set before the process starts, so every thread and process it makes (the decision writer, the loop's executor)
+    # inherits it.
     preexec = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     return subprocess.Popen(argv, preexec_fn=preexec, stdout=stdout, stderr=stderr)
 
@@ -242,14 +250,18 @@ def _phases(
                 spread_s = args.upstream_ms / 1000
                 phases: dict[str, tuple[Phase, dict[str, float]]] = {}
                 for who, url in (("direct", upstream_url), ("guard", guard_url)):
-                    before = {"guard": _cpu_s(guard.pid), "upstream": _cpu_s(upstream.pid), "stolen": _steal_s()}
+                    before = {"guard": _cpu_s(guard.pid), "writer": _children_cpu_s(guard.pid)}
+                    before |= {"upstream": _cpu_s(upstream.pid), "stolen": _steal_s()}
                     phase = asyncio.run(
                         _load(url, bodies, concurrency=args.concurrency, stream=stream, spread_s=spread_s)
                     )
-                    used = {"guard": _cpu_s(guard.pid) - before["guard"], "clients": phase.client_cpu_s}
+                    used = {"guard": _cpu_s(guard.pid) - before["guard"]}
+                    used["writer"] = _children_cpu_s(guard.pid) - before["writer"]
+                    used["clients"] = phase.client_cpu_s
                     used["upstream"] = _cpu_s(upstream.pid) - before["upstream"]
                     used["stolen"] = _steal_s() - before["stolen"]  # printed per request, as the CPU is
-                    cpu = {k: v * 1000 / args.requests for k, v in used.items() if who == "guard" or k != "guard"}
+                    mine = ("guard", "writer")
+                    cpu = {k: v * 1000 / args.requests for k, v in used.items() if who == "guard" or k not in mine}
                     phases[who] = (phase, cpu)
                 (direct, direct_cpu), (through, guard_cpu) = phases["direct"], phases["guard"]
                 rows.append(_row(f"direct, {kind}", direct, None, direct_cpu, stream))

@@ -94,10 +94,20 @@ def _count(db_url: str) -> int:
         store.close()
 
 
-def test_the_writer_process_stores_what_it_is_handed_and_flushes_on_close(tmp_path: Path) -> None:
+def _recorder(tmp_path: Path) -> tuple[Recorder, str]:
     db_url = f"sqlite:///{tmp_path / 'desk.sqlite'}"
     Store(db_url).close()
-    recorder = Recorder(db_url, linger_s=0.01)
+    return Recorder(db_url, linger_s=0.01), db_url
+
+
+async def _kill(pid: int) -> None:
+    """SIGKILL, then wait until it is dead with every thread of it gone (WNOWAIT: left for the recorder to reap)."""
+    os.kill(pid, signal.SIGKILL)
+    await _until_async(lambda: os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None)
+
+
+def test_the_writer_process_stores_what_it_is_handed_and_flushes_on_close(tmp_path: Path) -> None:
+    recorder, db_url = _recorder(tmp_path)
 
     async def run() -> int:
         await recorder.start()
@@ -122,9 +132,7 @@ async def _until_async(condition: object, timeout_s: float = 60.0) -> None:
 def test_the_writer_outlives_the_signals_of_a_stop_and_is_replaced_when_killed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    db_url = f"sqlite:///{tmp_path / 'desk.sqlite'}"
-    Store(db_url).close()
-    recorder = Recorder(db_url, linger_s=0.01)
+    recorder, db_url = _recorder(tmp_path)
 
     async def run() -> int:
         await recorder.start()
@@ -139,9 +147,7 @@ def test_the_writer_outlives_the_signals_of_a_stop_and_is_replaced_when_killed(
             recorder.add(_record(1))
             await _until_async(lambda: recorder.stored == 2)
             assert recorder.stored == 2 and recorder.writer_pid == first
-            os.kill(first, signal.SIGKILL)
-            # dead, every thread of it gone (WNOWAIT: left for the recorder to reap)
-            await _until_async(lambda: os.waitid(os.P_PID, first, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None)
+            await _kill(first)
             with caplog.at_level(logging.ERROR, logger="markov_debate.guard"):
                 recorder.add(_record(2))
                 await _until_async(lambda: recorder.writer_pid != first)
@@ -154,6 +160,32 @@ def test_the_writer_outlives_the_signals_of_a_stop_and_is_replaced_when_killed(
 
     assert asyncio.run(run()) == 0
     assert recorder.stored == 3 and recorder.dropped == 0 and _count(db_url) == 3
+
+
+def test_what_a_killed_writer_held_is_counted_as_dropped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    recorder, db_url = _recorder(tmp_path)
+
+    async def run() -> int:
+        await recorder.start()
+        try:
+            first = recorder.writer_pid
+            assert first is not None
+            os.kill(first, signal.SIGSTOP)  # it takes nothing more: what is sent now waits in the pipe
+            for n in range(3):
+                recorder.add(_record(n))
+            await asyncio.sleep(0.1)
+            assert recorder.pending == 3
+            await _kill(first)
+            with caplog.at_level(logging.ERROR, logger="markov_debate.guard"):
+                recorder.add(_record(3))
+                await _until_async(lambda: recorder.stored == 1)
+            assert "holding 3 decision(s), lost" in caplog.text
+        finally:
+            left = await recorder.close(timeout_s=60)
+        return left
+
+    assert asyncio.run(run()) == 0
+    assert recorder.dropped == 3 and recorder.stored == 1 and recorder.pending == 0 and _count(db_url) == 1
 
 
 def test_a_retried_batch_is_stored_once(tmp_path: Path) -> None:
