@@ -18,6 +18,7 @@ replaced at the next decision, and what it held is counted as dropped."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import multiprocessing
 import os
@@ -31,7 +32,7 @@ from collections.abc import Callable, MutableSequence, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnProcess
-from typing import Any, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
@@ -196,6 +197,8 @@ class _Lost(asyncio.Protocol):
 class _Child:
     process: SpawnProcess
     pipe: asyncio.WriteTransport
+    end: BinaryIO
+    """The pipe's end the transport writes to (closing it twice is harmless)."""
     tally: Any  # a shared array of doubles, indexed by _STORED, _GIVEN_UP, _FAILING_SINCE
 
 
@@ -224,10 +227,10 @@ class Recorder:
         process = self._context.Process(target=_serve, args=args, name="guard-recorder", daemon=True)
         process.start()
         reader.close()  # only the writer holds the reading end: the pipe ends when the guard's end closes
-        pipe = os.fdopen(os.dup(writer.fileno()), "wb", buffering=0)
+        end = os.fdopen(os.dup(writer.fileno()), "wb", buffering=0)
         writer.close()
-        transport, _ = await asyncio.get_running_loop().connect_write_pipe(_Lost, pipe)
-        return _Child(process, transport, tally)
+        transport, _ = await asyncio.get_running_loop().connect_write_pipe(_Lost, end)
+        return _Child(process=process, pipe=transport, end=end, tally=tally)
 
     def _tally(self, index: int) -> float:
         return float(self._child.tally[index]) if self._child is not None else 0.0
@@ -257,6 +260,14 @@ class Recorder:
 
     async def start(self) -> None:
         self._child = await self._new_child()
+        # Registered after multiprocessing's own exit handler, so run before it: that one waits for every child,
+        # and the writer leaves only once its pipe ends. Without `close` (the guard's lifespan never finished), the
+        # interpreter's exit would otherwise wait for ever.
+        atexit.register(self._end_pipe)
+
+    def _end_pipe(self) -> None:
+        if self._child is not None:
+            self._child.end.close()
 
     def add(self, record: GuardRecord) -> None:
         """Queue `record`; past twice the backlog limit it is dropped and counted (memory stays bounded while the
@@ -323,9 +334,10 @@ class Recorder:
         self._closed = True
         child.pipe.close()  # written out first, then the pipe ends: the writer stores the rest and leaves
         await asyncio.to_thread(child.process.join, timeout_s)
+        atexit.unregister(self._end_pipe)
         left = self.pending
         if child.process.is_alive():
-            child.process.terminate()
+            child.process.kill()  # it ignores SIGTERM (see the module docstring)
             await asyncio.to_thread(child.process.join, 5)
         if child.process.exitcode != 0 or left:
             log.error("guard: stopped with %d decision(s) not stored", left)

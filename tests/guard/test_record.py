@@ -9,6 +9,8 @@ import logging
 import os
 import queue
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -186,6 +188,34 @@ def test_what_a_killed_writer_held_is_counted_as_dropped(tmp_path: Path, caplog:
 
     assert asyncio.run(run()) == 0
     assert recorder.dropped == 3 and recorder.stored == 1 and recorder.pending == 0 and _count(db_url) == 1
+
+
+_UNCLOSED = """
+import asyncio, sys
+from tests.guard.test_record import _record
+from markov_debate.guard.record import Recorder
+
+KEPT = []
+
+async def main():
+    recorder = Recorder(sys.argv[1], linger_s=0.01)
+    KEPT.append(recorder)  # still referenced at exit, as the app's state is
+    await recorder.start()
+    recorder.add(_record(0))
+    while recorder.stored < 1:
+        await asyncio.sleep(0.01)
+    recorder.add(_record(1))
+    await asyncio.sleep(0)
+
+asyncio.run(main())
+"""
+
+
+def test_a_guard_that_exits_without_closing_its_recorder_still_exits(tmp_path: Path) -> None:
+    _, db_url = _recorder(tmp_path)
+    done = subprocess.run([sys.executable, "-c", _UNCLOSED, db_url], timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert _count(db_url) == 2  # the writer stored what reached it, then left with the guard
 
 
 def test_a_retried_batch_is_stored_once(tmp_path: Path) -> None:
