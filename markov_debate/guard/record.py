@@ -59,30 +59,29 @@ class RowStore(Protocol):
 
 class Writer:
     """The writer process's loop: takes rows from a queue and stores them in batches (see the module docstring).
-    `tally` is where it reports; `stopping` says the guard is stopping or gone (retries then end after 10 s),
-    `gone` that no more rows will come."""
+    `tally` is where it reports; `ended` says no more rows will come (the guard stopped or is gone): the loop then
+    stores what is queued, and a write the store refuses is retried for 10 s at most."""
 
     def __init__(
         self,
         store: RowStore,
         tally: MutableSequence[float],
         *,
-        stopping: Callable[[], bool],
-        gone: Callable[[], bool],
+        ended: Callable[[], bool],
         batch: int = 200,
         linger_s: float = 0.05,
     ) -> None:
         self._store, self._tally = store, tally
-        self._stopping, self._gone = stopping, gone
+        self._ended = ended
         self._batch, self._linger_s = batch, linger_s
 
-    def run(self, get: Callable[[bool, float], object]) -> None:
-        """Store what `get` (a queue's `get`) gives until nothing more comes (`gone`) and all is written."""
+    def run(self, get: Callable[[bool, float], GuardRows]) -> None:
+        """Store what `get` (a queue's `get`) gives until nothing more comes (`ended`) and all is written."""
         while True:
             try:
                 first = get(True, 1.0)
             except queue.Empty:
-                if self._gone():
+                if self._ended():
                     return
                 continue
             rows = [first]
@@ -94,7 +93,7 @@ class Writer:
                     rows.append(get(True, max(0.0, until - time.monotonic())))
                 except queue.Empty:
                     break
-            self._write([r for r in rows if isinstance(r, GuardRows)])
+            self._write(rows)
 
     def _write(self, rows: list[GuardRows]) -> None:
         def waiting(state: object) -> None:
@@ -107,7 +106,7 @@ class Writer:
         retrying = Retrying(
             retry=retry_if_exception_type(SQLAlchemyError),
             wait=wait_random_exponential(multiplier=0.2, max=5.0),
-            stop=lambda state: self._stopping() and (state.seconds_since_start or 0.0) > 10,
+            stop=lambda state: self._ended() and (state.seconds_since_start or 0.0) > 10,
             before_sleep=waiting,
             reraise=True,
         )
@@ -130,7 +129,7 @@ class Writer:
             )
             self._tally[_GIVEN_UP] += 1
             return
-        # A request id stored before (a batch retried after a lost reply) is counted as kept, not as waiting.
+        # A request id stored before (a batch retried after a lost reply) is settled too: not left as waiting.
         self._tally[_STORED] += stored
         self._tally[_GIVEN_UP] += len(rows) - stored
         if self._tally[_FAILING_SINCE]:
@@ -145,7 +144,7 @@ def _serve(db_url: str, rows: Connection, level: int, batch: int, linger_s: floa
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.basicConfig(level=level, handlers=[log_handler(Console(stderr=True))], force=True)
-    taken: queue.Queue[object] = queue.Queue()
+    taken: queue.Queue[GuardRows] = queue.Queue()
     ended = threading.Event()
     # The pipe is read on a thread of its own, so it never fills while a batch waits for the database.
     threading.Thread(target=_read, args=(rows, taken, ended), daemon=True).start()
@@ -153,12 +152,12 @@ def _serve(db_url: str, rows: Connection, level: int, batch: int, linger_s: floa
     if store is None:
         return
     try:
-        Writer(store, tally, stopping=ended.is_set, gone=ended.is_set, batch=batch, linger_s=linger_s).run(taken.get)
+        Writer(store, tally, ended=ended.is_set, batch=batch, linger_s=linger_s).run(taken.get)
     finally:
         store.close()
 
 
-def _read(rows: Connection, taken: queue.Queue[object], ended: threading.Event) -> None:
+def _read(rows: Connection, taken: queue.Queue[GuardRows], ended: threading.Event) -> None:
     """Frames from the guard (a length, then a pickled list of rows) until the pipe ends: the guard closed it to
     stop, or is gone (killed with SIGKILL: the writer stores what reached it and leaves too)."""
     with open(rows.fileno(), "rb", closefd=False) as pipe:
@@ -189,7 +188,7 @@ def _open(db_url: str, tally: Any, stopping: Callable[[], bool]) -> Store | None
 
 class _Lost(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
-        if exc is not None:  # the writer died: the next decision replaces it (Recorder.add)
+        if exc is not None:  # the writer died: the next decision replaces it (Recorder._send)
             log.error("guard: the pipe to the decision writer broke: %s", exc)
 
 
@@ -294,6 +293,9 @@ class Recorder:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             return
+        self._flush(child)
+
+    def _flush(self, child: _Child) -> None:
         frame = pickle.dumps(self._outbox, protocol=pickle.HIGHEST_PROTOCOL)
         self._outbox = []
         child.pipe.write(_HEAD.pack(len(frame)) + frame)
@@ -330,8 +332,10 @@ class Recorder:
         child = self._child
         if child is None:
             return 0
-        self._send()
         self._closed = True
+        # A writer found dead now is not replaced: what waits here is counted as not stored.
+        if self._outbox and child.process.is_alive() and not child.pipe.is_closing():
+            self._flush(child)
         child.pipe.close()  # written out first, then the pipe ends: the writer stores the rest and leaves
         await asyncio.to_thread(child.process.join, timeout_s)
         atexit.unregister(self._end_pipe)

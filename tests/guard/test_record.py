@@ -70,9 +70,9 @@ def _until(condition: object, timeout_s: float = 30.0) -> None:
 def test_decisions_wait_while_the_store_is_away_and_are_written_when_it_is_back() -> None:
     store = _FlakyStore()
     tally = [0.0, 0.0, 0.0]
-    rows: queue.Queue[object] = queue.Queue()
+    rows: queue.Queue[GuardRows] = queue.Queue()
     done = threading.Event()
-    writer = Writer(store, tally, stopping=done.is_set, gone=done.is_set, linger_s=0.01)
+    writer = Writer(store, tally, ended=done.is_set, linger_s=0.01)
     thread = threading.Thread(target=writer.run, args=(rows.get,))
     thread.start()
     for n in range(8):
