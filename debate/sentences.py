@@ -186,6 +186,13 @@ def claim_length(text: str) -> int:
 def sentence_spans(text: str, language: str | None = None) -> list[Span]:
     """The spans of `text`'s sentences, in order, each without the white space around it; paragraph breaks and
     white-space-only pieces are not sentences. `language`: an ISO 639 code, else guessed from the script."""
+    return list(_sentence_spans(text, language))
+
+
+# A text is often cut twice in a row (a RAG answer's claims, then their spans): the second cut is a look-up. A few
+# entries suffice for that, and bound what the cache holds on to.
+@functools.lru_cache(maxsize=8)
+def _sentence_spans(text: str, language: str | None) -> tuple[Span, ...]:
     # sentencex encodes to UTF-8: a lone surrogate (possible in JSON input) becomes U+FFFD, one code point for one,
     # so the offsets still point into `text`.
     safe = _SURROGATE.sub("\ufffd", text)
@@ -200,7 +207,7 @@ def sentence_spans(text: str, language: str | None = None) -> list[Span]:
         start += len(chunk) - len(chunk.lstrip())
         pieces.append((start, start + len(stripped)))
     rules = _abbreviations(chosen if language or chosen != "en" else "latin")
-    return [Span(start=start, end=end) for start, end in _rejoin(text, pieces, rules)]
+    return tuple(Span(start=start, end=end) for start, end in _rejoin(text, pieces, rules))
 
 
 _Rules = tuple[frozenset[str], frozenset[str]] | None

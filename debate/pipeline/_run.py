@@ -196,7 +196,8 @@ class Pipeline:
         response, question = item.response, item.question
         with telemetry.span("extract", "CHAIN", {"input.value": response}) as current:
             plan = await self._plan(task, item)
-            telemetry.set_attributes(current, {"output.value": _claims_text(plan)})
+            if current is not None:
+                telemetry.set_attributes(current, {"output.value": _claims_text(plan)})
         if isinstance(plan, Failure):
             return self._failed_report(task, item, plan, started)
         cascade = Cascade(self.runtime.prefilters, min_rounds=self.runtime.config.debate.min_rounds)
@@ -271,10 +272,11 @@ class Pipeline:
     async def _claim(self, index: int, claim: Claim, plan: Plan, cascade: Cascade, risk: RiskLevel) -> ClaimVerdict:
         with telemetry.span(f"claim {claim.id}", "EVALUATOR", {"input.value": claim.text}) as current:
             verdict = await self._judge_claim(index, claim, plan, cascade, risk)
-            telemetry.set_attributes(
-                current, {"output.value": verdict.label or verdict.status, "debate.decided_by": verdict.decided_by}
-            )
-            telemetry.evaluation(current, **claim_evaluation(verdict))
+            if current is not None:  # the explanation is built for the trace only
+                telemetry.set_attributes(
+                    current, {"output.value": verdict.label or verdict.status, "debate.decided_by": verdict.decided_by}
+                )
+                telemetry.evaluation(current, **claim_evaluation(verdict))
             return verdict
 
     async def _judge_claim(
@@ -283,7 +285,8 @@ class Pipeline:
         try:
             with telemetry.span("evidence", "RETRIEVER", {"input.value": claim.text}) as current:
                 evidence, usage = await plan.evidence.evidence(claim)
-                telemetry.set_attributes(current, telemetry.documents(evidence))
+                if current is not None:
+                    telemetry.set_attributes(current, telemetry.documents(evidence))
         except DebateError as exc:
             if is_fatal(exc):
                 raise

@@ -56,6 +56,7 @@ class Runtime:
         self._search_backend: SearchBackend | None = None
         self._tasks: dict[str, Task] = {}
         self._prefilters: list[Prefilter] | None = None
+        self._meta: RunMeta | None = None
 
     # --- StageContext -------------------------------------------------------------------------------------------
 
@@ -113,22 +114,26 @@ class Runtime:
 
     def meta(self) -> RunMeta:
         """The reproducibility record attached to every report."""
-        resolved = self._config.model_copy(update={"model": self.model_config})
-        prompts = dict(self._prompt_hashes)
-        for prefilter in self.prefilters:
-            prompts |= prefilter.prompt_hashes()
-        return RunMeta(
-            model=self.client.model_name,
-            base_url=self.model_config.base_url,
-            embedded=self.embedded,
-            config=resolved.model_dump(mode="json"),
-            prompt_set=self._prompts_dir or "paper",
-            prompts=prompts,
-            seed=self.model_config.seed,
-            package_version=package_version(),
-            git_commit=git_commit(),
-            created_at=datetime.now(UTC),
-        )
+        if self._meta is None:
+            # All but its time is fixed once started; dumping the configuration for each report cost a guarded
+            # request ~0.1 ms (benchmarks/bench_guard.py). Reports share its (frozen) record.
+            resolved = self._config.model_copy(update={"model": self.model_config})
+            prompts = dict(self._prompt_hashes)
+            for prefilter in self.prefilters:
+                prompts |= prefilter.prompt_hashes()
+            self._meta = RunMeta(
+                model=self.client.model_name,
+                base_url=self.model_config.base_url,
+                embedded=self.embedded,
+                config=resolved.model_dump(mode="json"),
+                prompt_set=self._prompts_dir or "paper",
+                prompts=prompts,
+                seed=self.model_config.seed,
+                package_version=package_version(),
+                git_commit=git_commit(),
+                created_at=datetime.now(UTC),
+            )
+        return self._meta.model_copy(update={"created_at": datetime.now(UTC)})
 
     def worker_configs(self, workers: int) -> list[VerifierConfig]:
         """This started runtime's configuration for each of up to `workers` processes: the resolved endpoint and
@@ -149,6 +154,7 @@ class Runtime:
     async def start(self) -> None:
         """Start the embedded model when no endpoint is configured, open the client, wrap it in the call cache
         when one is configured, and make the prefilters. On failure, `close` releases what was started."""
+        self._meta = None  # a restarted runtime may have another endpoint (the embedded model's port changes)
         # Tracing first: a missing extra or a bad endpoint is refused before any model starts.
         tracing = telemetry.configure(self._config.telemetry.endpoint, project=self._config.telemetry.project)
         if self._client is None:

@@ -38,10 +38,15 @@ class Usage(_Model):
 
     @classmethod
     def total(cls, items: Iterable[Usage]) -> Usage:
-        out = cls()
+        calls = prompt = completion = 0
         for item in items:
-            out = out + item
-        return out
+            calls, prompt, completion = (
+                calls + item.llm_calls,
+                prompt + item.prompt_tokens,
+                completion + item.completion_tokens,
+            )
+        # One model for the sum, not one per item added (a report sums several per claim).
+        return cls(llm_calls=calls, prompt_tokens=prompt, completion_tokens=completion)
 
 
 class Failure(_Model):

@@ -92,6 +92,11 @@ def test_sentences_cover_every_non_space_character_once_in_order(text: str, lang
     for span in spans:
         inside[span.start : span.end] = [True] * (span.end - span.start)
     assert all(inside[i] or char.isspace() for i, char in enumerate(text))
+    # A second cut of the same text is a look-up: the same spans, in a list of the caller's own.
+    again = sentence_spans(text, language)
+    assert again == spans and again is not spans
+    spans.clear()
+    assert sentence_spans(text, language) == again
 
 
 @pytest.mark.parametrize(

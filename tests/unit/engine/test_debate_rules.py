@@ -276,3 +276,14 @@ async def test_report_records_config_prompts_and_usage() -> None:
     turn = report.claims[0].debate.states[1].turns[0]  # type: ignore[union-attr]
     assert turn.call.prompt == "skeptic" and turn.call.prompt_hash == meta.prompts["skeptic"]
     assert report.usage.prompt_tokens == 70 and report.usage.completion_tokens == 35
+
+
+async def test_reports_of_one_verifier_share_its_record_but_each_has_its_own_time() -> None:
+    client = ScriptedChatClient([op(True)] * 14)
+    async with _verifier(client) as verifier:
+        item = TaskInput("Lyon", question="What is the capital of France?", reference="Paris is the capital.")
+        first = await verifier.verify(item)
+        second = await verifier.verify(item)
+    assert first.meta.created_at < second.meta.created_at
+    assert first.meta.model_dump(exclude={"created_at"}) == second.meta.model_dump(exclude={"created_at"})
+    assert first.meta.config["debate"]["chain"] == "true-to-skeptic"
