@@ -15,6 +15,7 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.background import BackgroundTask
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from debate import telemetry
@@ -114,13 +115,18 @@ async def _whole(
         *(guard.verify_answer(text, a, request_id=i, chosen=chosen) for a, i in zip(answers, ids, strict=True))
     )
     found = [v for v, _ in results]
-    for (verification_, report), answer in zip(results, answers, strict=True):
-        record_decision(guard.recorder, text, answer, verification_, report, caller=caller, route=route)
+
+    async def record() -> None:
+        for (verification_, report), answer in zip(results, answers, strict=True):
+            record_decision(guard.recorder, text, answer, verification_, report, caller=caller, route=route)
+
+    # Queued once the answer is written (Starlette runs a response's background task after its body): the caller
+    # does not wait for it, and uvicorn's drain on shutdown still does.
     shown = worst(found)
     if shown.action == "refused":
-        return refusal(shown)
+        return refusal(shown, background=BackgroundTask(record))
     out = verified_completion(completion, found, guard.settings.block_message)
-    return GuardJSON(out, headers=headers(shown))
+    return GuardJSON(out, headers=headers(shown), background=BackgroundTask(record))
 
 
 def _lifespan(settings: GuardSettings, store: Store) -> Any:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fastapi.responses import JSONResponse, Response
+from starlette.background import BackgroundTask
 
 from markov_debate.guard.decide import Verification
 from markov_debate.guard.upstream import StreamEvent, UpstreamError
@@ -54,15 +55,17 @@ def error(status: int, message: str, *, kind: str, param: str | None = None, ret
     return GuardJSON(body, status_code=status, headers=extra)
 
 
-def refusal(found: Verification) -> Response:
+def refusal(found: Verification, *, background: BackgroundTask | None = None) -> Response:
     """A fail-closed answer: 503 with why and the verification; the OpenAI clients do not retry it (x-should-retry),
-    since the same request would be sent upstream again."""
+    since the same request would be sent upstream again. `background` runs once it is written."""
     message = f"the answer was not verified and the policy is fail-closed: {found.notes[-1]}"
     body = {
         "error": {"message": message, "type": "verification_unavailable", "param": None, "code": None},
         "verification": found.model_dump(mode="json"),
     }
-    return GuardJSON(body, status_code=503, headers={**headers(found), "x-should-retry": "false"})
+    return GuardJSON(
+        body, status_code=503, headers={**headers(found), "x-should-retry": "false"}, background=background
+    )
 
 
 def worst(found: Sequence[Verification]) -> Verification:

@@ -78,7 +78,11 @@ class Upstream:
         # Made on first use: an aiohttp session belongs to the running loop.
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=self._connections, limit_per_host=self._connections)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+            # No cookie jar: one session serves every caller, and a cookie the upstream sets for one (a session,
+            # a load balancer's affinity) must not go out with the next caller's request.
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=self._timeout, cookie_jar=aiohttp.DummyCookieJar()
+            )
         return self._session
 
     def _headers(self, auth: str | None, request_id: str) -> dict[str, str]:

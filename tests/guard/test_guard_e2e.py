@@ -308,3 +308,18 @@ def test_an_upstream_answer_that_is_not_unicode_or_has_no_choices(guard_for: Any
         with pytest.raises(openai.APIStatusError) as caught:
             _ask(_client(guard.base_url, max_retries=0))
     assert caught.value.status_code == 502 and "no choices" in str(caught.value)
+
+
+def test_one_caller_s_upstream_cookies_never_reach_another_caller_s_request(guard_for: Any) -> None:
+    """The guard is one client of the upstream for every caller: a cookie the upstream sets (a load balancer's
+    affinity, a session) is not kept and sent with the next caller's request."""
+    upstream = FakeOpenAI(
+        responder=lambda body: Reply(content=GOOD, headers={"set-cookie": "session=caller-a; Path=/"})
+    )
+    with upstream, _judge() as judge:
+        # By name, not by address: a client's cookie jar takes no cookie from a bare IP address.
+        by_name = upstream.base_url.replace("127.0.0.1", "localhost")
+        guard = guard_for(by_name, judge.base_url)
+        for _ in range(2):
+            _ask(_client(guard.base_url))
+    assert len(upstream.headers) == 2 and "cookie" not in upstream.headers[1]

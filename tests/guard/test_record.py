@@ -5,6 +5,7 @@ manager sends the whole process group, and is replaced when it dies; a retried b
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import queue
@@ -231,3 +232,25 @@ def test_a_retried_batch_is_stored_once(tmp_path: Path) -> None:
         assert store.guard_decision("guard-2") is not None and store.guard_decision("guard-9") is None
     finally:
         store.close()
+
+
+def test_a_decision_that_cannot_be_written_is_dropped_and_named_and_the_rest_are_stored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder, db_url = _recorder(tmp_path)
+    # A lone surrogate cannot be encoded as the audit's JSON; the guard's own reading never lets one through, so
+    # the record is built by hand here.
+    unwritable = dataclasses.replace(
+        _record(1), request=AuditRequest.model_construct(task="rag", response="a\ud800", question=None, claims=None)
+    )
+
+    async def run() -> int:
+        await recorder.start()
+        with caplog.at_level(logging.ERROR, logger="markov_debate.guard"):
+            for record in (_record(0), unwritable, _record(2)):
+                recorder.add(record)  # within one gather window: one frame for the three
+            return await recorder.close(timeout_s=60)
+
+    assert asyncio.run(run()) == 0
+    assert recorder.stored == 2 and recorder.dropped == 1 and recorder.pending == 0 and _count(db_url) == 2
+    assert "decision guard-1 cannot be stored, dropped" in caplog.text
