@@ -108,7 +108,7 @@ def load_config_file(path: Path) -> Layer:
     elif isinstance(data.get("verifier"), dict):
         data = data["verifier"]  # a run's spec, saved alone
     values = {path_: _file_value(path_, value) for path_, value in _flatten(data).items()}
-    return Layer("file", values, {p: f"{path}: {p}" for p in values})
+    return Layer("file", values, {p: f"{path}: {_shown(p)}" for p in values})
 
 
 def _read_config_text(path: Path) -> str:
@@ -177,7 +177,7 @@ def resolve_config(
         if path in tables:
             # `debate = 5` in a file and a debate.* value anywhere: a section given as a value is named, never
             # silently replaced by the table the other value needs.
-            raise UsageError(f"{where[path]}: {path} is a table of settings, not a value")
+            raise UsageError(f"{where[path]}: {_shown(path)} is a table of settings, not a value")
     if merged.get("prefilter.prefilters") == ["all"]:
         merged["prefilter.prefilters"] = _every_prefilter()
     try:
@@ -199,14 +199,20 @@ def _problem(exc: ValidationError, where: Mapping[str, str]) -> UsageError:
     """The first problem, named by where the user set the value (the flag, the file's key, the variable)."""
     first = exc.errors()[0]
     loc = ".".join(str(p) for p in first["loc"])
-    message = str(first["msg"])
+    message = " ".join(str(first["msg"]).split())
     message = message.removeprefix("Value error, ")
     if loc in where:
         return UsageError(f"{where[loc]}: {message}")
     # A check across fields (min_rounds against max_rounds): name where the section's values were set.
     places = sorted({where[p] for p in where if p.startswith(f"{loc}.") or not loc})
     setby = f" (set by {', '.join(places[:4])})" if places else ""
-    return UsageError(f"configuration{f' {loc}' if loc else ''}: {message}{setby}")
+    return UsageError(f"configuration{f' {_shown(loc)}' if loc else ''}: {message}{setby}")
+
+
+def _shown(key: str) -> str:
+    """A key as an error names it: quoted when it holds a line break or another unprintable character, so the
+    error stays one line."""
+    return key if key.isprintable() else repr(key)
 
 
 def _none_written(config: VerifierConfig) -> Values:

@@ -256,6 +256,7 @@ _KEYS = st.sampled_from([*FIELDS, *{p.split(".")[0] for p in FIELDS}, "verifier"
 @given(data=st.dictionaries(_KEYS, _TOML_VALUES, max_size=6), flag=st.sampled_from([(), ("--debate.min_rounds", "1")]))
 @example(data={"debate": 5}, flag=("--debate.min_rounds", "1"))
 @example(data={"verifier": {"debate": {"min_rounds": "x"}}}, flag=())
+@example(data={"\n": None}, flag=())  # a key that is a line break: named quoted, on one line
 def test_any_config_file_is_a_configuration_or_one_line(
     tmp_path_factory: pytest.TempPathFactory, data: dict[str, Any], flag: tuple[str, ...]
 ) -> None:
