@@ -280,12 +280,12 @@ class Recorder:
         # The guard leaves without `close` (its lifespan never finished): what waits for its frame is written now,
         # unless a frame is part-way out (the loop that would finish it is gone; another would corrupt it).
         if self._outbox and not child.end.closed and child.pipe.get_write_buffer_size() == 0:
-            waiting = len(self._outbox)
+            frame, count = self._frame()
             try:
-                child.end.write(self._frame())
+                child.end.write(frame)
             except OSError as exc:
-                self.dropped += waiting
-                log.error("guard: %d decision(s) lost at exit: the writer cannot take them (%s)", waiting, exc)
+                self.dropped += count
+                log.error("guard: %d decision(s) lost at exit: the writer cannot take them (%s)", count, exc)
         child.end.close()
 
     def add(self, record: GuardRecord) -> None:
@@ -316,10 +316,10 @@ class Recorder:
         self._flush(child)
 
     def _flush(self, child: _Child) -> None:
-        child.pipe.write(self._frame())
+        child.pipe.write(self._frame()[0])
 
-    def _frame(self) -> bytes:
-        """The waiting decisions as one frame (the outbox is emptied)."""
+    def _frame(self) -> tuple[bytes, int]:
+        """The waiting decisions as one frame, and how many it holds (the outbox is emptied)."""
         records, self._outbox = self._outbox, []
         rows = []
         for record in records:
@@ -331,7 +331,7 @@ class Recorder:
                 continue
             rows.append((converted.audit, converted.decision))
         frame = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
-        return _HEAD.pack(len(frame)) + frame
+        return _HEAD.pack(len(frame)) + frame, len(rows)
 
     async def _replace(self, old: _Child) -> None:
         if not old.pipe.is_closing():  # asyncio closes it itself when it sees the reading end gone

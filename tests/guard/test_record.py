@@ -254,3 +254,28 @@ def test_a_decision_that_cannot_be_written_is_dropped_and_named_and_the_rest_are
     assert asyncio.run(run()) == 0
     assert recorder.stored == 2 and recorder.dropped == 1 and recorder.pending == 0 and _count(db_url) == 2
     assert "decision guard-1 cannot be stored, dropped" in caplog.text
+
+
+def _kill_blocking(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    _until(lambda: os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None)
+
+
+def test_decisions_left_at_an_exit_after_the_writer_died_are_counted_as_lost(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder, _ = _recorder(tmp_path)
+
+    async def run() -> None:
+        await recorder.start()
+        pid = recorder.writer_pid
+        assert pid is not None
+        _kill_blocking(pid)  # without yielding to the loop: the guard's side has not yet seen the reader go
+        recorder.add(_record(0))
+        with caplog.at_level(logging.ERROR, logger="markov_debate.guard"):
+            recorder._end_pipe()  # what the interpreter's exit runs when the guard never closed its recorder
+        await recorder.close(timeout_s=10)
+
+    asyncio.run(run())
+    assert recorder.dropped == 1 and recorder.pending == 0
+    assert "1 decision(s) lost at exit: the writer cannot take them" in caplog.text
