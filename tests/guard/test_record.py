@@ -103,10 +103,15 @@ def _recorder(tmp_path: Path) -> tuple[Recorder, str]:
     return Recorder(db_url, linger_s=0.01), db_url
 
 
+def _dead(pid: int) -> bool:
+    """Whether `pid` has exited with every thread of it gone (WNOWAIT: left for the recorder to reap)."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
 async def _kill(pid: int) -> None:
-    """SIGKILL, then wait until it is dead with every thread of it gone (WNOWAIT: left for the recorder to reap)."""
+    """SIGKILL, then wait until it is dead."""
     os.kill(pid, signal.SIGKILL)
-    await _until_async(lambda: os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None)
+    await _until_async(lambda: _dead(pid))
 
 
 def test_the_writer_process_stores_what_it_is_handed_and_flushes_on_close(tmp_path: Path) -> None:
@@ -258,7 +263,7 @@ def test_a_decision_that_cannot_be_written_is_dropped_and_named_and_the_rest_are
 
 def _kill_blocking(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
-    _until(lambda: os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None)
+    _until(lambda: _dead(pid))
 
 
 def test_decisions_left_at_an_exit_after_the_writer_died_are_counted_as_lost(
