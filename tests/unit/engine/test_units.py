@@ -4,15 +4,17 @@ concurrency cap (debate.concurrency) and the team's selector model (agents.selec
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import json
 import warnings
+from typing import Any
 
 import pytest
 
 from agents.selector_model import NoSelectorModel
 from debate.calls import ask_structured, converse, load_prompt
-from debate.concurrency import gather_ordered, ordered_map, run_blocking
+from debate.concurrency import gather_ordered, ordered_map, run_blocking, start_eagerly
 from debate.errors import InternalError, ModelUnavailableError, ReplyUnusableError, UsageError
 from debate.llm import item_scope
 from debate.registry import Registry, UnknownNameError
@@ -214,6 +216,86 @@ async def test_the_item_scope_reaches_the_tasks_work_starts() -> None:
     with item_scope("b"):
         second = await ask("r")
     assert (first, second) == (["1", "2"], "3") and [c.item for c in client.calls] == ["a", "a", "b"]
+
+
+async def test_work_that_never_waits_is_done_when_started_and_work_that_waits_is_its_own_task() -> None:
+    """A claim the cheap checks decide finishes without a trip around the event loop; work that waits gets its
+    own task from its first step on: a timeout it enters there cancels it, not its caller."""
+    loop_turns = 0
+
+    def count_turn() -> None:
+        nonlocal loop_turns
+        loop_turns += 1
+
+    async def at_once(i: int) -> int:
+        return i * 10
+
+    inside: list[asyncio.Task[Any] | None] = []
+
+    async def waits() -> None:
+        inside.append(asyncio.current_task())
+        async with asyncio.timeout(0.01):
+            await asyncio.sleep(10)
+
+    asyncio.get_running_loop().call_soon(count_turn)
+    done = start_eagerly(at_once(4))
+    assert done.done() and done.result() == 40
+    assert await gather_ordered(range(5), at_once, limit=2) == [0, 10, 20, 30, 40] and loop_turns == 0
+    caller = asyncio.current_task()
+    waiting = start_eagerly(waits())
+    assert not waiting.done() and asyncio.current_task() is caller and inside == [waiting]
+    with pytest.raises(TimeoutError):
+        await waiting
+    assert not caller.cancelling()  # type: ignore[union-attr]
+
+
+async def test_eager_work_keeps_its_own_context_and_its_failure_for_when_it_is_due() -> None:
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="caller")
+    seen: list[str] = []
+
+    async def sets_and_fails(i: int) -> int:
+        marker.set(f"item {i}")
+        seen.append(marker.get())
+        if i == 1:
+            raise ValueError("item 1 is bad")
+        return i
+
+    failed = start_eagerly(sets_and_fails(1))
+    assert failed.done() and marker.get() == "caller" and seen == ["item 1"]
+    with pytest.raises(ValueError, match="item 1 is bad"):
+        await failed
+    results: list[int] = []
+    with pytest.raises(ValueError, match="item 1 is bad"):
+        async for result in ordered_map(range(3), sets_and_fails, limit=4):
+            results.append(result)
+    assert results == [0] and marker.get() == "caller"
+
+
+async def test_cancelling_eager_work_that_waits_unwinds_it() -> None:
+    unwound: list[str] = []
+
+    async def waits() -> None:
+        try:
+            await asyncio.sleep(10)
+        finally:
+            unwound.append("finally ran")
+
+    task = start_eagerly(waits())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert unwound == ["finally ran"]
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    async def interrupted() -> None:
+        interrupt()
+
+    with pytest.raises(KeyboardInterrupt):
+        start_eagerly(interrupted())
+    assert asyncio.current_task() is not None
 
 
 # --- agents.selector_model --------------------------------------------------------------------------------------
