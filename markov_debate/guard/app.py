@@ -5,7 +5,6 @@ every decision goes to the desk's store."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -111,9 +110,7 @@ async def _whole(
         return upstream_failed(exc)
     answers = answer_texts(completion)
     ids = [request_id] if len(answers) == 1 else [f"{request_id}.{n}" for n in range(len(answers))]
-    results = await asyncio.gather(
-        *(guard.verify_answer(text, a, request_id=i, chosen=chosen) for a, i in zip(answers, ids, strict=True))
-    )
+    results = await guard.verify_choices(text, list(zip(ids, answers, strict=True)), chosen=chosen)
     found = [v for v, _ in results]
 
     async def record() -> None:

@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass
 
 from debate import telemetry
+from debate.concurrency import gather_ordered
 from debate.types import Report
 from markov_debate.guard.check import NO_SOURCES, Checker
 from markov_debate.guard.decide import Verification, act, failed, verification
@@ -56,6 +57,25 @@ class Guard:
                 decision["debate.verdict"] = found.verdict
             telemetry.set_attributes(current, decision)
             return found, report
+
+    async def verify_choices(
+        self,
+        text: RequestText,
+        choices: list[tuple[str, str | None]],
+        *,
+        chosen: RouteSettings,
+        stream: StreamMode | None = None,
+    ) -> list[tuple[Verification, Report | None]]:
+        """Each (request id, answer) choice's `verify_answer`, in order. Started eagerly: an answer the cheap checks
+        decide is verified in one go, not between every other request's work."""
+        if len(choices) == 1:  # the usual request: no task to make
+            ((request_id, answer),) = choices
+            return [await self.verify_answer(text, answer, request_id=request_id, chosen=chosen, stream=stream)]
+        return await gather_ordered(
+            choices,
+            lambda c: self.verify_answer(text, c[1], request_id=c[0], chosen=chosen, stream=stream),
+            limit=max(1, len(choices)),
+        )
 
     async def _verify_answer(
         self,

@@ -15,10 +15,20 @@ __all__ = ["DEFERRED", "DeferredTeamFactory"]
 DEFERRED = "not debated yet: the debate runs after the answer is returned (guard --debate later)"
 
 
+# One result for every deferred claim (the types are frozen): it is built on the guard's request path.
+_NOT_YET = DebateResult(
+    rounds=0,
+    consensus=None,
+    stop_reason="no_debate",
+    states=[],
+    final=None,
+    failure=Failure(kind="deferred", message=DEFERRED, stage="debate"),
+)
+
+
 class _Deferred:
     async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
-        failure = Failure(kind="deferred", message=DEFERRED, stage="debate")
-        return DebateResult(rounds=0, consensus=None, stop_reason="no_debate", states=[], final=None, failure=failure)
+        return _NOT_YET
 
 
 class DeferredTeamFactory:

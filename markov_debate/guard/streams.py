@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -78,12 +77,8 @@ async def _verify(
     answers = stream_texts(events)
     indexes = sorted(answers) or [0]
     ids = [request_id] if len(indexes) == 1 else [f"{request_id}.{n}" for n in indexes]
-    results = await asyncio.gather(
-        *(
-            guard.verify_answer(text, answers.get(n), request_id=i, chosen=chosen, stream=guard.settings.stream)
-            for n, i in zip(indexes, ids, strict=True)
-        )
-    )
+    choices = [(i, answers.get(n)) for n, i in zip(indexes, ids, strict=True)]
+    results = await guard.verify_choices(text, choices, chosen=chosen, stream=guard.settings.stream)
     for n, (found, report) in zip(indexes, results, strict=True):
         record_decision(guard.recorder, text, answers.get(n), found, report, caller=caller, route=route)
     return worst([found for found, _ in results])

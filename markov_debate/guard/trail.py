@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from debate.results import transient_failure
 from debate.types import Report
-from markov_debate.desk.requests import AuditRequest
+from markov_debate.desk.requests import AuditOverrides, AuditRequest
 from markov_debate.desk.store import GuardRecord, utcnow
 from markov_debate.guard.decide import Verification
 from markov_debate.guard.record import Recorder
@@ -41,6 +41,8 @@ def record_decision(
         question=text.question,
         reference={s.id: s.text for s in text.sources} or None,
         claims=None,
+        # Given, not defaulted: pydantic's model_construct inspects a default factory's signature on every call.
+        overrides=AuditOverrides(),
     )
     recorder.add(
         GuardRecord(
