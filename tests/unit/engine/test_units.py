@@ -280,12 +280,15 @@ async def test_cancelling_eager_work_that_waits_unwinds_it() -> None:
         finally:
             unwound.append("finally ran")
 
-    task = start_eagerly(waits())
-    await asyncio.sleep(0)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert unwound == ["finally ran"]
+    for turn_first in (True, False):  # cancelled once its task has taken a step, and before it has
+        unwound.clear()
+        task = start_eagerly(waits())
+        if turn_first:
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert unwound == ["finally ran"]
 
     def interrupt() -> None:
         raise KeyboardInterrupt
