@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterable
 from types import TracebackType
@@ -16,7 +17,15 @@ from typing import Any, TypeVar
 
 from debate.errors import UsageError
 
-__all__ = ["Terminated", "cancel_on_sigterm", "gather_ordered", "ordered_map", "run_blocking", "start_eagerly"]
+__all__ = [
+    "EAGER_SLICE_S",
+    "Terminated",
+    "cancel_on_sigterm",
+    "gather_ordered",
+    "ordered_map",
+    "run_blocking",
+    "start_eagerly",
+]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +81,9 @@ class _Resumed(Coroutine[Any, Any, Any]):
 
 _SENT = object()
 
+EAGER_SLICE_S = 0.01
+"""The longest `ordered_map` runs work that never waits before it lets the event loop take a turn."""
+
 
 def start_eagerly(coro: Coroutine[Any, Any, R]) -> asyncio.Future[R]:
     """`coro` run at once up to its first wait, as Python 3.12's eager tasks run it: work that never waits (a claim
@@ -110,7 +122,8 @@ async def ordered_map(items: Iterable[T], fn: Callable[[T], Awaitable[R]], *, li
 
     At most 2 * limit tasks exist at once, so a long input streams in constant memory. An exception from `fn`
     surfaces when its result is due; the remaining tasks are then cancelled and awaited. Each item starts eagerly
-    (`start_eagerly`): one that never waits is done before the next starts.
+    (`start_eagerly`): one that never waits is done before the next starts, and the event loop gets a turn every
+    `EAGER_SLICE_S` of such work.
     """
     if limit < 1:
         raise UsageError(f"limit must be at least 1, got {limit}")
@@ -121,9 +134,15 @@ async def ordered_map(items: Iterable[T], fn: Callable[[T], Awaitable[R]], *, li
             return await fn(item)
 
     window: deque[asyncio.Future[R]] = deque()
+    turned = time.monotonic()
     try:
         for item in items:
             window.append(start_eagerly(run(item)))
+            if window[-1].done() and time.monotonic() - turned >= EAGER_SLICE_S:
+                # A long run of work that never waits would otherwise hold the loop to its end: other requests,
+                # signal handlers and a Ctrl-C's cancellation get their turn at least this often.
+                await asyncio.sleep(0)
+                turned = time.monotonic()
             if len(window) >= 2 * limit:
                 yield await window.popleft()
         while window:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
+import itertools
 import json
+import time
 import warnings
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 
 from agents.selector_model import NoSelectorModel
 from debate.calls import ask_structured, converse, load_prompt
-from debate.concurrency import gather_ordered, ordered_map, run_blocking, start_eagerly
+from debate.concurrency import EAGER_SLICE_S, gather_ordered, ordered_map, run_blocking, start_eagerly
 from debate.errors import InternalError, ModelUnavailableError, ReplyUnusableError, UsageError
 from debate.llm import item_scope
 from debate.registry import Registry, UnknownNameError
@@ -247,6 +249,31 @@ async def test_work_that_never_waits_is_done_when_started_and_work_that_waits_is
     with pytest.raises(TimeoutError):
         await waiting
     assert not caller.cancelling()  # type: ignore[union-attr]
+
+
+async def test_a_long_run_of_work_that_never_waits_still_lets_the_event_loop_turn() -> None:
+    """Eager work must not hold the loop for a whole batch: another request, a signal handler or a Ctrl-C's
+    cancellation waits at most about EAGER_SLICE_S."""
+    started: list[int] = []
+    turns_at: list[int] = []
+
+    async def busy(i: int) -> int:
+        started.append(i)
+        until = time.perf_counter() + EAGER_SLICE_S / 4
+        while time.perf_counter() < until:
+            pass
+        return i
+
+    def turn() -> None:
+        turns_at.append(len(started))
+        if len(started) < 40:
+            asyncio.get_running_loop().call_soon(turn)
+
+    asyncio.get_running_loop().call_soon(turn)
+    assert await gather_ordered(range(40), busy, limit=4) == list(range(40))
+    # The loop turned within the batch, each time after about four items' work (never after the whole of it).
+    within = [n for n in turns_at if 0 < n < 40]
+    assert len(within) >= 5 and all(b - a <= 8 for a, b in itertools.pairwise([0, *within]))
 
 
 async def test_eager_work_keeps_its_own_context_and_its_failure_for_when_it_is_due() -> None:
