@@ -88,9 +88,9 @@ EAGER_SLICE_S = 0.01
 def start_eagerly(coro: Coroutine[Any, Any, R]) -> asyncio.Future[R]:
     """`coro` run at once up to its first wait, as Python 3.12's eager tasks run it: work that never waits (a claim
     the cheap checks decide) is finished on return (a done future), with no trip around a busy event loop (each
-    costs the time of every other ready callback: under load, that was half of a guarded answer's verification).
-    Work that waits goes on as a task; during its first step `asyncio.current_task()` is that task, so timeouts and
-    cancel scopes entered there (aiohttp's, anyio's, `asyncio.timeout`) belong to it, not to the caller."""
+    trip waits for every other ready callback). Work that waits goes on as a task; during its first step
+    `asyncio.current_task()` is that task (on 3.11 through asyncio's own bookkeeping, `_enter_task`), so timeouts
+    and cancel scopes entered there (aiohttp's, anyio's, `asyncio.timeout`) belong to it, not to the caller."""
     loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     if sys.version_info >= (3, 12):
