@@ -109,8 +109,7 @@ async def _whole(
         log.warning("guard %s: %s", request_id, exc)
         return upstream_failed(exc)
     answers = answer_texts(completion)
-    ids = [request_id] if len(answers) == 1 else [f"{request_id}.{n}" for n in range(len(answers))]
-    results = await guard.verify_choices(text, list(zip(ids, answers, strict=True)), chosen=chosen)
+    results = await guard.verify_choices(text, list(enumerate(answers)), request_id=request_id, chosen=chosen)
     found = [v for v, _ in results]
 
     async def record() -> None:

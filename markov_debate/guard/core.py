@@ -61,20 +61,22 @@ class Guard:
     async def verify_choices(
         self,
         text: RequestText,
-        choices: list[tuple[str, str | None]],
+        answers: list[tuple[int, str | None]],
         *,
+        request_id: str,
         chosen: RouteSettings,
         stream: StreamMode | None = None,
     ) -> list[tuple[Verification, Report | None]]:
-        """Each (request id, answer) choice's `verify_answer`, in order. Started eagerly: an answer the cheap checks
-        decide is verified in one go, not between every other request's work."""
-        if len(choices) == 1:  # the usual request: no task to make
-            ((request_id, answer),) = choices
+        """Each (choice index, answer)'s `verify_answer`, in order, under `request_id` for a lone choice and
+        `request_id.<index>` for each of several. Started eagerly: an answer the cheap checks decide is verified in
+        one go, not between every other request's work."""
+        if len(answers) == 1:  # the usual request: no task to make
+            ((_, answer),) = answers
             return [await self.verify_answer(text, answer, request_id=request_id, chosen=chosen, stream=stream)]
         return await gather_ordered(
-            choices,
-            lambda c: self.verify_answer(text, c[1], request_id=c[0], chosen=chosen, stream=stream),
-            limit=max(1, len(choices)),
+            answers,
+            lambda a: self.verify_answer(text, a[1], request_id=f"{request_id}.{a[0]}", chosen=chosen, stream=stream),
+            limit=len(answers),
         )
 
     async def _verify_answer(

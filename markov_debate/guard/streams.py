@@ -76,9 +76,10 @@ async def _verify(
 ) -> Verification:
     answers = stream_texts(events)
     indexes = sorted(answers) or [0]
-    ids = [request_id] if len(indexes) == 1 else [f"{request_id}.{n}" for n in indexes]
-    choices = [(i, answers.get(n)) for n, i in zip(indexes, ids, strict=True)]
-    results = await guard.verify_choices(text, choices, chosen=chosen, stream=guard.settings.stream)
+    choices = [(n, answers.get(n)) for n in indexes]
+    results = await guard.verify_choices(
+        text, choices, request_id=request_id, chosen=chosen, stream=guard.settings.stream
+    )
     for n, (found, report) in zip(indexes, results, strict=True):
         record_decision(guard.recorder, text, answers.get(n), found, report, caller=caller, route=route)
     return worst([found for found, _ in results])

@@ -323,3 +323,25 @@ def test_one_caller_s_upstream_cookies_never_reach_another_caller_s_request(guar
         for _ in range(2):
             _ask(_client(guard.base_url))
     assert len(upstream.headers) == 2 and "cookie" not in upstream.headers[1]
+
+
+def test_each_choice_of_a_completion_is_verified_and_recorded_under_its_own_id(guard_for: Any, db_url: str) -> None:
+    choices = [
+        {"index": n, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        for n, text in enumerate([GOOD, BAD_CITATION])
+    ]
+    body = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "fake-model", "choices": choices})
+    with FakeOpenAI(responder=lambda body_: Reply(body=body)) as upstream, _judge() as judge:
+        guard = guard_for(upstream.base_url, judge.base_url, policy="flag", debate="later")
+        raw = _ask(_client(guard.base_url), n=2)
+        completion = raw.parse()
+        guard.__exit__()
+        assert judge.calls == []
+    assert [c.message.content for c in completion.choices] == [GOOD, BAD_CITATION]
+    # The response shows the riskier choice's verification; each choice's decision is kept under its own id.
+    found = _v(completion)
+    base = found["request_id"].rsplit(".", 1)[0]
+    assert (found["request_id"], found["risk"], found["action"]) == (f"{base}.1", "high", "flagged")
+    decisions = {d.request_id: a.request_json for d, a in _decisions(db_url)}
+    assert set(decisions) == {f"{base}.0", f"{base}.1"}
+    assert json.loads(decisions[f"{base}.1"])["response"] == BAD_CITATION
