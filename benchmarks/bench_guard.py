@@ -15,10 +15,16 @@ moves by several ms from run to run on its own). With two cores or more the guar
 load generator and the upstream on the others (as in a deployment, where the guard does not share its CPU with its
 callers and the model server); `--no-pin` lets the three share every core.
 
+First comes a floor phase (whole requests; `--no-floor` skips it): the same requests through bare_proxy.py, the
+guard's HTTP server and upstream client with nothing of the guard, on the guard's core. What it adds is what any
+proxy on this stack pays on this host (the hop, two more connections' work, waking the core); the guard's figure
+less the floor's is what verifying and recording cost.
+
     python benchmarks/bench_guard.py                                # 64 concurrent, 2,000 requests a phase
     python benchmarks/bench_guard.py --stream-modes hold,pass --requests 1000
     python benchmarks/bench_guard.py --upstream-ms 0 --token-ms 0   # saturation: the guard's own ceiling here
     python benchmarks/bench_guard.py --no-pin                       # guard, clients and upstream share the cores
+    python benchmarks/bench_guard.py --no-floor                     # the guard's phases only
 """
 
 from __future__ import annotations
@@ -232,47 +238,74 @@ def _row(name: str, phase: Phase, direct: Phase | None, cpu: dict[str, float], s
     return f"{name:<22} {p50:>8.1f} {p99:>8.1f} {first} {errors:>6}  {'; '.join(notes)}"
 
 
+def _measure(
+    args: argparse.Namespace,
+    upstream: tuple[subprocess.Popen[bytes], str],
+    proxy: tuple[subprocess.Popen[bytes], str],
+    *,
+    name: str,
+    stream: bool,
+    process_name: str = "guard",
+) -> list[str]:
+    """The same requests straight to the upstream and through `proxy` (the guard, or the bare proxy); two rows, with
+    the CPU per request of `proxy`'s process (as `process_name`) and of its children (its decision writer)."""
+    (upstream_process, upstream_url), (process, url) = upstream, proxy
+    warm = _bodies(50, stream=stream, upstream_ms=0)
+    asyncio.run(_load(upstream_url, warm, concurrency=8, stream=stream))
+    asyncio.run(_load(url, warm, concurrency=8, stream=stream))
+    bodies = _bodies(args.requests, stream=stream, upstream_ms=args.upstream_ms)
+    spread_s = args.upstream_ms / 1000
+    phases: dict[str, tuple[Phase, dict[str, float]]] = {}
+    for who, base in (("direct", upstream_url), ("through", url)):
+        before = {"guard": _cpu_s(process.pid), "writer": _children_cpu_s(process.pid)}
+        before |= {"upstream": _cpu_s(upstream_process.pid), "stolen": _steal_s()}
+        phase = asyncio.run(_load(base, bodies, concurrency=args.concurrency, stream=stream, spread_s=spread_s))
+        used = {process_name: _cpu_s(process.pid) - before["guard"]}
+        used["writer"] = _children_cpu_s(process.pid) - before["writer"]
+        used["clients"] = phase.client_cpu_s
+        used["upstream"] = _cpu_s(upstream_process.pid) - before["upstream"]
+        used["stolen"] = _steal_s() - before["stolen"]  # printed per request, as the CPU is
+        mine = (process_name, "writer")
+        cpu = {k: v * 1000 / args.requests for k, v in used.items() if who == "through" or k not in mine}
+        phases[who] = (phase, cpu)
+    (direct, direct_cpu), (through, through_cpu) = phases["direct"], phases["through"]
+    kind = name.split(", ", 1)[1]
+    return [_row(f"direct, {kind}", direct, None, direct_cpu, stream), _row(name, through, direct, through_cpu, stream)]
+
+
 def _phases(
-    args: argparse.Namespace, upstream: subprocess.Popen[bytes], upstream_url: str, mode: str, cpus: set[int] | None
+    args: argparse.Namespace, upstream: tuple[subprocess.Popen[bytes], str], mode: str, cpus: set[int] | None
 ) -> list[str]:
     """Whole and streamed requests, straight and through a guard with `--stream mode` on `cpus`; the rows to print."""
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         db = f"sqlite:///{folder}/desk.sqlite"
-        guard, guard_url = _guard(upstream_url, db, mode, cpus)
+        guard = _guard(upstream[1], db, mode, cpus)
         try:
             for stream in (False, True):
-                kind = f"{'stream ' + mode if stream else 'whole'}"
-                warm = _bodies(50, stream=stream, upstream_ms=0)
-                asyncio.run(_load(upstream_url, warm, concurrency=8, stream=stream))
-                asyncio.run(_load(guard_url, warm, concurrency=8, stream=stream))
-                bodies = _bodies(args.requests, stream=stream, upstream_ms=args.upstream_ms)
-                spread_s = args.upstream_ms / 1000
-                phases: dict[str, tuple[Phase, dict[str, float]]] = {}
-                for who, url in (("direct", upstream_url), ("guard", guard_url)):
-                    before = {"guard": _cpu_s(guard.pid), "writer": _children_cpu_s(guard.pid)}
-                    before |= {"upstream": _cpu_s(upstream.pid), "stolen": _steal_s()}
-                    phase = asyncio.run(
-                        _load(url, bodies, concurrency=args.concurrency, stream=stream, spread_s=spread_s)
-                    )
-                    used = {"guard": _cpu_s(guard.pid) - before["guard"]}
-                    used["writer"] = _children_cpu_s(guard.pid) - before["writer"]
-                    used["clients"] = phase.client_cpu_s
-                    used["upstream"] = _cpu_s(upstream.pid) - before["upstream"]
-                    used["stolen"] = _steal_s() - before["stolen"]  # printed per request, as the CPU is
-                    mine = ("guard", "writer")
-                    cpu = {k: v * 1000 / args.requests for k, v in used.items() if who == "guard" or k not in mine}
-                    phases[who] = (phase, cpu)
-                (direct, direct_cpu), (through, guard_cpu) = phases["direct"], phases["guard"]
-                rows.append(_row(f"direct, {kind}", direct, None, direct_cpu, stream))
-                rows.append(_row(f"guard, {kind}", through, direct, guard_cpu, stream))
+                name = f"guard, {'stream ' + mode if stream else 'whole'}"
+                rows += _measure(args, upstream, guard, name=name, stream=stream)
         finally:
-            guard.send_signal(signal.SIGTERM)
-            guard.wait(timeout=120)
+            guard[0].send_signal(signal.SIGTERM)
+            guard[0].wait(timeout=120)
         stored = create_engine(db).connect().execute(text("SELECT count(*) FROM guard_decisions")).scalar()
     sent = 2 * (args.requests + 50)
     print(f"--stream {mode}: decisions stored {stored} of {sent} guarded requests", flush=True)
     return rows
+
+
+def _floor(args: argparse.Namespace, upstream: tuple[subprocess.Popen[bytes], str], cpus: set[int] | None) -> list[str]:
+    """Whole requests through bare_proxy.py (the guard's server and upstream client, nothing else) on `cpus`."""
+    port = _port()
+    argv = [sys.executable, str(ROOT / "benchmarks" / "bare_proxy.py"), "--upstream", upstream[1], "--port", str(port)]
+    process = _start(argv, cpus, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _wait(f"http://127.0.0.1:{port}/healthz", process)
+    try:
+        proxy = (process, f"http://127.0.0.1:{port}/v1")
+        return _measure(args, upstream, proxy, name="floor, whole", stream=False, process_name="proxy")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
 
 
 def main() -> None:
@@ -290,18 +323,26 @@ def main() -> None:
         default=True,
         help="the guard on a core of its own, clients and upstream on the others (default: on, with 2+ cores)",
     )
+    parser.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="first, whole requests through bare_proxy.py: the guard's server stack with nothing of the guard (on)",
+    )
     args = parser.parse_args()
     guard_cpus, other_cpus = _cpus(args.pin)
     if other_cpus:
         os.sched_setaffinity(0, other_cpus)
-    upstream, upstream_url = _upstream(args.token_ms, other_cpus)
+    upstream = _upstream(args.token_ms, other_cpus)
     rows: list[str] = []
     try:
+        if args.floor:
+            rows += _floor(args, upstream, guard_cpus)
         for mode in args.stream_modes.split(","):
-            rows += _phases(args, upstream, upstream_url, mode, guard_cpus)
+            rows += _phases(args, upstream, mode, guard_cpus)
     finally:
-        upstream.terminate()
-        upstream.wait(timeout=10)
+        upstream[0].terminate()
+        upstream[0].wait(timeout=10)
     where = "guard, clients and upstream sharing every core"
     if guard_cpus and other_cpus:
         where = f"the guard on core(s) {sorted(guard_cpus)}, clients and upstream on {sorted(other_cpus)}"
