@@ -26,6 +26,7 @@ from debate.results import severity_text
 from debate.types import ReportVerdict
 from markov_debate.desk.bodies import PARSE_FAILED, body_problem, json_syntax_problem
 from markov_debate.desk.deps import html_error, wants_html
+from markov_debate.desk.models import GuardAction
 from markov_debate.desk.openapi import publish
 from markov_debate.desk.problems import ERROR_RESPONSES
 from markov_debate.desk.quotas import Quotas
@@ -52,6 +53,9 @@ log = logging.getLogger(__name__)
 _TEMPLATES = STATIC.parent / "templates"
 
 
+_TEMPLATE_GLOBALS = {"verdicts": get_args(ReportVerdict), "guard_actions": get_args(GuardAction)}
+
+
 def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI:
     """The app over `store` (opened from settings.db_url when not given)."""
     store = store or Store(
@@ -62,7 +66,7 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     templates = Jinja2Templates(directory=str(_TEMPLATES))
     templates.env.autoescape = True  # every template, whatever its name: nothing a user or model wrote is markup
     templates.env.filters["severity"] = severity_text
-    templates.env.globals.update(version=package_version(), verdicts=get_args(ReportVerdict), tasks=TASKS.names())
+    templates.env.globals.update(_TEMPLATE_GLOBALS, version=package_version(), tasks=TASKS.names())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -19,6 +19,7 @@ __all__ = [
     "BatchInfo",
     "EngineLabel",
     "EventInfo",
+    "GuardAction",
     "QueueItem",
     "ReviewIn",
     "ReviewInfo",
@@ -30,6 +31,8 @@ __all__ = [
 AuditStatus = Literal["pending", "running", "done", "failed", "cancelled"]
 EngineLabel = Literal["factual", "non_factual", "not_enough_evidence", "unverifiable"]
 """A claim's automated outcome: its label, or `unverifiable` when a failure left it without one."""
+GuardAction = Literal["passed", "annotated", "flagged", "blocked", "passed-unverified", "refused"]
+"""What `debate guard` did with an answer (its decision's `action`)."""
 EventKind = Literal[
     "submitted", "claimed", "requeued", "deferred", "finished", "failed", "cancelled", "discarded", "reviewed"
 ]

@@ -125,6 +125,7 @@ def audits_page(
     status: str = "",
     reviewed: str = "",
     q: str = "",
+    guard: str = "",
     page_number: Annotated[int, Query(alias="page", ge=1, le=PAGE_MAX)] = 1,
     before: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,
 ) -> HTMLResponse:
@@ -135,11 +136,12 @@ def audits_page(
         status=status or None,
         reviewed={"yes": True, "no": False}.get(reviewed),
         q=q or None,
+        guard_action=guard or None,
         page=page_number,
         per_page=25,
         before=before,
     )
-    filters = {"verdict": verdict, "task": task, "status": status, "reviewed": reviewed, "q": q}
+    filters = {"verdict": verdict, "task": task, "status": status, "reviewed": reviewed, "q": q, "guard": guard}
     paged = before is not None or page_number > 1
     return render(request, "audits.html", principal, listing=listing, filters=filters, paged=paged)
 

@@ -15,12 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from debate.results import transient_failure
 from debate.types import ClaimLabel, Report, ReportVerdict, RiskLevel, Span
+from markov_debate.desk.models import GuardAction
 from markov_debate.guard.settings import DebateMode, FailureMode, Policy, RouteSettings, StreamMode
 
 __all__ = ["Action", "Flagged", "Verification", "act", "failed", "verification"]
 
-Action = Literal["passed", "annotated", "flagged", "blocked", "passed-unverified", "refused"]
-"""What the guard did with the answer."""
+Action = GuardAction
+"""What the guard did with the answer (the desk filters its audits by it)."""
 Status = Literal["verified", "partial", "unverified"]
 
 _ORDER: tuple[RiskLevel, ...] = ("none", "low", "moderate", "high")

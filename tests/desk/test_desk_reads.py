@@ -1,6 +1,6 @@
 """Reads that must not grow with the store or show more than the reader's own (issue 44), over real HTTP: the
 audit list pages by id (keyset) at any depth, a submitter's statistics and dashboard count its own audits, and the
-agreement chart is drawn once per change, not once per request."""
+agreement chart is drawn once per change, not once per request. The list filters by what the guard did (issue 47)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from markov_debate.desk import views
-from tests.support.desk import ThreadedDesk, api_keys, settings_for, wait_done
+from tests.support.desk import ThreadedDesk, api_keys, guard_record, settings_for, wait_done
 from tests.support.fakes import FakeOpenAI
 
 pytestmark = pytest.mark.slow  # starts servers
@@ -72,3 +72,24 @@ def test_the_agreement_chart_is_drawn_once_per_change(desk: ThreadedDesk) -> Non
     alice.post(f"/v1/audits/{audit_id}/claims/c0/reviews", json={"decision": "overturn", "label": "factual"})
     alice.get("/dashboard/agreement.png")
     assert views._drawn.cache_info().misses == 2  # a new review: a new chart
+
+
+def test_the_list_filters_by_what_the_guard_did_in_the_api_and_the_page(desk: ThreadedDesk) -> None:
+    actions = ["blocked", "flagged", "blocked", "passed-unverified"]
+    assert desk.store.record_guarded([guard_record(n, a, policy="block") for n, a in enumerate(actions)]) == 4
+    ids = {n: desk.store.guard_decision(f"guard-{n}")[0] for n in range(4)}
+    root = desk.client("root")
+    plain = root.post("/v1/audits", json=AUDIT).json()["id"]
+    everything = root.get("/v1/audits").json()
+    assert everything["total"] == 5
+    for action in ("blocked", "flagged", "passed-unverified"):
+        page = root.get("/v1/audits", params={"guard_action": action}).json()
+        wanted = sorted((ids[n] for n, a in enumerate(actions) if a == action), reverse=True)
+        assert [item["id"] for item in page["items"]] == wanted and page["total"] == len(wanted)
+    assert root.get("/v1/audits", params={"guard_action": "annotated"}).json()["total"] == 0
+    wrong = root.get("/v1/audits", params={"guard_action": "deleted"})
+    assert wrong.status_code == 422 and "guard_action" in wrong.text
+    html = root.get("/", params={"guard": "blocked"}, headers={"Accept": "text/html"}).text
+    assert f"/audits/{ids[0]}" in html and f"/audits/{ids[2]}" in html
+    assert f"/audits/{ids[1]}" not in html and f"/audits/{plain}" not in html
+    assert '<option value="blocked" selected>' in html and "2 audit(s)" in html

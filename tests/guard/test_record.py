@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,27 +22,10 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import OperationalError
 
 from markov_debate.desk.requests import AuditRequest
-from markov_debate.desk.store import GuardRecord, GuardRows, Store
+from markov_debate.desk.store import GuardRows, Store
 from markov_debate.desk.tables import AuditRow, GuardDecisionRow
 from markov_debate.guard.record import Recorder, Writer
-
-
-def _record(n: int) -> GuardRecord:
-    request = AuditRequest(task="rag", response=f"Answer {n} [a].", question="q", reference={"a": "text"})
-    return GuardRecord(
-        request=request,
-        request_id=f"guard-{n}",
-        caller="anonymous",
-        at=datetime.now(UTC).replace(tzinfo=None),
-        route=None,
-        policy="annotate",
-        action="annotated",
-        status="unverified",
-        risk=None,
-        verification_json="{}",
-        report=None,
-        finished=False,
-    )
+from tests.support.desk import guard_record
 
 
 class _FlakyStore:
@@ -77,7 +59,7 @@ def test_decisions_wait_while_the_store_is_away_and_are_written_when_it_is_back(
     thread = threading.Thread(target=writer.run, args=(rows.get,))
     thread.start()
     for n in range(8):
-        rows.put(GuardRows.of(_record(n)))
+        rows.put(GuardRows.of(guard_record(n)))
     _until(lambda: store.refused >= 2)
     assert store.refused >= 2 and tally[0] == 0 and tally[2] > 0  # nothing stored; failing since a time
     store.up.set()
@@ -120,7 +102,7 @@ def test_the_writer_process_stores_what_it_is_handed_and_flushes_on_close(tmp_pa
     async def run() -> int:
         await recorder.start()
         for n in range(25):
-            recorder.add(_record(n))
+            recorder.add(guard_record(n))
             if n % 10 == 0:
                 await asyncio.sleep(0)  # several frames, not one
         assert recorder.pending + recorder.stored == 25
@@ -145,19 +127,19 @@ def test_the_writer_outlives_the_signals_of_a_stop_and_is_replaced_when_killed(
     async def run() -> int:
         await recorder.start()
         try:
-            recorder.add(_record(0))
+            recorder.add(guard_record(0))
             await _until_async(lambda: recorder.stored == 1)
             first = recorder.writer_pid
             assert first is not None
             # Ctrl-C and systemd's stop reach every process of the guard: the writer waits for the pipe to end.
             os.kill(first, signal.SIGINT)
             os.kill(first, signal.SIGTERM)
-            recorder.add(_record(1))
+            recorder.add(guard_record(1))
             await _until_async(lambda: recorder.stored == 2)
             assert recorder.stored == 2 and recorder.writer_pid == first
             await _kill(first)
             with caplog.at_level(logging.ERROR, logger="markov_debate.guard"):
-                recorder.add(_record(2))
+                recorder.add(guard_record(2))
                 await _until_async(lambda: recorder.writer_pid != first)
                 await _until_async(lambda: recorder.stored == 3)
             assert recorder.writer_pid != first
@@ -180,12 +162,12 @@ def test_what_a_killed_writer_held_is_counted_as_dropped(tmp_path: Path, caplog:
             assert first is not None
             os.kill(first, signal.SIGSTOP)  # it takes nothing more: what is sent now waits in the pipe
             for n in range(3):
-                recorder.add(_record(n))
+                recorder.add(guard_record(n))
             await asyncio.sleep(0.1)
             assert recorder.pending == 3
             await _kill(first)
             with caplog.at_level(logging.ERROR, logger="markov_debate.guard"):
-                recorder.add(_record(3))
+                recorder.add(guard_record(3))
                 await _until_async(lambda: recorder.stored == 1)
             assert "holding 3 decision(s), lost" in caplog.text
         finally:
@@ -198,7 +180,7 @@ def test_what_a_killed_writer_held_is_counted_as_dropped(tmp_path: Path, caplog:
 
 _UNCLOSED = """
 import asyncio, sys
-from tests.guard.test_record import _record
+from tests.support.desk import guard_record
 from markov_debate.guard.record import Recorder
 
 KEPT = []
@@ -207,10 +189,10 @@ async def main():
     recorder = Recorder(sys.argv[1], linger_s=0.01)
     KEPT.append(recorder)  # still referenced at exit, as the app's state is
     await recorder.start()
-    recorder.add(_record(0))
+    recorder.add(guard_record(0))
     while recorder.stored < 1:
         await asyncio.sleep(0.01)
-    recorder.add(_record(1))
+    recorder.add(guard_record(1))
     await asyncio.sleep(0)
 
 asyncio.run(main())
@@ -227,9 +209,9 @@ def test_a_guard_that_exits_without_closing_its_recorder_still_exits(tmp_path: P
 def test_a_retried_batch_is_stored_once(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'desk.sqlite'}")
     try:
-        records = [_record(n) for n in range(3)]
+        records = [guard_record(n) for n in range(3)]
         assert store.record_guarded(records) == 3
-        assert store.record_guarded([*records, _record(3)]) == 1
+        assert store.record_guarded([*records, guard_record(3)]) == 1
         with store._session() as s:
             decisions = s.scalar(select(func.count()).select_from(GuardDecisionRow))
             audits = s.scalars(select(AuditRow.status)).all()
@@ -245,14 +227,13 @@ def test_a_decision_that_cannot_be_written_is_dropped_and_named_and_the_rest_are
     recorder, db_url = _recorder(tmp_path)
     # A lone surrogate cannot be encoded as the audit's JSON; the guard's own reading never lets one through, so
     # the record is built by hand here.
-    unwritable = dataclasses.replace(
-        _record(1), request=AuditRequest.model_construct(task="rag", response="a\ud800", question=None, claims=None)
-    )
+    broken = AuditRequest.model_construct(task="rag", response="a\ud800", question=None, claims=None)
+    unwritable = dataclasses.replace(guard_record(1), request=broken)
 
     async def run() -> int:
         await recorder.start()
         with caplog.at_level(logging.ERROR, logger="markov_debate.guard"):
-            for record in (_record(0), unwritable, _record(2)):
+            for record in (guard_record(0), unwritable, guard_record(2)):
                 recorder.add(record)  # within one gather window: one frame for the three
             return await recorder.close(timeout_s=60)
 
@@ -276,7 +257,7 @@ def test_decisions_left_at_an_exit_after_the_writer_died_are_counted_as_lost(
         pid = recorder.writer_pid
         assert pid is not None
         _kill_blocking(pid)  # without yielding to the loop: the guard's side has not yet seen the reader go
-        recorder.add(_record(0))
+        recorder.add(guard_record(0))
         with caplog.at_level(logging.ERROR, logger="markov_debate.guard"):
             recorder._end_pipe()  # what the interpreter's exit runs when the guard never closed its recorder
         await recorder.close(timeout_s=10)

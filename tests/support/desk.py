@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -29,7 +30,9 @@ from sqlalchemy import create_engine, text
 from debate.config import ModelConfig, VerifierConfig
 from markov_debate.desk.app import create_app
 from markov_debate.desk.auth import ApiKey, hash_key
+from markov_debate.desk.requests import AuditRequest
 from markov_debate.desk.settings import DeskSettings
+from markov_debate.desk.store import GuardRecord
 from tests.support.fakes import Call, FakeOpenAI, Reply
 from tests.support.helpers import cli_env, op, sigint_default
 
@@ -47,6 +50,25 @@ def verdicts(call: Call) -> Reply:
 def fake_model() -> Iterator[FakeOpenAI]:
     with FakeOpenAI(routes={"debate": verdicts}) as server:
         yield server
+
+
+def guard_record(n: int, action: str = "annotated", *, policy: str = "annotate") -> GuardRecord:
+    """A decision of the guard on a RAG answer, as its writer hands it to the store (request id guard-N)."""
+    request = AuditRequest(task="rag", response=f"Answer {n} [a].", question="q", reference={"a": "text"})
+    return GuardRecord(
+        request=request,
+        request_id=f"guard-{n}",
+        caller="anonymous",
+        at=datetime.now(UTC).replace(tzinfo=None),
+        route=None,
+        policy=policy,
+        action=action,
+        status="unverified",
+        risk=None,
+        verification_json="{}",
+        report=None,
+        finished=False,
+    )
 
 
 KEYS = {

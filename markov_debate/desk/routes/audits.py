@@ -24,7 +24,7 @@ from markov_debate.desk.deps import (
     validated,
 )
 from markov_debate.desk.export import EXPORT_MEDIA, ExportFormat, export_stream
-from markov_debate.desk.models import AuditDetail, AuditPage, AuditStatus, iso_moment
+from markov_debate.desk.models import AuditDetail, AuditPage, AuditStatus, GuardAction, iso_moment
 from markov_debate.desk.quotas import check_pending
 from markov_debate.desk.requests import AuditRequest
 
@@ -64,13 +64,15 @@ def list_audits(
     q: Annotated[str | None, Query(max_length=500)] = None,
     since: Annotated[datetime | None, BeforeValidator(iso_moment), Query()] = None,
     batch: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,
+    guard_action: Annotated[GuardAction | None, Query()] = None,
     page: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 1,
     per_page: Annotated[int, Query(ge=1, le=200)] = 50,
     before: Annotated[int | None, Query(ge=1, le=ID_MAX)] = None,
 ) -> AuditPage:
-    """Audits, newest first, by verdict, task, status, reviewed or not, text (`q`), creation time (`since`). A
-    submitter sees its own. Page on with `before=` the answer's `next_before` (as fast at any depth as on the
-    first page); `page=` still works but skips rows to get there."""
+    """Audits, newest first, by verdict, task, status, reviewed or not, text (`q`), creation time (`since`), and
+    what `debate guard` did with the answer (`guard_action`: e.g. the blocked ones). A submitter sees its own. Page
+    on with `before=` the answer's `next_before` (as fast at any depth as on the first page); `page=` still works but
+    skips rows to get there."""
     return store.audits(
         owner=principal.owner,
         verdict=verdict,
@@ -80,6 +82,7 @@ def list_audits(
         q=q,
         since=utc(since),
         batch_id=batch,
+        guard_action=guard_action,
         page=page,
         per_page=per_page,
         before=before,

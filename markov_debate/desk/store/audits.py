@@ -7,11 +7,11 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import nullcontext
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import and_, exists, func, select
+from sqlalchemy import and_, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -27,6 +27,7 @@ from markov_debate.desk.models import (
 )
 from markov_debate.desk.requests import AuditRequest, load_request
 from markov_debate.desk.store.db import CancelledReplayError, ConflictError, NotFoundError, sha, utcnow
+from markov_debate.desk.store.filters import AuditFilters
 from markov_debate.desk.store.reporting import ReportingStore
 from markov_debate.desk.store.visibility import WORKER_KINDS, hidden_in_report, hidden_in_text
 from markov_debate.desk.tables import AuditRow, BatchRow, ClaimRow, EventRow, ReviewRow
@@ -277,34 +278,24 @@ class AuditStore(ReportingStore):
         since: datetime | None = None,
         batch_id: int | None = None,
         owner: str | None = None,
+        guard_action: str | None = None,
         page: int = 1,
         per_page: int = 50,
         before: int | None = None,
     ) -> AuditPage:
-        """Audits, newest first, filtered (`owner`: only those that principal submitted); `before`: those older
-        than that audit id (the next page of a listing, read by the index), else `page`."""
-        conditions = []
-        if owner is not None:
-            conditions.append(AuditRow.submitted_by == owner)
-        if verdict:
-            conditions.append(func.coalesce(AuditRow.reviewed_verdict, AuditRow.verdict) == verdict)
-        if task:
-            conditions.append(AuditRow.task == task)
-        if status:
-            conditions.append(AuditRow.status == status)
-        if since is not None:
-            conditions.append(
-                AuditRow.created_at >= since.astimezone(UTC).replace(tzinfo=None)
-                if since.tzinfo
-                else AuditRow.created_at >= since
-            )
-        if q:
-            conditions.append(AuditRow.search_text.contains(q.lower(), autoescape=True))
-        if batch_id is not None:
-            conditions.append(AuditRow.batch_id == batch_id)
-        if reviewed is not None:
-            has_review = exists().where(ReviewRow.audit_id == AuditRow.id)
-            conditions.append(has_review if reviewed else ~has_review)
+        """Audits, newest first, filtered (see AuditFilters); `before`: those older than that audit id (the next
+        page of a listing, read by the index), else `page`."""
+        conditions = AuditFilters(
+            verdict=verdict,
+            task=task,
+            status=status,
+            reviewed=reviewed,
+            q=q,
+            since=since,
+            batch_id=batch_id,
+            owner=owner,
+            guard_action=guard_action,
+        ).conditions()
         where = and_(*conditions) if conditions else None
         with self._read() as s:
             base = select(AuditRow)
