@@ -111,7 +111,8 @@ def _start(
     return subprocess.Popen(argv, preexec_fn=preexec, stdout=stdout, stderr=stderr)
 
 
-def _upstream(token_ms: float, cpus: set[int] | None) -> tuple[subprocess.Popen[bytes], str]:
+def start_upstream(token_ms: float, cpus: set[int] | None) -> tuple[subprocess.Popen[bytes], str]:
+    """fake_endpoint.py answering with ANSWER, in a process of its own on `cpus`; the process and its base URL."""
     argv = [sys.executable, str(ROOT / "benchmarks" / "fake_endpoint.py"), "--answer", ANSWER]
     process = _start([*argv, "--token-ms", str(token_ms)], cpus, stdout=subprocess.PIPE)
     assert process.stdout is not None
@@ -244,11 +245,12 @@ def _measure(
     proxy: tuple[subprocess.Popen[bytes], str],
     *,
     name: str,
+    kind: str,
     stream: bool,
-    process_name: str = "guard",
 ) -> list[str]:
-    """The same requests straight to the upstream and through `proxy` (the guard, or the bare proxy); two rows, with
-    the CPU per request of `proxy`'s process (as `process_name`) and of its children (its decision writer)."""
+    """The same requests straight to the upstream and through `proxy` (the guard, or the bare proxy); two rows
+    (`direct, kind` and `name, kind`), with the CPU per request of `proxy`'s process (as `name`) and of its children
+    (its decision writer)."""
     (upstream_process, upstream_url), (process, url) = upstream, proxy
     warm = _bodies(50, stream=stream, upstream_ms=0)
     asyncio.run(_load(upstream_url, warm, concurrency=8, stream=stream))
@@ -257,20 +259,22 @@ def _measure(
     spread_s = args.upstream_ms / 1000
     phases: dict[str, tuple[Phase, dict[str, float]]] = {}
     for who, base in (("direct", upstream_url), ("through", url)):
-        before = {"guard": _cpu_s(process.pid), "writer": _children_cpu_s(process.pid)}
+        before = {name: _cpu_s(process.pid), "writer": _children_cpu_s(process.pid)}
         before |= {"upstream": _cpu_s(upstream_process.pid), "stolen": _steal_s()}
         phase = asyncio.run(_load(base, bodies, concurrency=args.concurrency, stream=stream, spread_s=spread_s))
-        used = {process_name: _cpu_s(process.pid) - before["guard"]}
+        used = {name: _cpu_s(process.pid) - before[name]}
         used["writer"] = _children_cpu_s(process.pid) - before["writer"]
         used["clients"] = phase.client_cpu_s
         used["upstream"] = _cpu_s(upstream_process.pid) - before["upstream"]
         used["stolen"] = _steal_s() - before["stolen"]  # printed per request, as the CPU is
-        mine = (process_name, "writer")
+        mine = (name, "writer")
         cpu = {k: v * 1000 / args.requests for k, v in used.items() if who == "through" or k not in mine}
         phases[who] = (phase, cpu)
     (direct, direct_cpu), (through, through_cpu) = phases["direct"], phases["through"]
-    kind = name.split(", ", 1)[1]
-    return [_row(f"direct, {kind}", direct, None, direct_cpu, stream), _row(name, through, direct, through_cpu, stream)]
+    return [
+        _row(f"direct, {kind}", direct, None, direct_cpu, stream),
+        _row(f"{name}, {kind}", through, direct, through_cpu, stream),
+    ]
 
 
 def _phases(
@@ -283,8 +287,8 @@ def _phases(
         guard = _guard(upstream[1], db, mode, cpus)
         try:
             for stream in (False, True):
-                name = f"guard, {'stream ' + mode if stream else 'whole'}"
-                rows += _measure(args, upstream, guard, name=name, stream=stream)
+                kind = f"stream {mode}" if stream else "whole"
+                rows += _measure(args, upstream, guard, name="guard", kind=kind, stream=stream)
         finally:
             guard[0].send_signal(signal.SIGTERM)
             guard[0].wait(timeout=120)
@@ -302,7 +306,7 @@ def _floor(args: argparse.Namespace, upstream: tuple[subprocess.Popen[bytes], st
     _wait(f"http://127.0.0.1:{port}/healthz", process)
     try:
         proxy = (process, f"http://127.0.0.1:{port}/v1")
-        return _measure(args, upstream, proxy, name="floor, whole", stream=False, process_name="proxy")
+        return _measure(args, upstream, proxy, name="floor", kind="whole", stream=False)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
@@ -333,7 +337,7 @@ def main() -> None:
     guard_cpus, other_cpus = _cpus(args.pin)
     if other_cpus:
         os.sched_setaffinity(0, other_cpus)
-    upstream = _upstream(args.token_ms, other_cpus)
+    upstream = start_upstream(args.token_ms, other_cpus)
     rows: list[str] = []
     try:
         if args.floor:

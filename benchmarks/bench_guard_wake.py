@@ -18,13 +18,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-from bench_guard import ANSWER, SOURCES
+from bench_guard import ANSWER, SOURCES, start_upstream
 
 from debate.cli import build_parser
 from markov_debate.guard.check import Checker
@@ -80,11 +77,7 @@ def main() -> None:
     parser.add_argument("--per-round", type=int, default=100, help="verifications per pause and round (100)")
     args = parser.parse_args()
     args.pauses_ms = [float(ms) for ms in args.pauses_ms.split(",") if ms.strip()]
-    endpoint = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("fake_endpoint.py")), "--answer", ANSWER], stdout=subprocess.PIPE
-    )
-    assert endpoint.stdout is not None
-    judge = f"http://127.0.0.1:{endpoint.stdout.readline().decode().split()[1]}/v1"
+    endpoint, judge = start_upstream(0, None)
     try:
         with tempfile.TemporaryDirectory() as folder:
             times = asyncio.run(_run(args, f"sqlite:///{folder}/desk.sqlite", judge))
