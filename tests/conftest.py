@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+pytest_plugins = ["tests.support.timing"]  # what each test starts, for .ci/durations.py
+
 # Generated-input tests: "ci" (the default) keeps the suite inside CI's time; `pytest --hypothesis-profile long`
 # runs 20 times as many examples locally.
 settings.register_profile("ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -31,3 +33,73 @@ def no_endpoint_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 os.environ.setdefault("NO_COLOR", "1")
+# CI passes --durations and --junitxml in PYTEST_ADDOPTS (.ci/run); pytest has read them by now. A pytest that a test
+# starts (a docs block's, a plugin's) must not inherit them and write over CI's junit file.
+os.environ.pop("PYTEST_ADDOPTS", None)
+
+
+# --- Running in parallel (pytest-xdist) -----------------------------------------------------------------------------
+# `python -m pytest` runs on every core (pyproject's `-n auto`); naming single tests (`path::test`), --pdb or -n 0
+# runs in this process, as a contributor who re-runs one failure expects.
+# Tests that share a costly fixture run on one worker, so it starts once: a module-scoped fixture's tests are grouped
+# by module, and every test of the embedded model shares one llama.cpp server. The longest tests go out first, so no
+# worker is left with a long test at the end while the other idles.
+
+SHARED_SESSION_FIXTURES = {"embedded_server": "embedded"}
+"""Session fixtures whose process is costly enough to keep to one worker: fixture -> group."""
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for `-n auto`: DEBATE_TEST_WORKERS, else one per core, else none when single tests are named."""
+    if os.environ.get("DEBATE_TEST_WORKERS"):
+        return int(os.environ["DEBATE_TEST_WORKERS"])
+    if config.args and all("::" in arg for arg in config.args):
+        return 0
+    return os.cpu_count() or 1
+
+
+def _group(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("embedded"):
+        return "embedded"
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for name in info.names_closure:
+        if name in SHARED_SESSION_FIXTURES:
+            return SHARED_SESSION_FIXTURES[name]
+        definitions = info.name2fixturedefs.get(name)
+        if definitions and definitions[-1].scope in ("module", "package"):
+            return item.nodeid.split("::", 1)[0]
+    return None
+
+
+PROCESS_FIXTURES = {"postgres", "pg", "embedded_server", "phoenix", "browser"}
+"""Fixtures that start a server process (PostgreSQL, llama.cpp, Phoenix, Chromium): a test using one is `slow`."""
+
+
+def _starts_a_process(item: pytest.Item) -> bool:
+    """A test that uses a process fixture, or is parametrized over the PostgreSQL store (its fixture asks for the
+    server at run time, which collection cannot see)."""
+    callspec = getattr(item, "callspec", None)
+    on_postgres = callspec is not None and "postgres" in [str(v) for v in callspec.params.values()]
+    return on_postgres or bool(PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def _weight(item: pytest.Item) -> int:
+    """Heaviest first: the embedded model, then tests that start processes, then the rest (collection order kept
+    within each)."""
+    if item.get_closest_marker("embedded"):
+        return 0
+    return 1 if item.get_closest_marker("slow") else 2
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _starts_a_process(item) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=_weight)
+    for item in items:
+        group = _group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

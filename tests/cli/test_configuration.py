@@ -138,6 +138,7 @@ def test_old_spellings_set_the_field_and_warn_once(caplog: pytest.LogCaptureFixt
     assert all(path in FIELDS for alias in ALIASES for path in alias.paths)
 
 
+@pytest.mark.slow  # runs the `debate` command
 def test_brief_help_and_help_all() -> None:
     brief = debate("verify", "--help")
     assert brief.returncode == 0 and len(brief.stdout.splitlines()) < 60, brief.stdout
@@ -150,6 +151,7 @@ def test_brief_help_and_help_all() -> None:
     assert "did you mean --debate.min_rounds" in typo.stderr
 
 
+@pytest.mark.slow  # runs the `debate` command
 def test_config_show_round_trips_through_toml(tmp_path: Path) -> None:
     argv = ("--debate.min_rounds", "3", "--model.seed", "none", "--prefilter.prefilters", "all", "--rollup", "soft")
     shown = debate("config", "show", *argv, "--format", "json")

@@ -27,8 +27,6 @@ from tests.support.desk import (
 from tests.support.fakes import FakeOpenAI, Reply
 from tests.support.helpers import REFCHECKER_EXAMPLE, debate
 
-pytestmark = pytest.mark.slow  # starts processes
-
 FRANCE = {"question": "What is the capital of France?", "reference": "Paris is the capital of France."}
 RIGHT = {**FRANCE, "response": "The capital of France is Paris."}
 WRONG_ANSWER = {**FRANCE, "response": f"The capital of France is {WRONG}."}
@@ -403,6 +401,7 @@ def test_ui_pages_render(desk: ThreadedDesk) -> None:
     assert client.get("/audits/999").status_code == 404
 
 
+@pytest.mark.slow  # runs the `debate` command
 def test_serve_refuses_a_public_host_without_keys(tmp_path: Path) -> None:
     result = debate(
         "serve",
@@ -416,6 +415,7 @@ def test_serve_refuses_a_public_host_without_keys(tmp_path: Path) -> None:
     assert result.returncode == 2 and "API keys" in result.stderr
 
 
+@pytest.mark.slow  # runs the `debate` command
 def test_new_key_line_is_accepted_by_the_keys_file(tmp_path: Path) -> None:
     from markov_debate.desk.auth import find_key, load_keys
 

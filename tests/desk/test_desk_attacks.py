@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.desk import KEYS, api_keys, auth, served
+from tests.support.desk import KEYS, api_keys, auth, served, wait_for
 
 pytestmark = pytest.mark.slow  # starts processes, holds hundreds of sockets
 
@@ -99,8 +99,8 @@ def test_a_second_request_on_a_connection_has_a_header_deadline_too(tmp_path: Pa
             sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             assert sock.recv(65536).startswith(b"HTTP/1.1 200")
             sock.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
-            time.sleep(3.5)  # past the header deadline (the keep-alive timer stopped at the first byte)
-            assert _closed(sock)
+            # closed at the header deadline (the keep-alive timer stopped at the first byte), not left open
+            wait_for(lambda: _closed(sock), timeout=10, what="the half-sent second request to be closed")
 
 
 def test_malformed_requests_are_one_log_line_a_while(tmp_path: Path) -> None:
@@ -166,9 +166,14 @@ def test_upload_slots_are_counted_per_key_and_in_all(tmp_path: Path) -> None:
         finally:
             for sock in held:
                 sock.close()
-        time.sleep(0.5)  # the slots are given back when their requests end
-        after = httpx.post(url + "/v1/batches?task=qa", content=b"{}", headers=auth("sam"))
-        assert after.status_code == 422, after.text  # read, and refused for what it is
+
+        # the slots are given back when their requests end: then an upload is read, and refused for what it is
+        def read() -> httpx.Response | None:
+            answer = httpx.post(url + "/v1/batches?task=qa", content=b"{}", headers=auth("sam"))
+            return None if answer.status_code == 429 else answer
+
+        after = wait_for(read, what="the upload slots to be given back")
+        assert after.status_code == 422, after.text
 
 
 def test_large_uploads_are_parsed_where_health_does_not_wait_for_them(tmp_path: Path) -> None:

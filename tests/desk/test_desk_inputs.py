@@ -11,8 +11,6 @@ import pytest
 
 from tests.support.desk import ThreadedDesk, api_keys, fresh_database, settings_for
 
-pytestmark = pytest.mark.slow  # a PostgreSQL server and the desk on a loopback port
-
 
 @pytest.mark.parametrize(
     ("method", "url", "where"),

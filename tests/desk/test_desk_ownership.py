@@ -15,8 +15,6 @@ from markov_debate.desk.auth import ApiKey, hash_key
 from tests.support.desk import ThreadedDesk, api_keys, auth, jsonl, settings_for, wait_done
 from tests.support.fakes import FakeOpenAI
 
-pytestmark = pytest.mark.slow  # starts servers
-
 AUDIT = {
     "question": "What is the capital of France?",
     "reference": "Paris is the capital of France.",

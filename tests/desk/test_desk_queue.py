@@ -20,8 +20,6 @@ from tests.support.desk import WRONG, ThreadedDesk, api_keys, fresh_database, se
 from tests.support.fakes import Call, FakeOpenAI, Reply
 from tests.support.helpers import op
 
-pytestmark = pytest.mark.slow  # starts servers
-
 FRANCE = {"question": "What is the capital of France?", "reference": "Paris is the capital of France."}
 TWO_WRONG = {**FRANCE, "response": "x", "claims": [f"The capital of France is {WRONG}.", f"{WRONG} is in France."]}
 RIGHT = {**FRANCE, "response": "The capital of France is Paris."}

@@ -13,8 +13,6 @@ from markov_debate.desk import views
 from tests.support.desk import ThreadedDesk, api_keys, guard_record, settings_for, wait_done
 from tests.support.fakes import FakeOpenAI
 
-pytestmark = pytest.mark.slow  # starts servers
-
 AUDIT = {"question": "Capital of France?", "response": "Paris.", "reference": "Paris is the capital of France."}
 
 

@@ -19,8 +19,6 @@ from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import NotFoundError, Store
 from markov_debate.desk.uploads import UploadPool
 
-pytestmark = pytest.mark.slow  # starts processes
-
 RIGHT = {"question": "Capital of France?", "response": "Paris.", "reference": "Paris is the capital of France."}
 
 

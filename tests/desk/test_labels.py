@@ -15,8 +15,6 @@ from debate.testing import ScriptedChatClient
 from tests.support.fakes import Call, FakeOpenAI, Reply
 from tests.support.helpers import REFCHECKER_EXAMPLE, debate, op
 
-pytestmark = pytest.mark.slow  # starts processes
-
 
 def _refchecker_item(record: dict[str, Any], *args: Any) -> dict[str, Any]:
     """refchecker_item on a results-log record written as JSON (the log's own shape)."""
@@ -73,6 +71,7 @@ async def test_the_paper_set_has_two_labels() -> None:
     assert report.claims[0].label == "factual"
 
 
+@pytest.mark.slow  # runs the `debate` command
 def test_refchecker_example_round_trip(tmp_path: Path) -> None:
     """RefChecker's example input in, RefChecker's output shape out: input fields kept, claims, Y and ys."""
     source, out = tmp_path / "example_in.json", tmp_path / "example_out.json"

@@ -46,6 +46,7 @@ def desk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedDesk]:
         yield server
 
 
+@pytest.mark.slow  # runs schemathesis
 @pytest.mark.parametrize("role", ["root", "alice", "sam"], ids=["admin", "reviewer", "submitter"])
 def test_the_api_keeps_its_published_schema(desk: ThreadedDesk, role: str, tmp_path: Path) -> None:
     command = shutil.which("schemathesis")

@@ -14,8 +14,6 @@ import uvicorn
 
 from markov_debate.desk.serving import ServerLimits, guarded_protocol
 
-pytestmark = pytest.mark.slow  # a server per test, and the deadlines are waited for
-
 LIMITS = ServerLimits(connections=4, header_timeout_s=1.0, file_limit=1024, body_min_rate=1024.0, body_timeout_s=2.0)
 PARSERS = ["h11", "httptools"]
 

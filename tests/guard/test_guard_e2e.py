@@ -19,8 +19,6 @@ from tests.support.fakes import FakeOpenAI, Reply
 from tests.support.helpers import op
 from tests.support.phoenix import need
 
-pytestmark = pytest.mark.slow
-
 
 def _judge() -> FakeOpenAI:
     """Says false to a claim naming Lyon, true to any other (a rule on what it is asked, never on prompt wording);

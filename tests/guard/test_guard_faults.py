@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from tests.guard.conftest import GOOD, SOURCES, GuardServer, judge_config
-from tests.support.desk import free_port, fresh_database, postgres_cluster, skip_without_postgres
+from tests.support.desk import free_port, fresh_database, postgres_cluster, skip_without_postgres, wait_for
 from tests.support.fakes import FakeOpenAI, Reply
 from tests.support.helpers import cli_env, op
 
@@ -108,7 +108,9 @@ def test_sigterm_lets_the_request_in_flight_finish_and_keeps_its_decision(tmp_pa
                     time.sleep(0.1)
             with ThreadPoolExecutor(1) as pool:
                 answer = pool.submit(httpx.post, f"http://127.0.0.1:{port}/v1/chat/completions", json=BODY, timeout=30)
-                time.sleep(0.5)  # the request is with the upstream now
+                # the signal comes while the request is with the upstream (its answer takes 1.5 s), however long
+                # the request took to get there on a loaded machine
+                wait_for(lambda: upstream.calls, timeout=60, what="the request to reach the upstream")
                 guard.send_signal(signal.SIGTERM)
                 response = answer.result()
             _, stderr = guard.communicate(timeout=60)

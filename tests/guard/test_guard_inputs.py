@@ -18,8 +18,6 @@ from tests.guard.conftest import GOOD, GuardServer, judge_config
 from tests.support.fakes import FakeOpenAI, Reply
 from tests.support.helpers import op
 
-pytestmark = pytest.mark.slow
-
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),

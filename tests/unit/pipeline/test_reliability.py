@@ -60,6 +60,7 @@ def _batch(source: Path, out: Path, url: str, *extra: str) -> subprocess.Complet
     )
 
 
+@pytest.mark.slow  # runs the `debate` command
 def test_an_outage_stops_the_batch_and_a_rerun_redoes_what_failed(tmp_path: Path) -> None:
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     ids = _items(source, 8)
@@ -83,6 +84,7 @@ def test_an_outage_stops_the_batch_and_a_rerun_redoes_what_failed(tmp_path: Path
     assert all(r["result"]["verdict"] == "factual" for r in records)
 
 
+@pytest.mark.slow  # runs the `debate` command
 def test_no_retry_failed_keeps_failures_as_they_are(tmp_path: Path) -> None:
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     _items(source, 2)
@@ -98,6 +100,7 @@ def test_no_retry_failed_keeps_failures_as_they_are(tmp_path: Path) -> None:
         assert redone.returncode == 0 and "2 redone" in redone.stderr
 
 
+@pytest.mark.slow  # runs the `debate` command
 def test_input_bytes_bom_crlf_and_a_non_utf8_line(tmp_path: Path) -> None:
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     good = [

@@ -230,6 +230,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "debate.cli", *args], capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow  # runs the `debate` command
 def test_check_tools_command(tmp_path: Path) -> None:
     registry = tmp_path / "tools.json"
     registry.write_text(json.dumps(TOOLS))
