@@ -32,7 +32,10 @@ pytestmark = pytest.mark.slow  # serves the desk on a loopback port
 
 
 def test_health_shows_causes_to_admins_only_and_a_long_outage_is_503(tmp_path: Path) -> None:
-    down = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens: the endpoint is down from the start
+    # Nothing listens on port 9 (the discard port; no test server gets it from the ephemeral range): the endpoint is
+    # down from the start and stays down. A port from free_port() could be taken by another xdist worker's server
+    # during the retry ladder, which then answers the worker's next try.
+    down = "http://127.0.0.1:9/v1"
     settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", down, keys=api_keys(), outage_s=1.0, breaker_max_s=0.5)
     with ThreadedDesk(settings) as desk:
         anonymous, admin = desk.client(), desk.client("root")
