@@ -42,7 +42,7 @@ PRECEDENCE = [
 
 
 class Run:
-    """One junit file: each test id's seconds, kinds and outcome."""
+    """One junit file: each test id's seconds, the kinds it started and its CPU seconds, and the run's wall time."""
 
     def __init__(self, path: Path) -> None:
         self.seconds: dict[str, float] = {}
@@ -79,7 +79,7 @@ def _cpu(run: Run, seconds: float) -> str:
 
 
 def table(title: str, runs: list[tuple[str, Run]], key: str) -> list[str]:
-    """Markdown rows: per group, the number of tests and seconds of each run."""
+    """Markdown rows: per group (folder, or heaviest kind started), each run's tests, seconds and CPU seconds."""
     sums: list[dict[str, float]] = []
     cpus: list[dict[str, float]] = []
     counts: list[dict[str, int]] = []
