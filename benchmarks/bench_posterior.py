@@ -35,6 +35,7 @@ from experiments.dynamics.examples import CALIBRATION_EXAMPLES
 from experiments.dynamics.fitted import fit_model
 from experiments.dynamics.observe import RunObservations, read_run
 from experiments.dynamics.predict import Predicted, Setting, predict
+from experiments.dynamics.replicate import design_of
 from experiments.dynamics.simulate import Population
 from experiments.dynamics.simulate_run import simulate_run
 
@@ -80,7 +81,7 @@ def _holds(p: Predicted, accuracy: float, calls: float, calls_se: float, n: int)
 def _population(name: str, population: Population, n: int, folder: Path, plot: Path | None) -> str:
     started = time.perf_counter()
     fitted_run = _run(population, folder / "fit", n, None)
-    fitted = fit_model(fitted_run.observations, bootstrap=200, seed=0)
+    fitted = fit_model(fitted_run.observations, bootstrap=200, seed=0, designs=[design_of(fitted_run)])
     calibration = calibration_of(fitted, [fitted_run])
     cal = folder / "cal.json"
     cal.write_text(calibration.model_dump_json(indent=2))

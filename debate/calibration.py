@@ -66,6 +66,9 @@ class Check(_Model):
     """At its level: the assumption fails on this run."""
     detail: str
     """What was tested on what, and what it found, in a line."""
+    reference: Literal["chi-square", "fitted model"] = "chi-square"
+    """What the statistic is compared with: the chi-square of the pooled test, or the same test on runs of the
+    fitted model (which holds its item classes: agreement from shared difficulty is expected there)."""
 
 
 class ContextCount(_Model):
@@ -180,21 +183,30 @@ class Calibration(_Model):
 
 
 def not_calibrated(checks: list[Check], classes: int) -> list[str]:
-    """The failed checks that leave p_factual uncalibrated (see `UNCALIBRATING_CHECKS`), each as a line."""
-    names = UNCALIBRATING_CHECKS if classes > 1 else (*UNCALIBRATING_CHECKS, "heterogeneity", "overdispersion")
+    """The failed checks that leave p_factual uncalibrated (see `UNCALIBRATING_CHECKS`), each as a line. A check
+    against the fitted model (`Check.reference`) holds its item classes, so with classes its heterogeneity check
+    counts too: the mixture does not explain the items' difficulty."""
+    against = {c.name for c in checks if c.reference == "fitted model"}
+    names: tuple[str, ...] = UNCALIBRATING_CHECKS
+    if classes == 1:
+        names = (*names, "heterogeneity", "overdispersion")
+    elif "heterogeneity" in against:
+        names = (*names, "heterogeneity")
     why = {
         "markov": "the agents remember earlier opinions",
         "state": "a role behaves differently by state",
-        "heterogeneity": "items differ in difficulty and the model has one class",
+        "heterogeneity": "items differ in difficulty and the model has one class"
+        if classes == 1
+        else f"items differ in difficulty more than the {classes} classes explain",
         "overdispersion": "items differ in difficulty and the model has one class",
     }
-    # with classes of items, shared difficulty alone can fail the pooled Markov and state checks: said, not hidden
-    shared = " or items of unequal difficulty" if classes > 1 else ""
-    return [
-        f"the {c.name} check fails ({why[c.name]}{shared if c.name in UNCALIBRATING_CHECKS else ''}: {c.detail})"
-        for c in checks
-        if c.rejected and c.name in names
-    ]
+
+    def cause(check: Check) -> str:
+        # pooled over classes, shared difficulty alone can fail the Markov and state checks: said, not hidden
+        shared = classes > 1 and check.name in UNCALIBRATING_CHECKS and check.name not in against
+        return why[check.name] + (" or items of unequal difficulty" if shared else "")
+
+    return [f"the {c.name} check fails ({cause(c)}: {c.detail})" for c in checks if c.rejected and c.name in names]
 
 
 @functools.lru_cache(maxsize=16)

@@ -11,7 +11,7 @@ from debate._lazy import lazy_exports
 if TYPE_CHECKING:
     from debate.engine._builtins import PAPER_TRANSITION_RULES
     from debate.engine._driver import ChainDriver, PriorOpinion, TurnPlan, TurnRecord, explain_moves, transcript_result
-    from debate.engine._expectation import Outcome, RoleModel, outcome
+    from debate.engine._expectation import Outcome, RoleModel, outcome, shown_in_state
     from debate.engine._graph import MarkovChain, load_chain
     from debate.engine._inputs import render_evidence, render_opinion, render_opinions
     from debate.engine._posterior import (
@@ -42,6 +42,7 @@ _WHERE = {
     "Outcome": "debate.engine._expectation",
     "RoleModel": "debate.engine._expectation",
     "outcome": "debate.engine._expectation",
+    "shown_in_state": "debate.engine._expectation",
     "BACKOFF_LEVELS": "debate.engine._posterior",
     "GovernedPath": "debate.engine._posterior",
     "PosteriorModel": "debate.engine._posterior",
@@ -99,6 +100,7 @@ __all__ = [
     "render_opinion",
     "render_opinions",
     "result_records",
+    "shown_in_state",
     "transcript_result",
     "turn_contexts",
 ]

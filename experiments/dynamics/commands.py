@@ -20,6 +20,7 @@ from experiments.dynamics.fit import fit
 from experiments.dynamics.fitted import FittedModel, fit_model
 from experiments.dynamics.observe import RunObservations, read_run
 from experiments.dynamics.predict import Predicted, SelfCheck, Setting, governor_of, predict, self_check
+from experiments.dynamics.replicate import design_of
 from experiments.dynamics.report import Checked, fit_table, predict_table, validate_table
 
 __all__ = ["fit_command", "plot_predictions", "predict_command", "validate_command"]
@@ -37,7 +38,14 @@ def _observed(run: RunObservations) -> tuple[float, float]:
 def _model(run: RunObservations, args: argparse.Namespace, others: list[RunObservations]) -> FittedModel:
     """The fit of `run`, its checks across `others` too when they share its items."""
     shared = [run.observations] + [o.observations for o in others] if others else []
-    return fit_model(run.observations, model=args.model, bootstrap=args.bootstrap, seed=args.seed, runs=shared)
+    return fit_model(
+        run.observations,
+        model=args.model,
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+        runs=shared,
+        designs=[design_of(run)],
+    )
 
 
 def _self_check(run: RunObservations, fitted: FittedModel) -> SelfCheck:
@@ -64,7 +72,14 @@ def fit_command(args: argparse.Namespace) -> int:
     seen = [o for run in runs for o in run.observations]
     first = runs[0]
     per_run = [run.observations for run in runs]
-    fitted = fit_model(seen, model=args.model, bootstrap=args.bootstrap, seed=args.seed, runs=per_run)
+    fitted = fit_model(
+        seen,
+        model=args.model,
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+        runs=per_run,
+        designs=[design_of(run) for run in runs],
+    )
     result = fit(
         seen,
         runs=[str(r) for r in args.runs],

@@ -9,8 +9,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from debate.engine import PosteriorModel
 from experiments.dynamics.diagnostics import (
     Check,
+    fitted_checks,
     heterogeneity_check,
     markov_check,
     overdispersion_check,
@@ -19,6 +21,7 @@ from experiments.dynamics.diagnostics import (
 from experiments.dynamics.mixture import choose_classes, fit_mixture
 from experiments.dynamics.model import Floats, Indexed, Mixture, multiplicities
 from experiments.dynamics.observe import Observation
+from experiments.dynamics.replicate import Design
 
 __all__ = ["Diagnostics", "FittedModel", "ModelChoice", "ModelKind", "diagnose", "fit_model"]
 
@@ -89,7 +92,11 @@ def _choose(ix: Indexed, model: ModelKind, uneven: list[Check], seed: int) -> tu
         return point, bics, _bic_line(bics, point.classes)
     # a heterogeneity check that fails is evidence enough for classes, even where BIC's penalty for a whole second
     # table of contexts keeps one class on a few hundred items
-    why = "set by --model mixture" if model == "mixture" else f"the {uneven[0].name} check fails"
+    why = (
+        "set by --model mixture"
+        if model == "mixture"
+        else f"the {uneven[0].name} check on the pooled turns fails ({uneven[0].detail})"
+    )
     bics = {c: b for c, b in bics.items() if c > 1}
     chosen = min(bics, key=lambda c: bics[c])
     point = point if point.classes == chosen else fit_mixture(ix, chosen, seed=seed)
@@ -103,13 +110,15 @@ def fit_model(
     bootstrap: int = 200,
     seed: int = 0,
     runs: Sequence[Sequence[Observation]] = (),
+    designs: Sequence[Design] = (),
 ) -> FittedModel:
     """Fit the chosen model to `seen` and to `bootstrap` replicates of its items. auto: a mixture of item classes
     when a heterogeneity check fails (`runs`: every run on these items, for the cross-run one), else the number of
-    classes BIC prefers."""
+    classes BIC prefers. With the runs' `designs`, the markov, heterogeneity and state checks test the model that
+    was fitted (against runs of it); without them, the pooled turns (chi-square)."""
     ix = Indexed(seen)
-    checks = _checks(seen, runs)
-    uneven = [c for c in checks if c.name in ("heterogeneity", "overdispersion") and c.rejected]
+    pooled = _checks(seen, runs)
+    uneven = [c for c in pooled if c.name in ("heterogeneity", "overdispersion") and c.rejected]
     point, bics, reason = _choose(ix, model, uneven, seed)
     replicates, weights = [], multiplicities(len(ix.items), bootstrap, seed)
     for m in weights:
@@ -117,15 +126,32 @@ def fit_model(
         replicates.append((fit_mixture(ix, point.classes, weights=m, start=start, iterations=60), ix.calls_per_turn(m)))
     shares = {"factual": point.shares[True], "hallucinated": point.shares[False]}
     choice = ModelChoice(classes=point.classes, shares=shares, bic=bics, reason=reason)
+    checks = pooled
+    if designs:
+        fitted = PosteriorModel(classes=point.components, shares=point.shares, prior=float(ix.label.mean()))
+        described = "the fitted one-class model" if point.classes == 1 else f"the fitted {point.classes}-class mixture"
+        checks = [
+            *fitted_checks(seen, fitted, designs, described=described, seed=seed),
+            *(c for c in pooled if c.name == "overdispersion"),
+        ]
     return FittedModel(ix, point, weights, replicates, ix.calls_per_turn(), _diagnostics(checks, choice))
 
 
 def _warnings(checks: dict[str, Check], choice: ModelChoice) -> list[str]:
     lines = []
+    against = checks["markov"].reference == "fitted model"
     uneven = [checks[n] for n in ("heterogeneity", "overdispersion") if n in checks and checks[n].rejected]
+    if against and choice.classes > 1:
+        # the cross-run check pools the classes; only the test against the fitted mixture says it falls short
+        uneven = [c for c in uneven if c.name == "heterogeneity"]
     if uneven:
         found = "; ".join(f"{c.name} check {c.detail}" for c in uneven)
-        if choice.classes == 1:
+        if against and choice.classes > 1:
+            lines.append(
+                f"the items differ in difficulty more than the {choice.classes}-class mixture explains ({found}): "
+                "its predictions and p_factual are not reliable for this run"
+            )
+        elif choice.classes == 1:
             lines.append(
                 f"predictions assume items of equal difficulty; they are not reliable for this run because "
                 f"the items are heterogeneous ({found}) and the model used has one class (try --model "
@@ -137,7 +163,7 @@ def _warnings(checks: dict[str, Check], choice: ModelChoice) -> list[str]:
                 "mixture of items, which assumes each class is Markov"
             )
     if checks["markov"].rejected:
-        why = " (or the items' unequal difficulty, above)" if uneven else ""
+        why = " (or the items' unequal difficulty, above)" if uneven and not against else ""
         lines.append(
             f"predictions assume a turn depends only on the opinions it is shown; they are not reliable "
             f"for this run because the Markov check fails ({checks['markov'].detail}): the agents remember "

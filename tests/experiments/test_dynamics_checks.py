@@ -11,12 +11,14 @@ import re
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from debate.engine import load_chain
+from debate.engine import PosteriorModel, load_chain
 from experiments.dynamics import Observation, diagnose, fit_model, markov_check, observations, predict
-from experiments.dynamics.examples import EXAMPLES
+from experiments.dynamics.examples import CALIBRATION_EXAMPLES, EXAMPLES
 from experiments.dynamics.predict import Setting
+from experiments.dynamics.replicate import Design, cells_of, replicate_cells
 from experiments.dynamics.simulate import Population, exact_accuracy, labels_for, load_population, simulate_debates
 from tests.support.helpers import ROOT, debate
 
@@ -35,14 +37,21 @@ def _seen(population: Population, n: int, labels_seed: int = 1) -> list[Observat
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, list[Observation]]:
-    return {name: _seen(population, 800) for name, population in EXAMPLES.items()}
+    return {name: _seen(population, 800) for name, population in CALIBRATION_EXAMPLES.items()}
+
+
+def _design(seen: list[Observation]) -> Design:
+    return Design(load_chain(CHAIN), 2, 4, tuple(dict.fromkeys(o.item for o in seen)))
 
 
 def test_each_check_fires_on_the_population_that_breaks_it_and_not_on_the_markov_one(
     runs: dict[str, list[Observation]],
 ) -> None:
+    """The checks on the pooled turns (no designs given: the chi-square reference)."""
     expected = {"markov": set(), "two-class": {"heterogeneity"}, "memory": {"markov"}, "state": {"state"}}
     for name, seen in runs.items():
+        if name not in expected:
+            continue
         fitted = fit_model(seen, bootstrap=20)
         found = diagnose(seen, fitted.choice)
         failed = {c.name for c in found.checks if c.rejected}
@@ -55,6 +64,54 @@ def test_each_check_fires_on_the_population_that_breaks_it_and_not_on_the_markov
             assert "heterogeneity" not in failed and fitted.choice.classes == 1, (name, found.checks)
     state = diagnose(runs["state"], fit_model(runs["state"], bootstrap=0).choice).check("state")
     assert state is not None and "differs across states: trust" in state.detail
+
+
+def test_the_checks_of_the_fitted_model_give_each_population_its_verdict(runs: dict[str, list[Observation]]) -> None:
+    """Against runs of the model that was fitted, items of unequal difficulty whose agents follow it (two-class,
+    three-class) pass where the pooled checks failed them, and the populations that break the model (memory,
+    state) are still refused; their calibrations say so."""
+    from debate.calibration import not_calibrated
+
+    # memory also makes a role look state-dependent (its earlier opinion differs by the state it entered)
+    refused = {"memory": ({"markov"}, {"markov", "state"}), "state": ({"state"}, {"state"})}
+    for name, seen in runs.items():
+        fitted = fit_model(seen, bootstrap=0, designs=[_design(seen)])
+        checks = {c.name: c for c in fitted.diagnostics.checks}
+        assert {c.reference for c in checks.values()} == {"fitted model"}, name
+        failed = {n for n, c in checks.items() if c.rejected}
+        least, most = refused.get(name, (set(), set()))
+        assert least <= failed <= most, (name, [c.detail for c in checks.values()])
+        lines = not_calibrated(list(checks.values()), fitted.choice.classes)
+        assert bool(lines) is (name in refused), (name, lines)
+        if name in ("two-class", "three-class"):
+            assert fitted.choice.classes > 1 and "on the pooled turns fails" in fitted.choice.reason, name
+            pooled = diagnose(seen, fitted.choice)
+            assert pooled.check("heterogeneity").rejected, name  # type: ignore[union-attr]
+            assert fitted.diagnostics.warnings == [], (name, fitted.diagnostics.warnings)
+    state = fit_model(runs["state"], bootstrap=0, designs=[_design(runs["state"])]).diagnostics.check("state")
+    assert state is not None and "differs across states: trust" in state.detail
+
+
+def test_runs_of_the_fitted_model_look_like_the_engine_run_it_was_fitted_on(
+    runs: dict[str, list[Observation]],
+) -> None:
+    """Cell by cell (role, state, label, shown, the verdict before, the initial verdict), the engine's run of the
+    Markov population lies inside the spread of runs of its fitted model: the replicates code every context as the
+    engine's turns do."""
+    seen = runs["markov"]
+    fitted = fit_model(seen, bootstrap=0)
+    model = PosteriorModel(classes=fitted.point.components, shares=fitted.point.shares, prior=0.5)
+    labels = {o.item: o.label for o in seen}
+    simulated = list(replicate_cells(model, [_design(seen)], labels, runs=200, seed=1))
+    observed = cells_of(seen)
+    assert set(observed) <= set().union(*simulated)
+    far = []
+    for cell, (_, n) in observed.items():
+        counts = [c.get(cell, (0.0, 0.0))[1] for c in simulated]
+        mean, sd = sum(counts) / len(counts), float(np.std(counts))
+        if mean >= 20 and abs(n - mean) > 5 * sd:
+            far.append((cell, n, mean, sd))
+    assert not far, far
 
 
 def test_false_alarms_on_the_markov_population_stay_rare() -> None:
@@ -167,7 +224,7 @@ hallucinated_true = 0.75
 """
 
 
-def test_the_commands_warn_above_their_tables_on_heterogeneous_items_only(tmp_path: Path) -> None:
+def test_the_commands_name_the_model_and_check_it_above_their_tables(tmp_path: Path) -> None:
     for name, text in (("two-class", TWO_CLASS), ("alike", TWO_CLASS.split("[[classes]]")[0])):
         (tmp_path / f"{name}.toml").write_text(text)
         for out, seed in ((name, "7"), (f"{name}-at", "8")):
@@ -194,10 +251,15 @@ def test_the_commands_warn_above_their_tables_on_heterogeneous_items_only(tmp_pa
         ]
         for done in outputs:
             assert done.returncode == 0, done.stderr
-            table = done.stdout.index("| ")
-            warned = "WARNING: the items are heterogeneous (heterogeneity check" in done.stdout[:table]
-            assert warned is (name == "two-class"), done.stdout[:table]
-            assert "model: " in done.stdout[:table] and "- markov (" in done.stdout[:table]
+            head = done.stdout[: done.stdout.index("| ")]
+            # the pooled turns show the unequal difficulty, which picks the mixture; every check then tests the
+            # fitted model, which explains it: nothing to warn about
+            pooled = "the heterogeneity check on the pooled turns fails" in head
+            assert pooled is (name == "two-class"), head
+            assert "WARNING" not in head, head
+            described = "the fitted 2-class mixture" if name == "two-class" else "the fitted one-class model"
+            assert "holds: G = " in head and f"runs of {described} give G" in head, head
+            assert "model: " in head and "- markov (" in head
         assert ("a mixture of 2 item classes" in outputs[0].stdout) is (name == "two-class")
         for done in outputs:
             assert "self-consistency: the fitted setting (true-to-skeptic, min 2)" in done.stdout
