@@ -251,7 +251,7 @@ class AutogenTeam:
         config = self._config
         if config.threshold is None or config.calibration is None:
             return paper_termination(min_rounds=config.min_rounds, max_rounds=config.max_rounds)
-        model = load_calibration(config.calibration).posterior
+        model = load_calibration(config.calibration).model(config.prior)
         return posterior_termination(model, self._chain, threshold=config.threshold, max_rounds=config.max_rounds)
 
     def _result(self, records: list[TurnRecord]) -> DebateResult:
@@ -259,7 +259,7 @@ class AutogenTeam:
         config = self._config
         if config.threshold is None or config.calibration is None:
             return result
-        p = load_calibration(config.calibration).posterior.p_debate(self._chain, records)
+        p = load_calibration(config.calibration).model(config.prior).p_debate(self._chain, records)
         return governed_result(result, p, config.threshold)
 
     async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:

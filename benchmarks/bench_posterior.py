@@ -87,7 +87,7 @@ def _population(name: str, population: Population, n: int, folder: Path, plot: P
     cal.write_text(calibration.model_dump_json(indent=2))
     load_calibration(cal)
     paper = _run(population, folder / "paper", n, 1000, calibration=str(cal))
-    pairs = [(p, paper.finals[k][0]) for k, p in paper.p_factual.items() if k in paper.finals]
+    pairs = [(p, bool(paper.finals[k][0])) for k, p in paper.p_factual.items() if k in paper.finals]
     rel = reliability(pairs)
     consensus, paper_calls, _ = _observed(paper)
     posterior_verdict = sum((p > 0.5) == label for p, label in pairs) / len(pairs)

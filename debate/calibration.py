@@ -11,12 +11,14 @@ every report says so and names the check (`not_calibrated`), and the posterior s
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from debate.config import DebateConfig
 from debate.engine import MarkovChain, PosteriorModel, RoleTables, chain_digest
@@ -27,12 +29,16 @@ from debate.types import CalibrationNote, StopRule, parse_stop
 __all__ = [
     "CALIBRATION_FORMAT",
     "CALIBRATION_VERSION",
+    "MIN_LABELS",
+    "SMOOTHING",
     "Calibration",
     "CalibrationClass",
     "CalibrationError",
     "Check",
     "ContextCount",
     "FittedOn",
+    "Labels",
+    "Recalibration",
     "StopRule",
     "calibration_for",
     "calibration_note",
@@ -41,7 +47,10 @@ __all__ = [
 ]
 
 CALIBRATION_FORMAT = "markov-debate-calibration"
-CALIBRATION_VERSION = 1
+CALIBRATION_VERSION = 2
+_READS = (1, 2)
+"""Version 2 added `labels` (fits without every label) and `Check.reference`; a version 1 file reads as fully
+labelled, checked on the pooled turns."""
 
 UNCALIBRATING_CHECKS = ("markov", "state")
 """Checks whose failure leaves p_factual uncalibrated whatever the model (memory; behaviour that differs by state).
@@ -69,6 +78,64 @@ class Check(_Model):
     reference: Literal["chi-square", "fitted model"] = "chi-square"
     """What the statistic is compared with: the chi-square of the pooled test, or the same test on runs of the
     fitted model (which holds its item classes: agreement from shared difficulty is expected there)."""
+
+
+class Recalibration(_Model):
+    """How labelled claims corrected the fitted log-odds: a logistic regression of each label on the fit's log-odds
+    of its claim, kept when it fits the labels better than the fit alone (likelihood ratio, 2 df, at 5%)."""
+
+    slope: float
+    shift: float
+    labelled: int
+    """The labelled claims it was fitted on."""
+    statistic: float
+    """The likelihood ratio against no correction (slope 1, shift 0)."""
+    p_value: float
+
+
+class Labels(_Model):
+    """What a fit knew of its claims' truth: labels, or the assumption that stands in for them."""
+
+    claims: int
+    """Debated claims fitted."""
+    labelled: int
+    """Those with a true label (the rest: the truth was fitted as latent)."""
+    orientation: Literal["labels", "assumption"]
+    """labels: enough labelled claims (`MIN_LABELS`, both labels) to say which verdicts are right and to correct the
+    fit's probabilities; assumption: fewer, and the agents are taken to be right more often than wrong."""
+    agreement: str | None = None
+    """How the labelled claims agree with the fitted p_factual before any correction (Spiegelhalter's Z), in a
+    line."""
+    recalibration: Recalibration | None = None
+    """The correction the labels brought (None: none was needed, or too few labels)."""
+    needed: int = Field(default=0, ge=0)
+    """More labelled claims needed before the labels decide (0: enough)."""
+    to_label: list[str] = Field(default_factory=list)
+    """The claims (item/claim id) to label first: spread over the fitted p_factual, which fits the correction with
+    the fewest labels (choosing by p_factual does not bias it: the label is regressed on it)."""
+
+    def assumption(self, classes: int) -> str | None:
+        """The line a verdict carries when the fit leans on the assumption (None: labels settle it)."""
+        if self.orientation == "labels":
+            return None
+        return (
+            f"fitted without labels on {self.claims - self.labelled} of {self.claims} claims: p_factual assumes the "
+            "agents are right more often than wrong"
+            + ("" if classes == 1 else " in every class of items")
+            + f", which only labels can test (label {self.needed} more claims: {_first(self.to_label)})"
+        )
+
+
+def _first(claims: list[str], shown: int = 5) -> str:
+    return ", ".join(claims[:shown]) + (", ..." if len(claims) > shown else "")
+
+
+MIN_LABELS = 30
+"""Labelled claims (at least 5 of each label) before labels, not the assumption, decide: fewer cannot fit the
+two-parameter correction. docs/dynamics.md shows what more buy."""
+SMOOTHING = 0.5
+"""Pseudo-counts on each side of every context's verdicts in p_factual (Jeffreys' prior): a context seen 3 times,
+always "true", gives (3 + 0.5) / (3 + 1) = 0.875, not 1, so no thin context makes p_factual exactly 0 or 1."""
 
 
 class ContextCount(_Model):
@@ -118,7 +185,7 @@ class Calibration(_Model):
     """A fitted debate model, saved by `debate dynamics fit RUN --save FILE` (docs/schema.md)."""
 
     format: Literal["markov-debate-calibration"] = "markov-debate-calibration"
-    version: Literal[1] = 1
+    version: Literal[1, 2] = 2
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     package_version: str = Field(default_factory=package_version)
     fitted_on: FittedOn
@@ -134,31 +201,53 @@ class Calibration(_Model):
     """The checks of the model's assumptions on the fitted run."""
     not_calibrated: list[str]
     """Each failed check that leaves p_factual uncalibrated, as a line naming it (empty: calibrated)."""
+    labels: Labels | None = None
+    """What the fit knew of the truth (None, as in version 1 files: every claim labelled)."""
+    _models: dict[float | None, PosteriorModel] = PrivateAttr(default_factory=dict)
 
     @property
     def calibrated(self) -> bool:
         return not self.not_calibrated
 
     def warning(self) -> str | None:
-        """The line every report carries when p_factual is not calibrated."""
+        """The line every report carries when p_factual is not calibrated, or rests on an assumption."""
         if self.calibrated:
-            return None
+            return self.labels.assumption(len(self.classes)) if self.labels is not None else None
         return "p_factual is not calibrated: " + "; ".join(self.not_calibrated)
 
     @functools.cached_property
     def posterior(self) -> PosteriorModel:
-        """The model P(factual | turns) is computed from."""
+        """The model P(factual | turns) is computed from (at the fitted run's share of factual claims)."""
+        return self.model()
+
+    def model(self, prior: float | None = None) -> PosteriorModel:
+        """The model P(factual | turns) is computed from, for traffic whose share of factual claims is `prior`
+        (None: the fitted run's): its odds scale by (prior / (1 - prior)) / (fitted / (1 - fitted)), after any
+        correction by labels. Every context's rate is smoothed (`SMOOTHING`)."""
+        if prior in self._models:
+            return self._models[prior]
         classes = [
-            RoleTables.from_counts(((c.role, c.state, c.label, tuple(c.shown)), c.true, c.n) for c in k.counts)
+            RoleTables.from_counts(
+                (((c.role, c.state, c.label, tuple(c.shown)), c.true, c.n) for c in k.counts), pseudo=SMOOTHING
+            )
             for k in self.classes
         ]
         shares = {True: self.shares["factual"], False: self.shares["hallucinated"]}
-        return PosteriorModel(classes=classes, shares=shares, prior=self.fitted_on.factual_share)
+        fitted = self.fitted_on.factual_share
+        fix = self.labels.recalibration if self.labels is not None else None
+        slope, shift = (fix.slope, fix.shift) if fix is not None else (1.0, 0.0)
+        if prior is not None:
+            shift += math.log(prior / (1 - prior)) - math.log(fitted / (1 - fitted))
+        model = PosteriorModel(classes=classes, shares=shares, prior=fitted, slope=slope, shift=shift)
+        self._models[prior] = model
+        return model
 
     def describe(self) -> str:
         """What it was fitted on, in a line."""
         fitted = self.fitted_on
         classes = "one class of items" if len(self.classes) == 1 else f"{len(self.classes)} classes of items"
+        if self.labels is not None:
+            classes += f"; {self.labels.labelled} of {self.labels.claims} claims labelled"
         return (
             f"{fitted.claims} claims of {', '.join(fitted.runs)} (model {fitted.model}, chain {fitted.chain}, min "
             f"{fitted.min_rounds} max {fitted.max_rounds}); {classes}"
@@ -182,10 +271,11 @@ class Calibration(_Model):
             )
 
 
-def not_calibrated(checks: list[Check], classes: int) -> list[str]:
+def not_calibrated(checks: list[Check], classes: int, labels: Labels | None = None) -> list[str]:
     """The failed checks that leave p_factual uncalibrated (see `UNCALIBRATING_CHECKS`), each as a line. A check
     against the fitted model (`Check.reference`) holds its item classes, so with classes its heterogeneity check
-    counts too: the mixture does not explain the items' difficulty."""
+    counts too: the mixture does not explain the items' difficulty. A fit with several classes and too few labels
+    is not calibrated either: the assumption that stands in for labels is false for a class that fools the agents."""
     against = {c.name for c in checks if c.reference == "fitted model"}
     names: tuple[str, ...] = UNCALIBRATING_CHECKS
     if classes == 1:
@@ -206,7 +296,13 @@ def not_calibrated(checks: list[Check], classes: int) -> list[str]:
         shared = classes > 1 and check.name in UNCALIBRATING_CHECKS and check.name not in against
         return why[check.name] + (" or items of unequal difficulty" if shared else "")
 
-    return [f"the {c.name} check fails ({cause(c)}: {c.detail})" for c in checks if c.rejected and c.name in names]
+    lines = [f"the {c.name} check fails ({cause(c)}: {c.detail})" for c in checks if c.rejected and c.name in names]
+    if labels is not None and labels.orientation == "assumption" and classes > 1:
+        lines.append(
+            f"{classes} classes of items and {labels.labelled} labelled claims: which verdicts are right in each "
+            f"class is not known (label {labels.needed} more claims: {_first(labels.to_label)})"
+        )
+    return lines
 
 
 @functools.lru_cache(maxsize=16)
@@ -217,10 +313,10 @@ def _load(path: str, mtime_ns: int, size: int) -> Calibration:
         raise CalibrationError(f"calibration {path}: cannot be read ({exc})") from exc
     if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
         raise CalibrationError(f"calibration {path}: not a calibration file (format is not {CALIBRATION_FORMAT!r})")
-    if data.get("version") != CALIBRATION_VERSION:
+    if data.get("version") not in _READS:
         raise CalibrationError(
-            f"calibration {path}: version {data.get('version')!r}; this markov-debate reads version "
-            f"{CALIBRATION_VERSION} (fit it again with `debate dynamics fit RUN --save FILE`)"
+            f"calibration {path}: version {data.get('version')!r}; this markov-debate reads versions "
+            f"{', '.join(map(str, _READS))} (fit it again with `debate dynamics fit RUN --save FILE`)"
         )
     try:
         return Calibration.model_validate(data)
@@ -273,4 +369,23 @@ def calibration_note(config: DebateConfig, calibration: Calibration, response_no
         warning=calibration.warning(),
         response_note=response_note,
         stop=config.stop,
+        sha256=file_sha256(str(config.calibration)) if config.calibration is not None else None,
+        prior=config.prior if config.prior is not None else calibration.fitted_on.factual_share,
     )
+
+
+def file_sha256(path: str) -> str | None:
+    """The sha256 of a calibration file as it is now (None: it cannot be read any more)."""
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return None
+    return _sha256(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _sha256(path: str, mtime_ns: int, size: int) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None

@@ -84,11 +84,20 @@ class DebateConfig(_Config):
     verdict is the posterior's side."""
     force_calibration: bool = False
     """Let the posterior stop use a calibration whose checks failed (its p_factual is not calibrated)."""
+    prior: float | None = Field(default=None, gt=0, lt=1)
+    """The share of factual claims in this traffic, where it differs from the calibration's fitted run: p_factual's
+    odds scale by (prior / (1 - prior)) / (fitted / (1 - fitted)). None: the fitted share."""
 
     @model_validator(mode="after")
     def _rounds_ordered(self) -> Self:
         if self.min_rounds > self.max_rounds:
             raise ValueError(f"min_rounds ({self.min_rounds}) must not exceed max_rounds ({self.max_rounds})")
+        return self
+
+    @model_validator(mode="after")
+    def _prior_needs_calibration(self) -> Self:
+        if self.prior is not None and self.calibration is None:
+            raise ValueError("prior is the base rate of a calibration's p_factual: it needs a calibration file")
         return self
 
     @model_validator(mode="after")

@@ -58,6 +58,7 @@ ALIASES: tuple[Alias, ...] = (
     Alias("--calibration", ("debate.calibration",)),
     Alias("--stop", ("debate.stop",)),
     Alias("--force", ("debate.force_calibration",), switch=True),
+    Alias("--prior", ("debate.prior",)),
     Alias("--claim-format", ("claims.format",)),
     Alias("--max-claims", ("claims.max_claims",)),
     Alias("--retriever", ("retrieval.retriever",)),

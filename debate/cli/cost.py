@@ -183,6 +183,7 @@ def estimate_lines(figures: Estimate, config: VerifierConfig, notes: Sequence[st
         f"estimate for {figures.items} item(s), {figures.claims:g} claim(s); chain {debate.chain}, rounds "
         f"{debate.min_rounds} to {debate.max_rounds}; no model was called",
         f"  agents: {figures.behaviour}",
+        f"  stop: {figures.stop}",
         f"  debate turns per claim: {_fmt(figures.turns_per_claim, digits=1)}",
         f"  model calls: {_fmt(figures.calls)}",
         f"  input tokens: {_fmt(figures.input_tokens)} (about 4 characters per token)",

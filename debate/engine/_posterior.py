@@ -71,9 +71,17 @@ class RoleTables:
     """P(verdict true) per context from weighted counts, one table per back-off level (`BACKOFF_LEVELS`)."""
 
     tables: list[Counts]
+    pseudo: float = 0.0
+    """Pseudo-counts added to each side of a context's verdicts (a calibration's `SMOOTHING`), so a context seen a
+    few times, all alike, gives a rate short of 0 or 1; 0 reads the counts as they are (the fit's own tables)."""
 
     @classmethod
-    def from_counts(cls, counts: Iterable[tuple[tuple[str, str, bool, tuple[bool, ...]], float, float]]) -> RoleTables:
+    def from_counts(
+        cls,
+        counts: Iterable[tuple[tuple[str, str, bool, tuple[bool, ...]], float, float]],
+        *,
+        pseudo: float = 0.0,
+    ) -> RoleTables:
         """The tables from each full context's (true verdicts, turns); a level's entry under half a turn of weight
         counts as never seen."""
         sums: list[defaultdict[tuple[object, ...], list[float]]] = [
@@ -83,14 +91,14 @@ class RoleTables:
             for level, key in enumerate(backoff_keys(*context)):
                 sums[level][key][0] += true
                 sums[level][key][1] += n
-        return cls([{k: (t, n) for k, (t, n) in level.items() if n >= 0.5} for level in sums])
+        return cls([{k: (t, n) for k, (t, n) in level.items() if n >= 0.5} for level in sums], pseudo=pseudo)
 
     def lookup(self, role: str, state: str, label: bool, shown: tuple[bool, ...]) -> tuple[float, int]:
         """P(verdict true) and the back-off level that gave it (`BACKOFF_LEVELS`: none did, 0.5)."""
         for depth, key in enumerate(backoff_keys(role, state, label, shown)):
             true, n = self.tables[depth].get(key, (0.0, 0.0))
             if n > 0:
-                return true / n, depth
+                return (true + self.pseudo) / (n + 2 * self.pseudo), depth
         return 0.5, BACKOFF_LEVELS
 
     def p(self, role: str, state: str, label: bool, shown: tuple[bool, ...]) -> float:
@@ -118,6 +126,12 @@ class PosteriorModel:
     """Per true label, the share of items in each class."""
     prior: float
     """P(factual) before any turn: the share of factual claims the model was fitted on."""
+    slope: float = 1.0
+    """The recalibration of the log-odds by labelled claims (a calibration's `Recalibration`): log-odds out =
+    slope x log-odds in + shift. 1 and 0: none."""
+    shift: float = 0.0
+    """Added to the log-odds after the slope: the recalibration's intercept, plus the odds of `--prior` over the
+    fitted share's."""
 
     def log_joint(self, turns: Sequence[TurnContext]) -> dict[bool, float]:
         """Per label, log P(label, turns) summed over classes."""
@@ -139,7 +153,12 @@ class PosteriorModel:
         total = _logsumexp([joint[True], joint[False]])
         if total == -math.inf:
             return None
-        return math.exp(joint[True] - total)
+        if self.slope == 1.0 and self.shift == 0.0:
+            return math.exp(joint[True] - total)
+        if joint[True] == -math.inf or joint[False] == -math.inf:
+            return 1.0 if joint[False] == -math.inf else 0.0
+        odds = self.slope * (joint[True] - joint[False]) + self.shift
+        return 1 / (1 + math.exp(-odds)) if odds > -700 else 0.0
 
     def p_debate(self, chain: Chain, records: Sequence[TurnRecord]) -> float | None:
         """P(factual | a debate's turns); None when a turn has no verdict (a failure) or the model gives the turns

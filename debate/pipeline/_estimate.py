@@ -197,7 +197,7 @@ def governed_turns(config: VerifierConfig, chain: MarkovChain) -> Range:
     classes, their shares and its share of factual claims), and the least and most any debate can take."""
     threshold, file = config.debate.threshold, config.debate.calibration
     assert threshold is not None and file is not None  # the config's validator pairs them
-    model = load_calibration(file).posterior
+    model = load_calibration(file).model(config.debate.prior)
     paths = governed_paths(model, chain, threshold=threshold, max_rounds=config.debate.max_rounds)
     expected = 0.0
     for label, prior in ((True, model.prior), (False, 1 - model.prior)):
@@ -246,6 +246,9 @@ class Estimate(BaseModel):
     """The price used."""
     behaviour: str
     """Where the agents' behaviour comes from (said with the figures)."""
+    stop: str = ""
+    """The stop rule the turns are estimated under, in a line (the paper's consensus, or the posterior stop and the
+    calibration that decides it)."""
     notes: list[str] = Field(default_factory=list)
     """What the estimate leaves out or assumes."""
 
@@ -331,6 +334,24 @@ def _prefilter_calls(claims: float, config: VerifierConfig, notes: set[str]) -> 
     return total
 
 
+def _stop_line(config: VerifierConfig) -> str:
+    debate = config.debate
+    if debate.threshold is None or debate.calibration is None:
+        return (
+            f"consensus (the paper's rule): a state's speakers agree from round {debate.min_rounds}, else round "
+            f"{debate.max_rounds} ends it"
+        )
+    calibration = load_calibration(debate.calibration)
+    prior = debate.prior if debate.prior is not None else calibration.fitted_on.factual_share
+    side = 1 - debate.threshold
+    said = f"; {calibration.warning()}" if calibration.warning() else ""
+    return (
+        f"{debate.stop}: after each turn, p_factual >= {debate.threshold:g} or <= {side:g} ends the debate, else "
+        f"round {debate.max_rounds}; decided by {debate.calibration} ({calibration.describe()}; prior {prior:.3f})"
+        f"{said}"
+    )
+
+
 def estimate(
     items: Sequence[tuple[Task, TaskInput]],
     *,
@@ -368,6 +389,7 @@ def estimate(
     if price is not None:
         cost = inputs.scaled(price.input / 1e6) + outputs.scaled(price.output / 1e6)
     return Estimate(
+        stop=_stop_line(config),
         items=len(items),
         claims=sum(e.claims for e in per_item),
         turns_per_claim=turns,

@@ -323,7 +323,7 @@ class Pipeline:
         )
         if self.calibration is None:
             return verdict
-        p = self.calibration.posterior.p_debate(self.chain, result_records(result))
+        p = self.calibration.model(self.runtime.config.debate.prior).p_debate(self.chain, result_records(result))
         return verdict.model_copy(update={"p_factual": p})
 
     def _failed_report(self, task: str, item: TaskInput, failure: Failure, started: float) -> Report:

@@ -41,6 +41,19 @@ class BatchItem(BaseModel):
     sources ({id: text} or [{id, text, parent_id}])."""
     claims: list[str] | list[list[str]] | None = None
     """Claims to verify instead of extracting them: sentences, or RefChecker (subject, predicate, object) triplets."""
+    label_factual: bool | None = None
+    """The response's true label, when someone knows it (true: factual): kept in its result record, where `debate
+    dynamics fit` reads it (a label on part of a batch calibrates the fit on the rest)."""
+
+    @field_validator("label_factual", mode="before")
+    @classmethod
+    def _label(cls, value: Any) -> Any:
+        # true or false only: 1, "yes" or "0" are not labels anyone should guess at (a CSV cell says "true"/"false")
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        if value is not None and not isinstance(value, bool):
+            raise ValueError("must be true or false")
+        return value
 
     @field_validator("id", mode="before")
     @classmethod

@@ -209,6 +209,10 @@ class CalibrationNote(_Model):
     """Why the response has no p_factual, when it has none."""
     stop: str = "consensus"
     """The stop rule the debates ran under (consensus, or posterior:P)."""
+    sha256: str | None = None
+    """The calibration file's sha256: which calibration scored this report, for an audit."""
+    prior: float | None = None
+    """The share of factual claims p_factual assumes (`--prior`, else the fitted run's)."""
 
 
 class ExtractionInfo(_Model):

@@ -60,7 +60,7 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
             max_rounds=first.max_rounds,
             claims=len(ix.items),
             turns=len(ix.observations),
-            factual_share=float(ix.label.mean()),
+            factual_share=ix.factual_share(),
             runs=[str(r.run_dir) for r in runs],
         ),
         classes=classes,
@@ -68,7 +68,8 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
         model_reason=fitted.choice.reason,
         calls_per_turn=fitted.calls_per_turn,
         checks=checks,
-        not_calibrated=not_calibrated(checks, point.classes),
+        not_calibrated=not_calibrated(checks, point.classes, fitted.choice.labels),
+        labels=fitted.choice.labels,
     )
 
 

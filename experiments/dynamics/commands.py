@@ -26,11 +26,19 @@ from experiments.dynamics.report import Checked, fit_table, predict_table, valid
 __all__ = ["fit_command", "plot_predictions", "predict_command", "validate_command"]
 
 
-def _share(run: RunObservations) -> float:
-    return sum(label for label, _, _ in run.finals.values()) / len(run.finals)
+def _labelled(run: RunObservations) -> bool:
+    return all(label is not None for label, _, _ in run.finals.values())
+
+
+def _share(run: RunObservations, fitted: FittedModel) -> float:
+    """The run's share of factual claims; the fit's estimate where some are not labelled."""
+    if not _labelled(run):
+        return fitted.indexed.factual_share()
+    return sum(bool(label) for label, _, _ in run.finals.values()) / len(run.finals)
 
 
 def _observed(run: RunObservations) -> tuple[float, float]:
+    """Accuracy and calls per claim of a fully labelled run."""
     finals = list(run.finals.values())
     return sum(label == v for label, v, _ in finals) / len(finals), sum(c for *_, c in finals) / len(finals)
 
@@ -48,10 +56,13 @@ def _model(run: RunObservations, args: argparse.Namespace, others: list[RunObser
     )
 
 
-def _self_check(run: RunObservations, fitted: FittedModel) -> SelfCheck:
-    [own] = predict(
-        run.observations, [Setting(run.chain, run.min_rounds, run.max_rounds)], share_true=_share(run), fitted=fitted
-    )
+def _self_check(run: RunObservations, fitted: FittedModel) -> SelfCheck | None:
+    """The run's own setting predicted from the fit against what it observed (None: not every claim labelled, so
+    its accuracy is not known)."""
+    if not _labelled(run):
+        return None
+    setting = Setting(run.chain, run.min_rounds, run.max_rounds)
+    [own] = predict(run.observations, [setting], share_true=_share(run, fitted), fitted=fitted)
     return self_check(own, *_observed(run))
 
 
@@ -89,7 +100,7 @@ def fit_command(args: argparse.Namespace) -> int:
         bootstrap=args.bootstrap,
         seed=args.seed,
         fitted=fitted,
-        self_checks=[_self_check(run, fitted) for run in runs],
+        self_checks=[c for c in (_self_check(run, fitted) for run in runs) if c is not None],
     )
     sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else fit_table(result))
     if args.save is not None:
@@ -101,7 +112,12 @@ def fit_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def plot_predictions(rows: list[Predicted], observed: tuple[str, float, float], folder: Path) -> list[Path]:
+def _folder(run: Path) -> Path:
+    """Where a run's figures go: its folder, or beside a results log."""
+    return run.parent / f"{run.stem}-dynamics" if run.is_file() else run
+
+
+def plot_predictions(rows: list[Predicted], observed: tuple[str, float, float] | None, folder: Path) -> list[Path]:
     """Accuracy against calls per claim for every setting, with intervals, and the observed point; PNG and SVG."""
     from matplotlib.figure import Figure
 
@@ -132,15 +148,16 @@ def plot_predictions(rows: list[Predicted], observed: tuple[str, float, float], 
         for x, y, r in zip(xs, ys, mine, strict=True):
             text = f"P {r.stop.partition(':')[2]}" if stop else f"min {r.min_rounds}"
             ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-    ax.plot(
-        [observed[2]],
-        [observed[1]],
-        marker="*",
-        markersize=14,
-        color="black",
-        linestyle="none",
-        label=f"observed ({observed[0]})",
-    )
+    if observed is not None:
+        ax.plot(
+            [observed[2]],
+            [observed[1]],
+            marker="*",
+            markersize=14,
+            color="black",
+            linestyle="none",
+            label=f"observed ({observed[0]})",
+        )
     ax.set_xlabel("model calls per claim")
     ax.set_ylabel("accuracy")
     ax.set_title("Predicted accuracy against cost, from one run's fitted dynamics")
@@ -164,19 +181,19 @@ def predict_command(args: argparse.Namespace) -> int:
     most = args.max_rounds if args.max_rounds is not None else run.max_rounds
     settings += [Setting(chain, run.min_rounds, most, stop=p) for chain in chains for p in args.stop]
     fitted = _model(run, args, [])
-    rows = predict(run.observations, settings, share_true=_share(run), fitted=fitted)
+    rows = predict(run.observations, settings, share_true=_share(run, fitted), fitted=fitted)
     diagnostics, check = fitted.diagnostics, _self_check(run, fitted)
     if args.json:
         body = {
             "diagnostics": diagnostics.model_dump(mode="json"),
-            "self_check": check.model_dump(mode="json"),
+            "self_check": check.model_dump(mode="json") if check is not None else None,
             "predictions": [r.model_dump(mode="json") for r in rows],
         }
         sys.stdout.write(json.dumps(body, indent=2) + "\n")
     else:
         sys.stdout.write(predict_table(rows, diagnostics, check))
-    observed = (f"{run.chain}, min {run.min_rounds}", check.observed_accuracy, check.observed_calls)
-    for path in plot_predictions(rows, observed, output_folder(args.out or args.run / "dynamics", "--out")):
+    observed = (f"{run.chain}, min {run.min_rounds}", check.observed_accuracy, check.observed_calls) if check else None
+    for path in plot_predictions(rows, observed, output_folder(args.out or _folder(args.run) / "dynamics", "--out")):
         err.print(f"wrote {path}")
     return 0
 
@@ -198,19 +215,24 @@ def _setting_of(run: RunObservations) -> Setting:
 
 
 def _probabilities(fitted: FittedModel, run: RunObservations) -> tuple[list[tuple[float, bool]], str]:
-    """(p_factual, label) per finished debate: the run's own when it recorded them, else the fit's on its turns."""
+    """(p_factual, label) per finished, labelled debate: the run's own when it recorded them, else the fit's on its
+    turns."""
     if run.p_factual:
-        return [(p, run.finals[k][0]) for k, p in run.p_factual.items() if k in run.finals], "recorded by the run"
+        labels = {k: run.finals[k][0] for k in run.p_factual if k in run.finals}
+        pairs = [(p, labels[k]) for k, p in run.p_factual.items() if labels.get(k) is not None]
+        return [(p, bool(label)) for p, label in pairs], "recorded by the run"
     governor, turns = governor_of(fitted), defaultdict(list)
     for o in run.observations:
         turns[o.item].append(TurnContext(o.role, o.state, o.shown, o.verdict))
-    pairs = [(governor.p_factual(turns[k]), label) for k, (label, _, _) in run.finals.items()]
-    return [(p, label) for p, label in pairs if p is not None], "the fit applied to its turns"
+    scored = [(governor.p_factual(turns[k]), label) for k, (label, _, _) in run.finals.items() if label is not None]
+    return [(p, bool(label)) for p, label in scored if p is not None], "the fit applied to its turns"
 
 
 def _checked(fitted: FittedModel, run: RunObservations, other_dir: Path, other: RunObservations) -> Checked:
+    if not _labelled(other):
+        raise UsageError(f"{other_dir}: validate compares accuracy, which needs every claim of the run labelled")
     setting = _setting_of(other)
-    [p] = predict(run.observations, [setting], share_true=_share(other), fitted=fitted)
+    [p] = predict(run.observations, [setting], share_true=_share(other, fitted), fitted=fitted)
     pairs, source = _probabilities(fitted, other)
     rel = reliability(pairs) if pairs else None
     diagram = plot_reliability(rel, other_dir / "dynamics", f"p_factual on {other_dir.name} ({source})") if rel else []
@@ -249,7 +271,7 @@ def validate_command(args: argparse.Namespace) -> int:
     if args.json:
         body = {
             "diagnostics": diagnostics.model_dump(mode="json"),
-            "self_check": check.model_dump(mode="json"),
+            "self_check": check.model_dump(mode="json") if check is not None else None,
             "rows": [r.model_dump(mode="json") for r in rows],
         }
         sys.stdout.write(json.dumps(body, indent=2) + "\n")

@@ -177,7 +177,7 @@ def overdispersion_check(runs: Sequence[Sequence[Observation]]) -> Check:
     labels: dict[str, bool] = {}
     for run in runs:
         for o in run:
-            if o.position == 0:
+            if o.position == 0 and o.label is not None:
                 verdicts[o.item].append(o.verdict)
                 labels[o.item] = o.label
     shared = {item: v for item, v in verdicts.items() if len(v) > 1}
@@ -270,7 +270,7 @@ def fitted_checks(
     fail on its shared difficulty; agents that remember, or that behave by state, fail them. `described` names the
     model in the details."""
     observed = cells_of(seen)
-    labels = {o.item: o.label for o in seen}
+    labels: dict[str, bool | None] = {o.item: o.label for o in seen}
     simulated = list(replicate_cells(model, designs, labels, runs=runs, seed=seed))
     checks = [_against(test, observed, simulated, described) for test in (_MARKOV, _HETEROGENEITY)]
     # the fitted model has a table per state, so its own runs differ by state as much as the real one: the state
@@ -303,7 +303,9 @@ class _StatesPooled:
     shared: set[tuple[object, ...]]
 
     def p(self, role: str, state: str, label: bool, shown: tuple[bool, ...]) -> float:
-        if (role, label, shown) in self.shared and isinstance(self.model, RoleTables):
+        # a run without labels shares its contexts under the label None: they hold for either label
+        pooled = (role, label, shown) in self.shared or (role, None, shown) in self.shared
+        if pooled and isinstance(self.model, RoleTables):
             true, n = self.model.tables[1].get((role, "*", label, shown), (0.0, 0.0))
             if n > 0:
                 return true / n

@@ -115,8 +115,8 @@ def _ci(point: float | None, samples: list[float | None]) -> tuple[float, float]
 
 def _role_rates(model: FittedModel) -> list[RoleRates]:
     ix = model.indexed
-    roles = sorted({(o.role, o.label) for o in ix.observations}, key=lambda r: (r[0], not r[1]))
-    ones = np.ones(len(ix.items))
+    roles = sorted({(o.role, bool(o.label)) for o in ix.observations}, key=lambda r: (r[0], not r[1]))
+    ones = ix.base
     rates = []
     for role, label in roles:
         rate = _Rates(ix, role, label)

@@ -4,11 +4,13 @@ replicates, and the diagnostics every command prints above its tables."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from debate.calibration import Labels
 from debate.engine import PosteriorModel
 from experiments.dynamics.diagnostics import (
     Check,
@@ -18,8 +20,10 @@ from experiments.dynamics.diagnostics import (
     overdispersion_check,
     state_check,
 )
-from experiments.dynamics.mixture import choose_classes, fit_mixture
-from experiments.dynamics.model import Floats, Indexed, Mixture, multiplicities
+from experiments.dynamics.labelled import labels_of
+from experiments.dynamics.latent import LatentFit, expand, fit_latent
+from experiments.dynamics.mixture import choose_classes, fit_mixture, mixture_from
+from experiments.dynamics.model import Behaviour, Floats, Indexed, Mixture, multiplicities
 from experiments.dynamics.observe import Observation
 from experiments.dynamics.replicate import Design
 
@@ -40,6 +44,8 @@ class ModelChoice(BaseModel):
     bic: dict[int, float]
     """BIC per number of classes tried (lower is better)."""
     reason: str
+    labels: Labels | None = None
+    """What the fit knew of the truth (None: every claim labelled)."""
 
     def describe(self) -> str:
         if self.classes == 1:
@@ -115,12 +121,17 @@ def fit_model(
     """Fit the chosen model to `seen` and to `bootstrap` replicates of its items. auto: a mixture of item classes
     when a heterogeneity check fails (`runs`: every run on these items, for the cross-run one), else the number of
     classes BIC prefers. With the runs' `designs`, the markov, heterogeneity and state checks test the model that
-    was fitted (against runs of it); without them, the pooled turns (chi-square)."""
+    was fitted (against runs of it); without them, the pooled turns (chi-square). Claims without a label (`label`
+    None) make the truth latent too (experiments.dynamics.latent), which needs the designs."""
+    if any(o.label is None for o in seen):
+        if not designs:
+            raise ValueError("a fit with unlabelled claims needs the runs' designs: its checks test the fitted model")
+        return _fit_latent(seen, model=model, bootstrap=bootstrap, seed=seed, designs=designs)
     ix = Indexed(seen)
     pooled = _checks(seen, runs)
     uneven = [c for c in pooled if c.name in ("heterogeneity", "overdispersion") and c.rejected]
     point, bics, reason = _choose(ix, model, uneven, seed)
-    replicates, weights = [], multiplicities(len(ix.items), bootstrap, seed)
+    replicates, weights = [], [ix.replicate(m) for m in multiplicities(len(ix.claims), bootstrap, seed)]
     for m in weights:
         start = point.responsibilities if point.classes > 1 else None
         replicates.append((fit_mixture(ix, point.classes, weights=m, start=start, iterations=60), ix.calls_per_turn(m)))
@@ -128,7 +139,7 @@ def fit_model(
     choice = ModelChoice(classes=point.classes, shares=shares, bic=bics, reason=reason)
     checks = pooled
     if designs:
-        fitted = PosteriorModel(classes=point.components, shares=point.shares, prior=float(ix.label.mean()))
+        fitted = PosteriorModel(classes=point.components, shares=point.shares, prior=ix.factual_share())
         described = "the fitted one-class model" if point.classes == 1 else f"the fitted {point.classes}-class mixture"
         checks = [
             *fitted_checks(seen, fitted, designs, described=described, seed=seed),
@@ -137,8 +148,89 @@ def fit_model(
     return FittedModel(ix, point, weights, replicates, ix.calls_per_turn(), _diagnostics(checks, choice))
 
 
+def _latent_choice(
+    seen: Sequence[Observation], model: ModelKind, designs: Sequence[Design], seed: int
+) -> tuple[LatentFit, dict[int, float], str]:
+    fits = {c: fit_latent(seen, c, seed=seed) for c in ((1,) if model == "one-class" else (1, 2, 3))}
+    bics = {c: f.bic() for c, f in fits.items()}
+    if model == "one-class":
+        return fits[1], bics, "set by --model one-class"
+    candidates = {c: b for c, b in bics.items() if model == "auto" or c > 1}
+    chosen = min(candidates, key=lambda c: candidates[c])
+    why = "set by --model mixture; " if model == "mixture" else ""
+    if chosen == 1:
+        # BIC's penalty for a whole second table can keep one class where the items differ: the one-class model's
+        # own heterogeneity check decides, as the pooled one does for a labelled run
+        one = fits[1]
+        fitted = PosteriorModel(classes=_classes(one, seen), shares=one.shares, prior=one.prior)
+        [_, uneven, _] = fitted_checks(seen, fitted, designs, described="the one-class model", seed=seed, runs=100)
+        if uneven.rejected:
+            candidates = {c: b for c, b in bics.items() if c > 1}
+            chosen = min(candidates, key=lambda c: candidates[c])
+            why = f"the one-class model's heterogeneity check fails ({uneven.detail}); "
+    listed = ", ".join(f"{c} class{'es' if c > 1 else ''} {b:.1f}" for c, b in candidates.items())
+    return fits[chosen], bics, f"{why}BIC over the latent truth and classes: {listed}; {chosen} chosen"
+
+
+def _classes(fit: LatentFit, seen: Sequence[Observation]) -> list[Behaviour]:
+    """Each class's behaviour (both labels) from the latent fit's responsibilities."""
+    pseudo, weight, origin = expand(seen, fit)
+    ix = Indexed(pseudo, weights=weight, origin=origin)
+    return mixture_from(ix, _pseudo_responsibilities(ix, fit)).components
+
+
+def _pseudo_responsibilities(ix: Indexed, fit: LatentFit) -> Floats:
+    """Per pseudo-item, P(class | its label, its claim's turns)."""
+    where = {item: i for i, item in enumerate(fit.items)}
+    r = fit.responsibilities[[where[ix.claims[c]] for c in ix.claim_of], ix.label.astype(int), :]
+    return np.asarray(r / np.maximum(r.sum(1, keepdims=True), 1e-12), dtype=np.float64)
+
+
+def _fit_latent(
+    seen: Sequence[Observation], *, model: ModelKind, bootstrap: int, seed: int, designs: Sequence[Design]
+) -> FittedModel:
+    labels = {o.item: o.label for o in seen}
+    # the labels are held out of the fit: they test it and correct it (experiments.dynamics.labelled)
+    seen = [replace(o, label=None) for o in seen]
+    latent, bics, reason = _latent_choice(seen, model, designs, seed)
+    pseudo, weight, origin = expand(seen, latent)
+    ix = Indexed(pseudo, weights=weight, origin=origin)
+    start = _pseudo_responsibilities(ix, latent)
+    point = mixture_from(ix, start)
+    weights = [ix.replicate(m) for m in multiplicities(len(ix.claims), bootstrap, seed)]
+    replicates = [
+        (
+            fit_mixture(ix, point.classes, weights=m, start=start if point.classes > 1 else None, iterations=60),
+            ix.calls_per_turn(m),
+        )
+        for m in weights
+    ]
+    fitted = PosteriorModel(classes=point.components, shares=point.shares, prior=ix.factual_share())
+    shares = {"factual": point.shares[True], "hallucinated": point.shares[False]}
+    told = labels_of(seen, labels, fitted)
+    choice = ModelChoice(classes=point.classes, shares=shares, bic=bics, reason=reason, labels=told)
+    described = "the fitted one-class model" if point.classes == 1 else f"the fitted {point.classes}-class mixture"
+    described += " (truth latent)"
+    checks = fitted_checks(seen, fitted, designs, described=described, seed=seed)
+    return FittedModel(ix, point, weights, replicates, ix.calls_per_turn(), _diagnostics(checks, choice))
+
+
 def _warnings(checks: dict[str, Check], choice: ModelChoice) -> list[str]:
     lines = []
+    labels = choice.labels
+    if labels is not None and labels.orientation == "assumption":
+        lines.append(str(labels.assumption(choice.classes)))
+    if labels is not None and labels.agreement is not None and " disagree " in labels.agreement:
+        fix = labels.recalibration
+        lines.append(
+            f"{labels.agreement}: "
+            + (
+                f"p_factual is corrected by them (log-odds x {fix.slope:.2f} {fix.shift:+.2f}; likelihood ratio "
+                f"{fix.statistic:.1f}, p = {fix.p_value:.3g}); items that fool the agents would do this"
+                if fix is not None
+                else "too few labels to correct it"
+            )
+        )
     against = checks["markov"].reference == "fitted model"
     uneven = [checks[n] for n in ("heterogeneity", "overdispersion") if n in checks and checks[n].rejected]
     if against and choice.classes > 1:

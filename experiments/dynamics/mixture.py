@@ -12,7 +12,7 @@ import numpy as np
 
 from experiments.dynamics.model import Floats, Indexed, Mixture
 
-__all__ = ["choose_classes", "fit_mixture", "one_class"]
+__all__ = ["choose_classes", "fit_mixture", "mixture_from", "one_class"]
 
 PSEUDO = 0.5
 """Pseudo-counts per context and class in EM, so an empty cell is not a certainty."""
@@ -20,7 +20,7 @@ PSEUDO = 0.5
 
 def one_class(ix: Indexed, weights: Floats | None = None) -> Mixture:
     """The plain model as a one-class mixture (its likelihood on the same footing as the others)."""
-    m = np.ones(len(ix.items)) if weights is None else weights
+    m = ix.base if weights is None else weights
     resp = np.ones((len(ix.items), 1))
     return _finish(ix, m, resp, _mstep(ix, m, resp))
 
@@ -99,7 +99,7 @@ def fit_mixture(
 ) -> Mixture:
     """EM with `classes` latent classes; `weights` counts items (a bootstrap replicate), `start` warm-starts from
     responsibilities (one run instead of three)."""
-    m = np.ones(len(ix.items)) if weights is None else weights
+    m = ix.base if weights is None else weights
     if classes == 1:
         return one_class(ix, m)
     best: tuple[float, Floats] | None = None
@@ -110,6 +110,13 @@ def fit_mixture(
     assert best is not None
     resp = _ordered(ix, best[1])
     return _finish(ix, m, resp, _mstep(ix, m, resp))
+
+
+def mixture_from(ix: Indexed, responsibilities: Floats) -> Mixture:
+    """The mixture whose items have these class responsibilities (a fit made elsewhere: the latent one)."""
+    if responsibilities.shape[1] == 1:
+        return one_class(ix)
+    return _finish(ix, ix.base, responsibilities, _mstep(ix, ix.base, responsibilities))
 
 
 def choose_classes(ix: Indexed, *, most: int = 3, seed: int = 0) -> tuple[Mixture, dict[int, float]]:

@@ -8,7 +8,7 @@ same role, label and shown verdicts in any state, then the last shown verdict al
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,7 +56,7 @@ class Behaviour(RoleTables):
         return value
 
     def forced(self, context: Context, value: float) -> Behaviour:
-        return Behaviour(self.tables, {**self.overrides, context: value})
+        return Behaviour(self.tables, overrides={**self.overrides, context: value})
 
 
 def interval(values: Sequence[float]) -> tuple[float, float]:
@@ -74,20 +74,37 @@ def multiplicities(items: int, n: int, seed: int) -> list[Floats]:
 class Indexed:
     """The observations indexed by item and by context at each back-off level."""
 
-    def __init__(self, seen: Sequence[Observation]) -> None:
+    def __init__(
+        self,
+        seen: Sequence[Observation],
+        *,
+        weights: Mapping[str, float] | None = None,
+        origin: Mapping[str, str] | None = None,
+    ) -> None:
+        """`weights`: each item's weight (a pseudo-item of an unlabelled claim counts its label's probability);
+        `origin`: the claim each item came from (a bootstrap draws claims, not pseudo-items)."""
         self.observations = list(seen)
         self.items: list[str] = list(dict.fromkeys(o.item for o in seen))
+        self.base = np.array([1.0 if weights is None else weights[item] for item in self.items], dtype=np.float64)
+        claims = [item if origin is None else origin[item] for item in self.items]
+        self.claims: list[str] = list(dict.fromkeys(claims))
+        where_claim = {claim: i for i, claim in enumerate(self.claims)}
+        self.claim_of = np.array([where_claim[c] for c in claims], dtype=np.int64)
         where = {item: i for i, item in enumerate(self.items)}
         self.item_of = np.array([where[o.item] for o in seen], dtype=np.int64)
         self.verdict = np.array([o.verdict for o in seen], dtype=np.float64)
         self.calls = np.array([o.calls for o in seen], dtype=np.float64)
         labels = {o.item: o.label for o in seen}
+        if any(label is None for label in labels.values()):
+            raise ValueError("Indexed needs every item labelled: expand an unlabelled run first (latent.expand)")
         self.label = np.array([labels[item] for item in self.items], dtype=bool)
         self.keys: list[list[tuple[object, ...]]] = []
         self.index: list[NDArray[np.int64]] = []
         for level in range(BACKOFF_LEVELS):
             ids: dict[tuple[object, ...], int] = {}
-            column = [ids.setdefault(backoff_keys(o.role, o.state, o.label, o.shown)[level], len(ids)) for o in seen]
+            column = [
+                ids.setdefault(backoff_keys(o.role, o.state, bool(o.label), o.shown)[level], len(ids)) for o in seen
+            ]
             self.keys.append(list(ids))
             self.index.append(np.array(column, dtype=np.int64))
         contexts = len(self.keys[0])
@@ -97,9 +114,18 @@ class Indexed:
         np.add.at(self.true, (self.item_of, self.index[0]), self.verdict)
         np.add.at(self.turns, (self.item_of, self.index[0]), 1.0)
 
+    def factual_share(self, weights: Floats | None = None) -> float:
+        """The (weighted) share of factual items: the prior of the posterior."""
+        w = self.base if weights is None else weights
+        return float((w * self.label).sum() / max(1e-12, w.sum()))
+
+    def replicate(self, claims: Floats) -> Floats:
+        """Item weights of a bootstrap replicate that draws each claim `claims[claim]` times."""
+        return np.asarray(claims[self.claim_of] * self.base, dtype=np.float64)
+
     def behaviour(self, weights: Floats | None = None) -> Behaviour:
-        """The behaviour with each item counted `weights[item]` times (None: once)."""
-        w = np.ones(len(self.verdict)) if weights is None else weights[self.item_of]
+        """The behaviour with each item counted `weights[item]` times (None: its base weight)."""
+        w = self.base[self.item_of] if weights is None else weights[self.item_of]
         tables = []
         for keys, index in zip(self.keys, self.index, strict=True):
             n = np.bincount(index, weights=w, minlength=len(keys))
@@ -118,7 +144,7 @@ class Indexed:
         return [(k, float(a), float(b)) for k, a, b in zip(keys, t, n, strict=True) if b > 0]  # type: ignore[misc]
 
     def calls_per_turn(self, weights: Floats | None = None) -> float:
-        w = np.ones(len(self.verdict)) if weights is None else weights[self.item_of]
+        w = self.base[self.item_of] if weights is None else weights[self.item_of]
         return float((w * self.calls).sum() / max(1e-12, w.sum()))
 
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from debate.config import DebateConfig
 from debate.errors import UsageError
-from debate.results import PredictionRecord, read_records
-from debate.types import DebateResult
+from debate.results import PredictionRecord, ResultRecord, read_records
+from debate.types import ClaimVerdict, DebateResult, RunMeta
 
 if TYPE_CHECKING:
     from debate.engine import MarkovChain
 
-__all__ = ["Observation", "RunObservations", "observations", "read_run"]
+__all__ = ["Observation", "RunObservations", "claim_labels", "observations", "read_log", "read_run"]
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,8 @@ class Observation:
 
     item: str
     """The item (bootstrap resamples items, not turns)."""
-    label: bool
-    """The claim's true label (True = factual)."""
+    label: bool | None
+    """The claim's true label (True = factual; None: not labelled, the fit takes it as latent)."""
     role: str
     state: str
     shown: tuple[bool, ...]
@@ -48,7 +48,7 @@ class Observation:
     otherwise): what the one-run heterogeneity check adds."""
 
 
-def observations(result: DebateResult, chain: MarkovChain, *, item: str, label: bool) -> list[Observation]:
+def observations(result: DebateResult, chain: MarkovChain, *, item: str, label: bool | None) -> list[Observation]:
     """The usable turns of one debate, in order (a failed turn ends the chain, and the list)."""
     from debate.engine import ChainDriver, result_records
 
@@ -92,8 +92,9 @@ class RunObservations:
     min_rounds: int
     max_rounds: int
     observations: list[Observation]
-    finals: dict[str, tuple[bool, bool, int]]
-    """Per debated claim (item/claim id): (true label, final verdict, model calls of its debate)."""
+    finals: dict[str, tuple[bool | None, bool, int]]
+    """Per debated claim (item/claim id): (true label (None: not labelled), final verdict, model calls of its
+    debate)."""
     debate: DebateConfig
     """The run's debate settings (its stop rule and calibration included)."""
     model: str
@@ -126,7 +127,10 @@ def _debates(run_dir: Path, meta: _Meta) -> Iterator[tuple[str, bool, dict[str, 
 
 
 def read_run(run_dir: Path) -> RunObservations:
-    """Every debate of an experiment run folder (config.json + results.jsonl)."""
+    """Every debate of an experiment run folder (config.json + results.jsonl), or of a results log (`debate verify
+    --output FILE`, its lines' `label_factual` where given)."""
+    if run_dir.is_file():
+        return read_log(run_dir)
     try:
         config = json.loads((run_dir / "config.json").read_text())
         verifier = config["spec"]["verifier"]
@@ -137,7 +141,7 @@ def read_run(run_dir: Path) -> RunObservations:
 
     chain = load_chain(debate.chain)
     seen: list[Observation] = []
-    finals: dict[str, tuple[bool, bool, int]] = {}
+    finals: dict[str, tuple[bool | None, bool, int]] = {}
     probabilities: dict[str, float] = {}
     meta = _Meta()
     for key, label, claim in _debates(run_dir, meta):
@@ -162,3 +166,76 @@ def read_run(run_dir: Path) -> RunObservations:
         p_factual=probabilities,
         team=(str(verifier.get("team", "autogen")), str(verifier.get("prompt_set") or "paper")),
     )
+
+
+def claim_labels(label: bool | None, claims: list[ClaimVerdict]) -> list[bool | None]:
+    """Each claim's label from its response's: a factual response has only factual claims; a non-factual one says
+    which claim is wrong only when it has one claim."""
+    if label is None or (not label and len(claims) != 1):
+        return [None] * len(claims)
+    return [label] * len(claims)
+
+
+def _label(record: ResultRecord) -> bool | None:
+    value = (record.model_extra or {}).get("label_factual")
+    return value if isinstance(value, bool) else None
+
+
+def read_log(path: Path) -> RunObservations:
+    """Every debate of a results log (`debate verify --output FILE`); its settings from the reports' own resolved
+    configuration, which every line must share."""
+    from debate.engine import load_chain
+
+    seen: list[Observation] = []
+    finals: dict[str, tuple[bool | None, bool, int]] = {}
+    probabilities: dict[str, float] = {}
+    first: tuple[int, DebateConfig, RunMeta] | None = None
+    chain: MarkovChain | None = None
+    for number, record in enumerate(read_records(path), 1):
+        if not isinstance(record, ResultRecord):
+            continue
+        report = record.result
+        config = report.meta.config
+        try:
+            debate = DebateConfig.model_validate(config.get("debate", {}))
+        except ValueError as exc:
+            raise UsageError(f"{path}: record {number}: its report's debate settings do not read ({exc})") from exc
+        if first is None:
+            first, chain = (number, debate, report.meta), load_chain(debate.chain)
+        elif _settings(debate) != _settings(first[1]):
+            raise UsageError(
+                f"{path}: record {number} was debated under other settings than record {first[0]} "
+                f"({_settings(debate)} against {_settings(first[1])}): fit one setting at a time"
+            )
+        assert chain is not None
+        key = record.key or f"line:{record.line}"
+        for claim, label in zip(report.claims, claim_labels(_label(record), report.claims), strict=True):
+            if claim.debate is None or claim.decided_by != "debate":
+                continue
+            name = f"{key}/{claim.claim_id}"
+            seen.extend(observations(claim.debate, chain, item=name, label=label))
+            if claim.debate.final is not None:
+                finals[name] = (label, claim.debate.final.factuality, claim.debate.usage.llm_calls)
+            if claim.p_factual is not None:
+                probabilities[name] = claim.p_factual
+    if first is None or not finals:
+        raise UsageError(f"{path}: no finished debate to fit (a results log of `debate verify --output`?)")
+    _, debate, meta = first
+    assert chain is not None
+    return RunObservations(
+        path,
+        chain.name,
+        debate.min_rounds,
+        debate.max_rounds,
+        seen,
+        finals,
+        debate=debate,
+        model=meta.model,
+        prompts=dict(meta.prompts),
+        p_factual=probabilities,
+        team=(str(meta.config.get("team", "autogen")), meta.prompt_set),
+    )
+
+
+def _settings(debate: DebateConfig) -> tuple[object, ...]:
+    return (debate.chain, debate.min_rounds, debate.max_rounds, debate.stop, debate.calibration)

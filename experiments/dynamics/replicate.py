@@ -143,8 +143,9 @@ def _posterior(log_joint: NDArray[np.float64], governor: PosteriorModel) -> NDAr
         safe = np.where(np.isfinite(top), top, 0.0)
         per_label.append(safe + _log(np.exp(terms - safe[:, None]).sum(1)))
     false, true = per_label
-    with np.errstate(invalid="ignore"):
-        return np.asarray(1.0 / (1.0 + np.exp(false - true)), dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        odds = governor.slope * (true - false) + governor.shift
+        return np.asarray(1.0 / (1.0 + np.exp(-odds)), dtype=np.float64)
 
 
 def _play(

@@ -182,11 +182,14 @@ def reliability_line(rel: Reliability, source: str, diagram: list[str]) -> str:
     )
 
 
-def validate_table(rows: list[Checked], diagnostics: Diagnostics, check: SelfCheck) -> str:
+_NOT_SELF_CHECKED = "self-consistency: not checked (the fitted run's claims are not all labelled)"
+
+
+def validate_table(rows: list[Checked], diagnostics: Diagnostics, check: SelfCheck | None) -> str:
     """Predicted against observed per run, accuracy and calls each with its own verdict."""
     lines = [
         *diagnostics_lines(diagnostics),
-        self_check_line(check),
+        self_check_line(check) if check is not None else _NOT_SELF_CHECKED,
         "",
         "| run | chain | stop | accuracy: predicted [95% CI] / observed | accuracy within | calls: predicted "
         "[95% CI] / observed | calls within | back-off range |",

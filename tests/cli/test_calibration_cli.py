@@ -69,3 +69,17 @@ def test_an_uncalibrated_probability_says_so_on_the_verdict_and_the_stop_needs_f
     assert refused.returncode != 0 and "--debate.force_calibration to stop on it anyway" in refused.stderr
     assert forced.returncode == 0, forced.stderr
     assert json.loads(forced.stdout)["calibration"]["warning"].startswith("p_factual is not calibrated")
+
+
+def test_estimate_says_which_stop_it_estimates(tmp_path: Path) -> None:
+    path = save_calibration(tmp_path, calibration(model="fake-model"))
+    base = (*ARGS, "--estimate", "--model.base_url", "http://127.0.0.1:9/v1", "--model.model", "fake-model")
+    paper = debate(*base)
+    governed = debate(*base, "--calibration", path, "--stop", "posterior:0.9", "--prior", "0.2")
+    assert paper.returncode == 0 and governed.returncode == 0, (paper.stderr, governed.stderr)
+    assert "stop: consensus (the paper's rule): a state's speakers agree from round 2, else round 5 ends it" in (
+        " ".join(paper.stdout.split())
+    )
+    text = " ".join(governed.stdout.split())
+    assert "stop: posterior:0.9: after each turn, p_factual >= 0.9 or <= 0.1 ends the debate, else round 5;" in text
+    assert f"decided by {path} (100 claims of runs/fit" in text and "prior 0.200)" in text

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agents.team import AutogenTeamFactory
-from debate.calibration import Calibration, Check
+from debate.calibration import SMOOTHING, Calibration, Check
 from debate.engine import chain_digest, load_chain
 
 RATES = {"initial": (0.8, 0.3), "trust": (0.9, 0.4), "skeptic": (0.6, 0.1), "leader": (0.7, 0.2)}
@@ -17,11 +17,16 @@ FAILED_MARKOV = Check(
 )
 
 
+def _true(rate: float, n: int = 10) -> float:
+    return rate * (n + 2 * SMOOTHING) - SMOOTHING
+
+
 def calibration(
     model: str = "scripted", chain: str = "true-to-skeptic", checks: list[Check] | None = None
 ) -> Calibration:
+    # counts whose smoothed rate (debate.calibration.SMOOTHING) is the rate in RATES
     counts = [
-        {"role": role, "state": "S1", "label": label, "shown": [True], "true": 10 * rates[0 if label else 1], "n": 10}
+        {"role": role, "state": "S1", "label": label, "shown": [True], "true": _true(rates[0 if label else 1]), "n": 10}
         for role, rates in RATES.items()
         for label in (True, False)
     ]

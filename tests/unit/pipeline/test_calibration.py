@@ -133,7 +133,7 @@ async def test_an_uncalibrated_file_warns_on_every_report_and_the_stop_refuses_i
     [
         ("not json", "cannot be read"),
         ('{"format": "something else"}', "not a calibration file"),
-        ('{"format": "markov-debate-calibration", "version": 2}', "version 2; this markov-debate reads version 1"),
+        ('{"format": "markov-debate-calibration", "version": 3}', "version 3; this markov-debate reads versions 1, 2"),
         ('{"format": "markov-debate-calibration", "version": 1, "fitted_on": {}}', "fitted_on.model: Field required"),
     ],
 )
@@ -196,3 +196,48 @@ def test_a_claim_without_p_factual_leaves_the_response_without_one() -> None:
     claims = [*_claims([0.9]), *_claims([0.8])]
     claims[1] = claims[1].model_copy(update={"claim_id": "c9", "p_factual": None})
     assert response_p_factual(claims) == (None, "claim(s) c9 have no p_factual (a prefilter decided, or a turn failed)")
+
+
+@given(prior=st.floats(min_value=0.01, max_value=0.99))
+def test_the_prior_scales_the_odds_of_every_debate_by_the_base_rates_odds(prior: float) -> None:
+    """`--prior P`: a debate's odds of being factual scale by (P / (1 - P)) / (fitted / (1 - fitted)), whatever it
+    said; the fitted share here is 0.5."""
+    from debate.engine import TurnContext
+
+    cal = calibration()
+    said = [TurnContext("initial", "S1", (True,), True), TurnContext("skeptic", "S1", (True,), False)]
+    p, q = cal.model().p_factual(said), cal.model(prior).p_factual(said)
+    assert p is not None and q is not None
+    assert q / (1 - q) == pytest.approx(p / (1 - p) * prior / (1 - prior), rel=1e-9)
+    assert p == pytest.approx(_posterior([("initial", True), ("skeptic", False)]), rel=1e-12)
+
+
+def test_no_thin_context_makes_p_factual_exactly_0_or_1() -> None:
+    """A context seen three times, always "true", reads (3 + 0.5) / (3 + 1) = 0.875, not 1: a debate that says
+    "false" there is unlikely, not impossible."""
+    from debate.calibration import Calibration
+    from debate.engine import TurnContext
+
+    data = calibration().model_dump(mode="json")
+    data["classes"][0]["counts"] = [
+        {"role": "initial", "state": "S0", "label": True, "shown": [], "true": 3.0, "n": 3.0},
+        {"role": "initial", "state": "S0", "label": False, "shown": [], "true": 0.0, "n": 3.0},
+    ]
+    thin = Calibration.model_validate(data)
+    assert thin.model().classes[0].p("initial", "S0", True, ()) == pytest.approx(0.875)
+    for verdict in (True, False):
+        p = thin.model().p_factual([TurnContext("initial", "S0", (), verdict)])
+        assert p is not None and 0 < p < 1
+    assert thin.model().p_factual([TurnContext("initial", "S0", (), True)]) == pytest.approx(0.875 / (0.875 + 0.125))
+
+
+def test_a_version_1_file_reads_as_fully_labelled_and_checked_on_pooled_turns(tmp_path: Path) -> None:
+    data = json.loads(calibration(checks=[FAILED_MARKOV]).model_dump_json())
+    data["version"] = 1
+    data.pop("labels")
+    for check in data["checks"]:
+        check.pop("reference")
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(data))
+    old = load_calibration(path)
+    assert old.labels is None and old.checks[0].reference == "chi-square" and not old.calibrated

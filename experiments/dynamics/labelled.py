@@ -1,0 +1,109 @@
+"""What the labelled claims of a partly labelled run say about its fit (experiments.dynamics.latent).
+
+Without labels, a class of items that fools the agents is the mirror image of the other label's items, and the fit
+cannot see it (docs/dynamics.md, "A fit without labels"). Labels can: they are compared with the fitted p_factual
+(Spiegelhalter's Z: is sum (label - p) what the p's own variance allows?), and a logistic regression of the label on
+the fit's log-odds corrects it (slope and shift), kept when it fits the labels better than the fit alone. The label
+is regressed on the log-odds, so claims chosen by their p_factual (the desk's queue, `to_label`) do not bias it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from debate.calibration import MIN_LABELS, Labels, Recalibration
+from debate.engine import PosteriorModel, TurnContext
+from experiments.dynamics.observe import Observation
+
+__all__ = ["MIN_EACH", "labels_of"]
+
+MIN_EACH = 5
+"""Labelled claims of each label among the `MIN_LABELS` (a correction fitted on one label says nothing of the
+other)."""
+_LEVEL = 0.05
+"""The likelihood-ratio test's level for keeping the correction."""
+_CLIP = 30.0
+"""Log-odds beyond this are read as this (p_factual within 1e-13 of 0 or 1)."""
+
+
+def _log_odds(p: float) -> float:
+    if p <= 0.0 or p >= 1.0:
+        return math.copysign(_CLIP, p - 0.5)
+    return max(-_CLIP, min(_CLIP, math.log(p / (1 - p))))
+
+
+def _turns(seen: Sequence[Observation]) -> dict[str, list[TurnContext]]:
+    turns: dict[str, list[TurnContext]] = {}
+    for o in seen:
+        turns.setdefault(o.item, []).append(TurnContext(o.role, o.state, o.shown, o.verdict))
+    return turns
+
+
+def _agreement(p: np.ndarray, y: np.ndarray) -> str:
+    """Spiegelhalter's Z of the labels against the probabilities, in a line."""
+    from scipy.stats import norm  # the experiments extra
+
+    weight = 1 - 2 * p
+    spread = math.sqrt(float((weight**2 * p * (1 - p)).sum()))
+    z = float(((y - p) * weight).sum()) / spread if spread > 0 else 0.0
+    p_value = float(2 * norm.sf(abs(z)))
+    said = "agree with" if p_value >= _LEVEL else "disagree with"
+    return f"the {len(y)} labelled claims {said} the fitted p_factual (Spiegelhalter Z = {z:.2f}, p = {p_value:.3g})"
+
+
+def _loglik(y: np.ndarray, odds: np.ndarray) -> float:
+    return float((y * -np.logaddexp(0, -odds) + (1 - y) * -np.logaddexp(0, odds)).sum())
+
+
+def _correction(x: np.ndarray, y: np.ndarray) -> Recalibration | None:
+    """The logistic correction of the log-odds `x` by labels `y`, when it beats none at `_LEVEL`."""
+    from scipy.stats import chi2  # the experiments extra
+    from sklearn.linear_model import LogisticRegression  # the experiments extra
+
+    fit = LogisticRegression(C=np.inf, max_iter=1000).fit(x[:, None], y.astype(int))
+    slope, shift = float(fit.coef_[0][0]), float(fit.intercept_[0])
+    statistic = max(0.0, 2 * (_loglik(y, slope * x + shift) - _loglik(y, x)))
+    p_value = float(chi2.sf(statistic, 2))
+    if p_value >= _LEVEL:
+        return None
+    return Recalibration(slope=slope, shift=shift, labelled=len(y), statistic=statistic, p_value=p_value)
+
+
+def _spread(candidates: list[tuple[float, str]], count: int) -> list[str]:
+    """`count` claims at evenly spaced ranks of p_factual."""
+    ranked = [item for _, item in sorted(candidates)]
+    if count >= len(ranked):
+        return ranked
+    picks = np.linspace(0, len(ranked) - 1, count).round().astype(int)
+    return [ranked[i] for i in dict.fromkeys(picks.tolist())]
+
+
+def labels_of(seen: Sequence[Observation], labels: Mapping[str, bool | None], model: PosteriorModel) -> Labels:
+    """What the run's labels say about `model` (fitted on it): their agreement with its p_factual, the correction
+    they bring, or, with too few, the assumption that stands in and the claims to label first."""
+    turns = _turns(seen)
+    p = {item: model.p_factual(t) for item, t in turns.items()}
+    known = [(item, label) for item, label in labels.items() if label is not None and p.get(item) is not None]
+    counts = [sum(label is flag for _, label in known) for flag in (True, False)]
+    enough = len(known) >= MIN_LABELS and min(counts) >= MIN_EACH
+    agreement = correction = None
+    if known:
+        probabilities = np.array([p[item] for item, _ in known], dtype=np.float64)
+        y = np.array([float(label) for _, label in known])
+        agreement = _agreement(probabilities, y)
+        if enough:
+            correction = _correction(np.array([_log_odds(float(v)) for v in probabilities]), y)
+    needed = 0 if enough else max(MIN_LABELS - len(known), *(MIN_EACH - c for c in counts), 1)
+    unlabelled = [(float(v), item) for item, v in p.items() if labels.get(item) is None and v is not None]
+    return Labels(
+        claims=len(turns),
+        labelled=len(known),
+        orientation="labels" if enough else "assumption",
+        agreement=agreement,
+        recalibration=correction,
+        needed=needed,
+        to_label=_spread(unlabelled, needed) if needed else [],
+    )
