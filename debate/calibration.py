@@ -38,6 +38,7 @@ __all__ = [
     "ContextCount",
     "FittedOn",
     "Labels",
+    "LiveCalibration",
     "Recalibration",
     "StopRule",
     "calibration_for",
@@ -204,6 +205,12 @@ class Calibration(_Model):
     labels: Labels | None = None
     """What the fit knew of the truth (None, as in version 1 files: every claim labelled)."""
     _models: dict[float | None, PosteriorModel] = PrivateAttr(default_factory=dict)
+    _sha256: str | None = PrivateAttr(default=None)
+
+    @property
+    def sha256(self) -> str | None:
+        """The sha256 of the file as it was read (None: not read from a file)."""
+        return self._sha256
 
     @property
     def calibrated(self) -> bool:
@@ -308,7 +315,8 @@ def not_calibrated(checks: list[Check], classes: int, labels: Labels | None = No
 @functools.lru_cache(maxsize=16)
 def _load(path: str, mtime_ns: int, size: int) -> Calibration:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = Path(path).read_bytes()
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise CalibrationError(f"calibration {path}: cannot be read ({exc})") from exc
     if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
@@ -319,11 +327,13 @@ def _load(path: str, mtime_ns: int, size: int) -> Calibration:
             f"{', '.join(map(str, _READS))} (fit it again with `debate dynamics fit RUN --save FILE`)"
         )
     try:
-        return Calibration.model_validate(data)
+        calibration = Calibration.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise CalibrationError(f"calibration {path}: {where}: {first['msg']}") from exc
+    calibration._sha256 = hashlib.sha256(raw).hexdigest()
+    return calibration
 
 
 def load_calibration(path: str | Path) -> Calibration:
@@ -338,6 +348,44 @@ def load_calibration(path: str | Path) -> Calibration:
     except OSError as exc:
         raise CalibrationError(f"calibration {path}: cannot be read ({exc.strerror or exc})") from exc
     return _load(str(file), stat.st_mtime_ns, stat.st_size)
+
+
+class LiveCalibration:
+    """A run's calibration file, read again whenever it changes on disk (`load_calibration` caches it while its
+    mtime and size stay), so a long-running desk or guard takes a new fit without a restart. Each new file is
+    checked as the first was (model, prompts, chain; the posterior stop's refusal) before it scores anything; one
+    that does not fit fails the responses it would have scored, naming why, rather than scoring them wrongly."""
+
+    def __init__(self, config: DebateConfig, chain: MarkovChain, prompts: dict[str, str]) -> None:
+        assert config.calibration is not None
+        self._config, self._chain, self._prompts = config, chain, prompts
+        self._model: str | None = None
+        self._checked: Calibration | None = None
+        self.current()
+
+    def bind_model(self, model: str) -> None:
+        """Check against the model too, once the endpoint named it."""
+        self._model, self._checked = model, None
+        self.current()
+
+    def current(self) -> Calibration:
+        """The file as it is now, checked.
+
+        Raises:
+            CalibrationError: it cannot be read, or cannot be used for this run (the message says why).
+        """
+        config = self._config
+        calibration = load_calibration(str(config.calibration))
+        if calibration is not self._checked:
+            source = f"calibration {config.calibration}"
+            calibration.check_use(model=self._model, prompts=self._prompts, chain=self._chain, source=source)
+            if config.threshold is not None and not calibration.calibrated and not config.force_calibration:
+                raise CalibrationError(
+                    f"--debate.stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
+                    "(--debate.force_calibration to stop on it anyway)"
+                )
+            self._checked = calibration
+        return calibration
 
 
 def calibration_for(config: DebateConfig, chain: MarkovChain, prompts: dict[str, str]) -> Calibration | None:
@@ -369,23 +417,6 @@ def calibration_note(config: DebateConfig, calibration: Calibration, response_no
         warning=calibration.warning(),
         response_note=response_note,
         stop=config.stop,
-        sha256=file_sha256(str(config.calibration)) if config.calibration is not None else None,
+        sha256=calibration.sha256,
         prior=config.prior if config.prior is not None else calibration.fitted_on.factual_share,
     )
-
-
-def file_sha256(path: str) -> str | None:
-    """The sha256 of a calibration file as it is now (None: it cannot be read any more)."""
-    try:
-        stat = Path(path).stat()
-    except OSError:
-        return None
-    return _sha256(path, stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=16)
-def _sha256(path: str, mtime_ns: int, size: int) -> str | None:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return None

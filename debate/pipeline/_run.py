@@ -18,11 +18,11 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, cast
 
 from debate import telemetry
-from debate.calibration import Calibration, calibration_note
+from debate.calibration import LiveCalibration, calibration_note
 from debate.claims import ground_claims
 from debate.concurrency import gather_ordered
 from debate.engine import MarkovChain, result_records
-from debate.errors import DebateError, InputError, is_fatal
+from debate.errors import CalibrationError, DebateError, InputError, is_fatal
 from debate.evidence import localize
 from debate.llm import item_scope
 from debate.pipeline._runtime import Runtime
@@ -170,7 +170,11 @@ class Pipeline:
     """Verifies responses with a started runtime's resources, one chain and one team factory."""
 
     def __init__(
-        self, runtime: Runtime, chain: MarkovChain, team_factory: TeamFactory, calibration: Calibration | None = None
+        self,
+        runtime: Runtime,
+        chain: MarkovChain,
+        team_factory: TeamFactory,
+        calibration: LiveCalibration | None = None,
     ) -> None:
         self.runtime = runtime
         self.chain = chain
@@ -193,6 +197,12 @@ class Pipeline:
 
     async def _verify(self, task: str, item: TaskInput) -> Report:
         started = time.perf_counter()
+        if self.calibration is not None:
+            try:
+                self.calibration.current()
+            except CalibrationError as exc:
+                # a calibration file replaced by one that does not fit: no response is scored with it
+                return self._failed_report(task, item, Failure.from_error(exc, "calibration"), started)
         response, question = item.response, item.question
         with telemetry.span("extract", "CHAIN", {"input.value": response}) as current:
             plan = await self._plan(task, item)
@@ -243,7 +253,7 @@ class Pipeline:
         config = self.runtime.config
         options = config.rollup_options.get(config.rollup)
         p, why = response_p_factual(verdicts, rule=config.rollup, options=options)
-        return p, calibration_note(config.debate, self.calibration, why)
+        return p, calibration_note(config.debate, self.calibration.current(), why)
 
     async def _localized(self, verdicts: list[ClaimVerdict]) -> list[ClaimVerdict]:
         retriever, language = self.runtime.retriever(), self.runtime.config.language
@@ -323,7 +333,8 @@ class Pipeline:
         )
         if self.calibration is None:
             return verdict
-        p = self.calibration.model(self.runtime.config.debate.prior).p_debate(self.chain, result_records(result))
+        model = self.calibration.current().model(self.runtime.config.debate.prior)
+        p = model.p_debate(self.chain, result_records(result))
         return verdict.model_copy(update={"p_factual": p})
 
     def _failed_report(self, task: str, item: TaskInput, failure: Failure, started: float) -> Report:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
-from debate.calibration import calibration_for
+from debate.calibration import LiveCalibration, calibration_for
 from debate.concurrency import run_blocking
 from debate.config import ModelConfig, VerifierConfig
 from debate.engine import MarkovChain, load_chain
@@ -74,11 +74,13 @@ class Verifier:
         # Prompt files are checked now, so a bad prompt set fails before any model starts.
         hashes = team_factory.prompt_hashes(self.chain)
         self.calibration = calibration_for(self.config.debate, self.chain, hashes)
+        # read again whenever the file changes: a long-running desk or guard takes a new fit without a restart
+        live = LiveCalibration(self.config.debate, self.chain, hashes) if self.calibration is not None else None
         self._prompt_hashes = hashes
         self.runtime = Runtime(
             self.config, client=client, prompts_dir=prompts, attached_embedded=attached_embedded, prompt_hashes=hashes
         )
-        self.pipeline = Pipeline(self.runtime, self.chain, team_factory, self.calibration)
+        self.pipeline = Pipeline(self.runtime, self.chain, team_factory, live)
 
     @property
     def client(self) -> ChatClient:
@@ -107,10 +109,8 @@ class Verifier:
     async def __aenter__(self) -> Self:
         try:
             await self.runtime.start()
-            if self.calibration is not None:
-                source = f"calibration {self.config.debate.calibration}"
-                model = self.runtime.client.model_name
-                self.calibration.check_use(model=model, prompts=self._prompt_hashes, chain=self.chain, source=source)
+            if self.pipeline.calibration is not None:
+                self.pipeline.calibration.bind_model(self.runtime.client.model_name)
         except BaseException:
             # __aexit__ does not run when __aenter__ fails: release what was started (cancellation included).
             await self.runtime.close()

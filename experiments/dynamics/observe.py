@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from debate.config import DebateConfig
 from debate.errors import UsageError
 from debate.results import PredictionRecord, ResultRecord, read_records
-from debate.types import ClaimVerdict, DebateResult, RunMeta
+from debate.types import ClaimVerdict, DebateResult, Report, RunMeta
 
 if TYPE_CHECKING:
     from debate.engine import MarkovChain
@@ -181,9 +181,51 @@ def _label(record: ResultRecord) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+_REVIEWED = {"factual": True, "non_factual": False}
+"""A reviewer's label as a claim's truth (not enough evidence, unverifiable: no label)."""
+
+
+def _desk_export(path: Path) -> Iterator[tuple[int, str, Report, list[bool | None]]]:
+    """The desk's audit export (`GET /v1/audits/export`, jsonl): each finished audit's report, its claims labelled
+    by their latest review."""
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                report = Report.model_validate(row["report"]) if row.get("report") else None
+            except (ValueError, KeyError, TypeError) as exc:
+                raise UsageError(f"{path}: line {number}: not a desk export line ({exc})") from exc
+            if report is None:
+                continue
+            latest = {r["claim_id"]: r["label"] for r in row.get("reviews", []) if isinstance(r, dict)}
+            labels = [_REVIEWED.get(latest.get(c.claim_id, "")) for c in report.claims]
+            yield number, f"audit-{row.get('audit_id', number)}", report, labels
+
+
+def _results_log(path: Path) -> Iterator[tuple[int, str, Report, list[bool | None]]]:
+    """A `debate verify --output` log: each report, its claims labelled from the line's `label_factual`."""
+    for number, record in enumerate(read_records(path), 1):
+        if isinstance(record, ResultRecord):
+            key = record.key or f"line:{record.line}"
+            yield number, key, record.result, claim_labels(_label(record), record.result.claims)
+
+
+def _is_desk_export(path: Path) -> bool:
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        first = next((line for line in lines if line.strip()), "")
+    try:
+        row = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(row, dict) and {"audit_id", "report", "reviews"} <= set(row)
+
+
 def read_log(path: Path) -> RunObservations:
-    """Every debate of a results log (`debate verify --output FILE`); its settings from the reports' own resolved
-    configuration, which every line must share."""
+    """Every debate of a results log (`debate verify --output FILE`, its lines' `label_factual`) or of the desk's
+    audit export (its reviewers' labels); the settings from the reports' own resolved configuration, which every
+    report must share."""
     from debate.engine import load_chain
 
     seen: list[Observation] = []
@@ -191,10 +233,8 @@ def read_log(path: Path) -> RunObservations:
     probabilities: dict[str, float] = {}
     first: tuple[int, DebateConfig, RunMeta] | None = None
     chain: MarkovChain | None = None
-    for number, record in enumerate(read_records(path), 1):
-        if not isinstance(record, ResultRecord):
-            continue
-        report = record.result
+    reports = _desk_export(path) if _is_desk_export(path) else _results_log(path)
+    for number, key, report, labels in reports:
         config = report.meta.config
         try:
             debate = DebateConfig.model_validate(config.get("debate", {}))
@@ -208,8 +248,7 @@ def read_log(path: Path) -> RunObservations:
                 f"({_settings(debate)} against {_settings(first[1])}): fit one setting at a time"
             )
         assert chain is not None
-        key = record.key or f"line:{record.line}"
-        for claim, label in zip(report.claims, claim_labels(_label(record), report.claims), strict=True):
+        for claim, label in zip(report.claims, labels, strict=True):
             if claim.debate is None or claim.decided_by != "debate":
                 continue
             name = f"{key}/{claim.claim_id}"

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from experiments.dynamics.observe import read_log
 from markov_debate.desk.store import Store, StoreError
 from tests.support.desk import (
     WRONG,
@@ -76,7 +77,7 @@ def test_submit_run_and_read_back(desk: ThreadedDesk) -> None:
     assert client.get("/v1/health").json()["schema"] == "0007"
 
 
-def test_reviews_queue_stats_and_exports(desk: ThreadedDesk) -> None:
+def test_reviews_queue_stats_and_exports(desk: ThreadedDesk, tmp_path: Path) -> None:
     client = desk.client()
     wrong, right = submit(client, WRONG_ANSWER), submit(client, RIGHT)
     wait_done(client, wrong), wait_done(client, right)
@@ -118,8 +119,14 @@ def test_reviews_queue_stats_and_exports(desk: ThreadedDesk) -> None:
     # The report is what the engine said, whatever the reviewers said since.
     assert client.get(f"/v1/audits/{right}").json()["report"]["claims"][0]["label"] == "factual"
 
-    lines = [json.loads(x) for x in client.get("/v1/audits/export", params={"format": "jsonl"}).text.splitlines()]
+    exported = client.get("/v1/audits/export", params={"format": "jsonl"}).text
+    lines = [json.loads(x) for x in exported.splitlines()]
     assert [x["audit_id"] for x in lines] == [wrong, right] and lines[0]["reviews"][0]["decision"] == "confirm"
+    # the reviewers' verdicts are labels for `debate dynamics fit EXPORT`: confirmed and overturned alike
+    (tmp_path / "export.jsonl").write_text(exported, encoding="utf-8")
+    fitted = read_log(tmp_path / "export.jsonl")
+    assert {k: v[0] for k, v in fitted.finals.items()} == {f"audit-{wrong}/c0": False, f"audit-{right}/c0": False}
+    assert {o.label for o in fitted.observations} == {False} and fitted.model == "fake-model"
     rows = list(csv.DictReader(io.StringIO(client.get("/v1/audits/export", params={"format": "csv"}).text)))
     assert [
         (r["audit_id"], r["engine_label"], r["review_decision"], r["review_label"], r["reviewed_verdict"]) for r in rows

@@ -241,3 +241,41 @@ def test_a_version_1_file_reads_as_fully_labelled_and_checked_on_pooled_turns(tm
     path.write_text(json.dumps(data))
     old = load_calibration(path)
     assert old.labels is None and old.checks[0].reference == "chi-square" and not old.calibrated
+
+
+async def test_a_running_verifier_takes_a_new_calibration_without_a_restart(tmp_path: Path) -> None:
+    """The desk and the guard keep one Verifier for hours: a calibration file replaced under them is read again
+    (and checked) at the next response, and each report names the file it was scored with; a replacement that
+    does not fit this run fails the responses it would have scored, in one line."""
+    import hashlib
+    import os
+
+    path = Path(save_calibration(tmp_path, calibration()))
+    config = VerifierConfig(debate=DebateConfig(calibration=str(path)))
+    client = ScriptedChatClient({"debate": [op(True)] * 21})
+
+    def replace(cal: Any) -> str:
+        fresh = tmp_path / "fresh.json"
+        fresh.write_text(cal.model_dump_json())
+        stat = path.stat()
+        fresh.replace(path)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a new file, whatever the clock
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    item = TaskInput("Paris", question="What is the capital of France?", reference="Paris is.")
+    async with Verifier(config=config, client=client) as verifier:
+        first = await verifier.verify(item)
+        shifted = calibration().model_copy(
+            update={"fitted_on": calibration().fitted_on.model_copy(update={"factual_share": 0.2})}
+        )
+        sha = replace(shifted)
+        second = await verifier.verify(item)
+        replace(calibration(model="another-model"))
+        third = await verifier.verify(item)
+    assert first.calibration is not None and second.calibration is not None
+    assert second.calibration.sha256 == sha != first.calibration.sha256
+    p, q = first.claims[0].p_factual, second.claims[0].p_factual
+    assert p is not None and q is not None
+    assert q / (1 - q) == pytest.approx(p / (1 - p) * (0.2 / 0.8), rel=1e-9)  # the prior's odds, nothing else
+    assert third.failure is not None and third.failure.stage == "calibration"
+    assert "was fitted on model 'another-model'" in third.failure.message and third.p_factual is None
