@@ -34,7 +34,7 @@ def test_the_engine_reads_like_the_pipeline() -> None:
         "calls",
         "prefilter",
         "rollup.py",
-        "calibration.py",
+        "calibration",
         "results",
         "pipeline",
     }

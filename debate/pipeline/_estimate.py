@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from debate.calibration import load_calibration
+from debate.calibration import describe_stop, load_calibration
 from debate.calls import PromptTemplate
 from debate.config import VerifierConfig
 from debate.engine import MarkovChain, governed_outcome, governed_paths, outcome
@@ -334,24 +334,6 @@ def _prefilter_calls(claims: float, config: VerifierConfig, notes: set[str]) -> 
     return total
 
 
-def _stop_line(config: VerifierConfig) -> str:
-    debate = config.debate
-    if debate.threshold is None or debate.calibration is None:
-        return (
-            f"consensus (the paper's rule): a state's speakers agree from round {debate.min_rounds}, else round "
-            f"{debate.max_rounds} ends it"
-        )
-    calibration = load_calibration(debate.calibration)
-    prior = debate.prior if debate.prior is not None else calibration.fitted_on.factual_share
-    side = 1 - debate.threshold
-    said = f"; {calibration.warning()}" if calibration.warning() else ""
-    return (
-        f"{debate.stop}: after each turn, p_factual >= {debate.threshold:g} or <= {side:g} ends the debate, else "
-        f"round {debate.max_rounds}; decided by {debate.calibration} ({calibration.describe()}; prior {prior:.3f})"
-        f"{said}"
-    )
-
-
 def estimate(
     items: Sequence[tuple[Task, TaskInput]],
     *,
@@ -389,7 +371,7 @@ def estimate(
     if price is not None:
         cost = inputs.scaled(price.input / 1e6) + outputs.scaled(price.output / 1e6)
     return Estimate(
-        stop=_stop_line(config),
+        stop=describe_stop(config.debate),
         items=len(items),
         claims=sum(e.claims for e in per_item),
         turns_per_claim=turns,

@@ -6,9 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
-from debate.calibration import Calibration, CalibrationClass, ContextCount, FittedOn, not_calibrated
+from debate.calibration import (
+    Calibration,
+    CalibrationClass,
+    ContextCount,
+    FittedOn,
+    Reliability,
+    not_calibrated,
+    reliability,
+)
 from debate.engine import chain_digest, load_chain
 from debate.errors import UsageError
 from debate.plugins import TEAMS
@@ -40,6 +46,13 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
         if any(other.prompts.get(k) != v for k, v in prompts.items()):
             raise UsageError(f"{other.run_dir}: other prompts than {first.run_dir}; save one calibration each")
     ix, point = fitted.indexed, fitted.point
+    share = ix.factual_share()
+    if not 0 < share < 1:
+        only = "factual" if share >= 1 else "hallucinated"
+        raise UsageError(
+            f"every fitted claim is {only}: a calibration needs claims of both labels (label some of the other, "
+            "or leave some unlabelled)"
+        )
     classes = [
         CalibrationClass(
             counts=[
@@ -60,7 +73,7 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
             max_rounds=first.max_rounds,
             claims=len(ix.items),
             turns=len(ix.observations),
-            factual_share=ix.factual_share(),
+            factual_share=share,
             runs=[str(r.run_dir) for r in runs],
         ),
         classes=classes,
@@ -70,36 +83,6 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
         checks=checks,
         not_calibrated=not_calibrated(checks, point.classes, fitted.choice.labels),
         labels=fitted.choice.labels,
-    )
-
-
-class Reliability(BaseModel):
-    """How well p_factual is calibrated on a labelled run."""
-
-    model_config = ConfigDict(frozen=True)
-    claims: int
-    ece: float
-    """Expected calibration error over 10 equal-width bins: sum over bins of (bin share) x |mean p - factual share|."""
-    brier: float
-    """Mean (p_factual - label)^2."""
-    bins: list[tuple[float, float, int]]
-    """Per non-empty bin: (mean p_factual, share factual, claims)."""
-
-
-def reliability(pairs: Sequence[tuple[float, bool]], bins: int = 10) -> Reliability:
-    """ECE (10 equal-width bins), Brier score and the reliability table of (p_factual, true label) pairs."""
-    if not pairs:
-        raise UsageError("no claim has a p_factual: was the run given --debate.calibration?")
-    grouped: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
-    for p, label in pairs:
-        grouped[min(bins - 1, int(p * bins))].append((p, label))
-    table = [(sum(p for p, _ in g) / len(g), sum(label for _, label in g) / len(g), len(g)) for g in grouped if g]
-    n = len(pairs)
-    return Reliability(
-        claims=n,
-        ece=sum(k / n * abs(mean_p - share) for mean_p, share, k in table),
-        brier=sum((p - label) ** 2 for p, label in pairs) / n,
-        bins=table,
     )
 
 

@@ -148,6 +148,51 @@ def _posterior(log_joint: NDArray[np.float64], governor: PosteriorModel) -> NDAr
         return np.asarray(1.0 / (1.0 + np.exp(-odds)), dtype=np.float64)
 
 
+class _Debates:
+    """Where each of `d` debates is: its state, the speaker's position in it, the verdict it was entered with, the
+    state's verdicts so far (bits), its round, its turns so far and their verdicts, and (under the posterior stop)
+    its log likelihood per label and class under the governor."""
+
+    def __init__(self, d: int, slots: _Slots, design: Design) -> None:
+        self.history = np.full((d, slots.width * (design.max_rounds + 1)), _NONE, dtype=np.int64)
+        self.state = np.full(d, slots.initial, dtype=np.int64)
+        self.position = np.zeros(d, dtype=np.int64)
+        self.entering = np.full(d, _NONE, dtype=np.int64)
+        self.bits = np.zeros(d, dtype=np.int64)
+        self.round = np.zeros(d, dtype=np.int64)
+        self.spoken = np.zeros(d, dtype=np.int64)
+        self.log_joint = np.zeros((d, 2, slots.governor.shape[2] if slots.governor is not None else 1))
+
+    def said(self, a: Ints, verdict: Ints) -> None:
+        self.history[a, self.spoken[a]] = verdict
+        self.spoken[a] += 1
+        self.bits[a] |= verdict << self.position[a]
+        self.position[a] += 1
+
+    def decided(self, a: Ints, slot: Ints, verdict: Ints, slots: _Slots, design: Design) -> NDArray[np.bool_]:
+        """Under the posterior stop: which debates the governor's p_factual has now decided."""
+        assert slots.governor is not None and design.governor is not None and design.threshold is not None
+        p = slots.governor[slot]  # turn x label x class
+        self.log_joint[a] += _log(np.where(verdict[:, None, None].astype(bool), p, 1 - p))
+        posterior = _posterior(self.log_joint[a], design.governor)
+        return np.asarray((posterior >= design.threshold) | (posterior <= 1 - design.threshold))
+
+    def end_states(self, o: Ints, last: Ints, slots: _Slots, design: Design, governed: bool) -> NDArray[np.bool_]:
+        """Debates `o` whose state just ended on verdict `last`: which stop (the cap; unless governed, agreement
+        from min_rounds), the others moving to the next state."""
+        agreed = (self.bits[o] == 0) | (self.bits[o] == (1 << self.position[o]) - 1)
+        stop = self.round[o] >= design.max_rounds
+        if not governed:
+            stop |= (self.round[o] >= design.min_rounds) & agreed
+        moving, entered = o[~stop], last[~stop]
+        self.state[moving] = slots.following[self.state[moving], entered]
+        self.entering[moving] = entered
+        self.position[moving] = 0
+        self.bits[moving] = 0
+        self.round[moving] += 1
+        return np.asarray(stop)
+
+
 def _play(
     design: Design,
     slots: _Slots,
@@ -160,61 +205,28 @@ def _play(
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Every debate of `runs` runs at once; per run, (true verdicts, turns) per (context, label code, earlier code,
     initial code) cell."""
-    d = len(label)
     cells = len(slots.contexts) * 27
     true = np.zeros(runs * cells)
     turns = np.zeros(runs * cells)
-    longest = slots.width * (design.max_rounds + 1)
-    history = np.full((d, longest), _NONE, dtype=np.int64)
-    state = np.full(d, slots.initial, dtype=np.int64)
-    position = np.zeros(d, dtype=np.int64)
-    entering = np.full(d, _NONE, dtype=np.int64)
-    bits = np.zeros(d, dtype=np.int64)
-    round_ = np.zeros(d, dtype=np.int64)
-    spoken = np.zeros(d, dtype=np.int64)
-    active = np.arange(d)
+    debates = _Debates(len(label), slots, design)
     governed = design.threshold is not None and design.governor is not None and slots.governor is not None
-    log_joint = np.zeros((d, 2, slots.governor.shape[2] if slots.governor is not None else 1))
+    active = np.arange(len(label))
     while active.size:
         a = active
-        slot = slots.index[state[a], position[a], entering[a], bits[a]]
+        slot = slots.index[debates.state[a], debates.position[a], debates.entering[a], debates.bits[a]]
         verdict = (rng.random(a.size) < slots.p[slot, label[a], klass[a]]).astype(np.int64)
         k = slots.shown[slot]
-        before = spoken[a] - k - 1
-        earlier = np.where((k > 0) & (before >= 0), history[a, np.maximum(before, 0)], _NONE)
-        initial = np.where((k > 0) & (before > 0), history[a, 0], _NONE)
-        cell = ((slots.context[slot] * 3 + code[a]) * 3 + earlier) * 3 + initial
-        flat = replicate[a] * cells + cell
+        before = debates.spoken[a] - k - 1
+        earlier = np.where((k > 0) & (before >= 0), debates.history[a, np.maximum(before, 0)], _NONE)
+        initial = np.where((k > 0) & (before > 0), debates.history[a, 0], _NONE)
+        flat = replicate[a] * cells + ((slots.context[slot] * 3 + code[a]) * 3 + earlier) * 3 + initial
         turns += np.bincount(flat, minlength=runs * cells)
         true += np.bincount(flat, weights=verdict.astype(np.float64), minlength=runs * cells)
-        history[a, spoken[a]] = verdict
-        spoken[a] += 1
-        bits[a] |= verdict << position[a]
-        position[a] += 1
-        done = np.zeros(a.size, dtype=bool)
-        if governed:
-            assert slots.governor is not None and design.governor is not None and design.threshold is not None
-            p = slots.governor[slot]  # turn x label x class
-            said = verdict[:, None, None].astype(bool)
-            log_joint[a] += _log(np.where(said, p, 1 - p))
-            posterior = _posterior(log_joint[a], design.governor)
-            done |= (posterior >= design.threshold) | (posterior <= 1 - design.threshold)
-        over = ~done & (position[a] == slots.speakers[state[a]])
+        debates.said(a, verdict)
+        done = debates.decided(a, slot, verdict, slots, design) if governed else np.zeros(a.size, dtype=bool)
+        over = ~done & (debates.position[a] == slots.speakers[debates.state[a]])
         if over.any():
-            o = a[over]
-            full = (1 << position[o]) - 1
-            agreed = (bits[o] == 0) | (bits[o] == full)
-            stop = round_[o] >= design.max_rounds
-            if not governed:
-                stop |= (round_[o] >= design.min_rounds) & agreed
-            done[over] = stop
-            moving = o[~stop]
-            last = verdict[over][~stop]
-            state[moving] = slots.following[state[moving], last]
-            entering[moving] = last
-            position[moving] = 0
-            bits[moving] = 0
-            round_[moving] += 1
+            done[over] = debates.end_states(a[over], verdict[over], slots, design, governed)
         active = a[~done]
     return true.reshape(runs, cells), turns.reshape(runs, cells)
 

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from debate.errors import UsageError
 from debate.extras import install_command
 from debate.types import ClaimLabel
+from markov_debate.desk.calibrated import calibration_panel
 from markov_debate.desk.deps import (
     ID_MAX,
     PAGE_MAX,
@@ -38,7 +39,15 @@ from markov_debate.desk.routes.batches import upload_batch
 from markov_debate.desk.security import SESSION_COOKIE
 from markov_debate.desk.stats import stats as compute_stats
 from markov_debate.desk.store.reviews import QueueOrder
-from markov_debate.desk.views import Segment, agreement_png, chain_diagrams, claim_label, reviewed_claims, segments
+from markov_debate.desk.views import (
+    Segment,
+    agreement_png,
+    chain_diagrams,
+    claim_label,
+    reliability_png,
+    reviewed_claims,
+    segments,
+)
 
 __all__ = ["STATIC", "router", "swagger_assets"]
 
@@ -223,9 +232,23 @@ def queue_page(
 @router.get("/dashboard")
 def dashboard_page(request: Request, principal: UiReader, store: StoreDep, settings: SettingsDep) -> HTMLResponse:
     figures = compute_stats(store, owner=principal.owner)
+    panel = calibration_panel(store, settings.verifier.debate.calibration, owner=principal.owner)
     return render(
-        request, "dashboard.html", principal, stats=figures, plot=bool(figures.over_time), priced=settings.priced
+        request,
+        "dashboard.html",
+        principal,
+        stats=figures,
+        plot=bool(figures.over_time),
+        priced=settings.priced,
+        calibration=panel,
     )
+
+
+@router.get("/dashboard/reliability.png")
+def reliability_plot(principal: UiReader, store: StoreDep, settings: SettingsDep) -> Response:
+    panel = calibration_panel(store, settings.verifier.debate.calibration, owner=principal.owner)
+    bins = tuple(panel.reviewed.bins) if panel is not None and panel.reviewed is not None else ()
+    return Response(reliability_png(bins), media_type="image/png", headers={"Cache-Control": "no-store"})
 
 
 @router.get("/dashboard/agreement.png")

@@ -5,6 +5,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request, Response
 from sqlalchemy.exc import SQLAlchemyError
 
+from markov_debate.desk.calibrated import CalibrationPanel, calibration_panel
 from markov_debate.desk.deps import GuardDep, Reader, SettingsDep, StoreDep, worker_of
 from markov_debate.desk.models import Stats
 from markov_debate.desk.settings import DeskSettings
@@ -22,6 +23,14 @@ def stats(principal: Reader, store: StoreDep, bucket: Annotated[Literal["day", "
     """Counts by status, verdict and task; agreement and Cohen's kappa between reviewers and the engine, in
     total and per period; model calls, tokens and cost (a submitter: of its own audits)."""
     return compute_stats(store, bucket=bucket, owner=principal.owner)
+
+
+@router.get("/calibration")
+def calibration(principal: Reader, store: StoreDep, settings: SettingsDep) -> CalibrationPanel | None:
+    """The calibration the desk scores with (null: none): the file and its sha256, what it was fitted on and what
+    it assumes; its p_factual against the reviewers' verdicts, in all and since the fit, and the drift warning (a
+    submitter: on its own audits)."""
+    return calibration_panel(store, settings.verifier.debate.calibration, owner=principal.owner)
 
 
 @router.get("/health")

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from markov_debate.desk.store.db import utcnow
 from markov_debate.desk.store.sessions import SessionStore
-from markov_debate.desk.tables import AuditRow, EventRow, ReviewRow
+from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow, ReviewRow
 
 __all__ = ["DeferralRun", "ReportingStore", "StoreFigures"]
 
@@ -100,6 +100,25 @@ class ReportingStore(SessionStore):
             cost=self._cost(int(prompt), int(completion)),
             reviews=[(r[0], r[1], r[2], r[3], r[4]) for r in reviews],
         )
+
+    def reviewed_probabilities(self, *, owner: str | None = None) -> list[tuple[float, str, datetime]]:
+        """(p_factual, the latest review's label, when it was given) of each reviewed claim that has a p_factual
+        (`owner`: of that submitter's audits only)."""
+        query = (
+            select(ClaimRow.audit_id, ClaimRow.claim_id, ClaimRow.p_factual, ReviewRow.label, ReviewRow.created_at)
+            .join(ReviewRow, (ReviewRow.audit_id == ClaimRow.audit_id) & (ReviewRow.claim_id == ClaimRow.claim_id))
+            .where(ClaimRow.p_factual.is_not(None))
+            .order_by(ReviewRow.id)
+        )
+        if owner is not None:
+            query = query.join(AuditRow, AuditRow.id == ClaimRow.audit_id).where(AuditRow.submitted_by == owner)
+        with self._session() as s:
+            rows = s.execute(query).all()
+        latest: dict[tuple[int, str], tuple[float, str, datetime]] = {}
+        for audit, claim, p, label, at in rows:  # in review order: a later review replaces an earlier one
+            if p is not None:  # the query keeps only claims with one
+                latest[(audit, claim)] = (float(p), str(label), at)
+        return list(latest.values())
 
     def export_rows(self) -> Iterator[tuple[AuditRow, list[ReviewRow]]]:
         """Finished audits in id order, with their reviews (streamed in pages)."""

@@ -1,12 +1,6 @@
-"""The calibration file: the role behaviour `debate dynamics fit --save` fitted on a labelled run, what it was fitted
-on, and the checks of its assumptions. A run given `--debate.calibration FILE` reports P(factual | the debate's
-turns) per claim (debate.engine.PosteriorModel), and `--debate.stop posterior:P` ends a debate once that
-probability is decided.
-
-A calibration holds only for the model, prompts and chain it was fitted on: anything else is refused in one line
-(`check_use`). When a check of the model's assumptions failed on the fitted run, the probability is not calibrated:
-every report says so and names the check (`not_calibrated`), and the posterior stop refuses it unless forced.
-"""
+"""The calibration file: the role behaviour `debate dynamics fit --save` fitted, what it was fitted on, the checks of
+its assumptions and what it knew of the truth; read and checked by `load_calibration` (cached while the file is
+unchanged)."""
 
 from __future__ import annotations
 
@@ -18,33 +12,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import Field, PrivateAttr, ValidationError
 
-from debate.config import DebateConfig
+from debate.calibration._parts import SMOOTHING, Check, Labels, _Model, first
 from debate.engine import MarkovChain, PosteriorModel, RoleTables, chain_digest
 from debate.errors import CalibrationError
 from debate.provenance import package_version
-from debate.types import CalibrationNote, StopRule, parse_stop
 
 __all__ = [
     "CALIBRATION_FORMAT",
     "CALIBRATION_VERSION",
-    "MIN_LABELS",
-    "SMOOTHING",
     "Calibration",
     "CalibrationClass",
-    "CalibrationError",
-    "Check",
     "ContextCount",
     "FittedOn",
-    "Labels",
-    "LiveCalibration",
-    "Recalibration",
-    "StopRule",
-    "calibration_for",
-    "calibration_note",
     "load_calibration",
-    "parse_stop",
+    "not_calibrated",
 ]
 
 CALIBRATION_FORMAT = "markov-debate-calibration"
@@ -56,87 +39,6 @@ labelled, checked on the pooled turns."""
 UNCALIBRATING_CHECKS = ("markov", "state")
 """Checks whose failure leaves p_factual uncalibrated whatever the model (memory; behaviour that differs by state).
 Heterogeneity and overdispersion do too when the model has one class (it assumes items alike)."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class Check(_Model):
-    """One test of the model's assumptions."""
-
-    name: Literal["markov", "heterogeneity", "overdispersion", "state"]
-    statistic: float | None
-    """G (likelihood ratio) or Z (Tarone); None when the check does not apply."""
-    df: int | None
-    p_value: float | None
-    level: float
-    """The p-value under which the check fails."""
-    rejected: bool
-    """At its level: the assumption fails on this run."""
-    detail: str
-    """What was tested on what, and what it found, in a line."""
-    reference: Literal["chi-square", "fitted model"] = "chi-square"
-    """What the statistic is compared with: the chi-square of the pooled test, or the same test on runs of the
-    fitted model (which holds its item classes: agreement from shared difficulty is expected there)."""
-
-
-class Recalibration(_Model):
-    """How labelled claims corrected the fitted log-odds: a logistic regression of each label on the fit's log-odds
-    of its claim, kept when it fits the labels better than the fit alone (likelihood ratio, 2 df, at 5%)."""
-
-    slope: float
-    shift: float
-    labelled: int
-    """The labelled claims it was fitted on."""
-    statistic: float
-    """The likelihood ratio against no correction (slope 1, shift 0)."""
-    p_value: float
-
-
-class Labels(_Model):
-    """What a fit knew of its claims' truth: labels, or the assumption that stands in for them."""
-
-    claims: int
-    """Debated claims fitted."""
-    labelled: int
-    """Those with a true label (the rest: the truth was fitted as latent)."""
-    orientation: Literal["labels", "assumption"]
-    """labels: enough labelled claims (`MIN_LABELS`, both labels) to say which verdicts are right and to correct the
-    fit's probabilities; assumption: fewer, and the agents are taken to be right more often than wrong."""
-    agreement: str | None = None
-    """How the labelled claims agree with the fitted p_factual before any correction (Spiegelhalter's Z), in a
-    line."""
-    recalibration: Recalibration | None = None
-    """The correction the labels brought (None: none was needed, or too few labels)."""
-    needed: int = Field(default=0, ge=0)
-    """More labelled claims needed before the labels decide (0: enough)."""
-    to_label: list[str] = Field(default_factory=list)
-    """The claims (item/claim id) to label first: spread over the fitted p_factual, which fits the correction with
-    the fewest labels (choosing by p_factual does not bias it: the label is regressed on it)."""
-
-    def assumption(self, classes: int) -> str | None:
-        """The line a verdict carries when the fit leans on the assumption (None: labels settle it)."""
-        if self.orientation == "labels":
-            return None
-        return (
-            f"fitted without labels on {self.claims - self.labelled} of {self.claims} claims: p_factual assumes the "
-            "agents are right more often than wrong"
-            + ("" if classes == 1 else " in every class of items")
-            + f", which only labels can test (label {self.needed} more claims: {_first(self.to_label)})"
-        )
-
-
-def _first(claims: list[str], shown: int = 5) -> str:
-    return ", ".join(claims[:shown]) + (", ..." if len(claims) > shown else "")
-
-
-MIN_LABELS = 30
-"""Labelled claims (at least 5 of each label) before labels, not the assumption, decide: fewer cannot fit the
-two-parameter correction. docs/dynamics.md shows what more buy."""
-SMOOTHING = 0.5
-"""Pseudo-counts on each side of every context's verdicts in p_factual (Jeffreys' prior): a context seen 3 times,
-always "true", gives (3 + 0.5) / (3 + 1) = 0.875, not 1, so no thin context makes p_factual exactly 0 or 1."""
 
 
 class ContextCount(_Model):
@@ -307,7 +209,7 @@ def not_calibrated(checks: list[Check], classes: int, labels: Labels | None = No
     if labels is not None and labels.orientation == "assumption" and classes > 1:
         lines.append(
             f"{classes} classes of items and {labels.labelled} labelled claims: which verdicts are right in each "
-            f"class is not known (label {labels.needed} more claims: {_first(labels.to_label)})"
+            f"class is not known (label {labels.needed} more claims: {first(labels.to_label)})"
         )
     return lines
 
@@ -348,75 +250,3 @@ def load_calibration(path: str | Path) -> Calibration:
     except OSError as exc:
         raise CalibrationError(f"calibration {path}: cannot be read ({exc.strerror or exc})") from exc
     return _load(str(file), stat.st_mtime_ns, stat.st_size)
-
-
-class LiveCalibration:
-    """A run's calibration file, read again whenever it changes on disk (`load_calibration` caches it while its
-    mtime and size stay), so a long-running desk or guard takes a new fit without a restart. Each new file is
-    checked as the first was (model, prompts, chain; the posterior stop's refusal) before it scores anything; one
-    that does not fit fails the responses it would have scored, naming why, rather than scoring them wrongly."""
-
-    def __init__(self, config: DebateConfig, chain: MarkovChain, prompts: dict[str, str]) -> None:
-        assert config.calibration is not None
-        self._config, self._chain, self._prompts = config, chain, prompts
-        self._model: str | None = None
-        self._checked: Calibration | None = None
-        self.current()
-
-    def bind_model(self, model: str) -> None:
-        """Check against the model too, once the endpoint named it."""
-        self._model, self._checked = model, None
-        self.current()
-
-    def current(self) -> Calibration:
-        """The file as it is now, checked.
-
-        Raises:
-            CalibrationError: it cannot be read, or cannot be used for this run (the message says why).
-        """
-        config = self._config
-        calibration = load_calibration(str(config.calibration))
-        if calibration is not self._checked:
-            source = f"calibration {config.calibration}"
-            calibration.check_use(model=self._model, prompts=self._prompts, chain=self._chain, source=source)
-            if config.threshold is not None and not calibration.calibrated and not config.force_calibration:
-                raise CalibrationError(
-                    f"--debate.stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
-                    "(--debate.force_calibration to stop on it anyway)"
-                )
-            self._checked = calibration
-        return calibration
-
-
-def calibration_for(config: DebateConfig, chain: MarkovChain, prompts: dict[str, str]) -> Calibration | None:
-    """The run's calibration, read and checked against its chain and prompts (the model is checked once known);
-    None without one.
-
-    Raises:
-        CalibrationError: unreadable, fitted on another chain or prompts, or (under the posterior stop) failing its
-            checks without `force_calibration`.
-    """
-    if config.calibration is None:
-        return None
-    calibration = load_calibration(config.calibration)
-    calibration.check_use(model=None, prompts=prompts, chain=chain, source=f"calibration {config.calibration}")
-    if config.threshold is not None and not calibration.calibrated and not config.force_calibration:
-        raise CalibrationError(
-            f"--debate.stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
-            "(--debate.force_calibration to stop on it anyway)"
-        )
-    return calibration
-
-
-def calibration_note(config: DebateConfig, calibration: Calibration, response_note: str | None) -> CalibrationNote:
-    """The line a report carries about its probabilities."""
-    return CalibrationNote(
-        file=str(config.calibration),
-        fitted_on=calibration.describe(),
-        calibrated=calibration.calibrated,
-        warning=calibration.warning(),
-        response_note=response_note,
-        stop=config.stop,
-        sha256=calibration.sha256,
-        prior=config.prior if config.prior is not None else calibration.fitted_on.factual_share,
-    )

@@ -1,0 +1,129 @@
+"""The parts of a calibration file that say what a fit knew and how well it holds: the checks of its assumptions,
+what labels it had (and the assumption that stands in for them), and the reliability of p_factual on labelled
+claims."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from debate.errors import UsageError
+
+__all__ = ["MIN_LABELS", "SMOOTHING", "Check", "Labels", "Recalibration", "Reliability", "first", "reliability"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Check(_Model):
+    """One test of the model's assumptions."""
+
+    name: Literal["markov", "heterogeneity", "overdispersion", "state"]
+    statistic: float | None
+    """G (likelihood ratio) or Z (Tarone); None when the check does not apply."""
+    df: int | None
+    p_value: float | None
+    level: float
+    """The p-value under which the check fails."""
+    rejected: bool
+    """At its level: the assumption fails on this run."""
+    detail: str
+    """What was tested on what, and what it found, in a line."""
+    reference: Literal["chi-square", "fitted model"] = "chi-square"
+    """What the statistic is compared with: the chi-square of the pooled test, or the same test on runs of the
+    fitted model (which holds its item classes: agreement from shared difficulty is expected there)."""
+
+
+class Recalibration(_Model):
+    """How labelled claims corrected the fitted log-odds: a logistic regression of each label on the fit's log-odds
+    of its claim, kept when it fits the labels better than the fit alone (likelihood ratio, 2 df, at 5%)."""
+
+    slope: float
+    shift: float
+    labelled: int
+    """The labelled claims it was fitted on."""
+    statistic: float
+    """The likelihood ratio against no correction (slope 1, shift 0)."""
+    p_value: float
+
+
+class Labels(_Model):
+    """What a fit knew of its claims' truth: labels, or the assumption that stands in for them."""
+
+    claims: int
+    """Debated claims fitted."""
+    labelled: int
+    """Those with a true label (the rest: the truth was fitted as latent)."""
+    orientation: Literal["labels", "assumption"]
+    """labels: enough labelled claims (`MIN_LABELS`, both labels) to say which verdicts are right and to correct the
+    fit's probabilities; assumption: fewer, and the agents are taken to be right more often than wrong."""
+    agreement: str | None = None
+    """How the labelled claims agree with the fitted p_factual before any correction (Spiegelhalter's Z), in a
+    line."""
+    recalibration: Recalibration | None = None
+    """The correction the labels brought (None: none was needed, or too few labels)."""
+    needed: int = Field(default=0, ge=0)
+    """More labelled claims needed before the labels decide (0: enough)."""
+    to_label: list[str] = Field(default_factory=list)
+    """The claims (item/claim id) to label first: spread over the fitted p_factual, which fits the correction with
+    the fewest labels (choosing by p_factual does not bias it: the label is regressed on it)."""
+
+    def assumption(self, classes: int) -> str | None:
+        """The line a verdict carries when the fit leans on the assumption (None: labels settle it)."""
+        if self.orientation == "labels":
+            return None
+        return (
+            f"fitted without labels on {self.claims - self.labelled} of {self.claims} claims: p_factual assumes the "
+            "agents are right more often than wrong"
+            + ("" if classes == 1 else " in every class of items")
+            + f", which only labels can test (label {self.needed} more claims: {first(self.to_label)})"
+        )
+
+
+def first(claims: list[str], shown: int = 5) -> str:
+    return ", ".join(claims[:shown]) + (", ..." if len(claims) > shown else "")
+
+
+MIN_LABELS = 30
+"""Labelled claims (at least 5 of each label) before labels, not the assumption, decide: fewer cannot fit the
+two-parameter correction. docs/dynamics.md shows what more buy."""
+SMOOTHING = 0.5
+"""Pseudo-counts on each side of every context's verdicts in p_factual (Jeffreys' prior): a context seen 3 times,
+always "true", gives (3 + 0.5) / (3 + 1) = 0.875, not 1, so no thin context makes p_factual exactly 0 or 1."""
+
+
+class Reliability(BaseModel):
+    """How well p_factual is calibrated on labelled claims."""
+
+    model_config = ConfigDict(frozen=True)
+    claims: int
+    ece: float
+    """Expected calibration error over 10 equal-width bins: sum over bins of (bin share) x |mean p - factual share|."""
+    brier: float
+    """Mean (p_factual - label)^2."""
+    bins: list[tuple[float, float, int]]
+    """Per non-empty bin: (mean p_factual, share factual, claims)."""
+
+
+def reliability(pairs: Sequence[tuple[float, bool]], bins: int = 10) -> Reliability:
+    """ECE (10 equal-width bins), Brier score and the reliability table of (p_factual, true label) pairs.
+
+    Raises:
+        UsageError: no pair at all.
+    """
+    if not pairs:
+        raise UsageError("no claim has a p_factual: was the run given --debate.calibration?")
+    grouped: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
+    for p, label in pairs:
+        grouped[min(bins - 1, int(p * bins))].append((p, label))
+    table = [(sum(p for p, _ in g) / len(g), sum(label for _, label in g) / len(g), len(g)) for g in grouped if g]
+    n = len(pairs)
+    return Reliability(
+        claims=n,
+        ece=sum(k / n * abs(mean_p - share) for mean_p, share, k in table),
+        brier=sum((p - label) ** 2 for p, label in pairs) / n,
+        bins=table,
+    )

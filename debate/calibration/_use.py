@@ -1,0 +1,102 @@
+"""A calibration in use: read again whenever its file changes and checked before it scores, and the lines reports
+and estimates carry about it."""
+
+from __future__ import annotations
+
+from debate.calibration._file import Calibration, load_calibration
+from debate.config import DebateConfig
+from debate.engine import MarkovChain
+from debate.errors import CalibrationError
+from debate.types import CalibrationNote
+
+__all__ = ["LiveCalibration", "calibration_for", "calibration_note", "describe_stop"]
+
+
+class LiveCalibration:
+    """A run's calibration file, read again whenever it changes on disk (`load_calibration` caches it while its
+    mtime and size stay), so a long-running desk or guard takes a new fit without a restart. Each new file is
+    checked as the first was (model, prompts, chain; the posterior stop's refusal) before it scores anything; one
+    that does not fit fails the responses it would have scored, naming why, rather than scoring them wrongly."""
+
+    def __init__(self, config: DebateConfig, chain: MarkovChain, prompts: dict[str, str]) -> None:
+        assert config.calibration is not None
+        self._config, self._chain, self._prompts = config, chain, prompts
+        self._model: str | None = None
+        self._checked: Calibration | None = None
+        self.current()
+
+    def bind_model(self, model: str) -> None:
+        """Check against the model too, once the endpoint named it."""
+        self._model, self._checked = model, None
+        self.current()
+
+    def current(self) -> Calibration:
+        """The file as it is now, checked.
+
+        Raises:
+            CalibrationError: it cannot be read, or cannot be used for this run (the message says why).
+        """
+        config = self._config
+        calibration = load_calibration(str(config.calibration))
+        if calibration is not self._checked:
+            source = f"calibration {config.calibration}"
+            calibration.check_use(model=self._model, prompts=self._prompts, chain=self._chain, source=source)
+            if config.threshold is not None and not calibration.calibrated and not config.force_calibration:
+                raise CalibrationError(
+                    f"--debate.stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
+                    "(--debate.force_calibration to stop on it anyway)"
+                )
+            self._checked = calibration
+        return calibration
+
+
+def calibration_for(config: DebateConfig, chain: MarkovChain, prompts: dict[str, str]) -> Calibration | None:
+    """The run's calibration, read and checked against its chain and prompts (the model is checked once known);
+    None without one.
+
+    Raises:
+        CalibrationError: unreadable, fitted on another chain or prompts, or (under the posterior stop) failing its
+            checks without `force_calibration`.
+    """
+    if config.calibration is None:
+        return None
+    calibration = load_calibration(config.calibration)
+    calibration.check_use(model=None, prompts=prompts, chain=chain, source=f"calibration {config.calibration}")
+    if config.threshold is not None and not calibration.calibrated and not config.force_calibration:
+        raise CalibrationError(
+            f"--debate.stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
+            "(--debate.force_calibration to stop on it anyway)"
+        )
+    return calibration
+
+
+def calibration_note(config: DebateConfig, calibration: Calibration, response_note: str | None) -> CalibrationNote:
+    """The line a report carries about its probabilities."""
+    return CalibrationNote(
+        file=str(config.calibration),
+        fitted_on=calibration.describe(),
+        calibrated=calibration.calibrated,
+        warning=calibration.warning(),
+        response_note=response_note,
+        stop=config.stop,
+        sha256=calibration.sha256,
+        prior=config.prior if config.prior is not None else calibration.fitted_on.factual_share,
+    )
+
+
+def describe_stop(config: DebateConfig) -> str:
+    """The stop rule a run's turns end by, in a line (the paper's consensus, or the posterior stop and the
+    calibration that decides it)."""
+    if config.threshold is None or config.calibration is None:
+        return (
+            f"consensus (the paper's rule): a state's speakers agree from round {config.min_rounds}, else round "
+            f"{config.max_rounds} ends it"
+        )
+    calibration = load_calibration(config.calibration)
+    prior = config.prior if config.prior is not None else calibration.fitted_on.factual_share
+    said = f"; {calibration.warning()}" if calibration.warning() else ""
+    return (
+        f"{config.stop}: after each turn, p_factual >= {config.threshold:g} or <= {1 - config.threshold:g} ends the "
+        f"debate, else round {config.max_rounds}; decided by {config.calibration} ({calibration.describe()}; prior "
+        f"{prior:.3f}){said}"
+    )

@@ -1,0 +1,105 @@
+"""The desk's calibration loop, end to end in process: claims scored with a calibration, reviewed on the desk; the
+reviews exported and fitted into a new calibration, which the running desk takes without a restart (each audit's
+report names the file that scored it); the panel shows the file, its reliability against the reviewers, and drift
+since the fit."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from debate.config import DebateConfig
+from experiments.dynamics.calibrate import calibration_of
+from experiments.dynamics.fitted import fit_model
+from experiments.dynamics.observe import read_log
+from experiments.dynamics.replicate import design_of
+from markov_debate.desk.calibrated import DRIFT_ECE, DRIFT_MIN_CLAIMS
+from tests.support.calibration import calibration, save_calibration
+from tests.support.desk import ThreadedDesk, api_keys, settings_for, wait_done
+from tests.support.fakes import Call, FakeOpenAI, Reply
+from tests.support.helpers import op
+
+FRANCE = {"question": "What is the capital of France?", "reference": "Paris is the capital of France."}
+
+
+def _agree(call: Call) -> Reply:
+    return Reply(content=op(True))
+
+
+def _submit(client: httpx.Client, n: int) -> list[int]:
+    ids = []
+    for i in range(n):
+        response = client.post("/v1/audits", json={**FRANCE, "response": "x", "claims": [f"Claim {i} is true."]})
+        assert response.status_code == 202, response.text
+        ids.append(int(response.json()["id"]))
+    return ids
+
+
+def _review(client: httpx.Client, audits: list[int]) -> None:
+    """Every claim the engine (and p_factual, near 1) called factual; the reviewers confirm half and overturn the
+    other half: the calibration is far too sure."""
+    for i, audit in enumerate(audits):
+        url = f"/v1/audits/{audit}/claims/c0/reviews"
+        body = {"decision": "confirm"} if i % 2 else {"decision": "overturn", "label": "non_factual", "note": "no"}
+        done = client.post(url, json=body)
+        assert done.status_code == 201, done.text
+
+
+def _replace(path: Path, text: str) -> str:
+    fresh = path.with_name("fresh.json")
+    fresh.write_text(text)
+    stat = path.stat()
+    fresh.replace(path)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a new file, whatever the clock
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_reviews_become_a_calibration_the_running_desk_takes_and_drift_is_shown(tmp_path: Path) -> None:
+    cal = Path(save_calibration(tmp_path, calibration(model="fake-model")))
+    first_sha = hashlib.sha256(cal.read_bytes()).hexdigest()
+    with FakeOpenAI(routes={"debate": _agree}) as model:
+        settings = settings_for(f"sqlite:///{tmp_path}/desk.sqlite", model.base_url, keys=api_keys())
+        verifier = settings.verifier.model_copy(update={"debate": DebateConfig(calibration=str(cal))})
+        with ThreadedDesk(settings.model_copy(update={"verifier": verifier})) as desk:
+            sam, alice = desk.client("sam"), desk.client("alice")
+            audits = _submit(sam, DRIFT_MIN_CLAIMS)
+            reports: list[dict[str, Any]] = [wait_done(sam, a)["report"] for a in audits]
+            assert {r["calibration"]["sha256"] for r in reports} == {first_sha}
+            before = alice.get("/v1/calibration").json()
+            assert before["sha256"] == first_sha and before["reviewed"] is None and before["drift"] is None
+
+            _review(alice, audits)
+            panel = alice.get("/v1/calibration").json()
+            assert panel["reviewed"]["claims"] == DRIFT_MIN_CLAIMS and panel["reviewed"]["ece"] > DRIFT_ECE
+            assert panel["since_fit"]["claims"] == DRIFT_MIN_CLAIMS  # the hand calibration predates every review
+            assert panel["drift"].startswith("p_factual has drifted: ECE ")
+            page = alice.get("/dashboard", headers={"Accept": "text/html"}).text
+            assert 'id="drift"' in page and "p_factual has drifted" in page and first_sha[:12] in page
+            diagram = alice.get("/dashboard/reliability.png")
+            assert diagram.status_code == 200 and diagram.content.startswith(b"\x89PNG")
+
+            # the reviews, exported, are the labels of a new fit
+            export = tmp_path / "export.jsonl"
+            export.write_text(alice.get("/v1/audits/export", params={"format": "jsonl"}).text)
+            run = read_log(export)
+            assert sorted(bool(label) for label, _, _ in run.finals.values()) == [False] * 15 + [True] * 15
+            assert None not in {label for label, _, _ in run.finals.values()}
+            fitted = fit_model(run.observations, bootstrap=0, designs=[design_of(run)])
+            new_sha = _replace(cal, calibration_of(fitted, [run]).model_dump_json())
+
+            # the running desk scores the next audit with the new file, and the panel names it
+            [later] = _submit(sam, 1)
+            report = wait_done(sam, later)["report"]
+            assert report["calibration"]["sha256"] == new_sha
+            # the reviewers taught it that such claims are right half the time
+            old = reports[0]["claims"][0]["p_factual"]
+            assert old > 0.9 and abs(report["claims"][0]["p_factual"] - 0.5) < 0.1
+            after = alice.get("/v1/calibration").json()
+            assert after["sha256"] == new_sha and after["fitted_on"].startswith(f"{DRIFT_MIN_CLAIMS} claims of ")
+            assert after["since_fit"] is None and after["drift"] is None  # nothing reviewed since this fit
+            # a submitter sees the figures of its own audits only
+            assert sam.get("/v1/calibration").json()["reviewed"]["claims"] == DRIFT_MIN_CLAIMS
