@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from debate.config import DebateConfig
 from debate.errors import UsageError
 from debate.results import PredictionRecord, ResultRecord, read_records
-from debate.types import ClaimVerdict, DebateResult, Report, RunMeta
+from debate.types import DebateResult, Report, RunMeta
 
 if TYPE_CHECKING:
     from debate.engine import MarkovChain
@@ -168,12 +168,12 @@ def read_run(run_dir: Path) -> RunObservations:
     )
 
 
-def claim_labels(label: bool | None, claims: list[ClaimVerdict]) -> list[bool | None]:
-    """Each claim's label from its response's: a factual response has only factual claims; a non-factual one says
-    which claim is wrong only when it has one claim."""
-    if label is None or (not label and len(claims) != 1):
-        return [None] * len(claims)
-    return [label] * len(claims)
+def claim_labels(label: bool | None, claims: int) -> list[bool | None]:
+    """Each of a response's `claims` labels from the response's: a factual response has only factual claims; a
+    non-factual one says which claim is wrong only when it has one claim."""
+    if label is None or (not label and claims != 1):
+        return [None] * claims
+    return [label] * claims
 
 
 def _label(record: ResultRecord) -> bool | None:
@@ -209,7 +209,7 @@ def _results_log(path: Path) -> Iterator[tuple[int, str, Report, list[bool | Non
     for number, record in enumerate(read_records(path), 1):
         if isinstance(record, ResultRecord):
             key = record.key or f"line:{record.line}"
-            yield number, key, record.result, claim_labels(_label(record), record.result.claims)
+            yield number, key, record.result, claim_labels(_label(record), len(record.result.claims))
 
 
 def _is_desk_export(path: Path) -> bool:

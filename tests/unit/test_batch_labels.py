@@ -1,0 +1,48 @@
+"""A batch line's `label_factual`, as `debate dynamics fit` reads it: any JSON value is either a label (true or
+false, or a CSV cell saying so) or an error naming the field and the line, never a guess; and a response's label
+says which of its claims it labels."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from debate.results._items import read_input
+from experiments.dynamics.observe import claim_labels
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@given(value=_JSON | st.sampled_from(["true", "False", " TRUE ", "yes", "0", "1"]))
+def test_a_label_is_true_or_false_or_an_error_naming_the_field(value: Any, tmp_path_factory: Any) -> None:
+    path = Path(tmp_path_factory.mktemp("labels")) / "batch.jsonl"
+    path.write_text(json.dumps({"id": "a", "response": "x", "label_factual": value}) + "\n", encoding="utf-8")
+    [work] = list(read_input(path))
+    said = value.strip().lower() if isinstance(value, str) else None
+    if value is None or isinstance(value, bool) or said in ("true", "false"):
+        assert work.error is None and work.item is not None
+        expected = value if not isinstance(value, str) else said == "true"
+        assert work.item.label_factual is expected
+    else:
+        assert work.item is None and work.error is not None
+        assert work.error.startswith("line 1: field 'label_factual': ") and "must be true or false" in work.error
+
+
+@given(label=st.none() | st.booleans(), n=st.integers(min_value=0, max_value=4))
+def test_a_responses_label_labels_its_claims_only_where_it_says_which(label: bool | None, n: int) -> None:
+    labels = claim_labels(label, n)
+    assert len(labels) == n
+    if label is True:
+        assert labels == [True] * n  # a factual response has only factual claims
+    elif label is False and n == 1:
+        assert labels == [False]  # its one claim is the wrong one
+    else:
+        assert labels == [None] * n  # unknown, or a wrong response that does not say which claim
