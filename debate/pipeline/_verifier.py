@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
-from debate.calibration import LiveCalibration, calibration_for
+from debate.calibration import Calibration, LiveCalibration, calibration_for
 from debate.concurrency import run_blocking
 from debate.config import ModelConfig, VerifierConfig
 from debate.engine import MarkovChain, load_chain
@@ -73,14 +73,21 @@ class Verifier:
         team_factory = team_factory or TEAMS.get(self.config.team)(prompts_dir=prompts)
         # Prompt files are checked now, so a bad prompt set fails before any model starts.
         hashes = team_factory.prompt_hashes(self.chain)
-        self.calibration = calibration_for(self.config.debate, self.chain, hashes)
-        # read again whenever the file changes: a long-running desk or guard takes a new fit without a restart
-        live = LiveCalibration(self.config.debate, self.chain, hashes) if self.calibration is not None else None
+        # refused here, before any model starts; then read again whenever the file changes, so a long-running desk
+        # or guard takes a new fit without a restart
+        fixed = calibration_for(self.config.debate, self.chain, hashes)
+        live = LiveCalibration(self.config.debate, self.chain, hashes) if fixed is not None else None
         self._prompt_hashes = hashes
         self.runtime = Runtime(
             self.config, client=client, prompts_dir=prompts, attached_embedded=attached_embedded, prompt_hashes=hashes
         )
         self.pipeline = Pipeline(self.runtime, self.chain, team_factory, live)
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The run's calibration as its file is now (checked); None without one."""
+        live = self.pipeline.calibration
+        return live.current() if live is not None else None
 
     @property
     def client(self) -> ChatClient:

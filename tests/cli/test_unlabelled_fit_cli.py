@@ -74,6 +74,17 @@ def test_a_batch_with_a_few_labels_becomes_a_calibration_and_a_verdict_carries_i
     blind = tmp_path / "blind.jsonl"
     blind.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "label_factual"}) + "\n" for r in records))
 
+    # a log resumed under other settings is refused, naming the record, rather than fitted as one run
+    mixed = [dict(r) for r in records]
+    mixed[5] = {**mixed[5], "result": {**mixed[5]["result"]}}
+    meta = {**mixed[5]["result"]["meta"], "config": {**mixed[5]["result"]["meta"]["config"]}}
+    meta["config"]["debate"] = {**meta["config"]["debate"], "max_rounds": 5}
+    mixed[5]["result"]["meta"] = meta
+    (tmp_path / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in mixed))
+    refused = debate("dynamics", "fit", str(tmp_path / "mixed.jsonl"), "--bootstrap", "10")
+    assert refused.returncode == 2 and "record 6 was debated under other settings than record 1" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
     fitted = debate("dynamics", "fit", str(blind), "--bootstrap", "10", "--save", str(tmp_path / "blind-cal.json"))
     assert fitted.returncode == 0, fitted.stderr
     head = fitted.stdout[: fitted.stdout.index("| ")]
