@@ -27,7 +27,7 @@ from debate.calibration._parts import (
     Reliability,
     reliability,
 )
-from debate.calibration._use import LiveCalibration, calibration_for, calibration_note, describe_stop
+from debate.calibration._use import LiveCalibration, calibration_note, describe_stop
 from debate.errors import CalibrationError
 from debate.types import StopRule, parse_stop
 
@@ -47,7 +47,6 @@ __all__ = [
     "Recalibration",
     "Reliability",
     "StopRule",
-    "calibration_for",
     "calibration_note",
     "describe_stop",
     "load_calibration",

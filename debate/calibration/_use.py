@@ -9,7 +9,7 @@ from debate.engine import MarkovChain
 from debate.errors import CalibrationError
 from debate.types import CalibrationNote
 
-__all__ = ["LiveCalibration", "calibration_for", "calibration_note", "describe_stop"]
+__all__ = ["LiveCalibration", "calibration_note", "describe_stop"]
 
 
 class LiveCalibration:
@@ -48,26 +48,6 @@ class LiveCalibration:
                 )
             self._checked = calibration
         return calibration
-
-
-def calibration_for(config: DebateConfig, chain: MarkovChain, prompts: dict[str, str]) -> Calibration | None:
-    """The run's calibration, read and checked against its chain and prompts (the model is checked once known);
-    None without one.
-
-    Raises:
-        CalibrationError: unreadable, fitted on another chain or prompts, or (under the posterior stop) failing its
-            checks without `force_calibration`.
-    """
-    if config.calibration is None:
-        return None
-    calibration = load_calibration(config.calibration)
-    calibration.check_use(model=None, prompts=prompts, chain=chain, source=f"calibration {config.calibration}")
-    if config.threshold is not None and not calibration.calibrated and not config.force_calibration:
-        raise CalibrationError(
-            f"--debate.stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
-            "(--debate.force_calibration to stop on it anyway)"
-        )
-    return calibration
 
 
 def calibration_note(config: DebateConfig, calibration: Calibration, response_note: str | None) -> CalibrationNote:

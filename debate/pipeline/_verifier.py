@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
-from debate.calibration import Calibration, LiveCalibration, calibration_for
+from debate.calibration import Calibration, LiveCalibration
 from debate.concurrency import run_blocking
 from debate.config import ModelConfig, VerifierConfig
 from debate.engine import MarkovChain, load_chain
@@ -75,8 +75,8 @@ class Verifier:
         hashes = team_factory.prompt_hashes(self.chain)
         # refused here, before any model starts; then read again whenever the file changes, so a long-running desk
         # or guard takes a new fit without a restart
-        fixed = calibration_for(self.config.debate, self.chain, hashes)
-        live = LiveCalibration(self.config.debate, self.chain, hashes) if fixed is not None else None
+        debate = self.config.debate
+        live = LiveCalibration(debate, self.chain, hashes) if debate.calibration is not None else None
         self._prompt_hashes = hashes
         self.runtime = Runtime(
             self.config, client=client, prompts_dir=prompts, attached_embedded=attached_embedded, prompt_hashes=hashes

@@ -28,23 +28,23 @@ class CalibrationPanel(BaseModel):
     model_config = ConfigDict(frozen=True)
     file: str
     """The calibration file the desk scores with (read again whenever it changes)."""
-    sha256: str | None
+    sha256: str | None = None
     """The file as it is now: every audit's report names the one that scored it."""
-    created_at: datetime | None
+    created_at: datetime | None = None
     """When the calibration was fitted."""
     fitted_on: str
     """What it was fitted on, in a line."""
-    labels: Labels | None
+    labels: Labels | None = None
     """What the fit knew of the truth (None: every fitted claim labelled)."""
-    warning: str | None
+    warning: str | None = None
     """Why p_factual is not calibrated, or what it assumes."""
     problem: str | None = None
     """Why the file cannot be read or used now (the workers' audits fail while it lasts)."""
-    reviewed: Reliability | None
+    reviewed: Reliability | None = None
     """p_factual against every reviewed claim's latest verdict (factual or non-factual)."""
-    since_fit: Reliability | None
+    since_fit: Reliability | None = None
     """The same on the claims reviewed since the calibration was fitted."""
-    drift: str | None
+    drift: str | None = None
     """The warning when the ECE since the fit passes `DRIFT_ECE` on `DRIFT_MIN_CLAIMS` claims or more."""
 
 
@@ -56,18 +56,7 @@ def calibration_panel(store: Store, path: str | None, *, owner: str | None = Non
     try:
         calibration = load_calibration(path)
     except CalibrationError as exc:
-        return CalibrationPanel(
-            file=path,
-            sha256=None,
-            created_at=None,
-            fitted_on="",
-            labels=None,
-            warning=None,
-            problem=str(exc),
-            reviewed=None,
-            since_fit=None,
-            drift=None,
-        )
+        return CalibrationPanel(file=path, fitted_on="", problem=str(exc))
     fitted_at = calibration.created_at.replace(tzinfo=None)
     reviewed = store.reviewed_probabilities(owner=owner)
     scored = [(p, _TRUTH[label], at) for p, label, at in reviewed if label in _TRUTH]
