@@ -10,7 +10,7 @@ own pyproject.toml, exactly as an installed plugin's are.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,6 +38,7 @@ from debate.types import (
 __all__ = [
     "CHAINS",
     "PREFILTERS",
+    "RESULT_STORES",
     "RETRIEVERS",
     "ROLLUPS",
     "SEARCH_BACKENDS",
@@ -326,6 +327,8 @@ ROLLUPS: Registry[RollupRule] = Registry(
     },
 )
 TEAMS: Registry[Callable[..., TeamFactory]] = Registry("teams")
+RESULT_STORES: Registry[Callable[[str], Iterable[str]]] = Registry("stores", listed={"desk": "the desk's database"})
+"""Where `debate dynamics fit --db URL` reads finished reports (URL -> the lines of the desk's jsonl export)."""
 """The autogen team lives in agents/, which debate/ never imports."""
 CHAINS: Registry[ChainSpec | Callable[[], ChainSpec]] = Registry(
     "chains",

@@ -46,21 +46,7 @@ def register(sub: Subcommands) -> None:
         metavar="COMMAND",
         help="fit each role's behaviour from a run's turns; predict other chains exactly",
     )
-    f = dyn.add_parser(
-        "fit",
-        help="each role's P(verdict true | what it was shown), flip, conformity and excess agreement, and the "
-        "checks of the model's assumptions",
-        epilog=examples("debate dynamics fit results/embedded/*-qa-mcmad-*/"),
-    )
-    f.add_argument("runs", nargs="+", type=Path, help="experiment run folders (mcmad method)")
-    f.add_argument(
-        "--save",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="write the fitted model as a calibration file (JSON, docs/schema.md) for --calibration",
-    )
-    f.set_defaults(handler=_fit)
+    f = _add_fit(dyn)
     p = _add_predict(dyn)
     v = dyn.add_parser(
         "validate",
@@ -84,6 +70,41 @@ def register(sub: Subcommands) -> None:
             "number of classes BIC prefers (1..3); one-class: every item alike; mixture: 2 or 3 "
             "classes",
         )
+
+
+def _add_fit(dyn: Any) -> Any:
+    f = dyn.add_parser(
+        "fit",
+        help="each role's P(verdict true | what it was shown), flip, conformity and excess agreement, and the "
+        "checks of the model's assumptions",
+        epilog=examples(
+            "debate dynamics fit results/embedded/*-qa-mcmad-*/",
+            "debate dynamics fit --db sqlite:///desk.db --save calibration.json",
+        ),
+    )
+    f.add_argument(
+        "runs",
+        nargs="*",
+        type=Path,
+        help="experiment run folders (mcmad method), `debate verify --output` logs, or the desk's jsonl exports",
+    )
+    f.add_argument(
+        "--db",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also fit the desk's store at URL (sqlite:///PATH, postgresql://...): its finished audits, each claim "
+        "labelled by its latest review (repeatable)",
+    )
+    f.add_argument(
+        "--save",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the fitted model as a calibration file (JSON, docs/schema.md) for --calibration",
+    )
+    f.set_defaults(handler=_fit)
+    return f
 
 
 def _add_predict(dyn: Any) -> Any:

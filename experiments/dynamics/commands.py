@@ -18,7 +18,7 @@ from debate.errors import UsageError
 from experiments.dynamics.calibrate import calibration_of, plot_reliability, reliability
 from experiments.dynamics.fit import fit
 from experiments.dynamics.fitted import FittedModel, fit_model
-from experiments.dynamics.observe import RunObservations, read_run
+from experiments.dynamics.observe import RunObservations, read_run, read_store
 from experiments.dynamics.predict import Predicted, SelfCheck, Setting, governor_of, predict, self_check
 from experiments.dynamics.replicate import design_of
 from experiments.dynamics.report import Checked, fit_table, predict_table, validate_table
@@ -79,7 +79,9 @@ def _check_bootstrap(args: argparse.Namespace) -> None:
 
 def fit_command(args: argparse.Namespace) -> int:
     _check_bootstrap(args)
-    runs = [read_run(r) for r in args.runs]
+    if not args.runs and not args.db:
+        raise UsageError("give a run folder, a results log or an export to fit, or --db URL for the desk's store")
+    runs = [read_run(r) for r in args.runs] + [read_store(url) for url in args.db]
     seen = [o for run in runs for o in run.observations]
     first = runs[0]
     per_run = [run.observations for run in runs]
@@ -93,7 +95,7 @@ def fit_command(args: argparse.Namespace) -> int:
     )
     result = fit(
         seen,
-        runs=[str(r) for r in args.runs],
+        runs=[str(r.run_dir) for r in runs],
         chain=first.chain,
         min_rounds=first.min_rounds,
         max_rounds=first.max_rounds,

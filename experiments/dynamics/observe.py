@@ -8,10 +8,11 @@ exactly what the agent saw, for any chain spec.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from debate.config import DebateConfig
 from debate.errors import UsageError
@@ -87,7 +88,8 @@ def observations(result: DebateResult, chain: MarkovChain, *, item: str, label: 
 class RunObservations:
     """A run folder's debates as observations, with the settings they were run at."""
 
-    run_dir: Path
+    run_dir: Path | str
+    """Where the debates were read: a run folder, a results log, or a desk's database URL (no password)."""
     chain: str
     min_rounds: int
     max_rounds: int
@@ -189,19 +191,23 @@ def _desk_export(path: Path) -> Iterator[tuple[int, str, Report, list[bool | Non
     """The desk's audit export (`GET /v1/audits/export`, jsonl): each finished audit's report, its claims labelled
     by their latest review."""
     with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                report = Report.model_validate(row["report"]) if row.get("report") else None
-            except (ValueError, KeyError, TypeError) as exc:
-                raise UsageError(f"{path}: line {number}: not a desk export line ({exc})") from exc
-            if report is None:
-                continue
-            latest = {r["claim_id"]: r["label"] for r in row.get("reviews", []) if isinstance(r, dict)}
-            labels = [_REVIEWED.get(latest.get(c.claim_id, "")) for c in report.claims]
-            yield number, f"audit-{row.get('audit_id', number)}", report, labels
+        yield from _desk_lines(lines, str(path))
+
+
+def _desk_lines(lines: Iterable[str], source: str) -> Iterator[tuple[int, str, Report, list[bool | None]]]:
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            report = Report.model_validate(row["report"]) if row.get("report") else None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{source}: line {number}: not a desk export line ({exc})") from exc
+        if report is None:
+            continue
+        latest = {r["claim_id"]: r["label"] for r in row.get("reviews", []) if isinstance(r, dict)}
+        labels = [_REVIEWED.get(latest.get(c.claim_id, "")) for c in report.claims]
+        yield number, f"audit-{row.get('audit_id', number)}", report, labels
 
 
 def _results_log(path: Path) -> Iterator[tuple[int, str, Report, list[bool | None]]]:
@@ -226,6 +232,30 @@ def read_log(path: Path) -> RunObservations:
     """Every debate of a results log (`debate verify --output FILE`, its lines' `label_factual`) or of the desk's
     audit export (its reviewers' labels); the settings from the reports' own resolved configuration, which every
     report must share."""
+    reports = _desk_export(path) if _is_desk_export(path) else _results_log(path)
+    return _read_reports(reports, path)
+
+
+def read_store(url: str) -> RunObservations:
+    """Every finished audit of the desk's database at `url` (a SQLAlchemy URL), each claim labelled by its latest
+    review: the store is read through the installed `markov_debate.stores` entry point `desk`, so the experiments
+    never import the desk."""
+    from debate.plugins import RESULT_STORES
+
+    shown = _without_password(url)
+    return _read_reports(_desk_lines(RESULT_STORES.get("desk")(url), shown), shown)
+
+
+def _without_password(url: str) -> str:
+    # A fit's output and its saved file name where it read from; a password in the URL is no part of that.
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
+def _read_reports(reports: Iterable[tuple[int, str, Report, list[bool | None]]], path: Path | str) -> RunObservations:
     from debate.engine import load_chain
 
     seen: list[Observation] = []
@@ -233,7 +263,6 @@ def read_log(path: Path) -> RunObservations:
     probabilities: dict[str, float] = {}
     first: tuple[int, DebateConfig, RunMeta] | None = None
     chain: MarkovChain | None = None
-    reports = _desk_export(path) if _is_desk_export(path) else _results_log(path)
     for number, key, report, labels in reports:
         config = report.meta.config
         try:
@@ -258,7 +287,10 @@ def read_log(path: Path) -> RunObservations:
             if claim.p_factual is not None:
                 probabilities[name] = claim.p_factual
     if first is None or not finals:
-        raise UsageError(f"{path}: no finished debate to fit (a results log of `debate verify --output`?)")
+        raise UsageError(
+            f"{path}: no finished debate to fit (a results log of `debate verify --output`, a desk with finished "
+            "audits?)"
+        )
     _, debate, meta = first
     assert chain is not None
     return RunObservations(

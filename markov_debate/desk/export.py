@@ -7,12 +7,13 @@ import csv
 import io
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Literal
 
 from debate.results import ResultRecord, refchecker_item
 from markov_debate.desk.store import Store, engine_label
 
-__all__ = ["EXPORT_MEDIA", "ExportFormat", "export_stream"]
+__all__ = ["EXPORT_MEDIA", "ExportFormat", "audit_lines", "export_stream"]
 
 ExportFormat = Literal["jsonl", "csv", "refchecker"]
 EXPORT_MEDIA: dict[str, tuple[str, str]] = {
@@ -26,6 +27,28 @@ EXPORT_MEDIA: dict[str, tuple[str, str]] = {
 def export_stream(store: Store, format: ExportFormat) -> Iterator[str]:
     """The export, piece by piece (the store is paged, never read whole)."""
     return {"jsonl": _export_jsonl, "csv": _export_csv, "refchecker": _export_refchecker}[format](store)
+
+
+def audit_lines(url: str) -> Iterator[str]:
+    """The jsonl export of the store at `url`, for a fit that reads the store directly (`debate dynamics fit --db
+    URL`; the entry point `desk` of `markov_debate.stores`). A SQLite file that does not exist is refused: opening
+    it would create an empty store, and the fit would find nothing to fit without saying why."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+    from debate.errors import UsageError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise UsageError(f"--db {url!r}: not a database URL (sqlite:///PATH, postgresql://...): {exc}") from None
+    if parsed.get_backend_name() == "sqlite" and parsed.database and not Path(parsed.database).is_file():
+        raise UsageError(f"--db: no desk store at {parsed.database} (the file does not exist)")
+    try:
+        yield from _export_jsonl(Store(url))
+    except SQLAlchemyError as exc:
+        shown = parsed.render_as_string(hide_password=True)
+        raise UsageError(f"--db {shown}: the store does not read ({type(exc).__name__}: {exc})") from None
 
 
 def _export_jsonl(store: Store) -> Iterator[str]:

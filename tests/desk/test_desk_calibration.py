@@ -12,12 +12,15 @@ from typing import Any
 
 import httpx
 
+from debate.calibration import Calibration
+from debate.cli import main
 from debate.config import DebateConfig
 from experiments.dynamics.calibrate import calibration_of
 from experiments.dynamics.fitted import fit_model
-from experiments.dynamics.observe import read_log
+from experiments.dynamics.observe import read_log, read_store
 from experiments.dynamics.replicate import design_of
 from markov_debate.desk.calibrated import DRIFT_ECE, DRIFT_MIN_CLAIMS
+from markov_debate.desk.store import Store
 from tests.support.calibration import calibration, save_calibration
 from tests.support.desk import ThreadedDesk, api_keys, settings_for, wait_done
 from tests.support.fakes import Call, FakeOpenAI, Reply
@@ -88,6 +91,13 @@ def test_reviews_become_a_calibration_the_running_desk_takes_and_drift_is_shown(
             run = read_log(export)
             assert sorted(bool(label) for label, _, _ in run.finals.values()) == [False] * 15 + [True] * 15
             assert None not in {label for label, _, _ in run.finals.values()}
+            # the store read directly (`debate dynamics fit --db URL`) holds the same debates and labels
+            stored = read_store(settings.db_url)
+            assert stored.finals == run.finals
+            assert stored.observations == run.observations and stored.run_dir == settings.db_url
+            saved = tmp_path / "from-db.json"
+            assert main(["dynamics", "fit", "--db", settings.db_url, "--bootstrap", "20", "--save", str(saved)]) == 0
+            assert Calibration.model_validate_json(saved.read_text()).fitted_on.claims == DRIFT_MIN_CLAIMS
             fitted = fit_model(run.observations, bootstrap=0, designs=[design_of(run)])
             new_sha = _replace(cal, calibration_of(fitted, [run]).model_dump_json())
 
@@ -103,3 +113,22 @@ def test_reviews_become_a_calibration_the_running_desk_takes_and_drift_is_shown(
             assert after["since_fit"] is None and after["drift"] is None  # nothing reviewed since this fit
             # a submitter sees the figures of its own audits only
             assert sam.get("/v1/calibration").json()["reviewed"]["claims"] == DRIFT_MIN_CLAIMS
+
+
+def test_a_fit_from_a_store_that_is_not_there_says_so(tmp_path: Path, capsys: Any) -> None:
+    """`--db` on a SQLite file that does not exist is refused naming it (opening it would create an empty store), a
+    URL that is not one is named, and a password in a URL never reaches the output."""
+    missing = tmp_path / "nowhere.sqlite"
+    assert main(["dynamics", "fit", "--db", f"sqlite:///{missing}"]) == 2
+    assert f"no desk store at {missing}" in capsys.readouterr().err and not missing.exists()
+    assert main(["dynamics", "fit", "--db", "not a url"]) == 2
+    assert "not a database URL" in capsys.readouterr().err
+    assert main(["dynamics", "fit"]) == 2
+    assert "--db URL" in capsys.readouterr().err
+    empty = tmp_path / "empty.sqlite"
+    Store(f"sqlite:///{empty}").close()
+    assert main(["dynamics", "fit", "--db", f"sqlite:///{empty}"]) == 2
+    assert f"sqlite:///{empty}: no finished debate to fit" in capsys.readouterr().err
+    assert main(["dynamics", "fit", "--db", "postgresql://ann:s3cret@127.0.0.1:1/desk"]) == 2
+    err = capsys.readouterr().err
+    assert "s3cret" not in err and "127.0.0.1:1" in err

@@ -4,7 +4,10 @@ modes, fail-open and fail-closed, each as docs/guard.md says; every decision is 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,9 +15,11 @@ import openai
 import pytest
 from sqlalchemy import select
 
+from debate.config import DebateConfig
 from markov_debate.desk.store import Store
 from markov_debate.desk.tables import AuditRow, ClaimRow, GuardDecisionRow
 from tests.guard.conftest import BAD_CITATION, GOOD, SOURCES, judge_config
+from tests.support.calibration import calibration, save_calibration
 from tests.support.fakes import FakeOpenAI, Reply
 from tests.support.helpers import op
 from tests.support.phoenix import need
@@ -343,3 +348,34 @@ def test_each_choice_of_a_completion_is_verified_and_recorded_under_its_own_id(g
     decisions = {d.request_id: a.request_json for d, a in _decisions(db_url)}
     assert set(decisions) == {f"{base}.0", f"{base}.1"}
     assert json.loads(decisions[f"{base}.1"])["response"] == BAD_CITATION
+
+
+def test_a_running_guard_takes_a_new_calibration_and_names_it(guard_for: Any, db_url: str, tmp_path: Path) -> None:
+    """The calibration file replaced while the guard runs: the next answer is scored by the new file (no restart),
+    and each decision's stored report names the sha256 of the file that scored it."""
+    first = calibration(model="fake-model")
+    path = Path(save_calibration(tmp_path, first))
+    with _upstream(GOOD) as upstream, _judge() as model:
+        judge = judge_config(model.base_url)
+        verifier = judge.model_copy(update={"debate": DebateConfig(calibration=str(path))})
+        guard = guard_for(upstream.base_url, model.base_url, verifier=verifier)
+        before = _v(_ask(_client(guard.base_url)).parse())
+        rarer = first.fitted_on.model_copy(update={"factual_share": 0.1})
+        fresh = tmp_path / "fresh.json"
+        fresh.write_text(first.model_copy(update={"fitted_on": rarer}).model_dump_json())
+        stat = path.stat()
+        fresh.replace(path)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a new file, whatever the clock
+        after = _v(_ask(_client(guard.base_url)).parse())
+        guard.__exit__()
+    # both answers verified factual by the same judge; the new file's base rate (0.1 against 0.5) divides each
+    # claim's prior odds by 9, so the answer's odds fall by about that much
+    assert (before["verdict"], after["verdict"]) == ("factual", "factual")
+    odds = [v["p_factual"] / (1 - v["p_factual"]) for v in (before, after)]
+    assert 6 < odds[0] / odds[1] < 12
+    shas = [json.loads(a.report_json or "{}")["calibration"]["sha256"] for _, a in _decisions(db_url)]
+    assert shas == [hashlib.sha256(first.model_dump_json().encode()).hexdigest(), _sha(path)]
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
