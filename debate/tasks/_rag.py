@@ -33,6 +33,8 @@ def sources_from(reference: Reference | Sequence[Mapping[str, str]]) -> list[Sou
                 raise InputError(
                     f"reference: source {str(key)[:80]!r}: its text must be a string, got {type(text).__name__}"
                 )
+            if not str(key):
+                raise InputError(f"reference: a source's id is empty; each needs one ({_SOURCES_FORM})")
             sources.append(Source(id=str(key), text=text))
     else:
         sources = read_sources(reference)

@@ -12,13 +12,12 @@ from typing import get_args
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
-from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
-from starlette.routing import Match
 
 from debate.plugins import TASKS
 from debate.provenance import package_version
@@ -26,18 +25,29 @@ from debate.results import severity_text
 from debate.types import ReportVerdict
 from markov_debate.desk.bodies import PARSE_FAILED, body_problem, json_syntax_problem
 from markov_debate.desk.deps import html_error, wants_html
+from markov_debate.desk.gate import (
+    LOGIN_BODY_BYTES,
+    PUBLIC_BODIES,
+    BodyBudget,
+    CallerGate,
+    HeadAndOptions,
+    allowed_methods,
+)
+from markov_debate.desk.metrics import HttpMetrics, Readings
 from markov_debate.desk.models import GuardAction
 from markov_debate.desk.openapi import publish
 from markov_debate.desk.problems import ERROR_RESPONSES
-from markov_debate.desk.quotas import Quotas
+from markov_debate.desk.quotas import UPLOADING, Quotas
+from markov_debate.desk.readings import desk_readings
 from markov_debate.desk.routes import audits, batches, reviews, stats
-from markov_debate.desk.security import AllowedHosts, BodyLimit, Guard, NoNul, SecurityHeaders
+from markov_debate.desk.security import FORM_LIMITS, AllowedHosts, BodyLimit, Guard, NoNul, SecurityHeaders
 from markov_debate.desk.serving import Every
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import (
     CancelledReplayError,
     ConflictError,
     NotFoundError,
+    PendingLimitError,
     ReviewConflictError,
     Store,
     StoreError,
@@ -63,10 +73,6 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         price_prompt_per_mtok=settings.price_prompt_per_mtok,
         price_completion_per_mtok=settings.price_completion_per_mtok,
     )
-    templates = Jinja2Templates(directory=str(_TEMPLATES))
-    templates.env.autoescape = True  # every template, whatever its name: nothing a user or model wrote is markup
-    templates.env.filters["severity"] = severity_text
-    templates.env.globals.update(_TEMPLATE_GLOBALS, version=package_version(), tasks=TASKS.names())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -96,12 +102,13 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
         version=package_version(),
         lifespan=lifespan,
         responses=ERROR_RESPONSES,
+        form_limits=FORM_LIMITS,
         description="Audits of LLM answers by Markov-chain multi-agent debate, with human review. "
         "Authenticate with `Authorization: Bearer KEY` when the server has keys.",
     )
     app.state.store = store
     app.state.settings = settings
-    app.state.templates = templates
+    app.state.templates = _templates()
     app.state.uploads = UploadPool(store.url, settings, processes=min(2, settings.max_uploads))
     app.state.guard = Guard(settings.keys, settings.session_secret, revoked=store.session_revoked)
     _middleware(app, settings)
@@ -111,19 +118,34 @@ def create_app(settings: DeskSettings, *, store: Store | None = None) -> FastAPI
     _error_model(app, settings)
     _quiet_disconnects(app)
     publish(app, settings)
-    for router in (audits.router, batches.router, reviews.router, stats.router, ui_router):
+    for router in (audits.router, batches.router, reviews.router, stats.router, stats.probes, ui_router):
         app.include_router(router)
     return app
 
 
+def _templates() -> Jinja2Templates:
+    templates = Jinja2Templates(directory=str(_TEMPLATES))
+    templates.env.autoescape = True  # every template, whatever its name: nothing a user or model wrote is markup
+    templates.env.filters["severity"] = severity_text
+    templates.env.globals.update(_TEMPLATE_GLOBALS, version=package_version(), tasks=TASKS.names())
+    return templates
+
+
 def _middleware(app: FastAPI, settings: DeskSettings) -> None:
-    """Host allow-list, NUL refusal, body limit, quotas, security headers (the last added runs first)."""
-    app.add_middleware(SecurityHeaders)
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    """Request metrics and security headers on every answer; Host allow-list, NUL refusal, the caller (a body from
+    nobody refused unread), quotas, the budget of bodies in flight, the body limit (the last added runs first)."""
+    app.state.metrics = CollectorRegistry()
+    app.state.metrics.register(Readings(lambda: desk_readings(app)))
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, small={p: LOGIN_BODY_BYTES for p in PUBLIC_BODIES})
+    app.add_middleware(BodyBudget, limit=settings.max_bodies_in_flight_bytes, streamed=UPLOADING)
     # before anything reads a body (the body limit buffers a chunked one): a refused upload holds no file or memory
     app.add_middleware(Quotas, settings=settings, guard=app.state.guard)
+    app.add_middleware(CallerGate, guard=app.state.guard, uploads=UPLOADING)
+    app.add_middleware(HeadAndOptions, routes=lambda: app.router.routes)
     app.add_middleware(NoNul)
     app.add_middleware(AllowedHosts, allowed=settings.allowed_hosts)
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(HttpMetrics, registry=app.state.metrics, prefix="desk")
 
 
 def _error_model(app: FastAPI, settings: DeskSettings) -> None:
@@ -135,6 +157,8 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
         status = 404 if isinstance(exc, NotFoundError) else 409 if isinstance(exc, ConflictError) else 400
         if isinstance(exc, ReviewConflictError):
             return _review_conflict(request, exc)
+        if isinstance(exc, PendingLimitError):
+            return _error(request, 429, str(exc), headers={"Retry-After": str(exc.retry_after_s)})
         if isinstance(exc, CancelledReplayError) and not wants_html(request):
             return JSONResponse({"detail": str(exc), "id": exc.audit_id, "status": "cancelled"}, status_code=409)
         return _error(request, status, str(exc))
@@ -143,7 +167,10 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         # FastAPI's own handler echoes each bad input back, and an input that JSON cannot hold (a lone surrogate)
         # then turns a 422 into a 500. The field and what is wrong with it are enough.
-        errors = [{"loc": list(e["loc"])[:12], "msg": _bounded(e["msg"]), "type": e["type"]} for e in exc.errors()[:20]]
+        errors = [
+            {"loc": [_bounded_part(p) for p in e["loc"]][:12], "msg": _bounded(e["msg"]), "type": e["type"]}
+            for e in exc.errors()[:20]
+        ]
         first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
         field = ".".join(str(p) for p in first["loc"] if p not in ("body", "query", "path", "header")) or "request"
         detail, status = f"{field}: {first['msg']}", 422
@@ -176,7 +203,8 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
         if exc.status_code == 405:
             # Starlette names the methods of the first route that matched the path; a path with a GET and a POST
             # route must name both.
-            return _error(request, 405, exc.detail, headers={"Allow": _allowed_methods(app, request)})
+            allowed = ", ".join(allowed_methods(app.router.routes, request.scope))
+            return _error(request, 405, exc.detail, headers={"Allow": allowed})
         return _error(request, exc.status_code, exc.detail, headers=exc.headers)
 
 
@@ -184,6 +212,11 @@ def _bounded(message: str, limit: int = 500) -> str:
     """A validation message as the answer carries it: whole when short, else its start and its length (a message
     may quote a value the client sent, and the answer is not the place to send 100 KB back)."""
     return message if len(message) <= limit else f"{message[:limit]}... ({len(message):,} characters)"
+
+
+def _bounded_part(part: object) -> object:
+    """A field name as an error names it: a key the client made up can be a megabyte long."""
+    return part if not isinstance(part, str) or len(part) <= 80 else f"{part[:60]}... ({len(part):,} characters)"
 
 
 def _quiet_disconnects(app: FastAPI) -> None:
@@ -203,14 +236,6 @@ def _quiet_disconnects(app: FastAPI) -> None:
                 count,
             )
         return Response(status_code=400)  # never delivered: for the access log
-
-
-def _allowed_methods(app: FastAPI, request: Request) -> str:
-    methods: set[str] = set()
-    for route in app.router.routes:
-        if isinstance(route, APIRoute) and route.matches(request.scope)[0] != Match.NONE:
-            methods |= route.methods or set()
-    return ", ".join(sorted(methods))
 
 
 def _review_conflict(request: Request, exc: ReviewConflictError) -> Response:

@@ -4,12 +4,24 @@ gives a character (not byte) position for JSON syntax errors."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import anyio.to_thread
+from fastapi import HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 
 from markov_debate.desk.requests import MAX_DEPTH
 
-__all__ = ["PARSE_FAILED", "body_problem", "json_syntax_problem"]
+__all__ = ["PARSE_FAILED", "OffLoopJson", "body_problem", "json_syntax_problem"]
+
+OFF_LOOP_BYTES = 64 * 1024
+"""A JSON body above this is parsed in a worker thread: a 10 MB body took over a second of the event loop, and
+every other request (health included) waited behind it."""
 
 PARSE_FAILED = "There was an error parsing the body"
 """FastAPI's detail for a body its JSON reader raised on (other than a syntax error)."""
@@ -61,3 +73,33 @@ def _too_deep_at(body: bytes, limit: int = MAX_DEPTH) -> int | None:
         elif byte in (0x5D, 0x7D):
             depth -= 1
     return None
+
+
+class OffLoopJson(APIRoute):
+    """A route whose JSON body, when large, is parsed in a thread; FastAPI then finds it parsed (Starlette keeps a
+    request's parsed JSON), and a body that does not parse fails as FastAPI's own reading would."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
+
+        async def parsed_first(request: Request) -> Response:
+            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind == "application/json" or kind.endswith("+json"):
+                body = await request.body()
+                if len(body) > OFF_LOOP_BYTES:
+                    request._json = await anyio.to_thread.run_sync(_loads, body)
+            return await handler(request)
+
+        return parsed_first
+
+
+def _loads(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except json.JSONDecodeError as exc:
+        error = {"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error", "input": {}}
+        raise RequestValidationError([{**error, "ctx": {"error": exc.msg}}], body=exc.doc) from exc
+    except Exception as exc:  # what FastAPI's reader turns into its 400 (body_problem names the cause)
+        raise HTTPException(400, PARSE_FAILED) from exc

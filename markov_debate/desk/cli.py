@@ -13,10 +13,11 @@ from pathlib import Path
 
 from debate.cli import add_verifier_arguments, examples, secret_from_file, verifier_config
 from debate.cli.conventions import Subcommands
-from debate.errors import UsageError
+from debate.errors import DebateError, UsageError
 from debate.extras import require_extra
 from markov_debate.desk.auth import ROLE_PERMISSIONS, Principal, hash_key, load_keys, new_key
-from markov_debate.desk.flags import check_limits, connection_arguments, quota_arguments
+from markov_debate.desk.flags import check_limits, connection_arguments, log_format_argument, quota_arguments
+from markov_debate.desk.logs import announce, configure_server_logging, run_server, serve_when_ready
 from markov_debate.desk.settings import DeskSettings, default_db_url
 
 __all__ = ["register"]
@@ -69,6 +70,12 @@ def _register_serve(sub: Subcommands) -> None:
     )
     serve.add_argument("--max-body-mb", type=float, default=10.0, help="largest request body in MiB (default: 10)")
     serve.add_argument(
+        "--max-bodies-mb",
+        type=float,
+        default=128.0,
+        help="MiB of request bodies read into memory at once, over all requests; past it 503 (default: 128)",
+    )
+    serve.add_argument(
         "--max-claim-chars",
         type=int,
         default=2_000,
@@ -76,6 +83,7 @@ def _register_serve(sub: Subcommands) -> None:
     )
     connection_arguments(serve)
     quota_arguments(serve)
+    log_format_argument(serve)
     add_verifier_arguments(serve, batch=False)
     serve.set_defaults(handler=_serve)
 
@@ -89,6 +97,7 @@ def _register_worker(sub: Subcommands) -> None:
         ),
     )
     _store_arguments(worker)
+    log_format_argument(worker)
     worker.add_argument("--jobs", type=int, default=2, help="audits run at once (default: 2)")
     worker.add_argument(
         "--requeue-failed",
@@ -99,7 +108,8 @@ def _register_worker(sub: Subcommands) -> None:
     worker.set_defaults(handler=_worker)
     key = sub.add_parser(
         "new-key",
-        help="make an API key for the audit desk (prints the key and its keys-file line)",
+        help="make an API key for the audit desk: its keys-file line on standard output, the key itself on "
+        "standard error",
         epilog=examples("debate new-key alice reviewer >> keys.txt"),
     )
     key.add_argument("name", help="who holds it (recorded with every request made with it)")
@@ -169,6 +179,7 @@ def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
         jobs=args.jobs,
         lease_s=args.lease,
         max_body_bytes=int(getattr(args, "max_body_mb", 10.0) * 1024 * 1024),
+        max_bodies_in_flight_bytes=int(getattr(args, "max_bodies_mb", 128.0) * 1024 * 1024),
         max_claim_chars=getattr(args, "max_claim_chars", 2_000),
         **{
             field: getattr(args, field)
@@ -204,6 +215,7 @@ def _db_url(args: argparse.Namespace) -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    configure_server_logging(args.log_format, verbose=args.verbose)  # first: imports log too (alembic's)
     require_extra("desk", "debate serve")
     import uvicorn
     from sqlalchemy.engine import make_url
@@ -221,10 +233,9 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _exposed(args, _settings(args, keys=True))
     app = create_app(settings)
     where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/"
-    print(
+    ready = (
         f"audit desk on {where} (store {make_url(settings.db_url).render_as_string(hide_password=True)}; "
-        f"auth {'keys' if settings.keys else 'off, loopback only'})",
-        file=sys.stderr,
+        f"auth {'keys' if settings.keys else 'off, loopback only'})"
     )
     limits = server_limits(
         max_connections=args.max_connections,
@@ -233,12 +244,12 @@ def _serve(args: argparse.Namespace) -> int:
         body_timeout_s=args.body_timeout,
         reserved_files=2 * settings.max_uploads,  # an upload holds a spooled file and our copy of it
     )
-    print(f"limits: {limits.describe()}", file=sys.stderr)
     config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
         log_level="info" if args.verbose else "warning",
+        log_config=None,  # uvicorn's lines in the desk's one format (markov_debate.desk.logs)
         http=guarded_protocol(limits),
         timeout_keep_alive=5,
         proxy_headers=bool(args.trusted_proxy),
@@ -247,12 +258,13 @@ def _serve(args: argparse.Namespace) -> int:
     )
     server = uvicorn.Server(config)
 
-    async def run() -> None:
+    async def run() -> bool:
         limit_accept_errors(asyncio.get_running_loop())
         limit_invalid_request_logs()
-        await server.serve()
+        return await serve_when_ready(server, f"{ready}; limits: {limits.describe()}")
 
-    asyncio.run(run())
+    if not run_server(run()):
+        raise DebateError("the desk did not start (the line above says why)")
     return 0
 
 
@@ -275,6 +287,7 @@ def _exposed(args: argparse.Namespace, settings: DeskSettings) -> DeskSettings:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    configure_server_logging(args.log_format, verbose=args.verbose)  # first: imports log too (alembic's)
     require_extra("desk", "debate worker")
     from sqlalchemy.engine import make_url
 
@@ -287,18 +300,23 @@ def _worker(args: argparse.Namespace) -> int:
     store = Store(settings.db_url)
     if args.requeue_failed:
         requeued = store.retry_failed(Principal(name=f"worker@{socket.gethostname()}", role="admin"))
-        print(f"requeued {requeued} failed audit(s)", file=sys.stderr)
+        announce(f"requeued {requeued} failed audit(s)")
 
     async def run() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
         worker = Worker(store, settings)
-        print(
-            f"worker {worker.name} on {make_url(settings.db_url).render_as_string(hide_password=True)}", file=sys.stderr
-        )
+
+        def stopping(name: str) -> None:
+            if not stop.is_set():
+                announce(f"worker {worker.name}: {name}: stopping; audits in progress go back to the queue")
+            stop.set()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stopping, signal.Signals(signum).name)
+        announce(f"worker {worker.name} on {make_url(settings.db_url).render_as_string(hide_password=True)}")
         await worker.run(stop)
+        announce(f"worker {worker.name}: stopped")
 
     try:
         asyncio.run(run())
@@ -308,8 +326,9 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _new_key(args: argparse.Namespace) -> int:
+    # Standard output is the keys-file line alone (`>> keys.txt` appends exactly it); the key, which nothing
+    # stores, goes to standard error: the terminal, once.
     key = new_key()
-    print(f"key (give it to {args.name}; it is not stored anywhere): {key}")
-    print("line for --api-keys-file:")
+    print(f"key for {args.name} (give it to them; it is not stored anywhere): {key}", file=sys.stderr)
     print(f"{args.name}:{args.role}:sha256:{hash_key(key)}")
     return 0

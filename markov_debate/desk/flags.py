@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 
 from debate.errors import UsageError
+from markov_debate.desk.logs import LOG_FORMATS
 
-__all__ = ["check_limits", "connection_arguments", "quota_arguments"]
+__all__ = ["check_limits", "connection_arguments", "log_format_argument", "quota_arguments"]
 
 
 def connection_arguments(serve: argparse.ArgumentParser) -> None:
@@ -115,3 +116,14 @@ def check_limits(args: argparse.Namespace) -> None:
     ):
         if count < 1:
             raise UsageError(f"{flag} must be at least 1")
+
+
+def log_format_argument(parser: argparse.ArgumentParser) -> None:
+    """`--log-format`, the same on serve, worker and guard (markov_debate.desk.logs)."""
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text: one line a record, `TIME LEVEL LOGGER: MESSAGE` (UTC, ISO 8601); json: one JSON object a line "
+        "(time, level, logger, message) for a log collector (default: text)",
+    )

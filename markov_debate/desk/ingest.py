@@ -20,7 +20,6 @@ from debate.errors import InputError
 from debate.results import BatchItem, InputTooLongError, read_items_with_fields
 from markov_debate.desk.auth import Principal
 from markov_debate.desk.models import BatchInfo
-from markov_debate.desk.quotas import check_pending
 from markov_debate.desk.requests import AuditRequest, checked_request
 from markov_debate.desk.runnable import check_runnable
 from markov_debate.desk.settings import DeskSettings
@@ -82,7 +81,6 @@ def ingest(
     if not items:
         detail = errors[0]["message"] if errors else "the upload has no items"
         raise IngestError(f"no readable item in the upload ({detail})", status=422)
-    check_pending(store, principal, len(items), settings.key_max_pending)
     batch_id, created = store.submit_batch(
         principal,
         name=name,
@@ -91,6 +89,7 @@ def ingest(
         input_errors=errors,
         idempotency_key=idempotency_key,
         digest=digest,
+        max_pending=settings.key_max_pending,
     )
     return store.batch(batch_id), created
 

@@ -13,26 +13,21 @@ import math
 import time
 from collections import Counter
 
-from fastapi import HTTPException
 from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from markov_debate.desk.auth import Principal
 from markov_debate.desk.security import Guard, refuse
 from markov_debate.desk.settings import DeskSettings
-from markov_debate.desk.store import Store
 
-__all__ = ["SUBMITTING", "UPLOADING", "Quotas", "check_pending"]
+__all__ = ["SUBMITTING", "UPLOADING", "Quotas"]
 
 SUBMITTING = frozenset({"/v1/audits", "/v1/batches", "/submit", "/batches"})
 """POST routes that queue audits: each request spends one of its key's submissions a minute."""
 UPLOADING = frozenset({"/v1/batches", "/batches"})
 """POST routes whose body is an upload (spooled to a file while it is read): each holds an upload slot."""
-PENDING_RETRY_S = 30
-"""Retry-After for a key whose waiting audits are at the limit: about how long a worker takes to make room."""
 
 
 class Quotas:
@@ -81,17 +76,3 @@ class Quotas:
         if self.uploading.total() >= self.uploads_in_all:
             return f"the desk is reading {self.uploads_in_all} uploads already; try again shortly", 5
         return None
-
-
-def check_pending(store: Store, principal: Principal, adding: int, limit: int) -> None:
-    """429 when queuing `adding` more audits would leave `principal` with more than `limit` waiting or running."""
-    waiting = store.pending_count(principal.name)
-    if waiting + adding > limit:
-        wait = str(PENDING_RETRY_S)
-        room = max(0, limit - waiting)
-        raise HTTPException(
-            429,
-            f"{principal.name} has {waiting} audit(s) waiting or running; at most {limit}, so {adding} more do not "
-            f"fit (room for {room}); try again when some have finished",
-            headers={"Retry-After": wait},
-        )

@@ -223,8 +223,27 @@ class _Item(_In):
         return value
 
 
+def _tasks_need(schema: dict[str, Any]) -> None:
+    """What a task refuses without, said in the schema as well (a client generating requests from it, schemathesis
+    among them, never builds one the desk refuses): summarization needs its document, rag its sources."""
+    some = [{"type": "array", "minItems": 1}, {"type": "object", "minProperties": 1}]
+    needs = {
+        "summarization": [{"type": "string", "pattern": "\\S"}, *some],
+        "rag": some,
+    }
+    schema["allOf"] = [
+        {
+            "if": {"properties": {"task": {"const": task}}, "required": ["task"]},
+            "then": {"required": ["reference"], "properties": {"reference": {"anyOf": shapes}}},
+        }
+        for task, shapes in needs.items()
+    ]
+
+
 class AuditRequest(_Item):
     """One response to audit (the fields of `debate verify`, RefChecker's names)."""
+
+    model_config = ConfigDict(json_schema_extra=_tasks_need)
 
     task: str = Field(default="qa", json_schema_extra=_names(TASKS))
     """The task setting (qa, summarization, dialogue, kbqa, general, rag)."""

@@ -20,8 +20,12 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from typing import TypedDict
 from urllib.parse import parse_qsl
 
+import anyio.to_thread
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from fastapi import HTTPException, Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -35,11 +39,23 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "x-csrf-token"
 _SIMPLE_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
 _SESSION_S = 12 * 3600
+_SESSION_AAD = b"markov-debate desk session v2"
 _LOGIN_FAILURES = 5
 """Failed sign-ins a client may make within `_LOGIN_WINDOW_S` before it has to wait."""
 _TRACKED_CLIENTS = 10_000
 """Clients whose failures are remembered at once (a flood of addresses cannot grow the table without bound)."""
 _LOGIN_WINDOW_S = 300.0
+
+
+class FormLimits(TypedDict, total=False):
+    max_fields: int
+    max_files: int
+    max_part_size: int
+
+
+FORM_LIMITS = FormLimits(max_files=1, max_fields=16, max_part_size=1024 * 1024)
+"""What a form may hold, wherever it is parsed: the desk's forms have a few fields and at most one file (a batch
+upload), and each file part over 1 MB is a temp file holding a handle until the request ends."""
 
 
 class Guard:
@@ -50,6 +66,8 @@ class Guard:
     ) -> None:
         self.keys = keys
         self._secret = (secret or secrets.token_hex(32)).encode()
+        # Its own key, derived from the secret: the CSRF tokens' HMAC key never encrypts.
+        self._sealer = AESGCM(hashlib.sha256(b"desk-session-seal|" + self._secret).digest())
         self._revoked = revoked
         """Whether a session id was ended by logout (the store answers, for every server sharing it)."""
         self._failed_logins: dict[str, deque[float]] = {}
@@ -65,30 +83,35 @@ class Guard:
         return hmac.new(self._secret, payload.encode(), hashlib.sha256).hexdigest()
 
     def session_cookie(self, key: ApiKey) -> str:
+        """A new session for `key`'s owner, sealed with AES-GCM: whoever holds the cookie can neither read its
+        owner, role, expiry or key fingerprint nor change them."""
         session_id = secrets.token_hex(16)
         payload = f"{key.name}|{key.role}|{int(time.time()) + _SESSION_S}|{key.sha256[:16]}|{session_id}"
-        return base64.urlsafe_b64encode(payload.encode()).decode() + "." + self._sign(payload)
+        nonce = secrets.token_bytes(12)
+        sealed = self._sealer.encrypt(nonce, payload.encode(), _SESSION_AAD)
+        return base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
+
+    def _opened(self, cookie: str) -> list[str] | None:
+        """The fields of a genuine session cookie (name, role, expiry, key fingerprint, session id); None else."""
+        try:
+            raw = base64.urlsafe_b64decode(cookie.encode("ascii") + b"=" * (-len(cookie) % 4))
+            fields = self._sealer.decrypt(raw[:12], raw[12:], _SESSION_AAD).decode().split("|")
+        except (ValueError, UnicodeError, InvalidTag):
+            return None
+        if len(fields) != 5 or not fields[2].isdigit() or not fields[4]:
+            return None
+        return fields
 
     def session_of(self, cookie: str) -> tuple[str, int] | None:
         """(session id, expiry as a Unix time) of a genuine session cookie; None for anything else."""
-        encoded, _, signature = cookie.partition(".")
-        try:
-            payload = base64.urlsafe_b64decode(encoded.encode()).decode()
-        except (ValueError, UnicodeDecodeError):
-            return None
-        if not hmac.compare_digest(self._sign(payload), signature):
-            return None
-        fields = payload.split("|")
-        if len(fields) != 5 or not fields[2].isdigit() or not fields[4]:
-            return None
-        return fields[4], int(fields[2])
+        fields = self._opened(cookie)
+        return (fields[4], int(fields[2])) if fields is not None else None
 
     def _from_session(self, cookie: str) -> Principal | None:
-        session = self.session_of(cookie)
-        if session is None or session[1] < time.time() or self._revoked(session[0]):
+        fields = self._opened(cookie)
+        if fields is None or int(fields[2]) < time.time() or self._revoked(fields[4]):
             return None
-        payload = base64.urlsafe_b64decode(cookie.partition(".")[0].encode()).decode()
-        name, role, _expires, key_prefix, _sid = payload.split("|")
+        name, role, _expires, key_prefix, _sid = fields
         # A key removed from the configuration ends its sessions too.
         key = next((k for k in self.keys if k.name == name and k.sha256.startswith(key_prefix) and key_prefix), None)
         return Principal(name=key.name, role=key.role) if key is not None and key.role == role else None
@@ -130,15 +153,31 @@ class Guard:
         return request.headers.get("x-api-key")
 
     def principal(self, request: Request) -> Principal | None:
-        """Who sent the request; None when it is not authenticated."""
+        """Who sent the request; None when it is not authenticated. The gate found it from the headers before the
+        body was read (`CallerGate`); a request that did not pass the gate (a test calling a route) is read here."""
+        state = request.scope.get("state") or {}
+        if "caller" in state:
+            found: Principal | None = state["caller"]
+            return found
+        named, cookie = self._by_headers(request)
+        return self._from_session(cookie) if cookie else named
+
+    async def caller(self, scope: Scope) -> Principal | None:
+        """Who sent the request, from its headers alone: a key (a wrong one counted against the client, 429 past
+        the limit), or a session cookie that is genuine, unexpired and not ended by logout (the store answers in a
+        thread: the event loop never waits on it)."""
+        named, cookie = self._by_headers(Request(scope))
+        return await anyio.to_thread.run_sync(self._from_session, cookie) if cookie else named
+
+    def _by_headers(self, request: Request) -> tuple[Principal | None, str | None]:
+        """(whom the open desk or a presented key names, None), or (None, the session cookie left to check)."""
         if self.open:
-            return Principal(name="local", role="admin")
+            return Principal(name="local", role="admin"), None
         presented = self.presented_key(request)
         if presented is not None:
             key = self._checked(presented, request.client.host if request.client else "?")
-            return Principal(name=key.name, role=key.role) if key is not None else None
-        cookie = request.cookies.get(SESSION_COOKIE)
-        return self._from_session(cookie) if cookie else None
+            return (Principal(name=key.name, role=key.role) if key is not None else None), None
+        return None, request.cookies.get(SESSION_COOKIE)
 
     def require(self, request: Request, permission: Permission) -> Principal:
         principal = self.principal(request)
@@ -152,19 +191,10 @@ class Guard:
         return principal
 
     def identity(self, request: Request) -> str:
-        """Whose quota a request spends, read from its headers alone (no store read, no failure counted: the
-        route's own `require` does that): the key's name, a session's owner, or "anonymous"."""
-        if self.open:
-            return "local"
-        presented = self.presented_key(request)
-        if presented is not None:
-            key = find_key(self.keys, presented)
-            return key.name if key is not None else "anonymous"
-        session = self.session_of(request.cookies.get(SESSION_COOKIE, ""))
-        if session is None:
-            return "anonymous"
-        cookie = request.cookies[SESSION_COOKIE]
-        return base64.urlsafe_b64decode(cookie.partition(".")[0].encode()).decode().split("|")[0]
+        """Whose quota a request spends: the caller the gate found (a key's name, a live session's owner), or
+        "anonymous" (a logged-out or expired session spends nobody's quota)."""
+        principal = self.principal(request)
+        return principal.name if principal is not None else "anonymous"
 
     # --- CSRF ------------------------------------------------------------------------------------------------
 
@@ -192,7 +222,7 @@ class Guard:
             return
         token = request.headers.get(CSRF_HEADER)
         if token is None and content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
-            form = await request.form()
+            form = await request.form(**FORM_LIMITS)
             value = form.get(CSRF_FIELD)
             token = value if isinstance(value, str) else None
         anchor = self._csrf_anchor(request)
@@ -275,17 +305,20 @@ def _nul_in(scope: Scope) -> str | None:
 class BodyLimit:
     """Refuses bodies above `limit` bytes with 413: by Content-Length up front, and while streaming otherwise."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, small: Mapping[str, int] | None = None) -> None:
         self.app = app
-        self.limit = limit
+        self.default = limit
+        self.small = dict(small or {})
+        """Paths with a lower limit of their own (the sign-in form)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.small.get(scope["path"], self.default)
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await _too_large(scope, send, self.limit)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _too_large(scope, send, limit)
             return
         if declared is not None:
             await self.app(scope, receive, send)  # the server stops reading at the declared length
@@ -299,8 +332,8 @@ class BodyLimit:
                 return  # the client went away
             chunks.append(message.get("body", b""))
             seen += len(chunks[-1])
-            if seen > self.limit:
-                await _too_large(scope, send, self.limit)
+            if seen > limit:
+                await _too_large(scope, send, limit)
                 return
             if not message.get("more_body", False):
                 break

@@ -321,18 +321,26 @@ def limit_accept_errors(loop: asyncio.AbstractEventLoop, interval_s: float = 30.
 class _OneLineAWhile(logging.Filter):
     """Lets a flood of one warning through once per interval, with the count since."""
 
-    def __init__(self, message: str, interval_s: float) -> None:
+    def __init__(self, message: str | None, interval_s: float, *, what: str = "") -> None:
         super().__init__()
         self.message = message
+        """The warning limited; None: every record of the logger (its texts vary, its cause is one)."""
+        self.what = what
         self.every = Every(interval_s)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.msg != self.message:
+        if self.message is not None and record.msg != self.message:
             return True
         count = self.every.due()
         if count is None:
             return False
-        record.msg = f"{self.message} ({count} time(s) since the last report)"
+        if self.message is None:
+            record.msg, record.args = (
+                f"{self.what} (the last: %s; {count} time(s) since the last report)",
+                (record.getMessage(),),
+            )
+        else:
+            record.msg = f"{self.message} ({count} time(s) since the last report)"
         return True
 
 
@@ -340,3 +348,7 @@ def limit_invalid_request_logs(interval_s: float = 30.0) -> None:
     """uvicorn's "Invalid HTTP request received." once per `interval_s` with the count since: each malformed request
     otherwise writes a line, which a client can send thousands of a second."""
     logging.getLogger("uvicorn.error").addFilter(_OneLineAWhile("Invalid HTTP request received.", interval_s))
+    # python-multipart warns once per malformed part, on a body the caller sent: one line a while, the last named
+    multipart = _OneLineAWhile(None, interval_s, what="malformed multipart bodies")
+    for name in ("python_multipart.multipart", "multipart.multipart"):
+        logging.getLogger(name).addFilter(multipart)

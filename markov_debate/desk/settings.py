@@ -77,6 +77,9 @@ class DeskSettings(BaseModel):
     """Host names the desk answers to (any other Host gets 400: DNS rebinding); `--allowed-host` adds to them."""
     max_body_bytes: int = Field(default=10 * 1024 * 1024, ge=1024)
     """Largest request body (a batch upload included); larger gets 413."""
+    max_bodies_in_flight_bytes: int = Field(default=128 * 1024 * 1024, ge=1024)
+    """Bytes of request bodies this process reads into memory at once, over every request (uploads, which go to
+    files, aside); past it a request gets 503 with Retry-After before its body is read."""
     max_batch_items: int = Field(default=10_000, ge=1)
     """Largest batch, in items."""
     max_uploads: int = Field(default=16, ge=1)

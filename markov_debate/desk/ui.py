@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from debate.errors import UsageError
 from debate.extras import install_command
 from debate.types import ClaimLabel
+from markov_debate.desk.bodies import OffLoopJson
 from markov_debate.desk.calibrated import calibration_panel
 from markov_debate.desk.deps import (
     ID_MAX,
@@ -33,7 +34,6 @@ from markov_debate.desk.deps import (
     validated,
 )
 from markov_debate.desk.models import EngineLabel, ReviewIn, ReviewInfo
-from markov_debate.desk.quotas import check_pending
 from markov_debate.desk.requests import AuditOverrides, AuditRequest
 from markov_debate.desk.routes.batches import upload_batch
 from markov_debate.desk.security import SESSION_COOKIE
@@ -51,7 +51,7 @@ from markov_debate.desk.views import (
 
 __all__ = ["STATIC", "router", "swagger_assets"]
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(include_in_schema=False, route_class=OffLoopJson)
 STATIC = Path(__file__).parent / "static"
 _LABELS: list[str] = list(get_args(ClaimLabel))
 
@@ -289,8 +289,7 @@ def submit_form(
         first = exc.errors()[0]
         message = f"{'.'.join(map(str, first['loc'])) or 'form'}: {first['msg']}"
         return render(request, "submit.html", principal, error=message, form=form)
-    check_pending(store, principal, 1, request.app.state.settings.key_max_pending)
-    audit_id, _ = store.submit(principal, body)
+    audit_id, _ = store.submit(principal, body, max_pending=request.app.state.settings.key_max_pending)
     return RedirectResponse(f"/audits/{audit_id}", status_code=303)
 
 

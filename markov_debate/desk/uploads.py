@@ -64,7 +64,7 @@ def _leave_with(sentinel: int) -> None:
 
 def _ingest(path: Path, principal: Principal, task: str, name: str, idempotency_key: str | None) -> _Outcome:
     from markov_debate.desk.ingest import IngestError, ingest
-    from markov_debate.desk.store import ConflictError, Store, StoreError
+    from markov_debate.desk.store import ConflictError, PendingLimitError, Store, StoreError
 
     assert _child is not None, "the pool's initializer opens the store"
     store, settings = _child
@@ -81,9 +81,8 @@ def _ingest(path: Path, principal: Principal, task: str, name: str, idempotency_
         )
     except IngestError as exc:
         return _Outcome(status=exc.status, detail=str(exc))
-    except HTTPException as exc:  # a quota (check_pending)
-        headers = exc.headers or {}
-        return _Outcome(status=exc.status_code, detail=str(exc.detail), retry_after=headers.get("Retry-After"))
+    except PendingLimitError as exc:  # the key's cap on waiting audits
+        return _Outcome(status=429, detail=str(exc), retry_after=str(exc.retry_after_s))
     except ConflictError as exc:
         return _Outcome(status=409, detail=str(exc))
     except StoreError as exc:

@@ -5,19 +5,24 @@ every decision goes to the desk's store."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from types import SimpleNamespace
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from prometheus_client import CollectorRegistry
 from starlette.background import BackgroundTask
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from debate import telemetry
+from markov_debate.desk.metrics import HttpMetrics, Reading, Readings, metrics_response
+from markov_debate.desk.probes import LIVE, PROBE_PATHS, store_problem
 from markov_debate.desk.serving import ACCEPT_BACKLOG, guarded_protocol, server_limits
 from markov_debate.desk.store import Store
 from markov_debate.guard.check import Checker
@@ -55,6 +60,10 @@ def _caller(guard: Guard, request: Request) -> GuardKey | Response | None:
     return key
 
 
+_OFF_LOOP_BYTES = 64 * 1024
+"""A request body above this is parsed off the event loop (a few MB of JSON holds the loop for tens of ms)."""
+
+
 async def _body(request: Request, limit: int) -> bytes | Response:
     size = 0
     parts: list[bytes] = []
@@ -76,10 +85,14 @@ async def _chat(guard: Guard, request: Request, route: str | None) -> Response:
     if isinstance(raw, Response):
         return raw
     try:
-        text = read_request(json.loads(raw))
-    except ValueError as exc:
+        # a large body is parsed in a thread: the event loop serves every other request meanwhile
+        parsed = json.loads(raw) if len(raw) <= _OFF_LOOP_BYTES else await asyncio.to_thread(json.loads, raw)
+        text = read_request(parsed)
+    except (ValueError, RecursionError) as exc:
         param = exc.param if isinstance(exc, GuardRequestError) else "body"
         message = str(exc) if isinstance(exc, GuardRequestError) else f"body: not JSON ({exc})"
+        if isinstance(exc, RecursionError):
+            message = "body: nested too deeply to read"
         return error(400, message, kind="invalid_request_error", param=param)
     chosen = guard.settings.effective(route, key)
     caller = key.name if key is not None else "anonymous"
@@ -167,17 +180,57 @@ async def _models(request: Request) -> Response:
     return Response(body, status_code=status, media_type="application/json")
 
 
-async def _health(request: Request) -> JSONResponse:
+async def _metrics(request: Request) -> Response:
+    """The guard's figures in the Prometheus text format (open, as the probes are: counts only; restrict it at the
+    proxy, docs/guard.md)."""
+    return metrics_response(request.app.state.metrics)
+
+
+def _readings(app: FastAPI) -> Iterator[Reading]:
+    guard: Guard | None = getattr(app.state, "guard", None)
+    if guard is None:  # not started yet
+        return
+    recorder = guard.recorder
+    actions = [({"action": action}, float(n)) for action, n in sorted(recorder.actions.items())]
+    yield "guard_actions", "Answers by what the guard did with them, since start", actions
+    yield "guard_decisions_waiting", "Decisions not yet written to the store", [({}, float(recorder.pending))]
+    yield "guard_decisions_stored", "Decisions written to the store since start", [({}, float(recorder.stored))]
+    yield (
+        "guard_decisions_dropped",
+        "Decisions lost (the store away too long, a writer killed)",
+        [({}, float(recorder.dropped))],
+    )
+    up = {"up": 1.0, "down": 0.0}.get(guard.checker.judge)
+    if up is not None:
+        yield "guard_judge_up", "1 while the judge answers, 0 while the breaker holds it down", [({}, up)]
+    failing = 0.0 if recorder.failing_since is None else 1.0
+    yield "guard_store_failing", "1 while writing decisions to the store fails", [({}, failing)]
+
+
+async def _live(request: Request) -> JSONResponse:
+    return JSONResponse(LIVE)
+
+
+async def _ready(request: Request) -> JSONResponse:
+    """Readiness (at /readyz, /healthz and /v1/health): the store answers a read now, within 2 s; the judge as the
+    last verification found it (while it is down, answers go by --on-failure: with `closed` every answer would be
+    refused, so the guard is then not ready); the decisions waiting, stored and dropped."""
     guard: Guard = request.app.state.guard
+    store = await store_problem(request.app.state.store)
     failing = guard.recorder.failing_since is not None
+    judge = guard.checker.judge
+    refusing = judge == "down" and guard.settings.on_failure == "closed"
+    ready = store is None and not refusing
     body = {
-        "status": "degraded" if failing else "ok",
+        "status": "unavailable" if not ready else "degraded" if failing or judge == "down" else "ok",
+        "ready": ready,
+        "store": store or ("failing" if failing else "ok"),
+        "judge": judge,
         "decisions_waiting": guard.recorder.pending,
         "decisions_stored": guard.recorder.stored,
         "decisions_dropped": guard.recorder.dropped,
-        "store": "failing" if failing else "ok",
     }
-    return JSONResponse(body)
+    return JSONResponse(body, status_code=200 if ready else 503)
 
 
 def create_app(settings: GuardSettings, *, store: Store | None = None) -> FastAPI:
@@ -201,12 +254,20 @@ def create_app(settings: GuardSettings, *, store: Store | None = None) -> FastAP
     app.add_api_route("/route/{route}/v1/chat/completions", routed_chat, methods=["POST"])
     app.add_api_route("/v1/models", _models, methods=["GET"])
     app.add_api_route("/route/{route}/v1/models", _models, methods=["GET"])
-    app.add_api_route("/healthz", _health, methods=["GET"])
+    app.add_api_route("/metrics", _metrics, methods=["GET", "HEAD"])
+    app.add_api_route("/livez", _live, methods=["GET", "HEAD"])
+    for path in PROBE_PATHS[1:]:
+        app.add_api_route(path, _ready, methods=["GET", "HEAD"])
+    app.state.store = store
+    app.state.metrics = CollectorRegistry()
+    app.state.metrics.register(Readings(lambda: _readings(app)))
     return app
 
 
 _CHAT = "/v1/chat/completions"
 _ROUTED = "/route/"
+_PLAIN_CHAT = SimpleNamespace(path=_CHAT)
+_ROUTED_CHAT = SimpleNamespace(path="/route/{route}" + _CHAT)
 
 
 def _chat_route(path: str) -> tuple[bool, str | None]:
@@ -230,12 +291,14 @@ def serving(app: FastAPI) -> ASGIApp:
         if scope["type"] == "http" and scope["method"] == "POST":
             chat, route = _chat_route(scope["path"])
             if chat:
+                scope["route"] = _ROUTED_CHAT if route is not None else _PLAIN_CHAT  # its metrics' label
                 response = await _chat(app.state.guard, Request(scope, receive), route)
                 await response(scope, receive, send)
                 return
         await app(scope, receive, send)
 
-    return serve
+    # Outside everything: every request is counted, the chat routes served here included.
+    return HttpMetrics(serve, registry=app.state.metrics, prefix="guard")
 
 
 def server_config(
@@ -248,6 +311,7 @@ def server_config(
         host=host,
         port=port,
         log_level="info" if verbose else "warning",
+        log_config=None,  # uvicorn's lines in the log's one format (markov_debate.desk.logs)
         http=guarded_protocol(server_limits(max_connections=None, header_timeout_s=10.0), "httptools"),
         timeout_keep_alive=5,
         timeout_graceful_shutdown=int(drain_s),

@@ -1,19 +1,41 @@
 """The verification in the request path: one long-lived Verifier per debate mode (the configured team for inline,
-the `deferred` team for later), each answer checked under a deadline."""
+the `deferred` team for later), each answer checked under a deadline, behind a circuit breaker on the judge.
+
+The breaker: while the judge is known down (its Verifier could not be built, or answers failed on it
+`BREAKER_FAILURES` times in a row), an answer is not sent to it at all; it goes by --on-failure at once, instead of
+each paying the retry ladder (2 to 13 s) first. One request at a time is let through as a probe, first after
+`JUDGE_RETRY_S`, then after twice as long, up to `JUDGE_RETRY_MAX_S`; a probe that gets through closes the breaker.
+What the caller reads of it names no address: the guard's internals are the operator's, in the guard's log."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from contextlib import AsyncExitStack
+from typing import Literal
 
 from debate.config import VerifierConfig
-from debate.errors import DebateError, InputError
+from debate.errors import DebateError, InputError, ModelError, ModelUnavailableError
 from debate.pipeline import Verifier
 from debate.plugins import TaskInput
+from debate.results import transient_failure
 from debate.types import Report, Source
 from markov_debate.guard.settings import DebateMode
 
-__all__ = ["NO_SOURCES", "Checker"]
+__all__ = ["BREAKER_FAILURES", "JUDGE_RETRY_MAX_S", "JUDGE_RETRY_S", "NO_SOURCES", "Checker", "JudgeState"]
+
+log = logging.getLogger("markov_debate.guard")
+
+JudgeState = Literal["up", "down", "unknown"]
+BREAKER_FAILURES = 3
+"""Answers in a row whose verification failed on the judge (down, timing out, 5xx) before it counts as down."""
+JUDGE_RETRY_S = 5.0
+"""While the judge is down, the first wait before a request probes it again (doubled after each failed probe)."""
+JUDGE_RETRY_MAX_S = 60.0
+JUDGE_DOWN = "the judge is not reachable"
+"""Why an answer was not verified while the judge is down (no address: the caller is told nothing of the guard's
+internals)."""
 
 NO_SOURCES = (
     "the request carried no sources: nothing checks the answer against them; its claims are judged on the judge "
@@ -32,14 +54,29 @@ class Checker:
         self._verifiers: dict[DebateMode, Verifier] = {}
         self._stack = AsyncExitStack()
         self._lock = asyncio.Lock()
+        self._failures = 0
+        self._open_until = 0.0
+        """While the breaker is open, when the next probe may go (0: closed)."""
+        self._wait_s = JUDGE_RETRY_S
+        self._probing = False
+        self.judge: JudgeState = "unknown"
+        """What the last verification said of the judge (readiness and /metrics report it)."""
 
     async def start(self, modes: set[DebateMode]) -> None:
-        """Build the Verifiers of `modes` now, so a bad configuration fails at start, not on the first request."""
+        """Build the Verifiers of `modes` now, so a bad configuration fails at start, not on the first request. A
+        judge that does not answer yet is no bad configuration: the guard starts, in any order with its judge,
+        serves by --on-failure meanwhile, and builds the Verifier at the first probe after it answers."""
         for mode in sorted(modes):
-            await self._verifier(mode)
+            try:
+                await self._verifier(mode)
+                self.judge = "up"  # it answered while its Verifier was built
+            except ModelUnavailableError as exc:
+                self._trip(f"the judge does not answer yet ({exc})")
 
     async def _verifier(self, mode: DebateMode) -> Verifier:
         if mode not in self._verifiers:
+            if self._lock.locked():
+                raise ModelUnavailableError(JUDGE_DOWN)  # another request is trying the judge: no queue behind it
             async with self._lock:
                 if mode not in self._verifiers:
                     verifier = Verifier(config=self._configs[mode])
@@ -56,18 +93,75 @@ class Checker:
         mode: DebateMode,
         timeout_s: float,
     ) -> Report | str:
-        """The answer's report, or why there is none (the verification failed, or ran past `timeout_s`)."""
-        verifier = await self._verifier(mode)
+        """The answer's report, or why there is none (the verification failed, or ran past `timeout_s`, or the judge
+        is known down and this request is not the probe)."""
+        if not self._may_try():
+            return f"model_unavailable: {JUDGE_DOWN}"
+        try:
+            result = await self._check(answer, question, sources, request_id, mode, timeout_s)
+        finally:
+            self._probing = False
+        self._count(result)
+        return result
+
+    async def _check(
+        self,
+        answer: str,
+        question: str | None,
+        sources: list[Source],
+        request_id: str,
+        mode: DebateMode,
+        limit_s: float,
+    ) -> Report | str:
+        try:
+            verifier = await self._verifier(mode)
+        except ModelUnavailableError as exc:
+            log.warning("guard: the judge does not answer (%s)", exc)
+            return f"model_unavailable: {JUDGE_DOWN}"
         item = TaskInput(answer, question=question, reference=sources or None, id=request_id)
         try:
-            async with asyncio.timeout(timeout_s):
+            async with asyncio.timeout(limit_s):
                 return await verifier.verify(item, task="rag" if sources else "general")
         except TimeoutError:
-            return f"the verification took longer than {timeout_s:g} s"
+            return f"the verification took longer than {limit_s:g} s"
         except InputError as exc:
             return f"the answer could not be read: {exc}"
+        except ModelError as exc:
+            log.warning("guard: a verification failed on the judge: %s", exc)
+            return f"{exc.kind}: {JUDGE_DOWN}" if exc.kind == "model_unavailable" else f"{exc.kind}: the judge failed"
         except DebateError as exc:
             return f"{exc.kind}: {exc}"
+
+    def _may_try(self) -> bool:
+        if not self._open_until:
+            return True
+        if self._probing or time.monotonic() < self._open_until:
+            return False
+        self._probing = True  # this request probes; the others keep failing fast until it is back
+        return True
+
+    def _count(self, result: Report | str) -> None:
+        failed = isinstance(result, str) and result.startswith(("model_unavailable", "the verification took"))
+        if isinstance(result, Report):
+            transient = transient_failure(result)
+            failed = transient is not None and transient.kind in ("model_unavailable", "timeout")
+        if not failed:
+            if self._open_until:
+                log.info("guard: the judge answers again; verification is back on")
+            self._failures, self._open_until, self._wait_s, self.judge = 0, 0.0, JUDGE_RETRY_S, "up"
+            return
+        self._failures += 1
+        if self._open_until or self._failures >= BREAKER_FAILURES:
+            self._trip(f"the judge failed {self._failures} verification(s) in a row")
+
+    def _trip(self, why: str) -> None:
+        """Open the breaker (again): the next probe after the current wait, which doubles up to the maximum."""
+        if not self._open_until:
+            log.warning("guard: %s; answers go by --on-failure without asking it, probed every %g s", why, self._wait_s)
+        else:
+            self._wait_s = min(self._wait_s * 2, JUDGE_RETRY_MAX_S)
+        self._open_until = time.monotonic() + self._wait_s
+        self.judge = "down"
 
     async def aclose(self) -> None:
         await self._stack.aclose()

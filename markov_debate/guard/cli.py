@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -14,10 +12,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from debate.cli import add_verifier_arguments, examples, secret_from_file, verifier_config
-from debate.cli.conventions import Subcommands, on_interrupt
-from debate.errors import UsageError, validation_problem
+from debate.cli.conventions import Subcommands, mark_brief, on_interrupt
+from debate.errors import DebateError, UsageError, validation_problem
 from debate.extras import require_extra
 from debate.files import read_text_file
+from markov_debate.desk.flags import log_format_argument
+from markov_debate.desk.logs import configure_server_logging, run_server, serve_when_ready
 from markov_debate.guard.settings import GuardSettings
 
 __all__ = ["register"]
@@ -60,8 +60,23 @@ def register(sub: Subcommands) -> None:
         ),
     )
     _arguments(guard)
+    log_format_argument(guard)
     _policy_arguments(guard)
     add_verifier_arguments(guard, batch=False)
+    # the guard's own flags first in the brief --help: without them it cannot be started as its examples show
+    mark_brief(
+        guard,
+        {
+            "--upstream": "the OpenAI-compatible endpoint answers come from (its /v1 base)",
+            "--port": "port (default: 8100)",
+            "--policy": "what a risky answer gets: annotate (passed, with its verification), flag (passed, queued for "
+            "review) or block (replaced) (default: annotate)",
+            "--on-failure": "when the verification cannot run: open passes the answer marked unverified, closed "
+            "refuses it (default: open)",
+            "--stream": "stream: true as hold (verify, then stream) or pass (as it comes; nothing blocked)",
+            "--db": None,
+        },
+    )
     guard.set_defaults(handler=_guard)
 
 
@@ -125,7 +140,9 @@ def _arguments(guard: argparse.ArgumentParser) -> None:
 
 def _policy_arguments(guard: argparse.ArgumentParser) -> None:
     for name, choices in _CHOICES.items():
-        guard.add_argument(f"--{name.replace('_', '-')}", choices=choices, default=None, help=_HELP[name])
+        guard.add_argument(
+            f"--{name.replace('_', '-')}", choices=choices, default=None, metavar="|".join(choices), help=_HELP[name]
+        )
     guard.add_argument(
         "--block-below",
         type=float,
@@ -195,6 +212,7 @@ def settings_from(args: argparse.Namespace) -> GuardSettings:
 
 
 def _guard(args: argparse.Namespace) -> int:
+    configure_server_logging(args.log_format, verbose=getattr(args, "verbose", False))  # first: imports log too
     require_extra("desk", "debate guard")
     import uvicorn
     from sqlalchemy.engine import make_url
@@ -207,14 +225,14 @@ def _guard(args: argparse.Namespace) -> int:
     # one line the command prints says what was kept.
     on_interrupt(lambda: getattr(app.state, "stop_summary", "stopped before it started"))
     where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/v1"
-    print(
+    ready = (
         f"guard on {where} in front of {settings.upstream} (policy {settings.policy}, debate {settings.debate}, "
         f"on failure {settings.on_failure}, stream {settings.stream}; decisions in "
-        f"{make_url(settings.db_url).render_as_string(hide_password=True)})",
-        file=sys.stderr,
+        f"{make_url(settings.db_url).render_as_string(hide_password=True)})"
     )
     config = server_config(
         app, host=args.host, port=args.port, drain_s=args.drain, verbose=getattr(args, "verbose", False)
     )
-    asyncio.run(uvicorn.Server(config).serve())
+    if not run_server(serve_when_ready(uvicorn.Server(config), ready)):
+        raise DebateError("the guard did not start (the line above says why)")
     return 0

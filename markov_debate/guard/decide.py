@@ -14,8 +14,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from debate.results import transient_failure
-from debate.types import ClaimLabel, Report, ReportVerdict, RiskLevel, Span
+from debate.types import ClaimLabel, Failure, Report, ReportVerdict, RiskLevel, Span
 from markov_debate.desk.models import GuardAction
+from markov_debate.desk.store.visibility import hidden_in_text
 from markov_debate.guard.settings import DebateMode, FailureMode, Policy, RouteSettings, StreamMode
 
 __all__ = ["Action", "Flagged", "Verification", "act", "failed", "verification"]
@@ -91,16 +92,36 @@ def _risk(report: Report, block_below: float | None) -> tuple[RiskLevel, list[st
         for check in summary.checks:
             if check.risk_level in ("moderate", "high"):
                 raise_to(check.risk_level, f"{check.name}: {check.reason}")
-    for claim in report.claims:
+    for number, claim in enumerate(report.claims, 1):
+        # The reasons reach the end user (a block message quotes them): which statement of the answer, never the
+        # engine's claim id, which means nothing to them, nor the statement's words, which the block withholds
+        # (`flagged` keeps both for the caller).
+        said = f"statement {number} of {len(report.claims)}"
         if claim.label == "non_factual":
-            raise_to("high", f"{claim.claim_id} is contradicted by the sources")
+            raise_to("high", f"{said} is contradicted by the sources")
         elif claim.label == "not_enough_evidence":
-            raise_to("moderate", f"{claim.claim_id} has not enough evidence")
+            raise_to("moderate", f"{said} has not enough evidence")
         elif claim.label is None and (claim.failure is None or claim.failure.kind != "deferred"):
-            raise_to("moderate", f"{claim.claim_id} could not be verified")
+            raise_to("moderate", f"{said} could not be verified")
     if block_below is not None and report.p_factual is not None and report.p_factual < block_below:
         raise_to("high", f"P(factual) = {report.p_factual:.2f} is below {block_below:g}")
     return risk, reasons
+
+
+_TOLD = {
+    "model_unavailable": "the judge is not reachable",
+    "timeout": "the judge took too long",
+    "model_rejected": "the judge refused the request",
+    "context_too_long": "the answer and its sources are too long for the judge",
+}
+"""A failure as the caller reads it: its kind said plainly. The message itself (the judge's address, its error
+text) is the operator's, in the stored report and the guard's log."""
+
+
+def told(failure: Failure) -> str:
+    """What the caller is told of `failure`: the plain words for its kind, else its message with every address
+    taken out."""
+    return _TOLD.get(failure.kind) or hidden_in_text(failure.message) or failure.kind
 
 
 def _flagged(report: Report) -> list[Flagged]:
@@ -108,7 +129,7 @@ def _flagged(report: Report) -> list[Flagged]:
     for claim in report.claims:
         if claim.label == "factual" or (claim.failure is not None and claim.failure.kind == "deferred"):
             continue
-        why = claim.reason or (claim.failure.message if claim.failure else "") or str(claim.label)
+        why = claim.reason or (told(claim.failure) if claim.failure else "") or str(claim.label)
         out.append(Flagged(claim_id=claim.claim_id, text=claim.text, label=claim.label, reason=why, spans=claim.spans))
     return out
 
@@ -119,10 +140,10 @@ def verification(
     """The verification a report gives, with the action still to choose (`act`); or why it counts as failed (the
     response failed, or a claim failed for a reason that may pass: the judge down, a timeout)."""
     if report.failure is not None:
-        return f"{report.failure.stage}: {report.failure.message}"
+        return f"{report.failure.stage}: {told(report.failure)}"
     transient = transient_failure(report)
     if transient is not None:
-        return f"{transient.stage}: {transient.message}"
+        return f"{transient.stage}: {told(transient)}"
     risk, reasons = _risk(report, block_below)
     deferred = sum(1 for c in report.claims if c.failure is not None and c.failure.kind == "deferred")
     unverified = sum(1 for c in report.claims if c.label is None)

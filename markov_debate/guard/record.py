@@ -29,6 +29,7 @@ import signal
 import struct
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, MutableSequence, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -227,6 +228,8 @@ class Recorder:
         self._tasks: set[asyncio.Task[None]] = set()
         self.dropped = 0
         """Decisions never handed to a writer (backlog past twice its limit) or held by a writer that died."""
+        self.actions: Counter[str] = Counter()
+        """What the guard did with each answer (passed, annotated, flagged, blocked, ...), for /metrics."""
 
     async def _new_child(self) -> _Child:
         reader, writer = self._context.Pipe(duplex=False)

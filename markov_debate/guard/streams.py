@@ -37,6 +37,9 @@ from markov_debate.guard.upstream import StreamEvent, UpstreamError
 
 __all__ = ["error_event", "stream_response"]
 
+NOT_BUFFERED = {"x-accel-buffering": "no"}
+"""Tells nginx (and proxies that follow it) to pass each event on as it comes, whatever `proxy_buffering` says."""
+
 log = logging.getLogger("markov_debate.guard")
 
 
@@ -61,7 +64,9 @@ async def stream_response(
     if guard.settings.stream == "hold":
         return await _held(guard, text, chosen, first, events, request_id=request_id, caller=caller, route=route)
     body = _passed(guard, text, chosen, first, events, request_id=request_id, caller=caller, route=route)
-    return StreamingResponse(body, media_type="text/event-stream", headers={"x-debate-request-id": request_id})
+    return StreamingResponse(
+        body, media_type="text/event-stream", headers={"x-debate-request-id": request_id, **NOT_BUFFERED}
+    )
 
 
 async def _verify(
@@ -125,7 +130,7 @@ async def _held(
         yield verification_event(head, found)
         yield done_event()
 
-    return StreamingResponse(body(), media_type="text/event-stream", headers=headers(found))
+    return StreamingResponse(body(), media_type="text/event-stream", headers={**headers(found), **NOT_BUFFERED})
 
 
 async def _passed(

@@ -33,6 +33,7 @@ def record_decision(
     route: str | None,
 ) -> None:
     """Queue the decision for the store (a choice without text has nothing to audit and is only logged)."""
+    recorder.actions[found.action] += 1
     if answer is None or not answer.strip():
         return
     request = AuditRequest.model_construct(

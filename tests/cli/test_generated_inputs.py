@@ -223,6 +223,7 @@ FILE_BYTES = (
 @settings(max_examples=_scaled(2), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=FILE_BYTES, door=st.sampled_from(["sources", "chain-json", "chain-toml", "key", "answer"]))
 @example(content=b"[" * 10000 + b"]" * 10000, door="sources")
+@example(content=b'{"": "The sky is blue."}', door="sources")  # found: a source with an empty id was a traceback
 @example(content=b"[1, 2]", door="chain-json")
 @example(content=b"caf\xe9", door="answer")
 @example(content=b"\x00", door="key")  # found: a key with a control character broke the request's headers

@@ -428,9 +428,10 @@ def test_new_key_line_is_accepted_by_the_keys_file(tmp_path: Path) -> None:
 
     result = debate("new-key", "carol", "reviewer")
     assert result.returncode == 0, result.stderr
-    key = result.stdout.split(": ", 1)[1].splitlines()[0].strip()
-    line = result.stdout.strip().splitlines()[-1]
-    assert key not in line
+    # standard output is the keys-file line alone (`>> keys.txt` as the docs and --help say); the key on stderr
+    [line] = result.stdout.splitlines()
+    key = result.stderr.rsplit(": ", 1)[1].strip()
+    assert key not in line and line.startswith("carol:reviewer:sha256:")
     path = tmp_path / "keys"
     path.write_text(f"# reviewers\n{line}\n")
     keys = load_keys(path, env="dave:admin:plain-key")

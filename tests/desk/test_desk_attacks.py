@@ -181,7 +181,8 @@ def test_large_uploads_are_parsed_where_health_does_not_wait_for_them(tmp_path: 
     6 s when the parsing shared the server's process and reads waited behind the batch's write lock)."""
     line = {"question": "Capital of France?", "response": "Paris is the capital. " * 25, "reference": "Paris. " * 40}
     body = "".join(json.dumps({"id": f"r{i}", **line}) + "\n" for i in range(9000)).encode()
-    extra = ("--max-uploads-per-key", "3", "--max-body-mb", "12")
+    # 27,000 audits waiting: above the default cap of 20,000, which holds against simultaneous batches
+    extra = ("--max-uploads-per-key", "3", "--max-body-mb", "12", "--key-max-pending", "30000")
     with served(tmp_path, *extra) as (url, _log):
         answers: list[httpx.Response] = []
 

@@ -71,6 +71,35 @@ def test_audits_waiting_past_a_keys_limit_are_429_whole_batches_included(tmp_pat
         assert root.post("/v1/audits", json=ITEM).status_code == 202  # the limit is each key's own
 
 
+def test_the_waiting_cap_holds_against_simultaneous_submissions(tmp_path: Path, store_url: str) -> None:
+    """Two 1,000-line batches at once under a cap of 1,000 (each parsed in its own upload process), then 20 single
+    audits at once under a cap of 1,005: the count and the insert are one step, so exactly one batch and five
+    audits get in (2,000 waited when the count was read first and the batch written after)."""
+    extra = ("--api-keys-file", _keys_file(tmp_path), "--key-max-pending", "1000", "--key-submits-per-minute", "100")
+    ndjson = {**auth("sam"), "Content-Type": "application/x-ndjson"}
+    with served(tmp_path, *extra, db_url=store_url) as (url, _log):
+        body = _lines(1000)
+        with ThreadPoolExecutor(2) as pool:
+            batches = list(
+                pool.map(
+                    lambda _: httpx.post(url + "/v1/batches?task=qa", content=body, headers=ndjson, timeout=120),
+                    range(2),
+                )
+            )
+        assert sorted(b.status_code for b in batches) == [202, 429], [b.text[:200] for b in batches]
+        stats = httpx.get(url + "/v1/audits", params={"per_page": 1}, headers=auth("sam")).json()
+        assert stats["total"] == 1000
+    extra = ("--api-keys-file", _keys_file(tmp_path), "--key-max-pending", "1005", "--key-submits-per-minute", "100")
+    with served(tmp_path, *extra, db_url=store_url) as (url, _log):
+        with ThreadPoolExecutor(20) as pool:
+            singles = list(
+                pool.map(
+                    lambda _: httpx.post(url + "/v1/audits", json=ITEM, headers=auth("sam"), timeout=60), range(20)
+                )
+            )
+        assert sorted(r.status_code for r in singles) == [202] * 5 + [429] * 15, [r.text[:100] for r in singles]
+
+
 def test_a_retried_upload_with_its_idempotency_key_queues_nothing_twice(tmp_path: Path, store_url: str) -> None:
     with served(tmp_path, "--api-keys-file", _keys_file(tmp_path), db_url=store_url) as (url, _log):
         body, ndjson = _lines(2), {"Content-Type": "application/x-ndjson"}
@@ -100,7 +129,7 @@ def _nginx_headers(client: str) -> dict[str, str]:
     """The headers the deploy docs' nginx example sets, with nginx's values for a browser at `client` asking for
     https://desk.example.com/."""
     docs = (ROOT / "docs" / "desk.md").read_text()
-    values = {"$host": "desk.example.com", "$remote_addr": client, "$scheme": "https"}
+    values = {"$http_host": "desk.example.com", "$host": "desk.example.com", "$remote_addr": client, "$scheme": "https"}
     headers = {}
     for name, value in re.findall(r"proxy_set_header (\S+) (\S+);", docs):
         headers[name] = values.get(value, value)

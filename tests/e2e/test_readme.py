@@ -25,6 +25,9 @@ judge a claim false when it carries one of the README's wrong answers ("1925", "
   `127.0.0.1:6006` is rewritten to it.
 - `<!-- readme: report-schema -->`: every key it shows is a field of the Report models.
 - `<!-- readme: layout -->`: every path it lists exists.
+- `<!-- readme: nginx NAME -->`, `<!-- readme: systemd NAME -->`, `<!-- readme: prometheus-rules -->`: the deploy
+  examples, run as written by tests/e2e/test_deploy.py (a real nginx in front of real servers, each unit's
+  ExecStart started and stopped, the rules' metrics scraped); skipped here.
 - other `text` blocks are output excerpts of the block before them (not code).
 """
 
@@ -236,6 +239,8 @@ def _run_block(
         _wait_for(f"http://127.0.0.1:{port}/{'v1/health' if block.marker == 'serve' else 'healthz'}")
         addresses[block.marker] = f"127.0.0.1:{port}"
         return process
+    if block.marker.startswith(("nginx ", "systemd ")) or block.marker == "prometheus-rules":
+        return None  # tests/e2e/test_deploy.py runs it
     if block.marker == "report-schema":
         _check_report_keys(block.body)
     elif block.marker == "layout":

@@ -59,12 +59,14 @@ async def test_a_probability_below_the_bar_is_high_risk() -> None:
 
 async def test_a_failure_that_may_pass_is_no_verdict_and_on_failure_decides() -> None:
     report = await _report(GOOD, [True, True])
-    down = Failure(kind="model_unavailable", message="judge down", stage="debate", transient=True)
+    down = Failure(
+        kind="model_unavailable", message="nothing answers at http://10.0.0.7:8000/v1", stage="debate", transient=True
+    )
     claims = [report.claims[0].model_copy(update={"failure": down}), *report.claims[1:]]
     why = verification(
         report.model_copy(update={"claims": claims}), request_id="r", chosen=BLOCK, block_below=None, sources=2
     )
-    assert why == "debate: judge down"
+    assert why == "debate: the judge is not reachable"  # the caller reads no address of the guard's judge
     assert failed(why, request_id="r", chosen=BLOCK, sources=2).action == "passed-unverified"
     closed = BLOCK.model_copy(update={"on_failure": "closed"})
     refused = failed(why, request_id="r", chosen=closed, sources=2)

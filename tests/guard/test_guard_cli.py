@@ -39,3 +39,17 @@ def test_a_bad_start_is_one_line(tmp_path: Path, args: tuple[str, ...], said: st
     assert said in lines[-1] and "Traceback" not in done.stderr, done.stderr
     if "invalid choice" not in said:  # argparse's own refusals come with the usage line
         assert len(lines) == 1, done.stderr
+
+
+def test_the_brief_help_shows_the_flags_a_guard_needs_to_start(capsys: pytest.CaptureFixture[str]) -> None:
+    """`debate guard --help` lists the guard's own flags first, with their choices, before the judge's."""
+    from debate.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["guard", "--help"])
+    assert done.value.code == 0
+    shown = capsys.readouterr().out
+    flags = ["--upstream URL", "--port PORT", "--policy annotate|flag|block", "--on-failure open|closed", "--stream"]
+    places = [shown.find(flag) for flag in flags]
+    assert -1 not in places, shown
+    assert max(places) < shown.find("--model.base_url") and "--help-all" in shown

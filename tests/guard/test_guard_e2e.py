@@ -103,7 +103,10 @@ def test_block_replaces_a_risky_answer_and_says_why(guard_for: Any, db_url: str)
     assert (found["risk"], found["action"]) == ("high", "blocked")
     assert completion.choices[0].finish_reason == "content_filter"
     content = completion.choices[0].message.content
-    assert content.startswith("This answer was withheld") and "contradicted" in content and "Lyon" not in content
+    assert content.startswith("This answer was withheld") and "Lyon" not in content
+    # the end user reads which statement, never the engine's claim id (the caller's `flagged` keeps it)
+    assert "statement 2 of 2 is contradicted by the sources" in content
+    assert not any(f"{f['claim_id']} " in content for f in found["flagged"]), content
     assert [f["text"] for f in found["flagged"]] == ["The Seine flows through Lyon"]
     [(decision, audit)] = _decisions(db_url)
     assert decision.action == "blocked" and json.loads(decision.verification_json)["risk"] == "high"

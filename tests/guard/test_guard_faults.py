@@ -63,9 +63,25 @@ def test_a_postgres_restart_loses_no_decision_postgres(pg: Any) -> None:
                 time.sleep(0.05)
                 return httpx.post(f"{guard.base_url}/chat/completions", json=BODY, timeout=60).status_code
 
+            root = guard.base_url.removesuffix("/v1")
+            ready: list[tuple[int, str]] = []
+            stop = threading.Event()
+
+            def watch() -> None:  # readiness asks the store itself: it says so while PostgreSQL is away
+                while not stop.is_set():
+                    answer = httpx.get(root + "/readyz", timeout=10)
+                    ready.append((answer.status_code, answer.json()["store"]))
+                    time.sleep(0.1)
+
+            watcher = threading.Thread(target=watch)
+            watcher.start()
             with ThreadPoolExecutor(4) as pool:
                 codes = list(pool.map(send, range(80)))
             restart.join()
+            stop.set()
+            watcher.join()
+            assert (503, "the store does not answer") in ready, ready
+            assert httpx.get(root + "/readyz", timeout=10).status_code == 200  # ready again once it is back
     assert codes == [200] * 80  # answers went on while the store was away
     assert _stored(db_url) == 80  # and every decision was written once it was back
 
@@ -122,3 +138,81 @@ def test_sigterm_lets_the_request_in_flight_finish_and_keeps_its_decision(tmp_pa
     assert stderr.strip().splitlines()[-1] == "debate: terminated; 1 decision(s) stored, 0 not", stderr
     for noise in ("Traceback", "ERROR", "CancelledError"):
         assert noise not in stderr, stderr
+
+
+def test_the_guard_starts_while_its_judge_is_down_and_takes_it_up_when_it_answers(
+    guard_for: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started before its judge: the guard serves from the first request by --on-failure (open: the answer passed
+    marked unverified, no address of the judge in what the caller reads), then verifies once the judge answers."""
+    monkeypatch.setattr("markov_debate.guard.check.JUDGE_RETRY_S", 0.2)
+    port = free_port()
+    judge_url = f"http://127.0.0.1:{port}/v1"
+    with FakeOpenAI(responder=lambda body: Reply(content=GOOD)) as upstream:
+        guard = guard_for(upstream.base_url, judge_url)
+        first = httpx.post(guard.base_url + "/chat/completions", json=BODY, timeout=30)
+        assert first.status_code == 200, first.text
+        said = first.json()["verification"]
+        assert (said["status"], said["action"]) == ("unverified", "passed-unverified")
+        assert first.json()["choices"][0]["message"]["content"] == GOOD
+        assert str(port) not in first.text and "judge is not reachable" in " ".join(said["notes"])
+        with FakeOpenAI(routes={"debate": lambda call: Reply(content=op(True))}, port=port):
+            time.sleep(0.3)  # past the retry interval
+            later = httpx.post(guard.base_url + "/chat/completions", json=BODY, timeout=30).json()["verification"]
+        assert (later["status"], later["verdict"], later["action"]) == ("verified", "factual", "annotated")
+
+
+def test_a_judge_outage_opens_the_breaker_and_a_probe_closes_it(
+    guard_for: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judge answering 503: three answers in a row fail on it, then the next ones go by --on-failure without
+    asking it (no retry ladder each); once it answers again, one probe gets through and verification is back."""
+    monkeypatch.setattr("markov_debate.guard.check.JUDGE_RETRY_S", 0.5)
+    down = threading.Event()
+    down.set()
+
+    def judge_says(call: Any) -> Reply:
+        return Reply(status=503, error_message="overloaded") if down.is_set() else Reply(content=op(True))
+
+    with (
+        FakeOpenAI(responder=lambda body: Reply(content=GOOD)) as upstream,
+        FakeOpenAI(routes={"debate": judge_says}) as judge,
+    ):
+        guard = guard_for(upstream.base_url, judge.base_url)
+
+        def ask() -> dict[str, Any]:
+            answer = httpx.post(guard.base_url + "/chat/completions", json=BODY, timeout=30)
+            assert answer.status_code == 200, answer.text
+            found: dict[str, Any] = answer.json()["verification"]
+            assert judge.base_url.split("//")[1].split("/")[0] not in answer.text  # no address of the judge
+            return found
+
+        first = [ask() for _ in range(3)]
+        assert [f["action"] for f in first] == ["passed-unverified"] * 3
+        asked = len(judge.calls)
+        fast = [ask() for _ in range(5)]  # within the 0.5 s before the first probe
+        assert len(judge.calls) == asked and {f["action"] for f in fast} == {"passed-unverified"}
+        assert all("the judge is not reachable" in " ".join(f["notes"]) for f in fast)
+        down.clear()
+        time.sleep(0.6)
+        assert ask()["status"] == "verified"  # the probe
+        assert ask()["status"] == "verified" and len(judge.calls) > asked
+
+
+def test_both_servers_answer_the_same_probes_to_get_and_head(guard_for: Any, tmp_path: Path) -> None:
+    """/livez, /readyz, /healthz and /v1/health on the guard and the desk alike, GET and HEAD (a load balancer's
+    check), without a key; HEAD has no body."""
+    from tests.support.desk import ThreadedDesk, settings_for
+
+    with FakeOpenAI(responder=lambda body: Reply(content=GOOD)) as model:
+        guard = guard_for(model.base_url, model.base_url)
+        settings = settings_for(f"sqlite:///{tmp_path}/probes.sqlite", model.base_url)
+        with ThreadedDesk(settings) as desk:
+            for root in (guard.base_url.removesuffix("/v1"), desk.url):
+                for path in ("/livez", "/readyz", "/healthz", "/v1/health"):
+                    got = httpx.get(root + path, timeout=10)
+                    assert got.status_code == 200, (root, path, got.text)
+                    head = httpx.head(root + path, timeout=10)
+                    assert head.status_code == 200 and head.content == b"", (root, path)
+                ready = httpx.get(root + "/readyz", timeout=10).json()
+                assert ready["ready"] is True and ready["store"] == "ok", ready

@@ -62,6 +62,7 @@ def guard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @given(body=_BODIES)
 @example(body=b'{"messages": [{"role": "user", "content": "q\\u0000 \\ud800"}], "sources": {"a": "\\udfff"}}')
 @example(body=b"\xff\xfe not utf-8")
+@example(body=b"[" * 2000 + b"]" * 2000)  # deeper than the JSON reader goes: a 400, never a 500
 @example(body=b'{"messages": [{"role": "user", "content": "' + b"x" * 5000 + b'"}]}')
 def test_any_body_is_answered_or_refused_in_one_line(guard: str, body: bytes) -> None:
     response = httpx.post(

@@ -41,6 +41,8 @@ class Reply:
     """The prompt and completion tokens the reply reports."""
     stream_cut: bool = False
     """For a `stream: true` request: the stream ends without [DONE] (a connection cut mid-answer)."""
+    stream_gap_s: float = 0.0
+    """For a `stream: true` request: the pause before each content chunk (a model writing token by token)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,7 @@ async def _sse(reply: Reply) -> AsyncIterator[bytes]:
 
     yield event({"role": "assistant", "content": ""})
     for start in range(0, len(reply.content), 7):
-        await asyncio.sleep(0)
+        await asyncio.sleep(reply.stream_gap_s)
         yield event({"content": reply.content[start : start + 7]})
     if reply.stream_cut:
         return
@@ -119,8 +121,10 @@ class FakeOpenAI:
         responder: Callable[[dict[str, Any]], Reply] | None = None,
         routes: Mapping[str, Route] | None = None,
         models: tuple[str, ...] = ("fake-model",),
+        port: int = 0,
     ) -> None:
-        """`routes` maps a purpose to its replies: "<purpose>@<item id>" and "<family>@<item id>" first (one item
+        """`port`: 0 for a free one; a given one lets a test start the server where a client already points.
+        `routes` maps a purpose to its replies: "<purpose>@<item id>" and "<family>@<item id>" first (one item
         of a batch scripted apart), then the exact purpose ("debate:skeptic"), its family ("debate"), then "*". A
         request no route covers gets HTTP 599 and is listed in `unrouted`. `responder` answers every request alike
         (faults, delays); `script` gives replies in arrival order."""
@@ -184,7 +188,9 @@ class FakeOpenAI:
             body = completion(reply.content, logprobs=reply.logprobs, usage=reply.usage)
             return JSONResponse(body, headers=reply.headers)
 
-        self._server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="off"))
+        self._server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="off")
+        )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 
     def _routed(self, call: Call) -> Reply:

@@ -8,6 +8,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BeforeValidator
 
 from debate.types import ReportVerdict
+from markov_debate.desk.bodies import OffLoopJson
 from markov_debate.desk.deps import (
     ID_MAX,
     PAGE_MAX,
@@ -25,12 +26,11 @@ from markov_debate.desk.deps import (
 )
 from markov_debate.desk.export import EXPORT_MEDIA, ExportFormat, export_stream
 from markov_debate.desk.models import AuditDetail, AuditPage, AuditStatus, GuardAction, iso_moment
-from markov_debate.desk.quotas import check_pending
 from markov_debate.desk.requests import AuditRequest
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/audits", tags=["audits"])
+router = APIRouter(prefix="/v1/audits", tags=["audits"], route_class=OffLoopJson)
 
 
 @router.post("", status_code=202, dependencies=[Depends(csrf)])
@@ -45,8 +45,9 @@ def submit_audit(
     """Queue one response for audit; 202 with its id. Repeating an Idempotency-Key returns the first audit (and
     brings it back to the queue if it had failed; 409 naming it if it was cancelled)."""
     request = validated(body, settings)
-    check_pending(store, principal, 1, settings.key_max_pending)
-    audit_id, created = store.submit(principal, request, idempotency_key=idempotency_key)
+    audit_id, created = store.submit(
+        principal, request, idempotency_key=idempotency_key, max_pending=settings.key_max_pending
+    )
     response.headers["Location"] = f"/v1/audits/{audit_id}"
     if not created:
         response.headers["Idempotent-Replayed"] = "true"

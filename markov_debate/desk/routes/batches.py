@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, R
 from starlette.datastructures import UploadFile
 
 from debate.plugins import TASKS
+from markov_debate.desk.bodies import OffLoopJson
 from markov_debate.desk.deps import Canceller, Reader, RowId, StoreDep, Submitter, csrf
 from markov_debate.desk.models import BatchInfo
 from markov_debate.desk.security import Guard
@@ -15,7 +16,7 @@ from markov_debate.desk.uploads import UploadPool
 
 __all__ = ["NAME_LIMIT", "router", "upload_batch"]
 
-router = APIRouter(prefix="/v1/batches", tags=["batches"])
+router = APIRouter(prefix="/v1/batches", tags=["batches"], route_class=OffLoopJson)
 
 NAME_LIMIT = 200
 """Longest batch name (the column holds 500; a longer one is a mistake, not a name)."""
@@ -35,7 +36,7 @@ async def upload_batch(
     guard: Guard = request.app.state.guard
     principal = guard.require(request, "submit")
     if task not in TASKS.names():
-        raise HTTPException(422, f"task: unknown task {task!r}; choose one of: {', '.join(TASKS.names())}")
+        raise HTTPException(422, f"task: {TASKS.unknown(task)}")  # a long name is quoted by its start only
     if name is not None and len(name) > NAME_LIMIT:
         raise HTTPException(422, f"name: at most {NAME_LIMIT} characters")
     with tempfile.TemporaryDirectory() as folder:

@@ -4,13 +4,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
+from markov_debate.desk.bodies import OffLoopJson
 from markov_debate.desk.deps import Reviewer, RowId, SettingsDep, StoreDep, csrf
 from markov_debate.desk.models import QueueItem, ReviewIn, ReviewInfo
 from markov_debate.desk.store.reviews import QueueOrder
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1", tags=["reviews"])
+router = APIRouter(prefix="/v1", tags=["reviews"], route_class=OffLoopJson)
 
 
 @router.post("/audits/{audit_id}/claims/{claim_id}/reviews", status_code=201, dependencies=[Depends(csrf)])

@@ -2,20 +2,23 @@
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from sqlalchemy.exc import SQLAlchemyError
 
+from markov_debate.desk.bodies import OffLoopJson
 from markov_debate.desk.calibrated import CalibrationPanel, calibration_panel
 from markov_debate.desk.deps import GuardDep, Reader, SettingsDep, StoreDep, worker_of
+from markov_debate.desk.metrics import CONTENT_TYPE, metrics_response
 from markov_debate.desk.models import Stats
+from markov_debate.desk.probes import LIVE, store_problem
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.stats import stats as compute_stats
 from markov_debate.desk.store.reporting import DeferralRun
 from markov_debate.desk.worker import WorkerHealth
 
-__all__ = ["router"]
+__all__ = ["probes", "router"]
 
-router = APIRouter(prefix="/v1", tags=["stats"])
+router = APIRouter(prefix="/v1", tags=["stats"], route_class=OffLoopJson)
 
 
 @router.get("/stats")
@@ -112,3 +115,45 @@ def _problem(
             else ""
         )
     return f"{due} audit(s) due and no progress for {settings.stall_s:.0f} s{why}"
+
+
+probes = APIRouter(tags=["health"], route_class=OffLoopJson)
+"""Liveness and readiness at the paths the guard answers too (markov_debate.desk.probes)."""
+
+
+@probes.get("/livez")
+def livez() -> dict[str, str]:
+    """200 while the process serves HTTP (a service manager restarts it otherwise); nothing else is asked."""
+    return LIVE
+
+
+@probes.get("/readyz")
+async def readyz(request: Request, response: Response, store: StoreDep) -> dict[str, Any]:
+    """Whether this server can take requests now: the store answers a read within 2 s (503 otherwise). The model
+    endpoint is reported, not required: audits queue while it is down and run when it is back."""
+    problem = await store_problem(store)
+    worker = worker_of(request)
+    endpoint = "unknown" if worker is None else "down" if worker.endpoint_down else "up"
+    if problem is not None:
+        response.status_code = 503
+    return {"ready": problem is None, "store": problem or "ok", "model_endpoint": endpoint}
+
+
+@probes.get("/healthz")
+def healthz(request: Request, response: Response, store: StoreDep, settings: SettingsDep, guard: GuardDep) -> Any:
+    """The same answer as `/v1/health` (the guard's health path, so one check fits both servers)."""
+    return health(request, response, store, settings, guard)
+
+
+# The 200's media type is declared alone (a response_class would make every error answer text/plain as well, and
+# they are JSON).
+@probes.get(
+    "/metrics", response_class=Response, responses={200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}}}
+)
+def metrics(request: Request, guard: GuardDep) -> Response:
+    """The desk's figures in the Prometheus text format: requests by route and status and their latency, audits
+    by status, the model endpoint as the in-process worker last found it, the calibration's ECE on reviewed claims
+    and its drift since the fit. With keys, an admin key is needed (Prometheus: `authorization` with the key)."""
+    if guard.require(request, "read").role != "admin":
+        raise HTTPException(403, "the metrics are an admin's (give Prometheus an admin key)")
+    return metrics_response(request.app.state.metrics)

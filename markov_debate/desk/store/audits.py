@@ -28,6 +28,7 @@ from markov_debate.desk.models import (
 from markov_debate.desk.requests import AuditRequest, load_request
 from markov_debate.desk.store.db import CancelledReplayError, ConflictError, NotFoundError, sha, utcnow
 from markov_debate.desk.store.filters import AuditFilters
+from markov_debate.desk.store.pending import hold_pending
 from markov_debate.desk.store.reporting import ReportingStore
 from markov_debate.desk.store.visibility import WORKER_KINDS, hidden_in_report, hidden_in_text
 from markov_debate.desk.tables import AuditRow, BatchRow, ClaimRow, EventRow, ReviewRow
@@ -49,16 +50,19 @@ class AuditStore(ReportingStore):
         batch_id: int | None = None,
         batch_line: int | None = None,
         session: Session | None = None,
+        max_pending: int | None = None,
     ) -> tuple[int, bool]:
         """Queue one audit; (id, created). The same idempotency key with the same body returns the first audit,
-        also when two such requests race (the database's unique index decides; the loser reads the winner's)."""
+        also when two such requests race (the database's unique index decides; the loser reads the winner's).
+        With `max_pending`, PendingLimitError when the key already has that many waiting or running."""
+        args = (principal, request, idempotency_key, batch_id, batch_line, session, max_pending)
         try:
-            return self._insert(principal, request, idempotency_key, batch_id, batch_line, session)
+            return self._insert(*args)
         except IntegrityError:
             if idempotency_key is None or session is not None:
                 raise
             # another request with this key committed first: this look finds its audit
-            return self._insert(principal, request, idempotency_key, batch_id, batch_line, session)
+            return self._insert(*args)
 
     def _insert(
         self,
@@ -68,6 +72,7 @@ class AuditStore(ReportingStore):
         batch_id: int | None,
         batch_line: int | None,
         session: Session | None,
+        max_pending: int | None,
     ) -> tuple[int, bool]:
         body = request.model_dump_json()
         digest = sha(body)
@@ -75,6 +80,8 @@ class AuditStore(ReportingStore):
             replayed = None if idempotency_key is None else self._replayed(s, principal, idempotency_key, digest)
             if replayed is not None:
                 return replayed, False
+            if max_pending is not None:
+                hold_pending(s, self.dialect, principal.name, 1, max_pending)
             now = utcnow()
             row = AuditRow(
                 created_at=now,
@@ -136,11 +143,15 @@ class AuditStore(ReportingStore):
         input_errors: list[dict[str, Any]],
         idempotency_key: str | None = None,
         digest: str | None = None,
+        max_pending: int | None = None,
     ) -> tuple[int, bool]:
         """Queue a batch in one transaction: all its readable lines, or nothing; (id, created). An upload sent
-        again with the same Idempotency-Key (and the same bytes) returns the first batch and queues nothing."""
+        again with the same Idempotency-Key (and the same bytes) returns the first batch and queues nothing. With
+        `max_pending`, the whole batch or nothing fits under the key's cap (PendingLimitError)."""
         try:
             with self._session.begin() as s:
+                if max_pending is not None:
+                    hold_pending(s, self.dialect, principal.name, len(items), max_pending)
                 batch = BatchRow(
                     created_at=utcnow(),
                     submitted_by=principal.name,

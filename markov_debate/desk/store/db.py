@@ -61,6 +61,20 @@ class CancelledReplayError(ConflictError):
         self.audit_id = audit_id
 
 
+class PendingLimitError(StoreError):
+    """A submission that would leave its key more audits waiting or running than the cap allows (429)."""
+
+    retry_after_s = 30
+    """About how long a worker takes to make room."""
+
+    def __init__(self, name: str, *, waiting: int, adding: int, limit: int) -> None:
+        room = max(0, limit - waiting)
+        super().__init__(
+            f"{name} has {waiting} audit(s) waiting or running; at most {limit}, so {adding} more do not fit "
+            f"(room for {room}); try again when some have finished"
+        )
+
+
 class ReviewConflictError(ConflictError):
     """A review made on a stale view: the claim's label changed after the reviewer saw it."""
 

@@ -64,6 +64,12 @@ class ReportingStore(SessionStore):
     def _cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self._prices[0] + completion_tokens * self._prices[1]) / 1e6
 
+    def by_status(self) -> dict[str, int]:
+        """Audits by status (what /metrics reports as waiting, running, done...)."""
+        with self._read() as s:
+            rows = s.execute(select(AuditRow.status, func.count()).group_by(AuditRow.status)).all()
+            return {str(status): int(count) for status, count in rows}
+
     def figures(self, *, owner: str | None = None) -> StoreFigures:
         """The counts statistics are made of: audits by status, verdict and task, usage, and every review's
         (time, engine label, human label, audit, claim), oldest first. `owner`: of that submitter's audits only

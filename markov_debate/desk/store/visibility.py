@@ -16,13 +16,20 @@ WORKER_KINDS = frozenset({"claimed", "requeued", "deferred", "finished", "failed
 
 _URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>()]+", re.IGNORECASE)
 _WORKER = re.compile(r"\b[\w.-]+:\d+:[0-9a-f]{4}\b")
+_HOST_PORT = re.compile(
+    r"(?<![\w.:-])(?:\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?|\[[0-9a-f:.]+\](?::\d{1,5})?|"
+    r"(?:localhost|[a-z0-9-]+(?:\.[a-z0-9-]+)+):\d{1,5})(?![\w.-])",
+    re.IGNORECASE,
+)
+"""An address without a scheme, as connection errors print it: an IP (with or without its port), a host:port."""
 
 
 def hidden_in_text(text: str | None) -> str | None:
     """`text` with URLs and worker names replaced."""
     if not text:
         return text
-    return _WORKER.sub("a worker", _URL.sub("[the model endpoint]", text))
+    text = _WORKER.sub("a worker", _URL.sub("[the model endpoint]", text))
+    return _HOST_PORT.sub("[the model endpoint]", text)
 
 
 def hidden_in_report(report_json: str) -> str:
