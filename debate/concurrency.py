@@ -196,12 +196,17 @@ def _run(work: Coroutine[Any, Any, R]) -> R:
     if not _SIGTERM_CANCELS:
         return asyncio.run(work)
     terminated: list[bool] = []
+    wrapper = _cancelled_by_sigterm(work, terminated)
     try:
-        return asyncio.run(_cancelled_by_sigterm(work, terminated))
+        return asyncio.run(wrapper)
     except asyncio.CancelledError:
         if terminated:
             raise Terminated from None
         raise
+    finally:
+        # The wrapper too, like the work in run_blocking: a Ctrl-C before the loop started it left it never
+        # awaited, and CPython's warning came after the one-line "interrupted" message.
+        wrapper.close()
 
 
 def run_blocking(work: Coroutine[Any, Any, R]) -> R:

@@ -20,6 +20,7 @@ __all__ = [
     "LongNumber",
     "decode_text",
     "holds_long_number",
+    "json_reason",
     "load_json",
     "load_toml",
     "private_file",
@@ -44,6 +45,14 @@ def _line_col(data: bytes, offset: int) -> tuple[int, int]:
     return before.count(b"\n") + 1, offset - (before.rfind(b"\n") + 1) + 1
 
 
+def _looks_utf16(data: bytes) -> bool:
+    """UTF-16 text without its mark: valid UTF-8 to a decoder when its characters are ASCII, and then verified as
+    'S\x00h\x00...'. Its NULs fill every other byte of a sample; text meant as UTF-8 holds almost none."""
+    sample = data[:4096]
+    halves = (sample[0::2], sample[1::2])
+    return len(sample) >= 4 and any(half.count(0) >= 0.4 * len(half) for half in halves if half)
+
+
 def decode_text(data: bytes, where: str) -> str:
     """`data` as text: UTF-8, or the encoding its byte-order mark names (UTF-8, UTF-16, UTF-32; the mark itself is
     dropped, so offsets count from the first character). A byte sequence that is not valid there is an InputError
@@ -53,6 +62,11 @@ def decode_text(data: bytes, where: str) -> str:
         if data.startswith(bom):
             data, encoding = data[len(bom) :], name
             break
+    if encoding == "utf-8" and _looks_utf16(data):
+        raise InputError(
+            f"{where}: looks like UTF-16 without a byte-order mark (a NUL byte beside most characters); save it as "
+            "UTF-8 (e.g. iconv -f utf-16le -t utf-8), or with its byte-order mark"
+        )
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
@@ -115,6 +129,13 @@ def holds_long_number(value: Any, depth: int = 0) -> bool:
     return any(holds_long_number(child, depth + 1) for child in children)
 
 
+def json_reason(exc: json.JSONDecodeError) -> str:
+    """The decoder's reason with its column: "Expecting value at column 3"; its "... starting at" messages end
+    with the column, not "at at column"."""
+    joint = " " if exc.msg.endswith(" at") else " at "
+    return f"{exc.msg}{joint}column {exc.colno}"
+
+
 def load_json(text: str, where: str, *, keep_long_numbers: bool = False) -> Any:
     """Parse JSON, every failure an InputError naming `where` and the line and column. With `keep_long_numbers`,
     an integer too long to read is a LongNumber in the result instead of an error for the whole text."""
@@ -122,7 +143,7 @@ def load_json(text: str, where: str, *, keep_long_numbers: bool = False) -> Any:
         return json.loads(text, parse_int=_int_or_long) if keep_long_numbers else json.loads(text)
     except json.JSONDecodeError as exc:
         if "\n" not in text.rstrip("\r\n"):
-            raise InputError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+            raise InputError(f"{where}: not valid JSON ({json_reason(exc)})") from exc
         raise InputError(f"{where} line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg})") from exc
     except RecursionError as exc:
         raise InputError(f"{where}: nested too deeply to read") from exc

@@ -8,6 +8,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from experiments.data import HALUEVAL_FILES, PAIRED_FIELDS, DataError
 from experiments.metrics import Outcome
@@ -34,26 +35,31 @@ def tuning_pairs(
         path = data_dir / "factool" / "knowledge_qa.jsonl"
     if not path.is_file():
         raise DataError(f"data file not found: {path}")
-    with path.open(encoding="utf-8") as fh:
+    # utf-8-sig: a file saved with a byte-order mark reads as the same records (its first line was a traceback)
+    with path.open(encoding="utf-8-sig") as fh:
         lines = [n for n, text in enumerate(fh, start=1) if text.strip() and n not in exclude_lines]
     chosen = set(random.Random(seed + 2).sample(lines, min(m, len(lines))))
     pairs: list[tuple[int, bool]] = []
-    with path.open(encoding="utf-8") as fh:
+    with path.open(encoding="utf-8-sig") as fh:
         for number, text in enumerate(fh, start=1):
             if number not in chosen:
                 continue
-            record = json.loads(text)
-            if benchmark == "halueval" and task in PAIRED_FIELDS:
-                right, wrong, _, _ = PAIRED_FIELDS[task]
-                pairs.append((len(str(record[right]).strip()), True))
-                pairs.append((len(str(record[wrong]).strip()), False))
-            elif benchmark == "halueval":
-                pairs.append((len(str(record["chatgpt_response"]).strip()), record["hallucination"] == "no"))
-            elif level == "claim":
-                pairs.extend((len(str(c["claim"]).strip()), bool(c["label"])) for c in record["claims"])
-            else:
-                pairs.append((len(str(record["response"]).strip()), bool(record["label"])))
+            try:
+                pairs.extend(_pairs(json.loads(text), benchmark, task, level))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise DataError(f"{path}: line {number}: not a {benchmark} {task} record ({exc!r})") from exc
     return pairs
+
+
+def _pairs(record: dict[str, Any], benchmark: str, task: str, level: str) -> list[tuple[int, bool]]:
+    if benchmark == "halueval" and task in PAIRED_FIELDS:
+        right, wrong, _, _ = PAIRED_FIELDS[task]
+        return [(len(str(record[right]).strip()), True), (len(str(record[wrong]).strip()), False)]
+    if benchmark == "halueval":
+        return [(len(str(record["chatgpt_response"]).strip()), record["hallucination"] == "no")]
+    if level == "claim":
+        return [(len(str(c["claim"]).strip()), bool(c["label"])) for c in record["claims"]]
+    return [(len(str(record["response"]).strip()), bool(record["label"]))]
 
 
 def fit_length_threshold(pairs: Sequence[tuple[int, bool]]) -> int:

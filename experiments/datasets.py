@@ -247,6 +247,13 @@ def _download(source: str, part: Path, total: int, progress: ProgressHook, label
                 return _download(source, part, total, progress, label)
             if rsp.status_code not in (200, 206):
                 raise FetchError(f"{label}: {source} answered HTTP {rsp.status_code}")
+            kind = rsp.headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind == "text/html" and not label.endswith((".html", ".htm")):
+                # a mirror's index page or a proxy's login page: no download of it is ever the data file
+                raise FetchError(
+                    f"{label}: {source} answered an HTML page, not the data file (is --mirror the data folder's "
+                    "root, with its layout?)"
+                )
             mode = "ab" if rsp.status_code == 206 else "wb"
             done = have if mode == "ab" else 0
             with part.open(mode) as fh:
@@ -277,9 +284,12 @@ def _fetch_file(entry: DatasetFile, source: str, staging: Path, progress: Progre
     _download(source, part, entry.bytes, progress, entry.path)
     size = part.stat().st_size
     if size < entry.bytes:
+        # The server ended its answer normally with too few bytes (a cut connection raises in _download): asking
+        # again gets the same, so nothing is kept to resume.
+        part.unlink()
         raise FetchError(
-            f"{entry.path}: the download was cut short at {size:,} of {entry.bytes:,} bytes; run the same command "
-            "again to resume it"
+            f"{entry.path}: {source} sent a file of {size:,} bytes where {entry.bytes:,} are expected (not this "
+            "file: check that the mirror holds this release's data); nothing was installed"
         )
     got = _sha256(part)
     if size != entry.bytes or got != entry.sha256:

@@ -352,15 +352,23 @@ def _halueval_judge(verifier: Verifier, judge_knowledge: bool) -> Method:
     return HaluEvalJudge(verifier.client, knowledge=judge_knowledge, prompt_set=verifier.config.prompt_set)
 
 
-METHODS: Registry[MethodEntry] = Registry("methods")
-"""Detection methods by name (entry points: `markov_debate.methods`)."""
-METHODS.register(
-    "mcmad", MethodEntry(_debate("mcmad"), estimable=True), description="this engine: the Markov-chain debate"
+MCMAD = MethodEntry(_debate("mcmad"), estimable=True)
+SINGLE = MethodEntry(_debate("single"), _initial_only, estimable=True)
+FACTOOL = MethodEntry(_debate("factool"), _factool)
+HALUEVAL_JUDGE = MethodEntry(_halueval_judge)
+SELF_CHECK_0 = MethodEntry(_debate("self-check-0"), _team("self-check-0"))
+SELF_CHECK_3 = MethodEntry(_debate("self-check-3"), _team("self-check-3"))
+
+METHODS: Registry[MethodEntry] = Registry(
+    "methods",
+    listed={
+        "mcmad": "this engine: the Markov-chain debate",
+        "single": "the initial agent only (S0)",
+        "factool": "Factool's pipeline and verifier",
+        "halueval-judge": "HaluEval's few-shot Yes/No judge",
+        "self-check-0": "Factool's self-check baseline",
+        "self-check-3": "Factool's self-check baseline",
+    },
 )
-METHODS.register(
-    "single", MethodEntry(_debate("single"), _initial_only, estimable=True), description="the initial agent only (S0)"
-)
-METHODS.register("factool", MethodEntry(_debate("factool"), _factool), description="Factool's pipeline and verifier")
-METHODS.register("halueval-judge", MethodEntry(_halueval_judge), description="HaluEval's few-shot Yes/No judge")
-for _name in ("self-check-0", "self-check-3"):
-    METHODS.register(_name, MethodEntry(_debate(_name), _team(_name)), description="Factool's self-check baseline")
+"""Detection methods by name: the entry points of `markov_debate.methods`, the built-ins' in this project's
+pyproject.toml exactly as a plugin's would be (nothing is registered at import)."""

@@ -17,7 +17,8 @@ from rich.markup import escape
 from debate.cli.conventions import err
 from debate.config import VerifierConfig
 from debate.errors import UsageError
-from debate.results import PredictionRecord, Record, rag_monitoring, read_records
+from debate.results import PredictionRecord, read_records
+from experiments.report_logs import log_rows, logs_table, unique
 from experiments.runner import (
     RunSpec,
     evaluate_run,
@@ -28,15 +29,16 @@ __all__ = ["report", "report_rows"]
 
 
 def report(args: argparse.Namespace) -> int:
-    logs = [path for path in args.runs if path.is_file()]
-    folders = [path for path in args.runs if not path.is_file()]
+    given = unique(args.runs)
+    logs = [path for path in given if path.is_file()]
+    folders = [path for path in given if not path.is_file()]
     if args.recompute:
         for run in folders:
             if (run / "metrics.json").is_file() and (run / "config.json").is_file():
                 evaluate_run(run, _recorded_spec(json.loads((run / "config.json").read_text())["spec"]))
     rows = report_rows(folders, skipped=_say_skipped)
-    monitoring = [{"log": str(log), **rag_monitoring(_records(log)).model_dump()} for log in logs]
-    if not rows and not monitoring:
+    summaries, monitoring = log_rows(logs)
+    if not rows and not summaries:
         raise UsageError(
             "no finished run among the folders given (each needs config.json and metrics.json), and no "
             "results log (a .jsonl file of `debate verify --input ... --output`)"
@@ -47,10 +49,14 @@ def report(args: argparse.Namespace) -> int:
             row["p_factual_calibration"] = calibration[row["run"]]
     flat = [{k: v for k, v in row.items() if k != "metrics"} for row in rows]
     if args.format == "json":
-        shown: Any = {"runs": flat, "rag_monitoring": monitoring} if flat and monitoring else flat or monitoring
+        shown: Any = flat
+        if summaries:
+            shown = {"runs": flat, "results_logs": summaries, "rag_monitoring": monitoring}
         sys.stdout.write(json.dumps(shown, indent=2) + "\n")
         return 0
-    for table in (flat, monitoring):
+    if summaries and args.format != "csv":
+        sys.stdout.write(logs_table(summaries, {row["log"] for row in monitoring}))
+    for table in (flat, summaries if args.format == "csv" else [], monitoring):
         if not table:
             continue
         if args.format == "csv":
@@ -60,18 +66,11 @@ def report(args: argparse.Namespace) -> int:
                 writer.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in row.items()})
         elif table is flat:
             sys.stdout.write(markdown_table([(_label(row), row["metrics"]) for row in rows]))
-            for run, found in calibration.items():
-                sys.stdout.write(f"\n{Path(run).name}: {found['line']}\n")
+            for name, found in calibration.items():
+                sys.stdout.write(f"\n{Path(name).name}: {found['line']}\n")
         else:
             sys.stdout.write(_monitoring_table(monitoring))
     return 0
-
-
-def _records(log: Path) -> list[Record]:
-    try:
-        return read_records(log)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{log}: cannot read it as a results log ({exc})") from exc
 
 
 _MONITORING = (
@@ -84,6 +83,7 @@ _MONITORING = (
     ("uncited_sentences_per_answer", "uncited / answer"),
     ("average_judge_risk", "avg judge risk"),
     ("judged", "judged"),
+    ("skipped", "records left out (not RAG answers)"),
 )
 
 

@@ -103,3 +103,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = _group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(autouse=True)
+def _cli_signal_state() -> Iterator[None]:
+    """`debate.cli.main` called in process (as a test feeds a command) sets the process's SIGTERM handling the way
+    the CLI wants it; this puts it back after each test, so no later test of the same worker runs under it."""
+    import signal
+
+    import debate.concurrency
+
+    handler, cancels = signal.getsignal(signal.SIGTERM), debate.concurrency._SIGTERM_CANCELS
+    yield
+    if handler is not None:  # None: set outside Python, and then left alone
+        signal.signal(signal.SIGTERM, handler)
+    debate.concurrency._SIGTERM_CANCELS = cancels

@@ -102,6 +102,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             default=argparse.SUPPRESS,
             help="log retries, endpoint negotiation and server start-up",
         )
+        if "-V" not in child._option_string_actions:
+            # `debate verify --version` answers the version, as `debate --version` does (not "did you mean").
+            child.add_argument(
+                "-V", "--version", action="version", version=f"debate (markov-debate) {package_version()}"
+            )
     return parser
 
 

@@ -82,8 +82,6 @@ ALIASES: tuple[Alias, ...] = (
     Alias("--prefilter-option", ("prefilter.options",)),
     Alias("--otel", ("telemetry.endpoint",)),
     Alias("--otel-project", ("telemetry.project",)),
-    Alias("--claim-concurrency", ("claim_concurrency",)),
-    Alias("--prompt-set", ("prompt_set",)),
     Alias("--prompts-dir", ("prompt_set",)),
     Alias("--cache", ("call_cache",), convert=_cache_file, shown=f"--call_cache DIR/{CACHE_FILE}"),
 )

@@ -1,6 +1,5 @@
-"""The conventions every `debate` command follows, built-in or plugin: one-line errors with "did you mean", each
-option's default in its help, examples in the epilog, exit codes, and the console the progress bar and the log
-share. A plugin adds its commands with `add_command` (and `add_command_group` for nested ones)."""
+"""The conventions every `debate` command follows: one-line errors with "did you mean", defaults in the help, examples
+(debate.cli.examples), exit codes, the console; a plugin adds commands with `add_command` (`add_command_group`)."""
 
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from debate.cli.examples import examples
 from debate.errors import UsageError
 from debate.extras import Extra
 
@@ -146,12 +146,6 @@ def output_folder(path: Path, flag: str) -> Path:
     return path
 
 
-def examples(*lines: str, extra: str = "") -> str:
-    """A subcommand's epilog: its examples (each a command line, optionally `# what it does` first), then `extra`."""
-    text = "examples:\n" + "\n".join(f"  {line}" for line in lines)
-    return text + (f"\n\n{extra}" if extra else "")
-
-
 class Formatter(argparse.RawDescriptionHelpFormatter):
     """Every option's help ends with its default (argparse's ArgumentDefaultsHelpFormatter, but "off" for flags,
     and not repeated where the help already says it); epilogs keep their line breaks for the examples."""
@@ -231,7 +225,26 @@ class Parser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: Any = None
     ) -> Any:
         self._argv = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(args, namespace)
+        return super().parse_known_args(self.spelled(self._argv), namespace)
+
+    def spelled(self, args: Sequence[str]) -> list[str]:
+        """`args` with each of this parser's flags in the spelling it was declared with: `--debate.min-rounds` and
+        `--debate.min_rounds`, `--max_cost` and `--max-cost` are one flag each (users type hyphens, the config's
+        fields have underscores). Only a flag this parser does not know is respelled, and only into one it knows;
+        anything after `--` is left as it is. Each subcommand's parser respells its own arguments."""
+        known = self._option_string_actions
+        out: list[str] = []
+        for index, arg in enumerate(args):
+            if arg == "--":
+                return [*out, *args[index:]]
+            flag, eq, value = arg.partition("=")
+            if flag.startswith("--") and flag not in known:
+                body = flag[2:]
+                options = {f"--{body.replace('-', '_')}", f"--{body.replace('_', '-')}"} & set(known)
+                if len(options) == 1:
+                    arg = options.pop() + eq + value
+            out.append(arg)
+        return out
 
     show_all = False
     """Set by --help-all: print every option, not the brief list."""

@@ -61,6 +61,13 @@ class ConfigField:
         return self.info.get_default(call_default_factory=True)
 
     @property
+    def core(self) -> Any:
+        """The field's type without its None (`int | None` -> int)."""
+        annotation = self.info.annotation
+        args = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
+        return next((a for a in args if a is not type(None)), annotation)
+
+    @property
     def help(self) -> str:
         return " ".join((self.info.description or "").split())
 
@@ -143,7 +150,8 @@ _SECTIONS: dict[str, str] = {
 def from_text(field: ConfigField, text: str) -> Any:
     """A value typed as text (a flag, an environment variable) as the field takes it: pydantic reads numbers and
     booleans from text itself; lists are comma-separated; `none` is None where None is a value."""
-    if field.none_is_text and text.strip().lower() in ("none", "null"):
+    # A list's `none` is the empty list (`--prefilter.prefilters none`, as the help offers), nullable or not.
+    if (field.none_is_text or field.kind == "list") and text.strip().lower() in ("none", "null"):
         return [] if field.kind == "list" else None
     if field.kind == "list":
         return [part.strip() for part in text.split(",") if part.strip()]
@@ -272,6 +280,8 @@ def _registered(path: str) -> str:
 def _help(field: ConfigField) -> str:
     if field.secret:
         return f"{field.help} Visible to other users in `ps`: prefer a config file or the environment"
+    if field.info.is_required():  # a field of an optional section (search): given whenever the section is used
+        return f"{field.help}{_registered(field.path)} (no default: required to use {field.section} at all)"
     default = field.default
     value = "none" if default is None else shown(default, flag=field.kind == "bool")
     return f"{field.help}{_registered(field.path)} (default: {value})"

@@ -89,6 +89,13 @@ def check_input(source: Path) -> None:
 
 def check_output(source: Path, output: Path) -> None:
     """Refuse, in one line, an output that would overwrite the input or cannot be written."""
+    if str(output) == "-":
+        # Not a file named "-" in the working folder, and not standard output either: the results log is read
+        # back to resume an interrupted batch, which a pipe cannot be.
+        raise UsageError(
+            "--output -: the results log must be a file (a batch reads it back to resume); give a path, and "
+            "`cat` it or `debate report` it after"
+        )
     if output.resolve() == source.resolve() or (output.exists() and output.samefile(source)):
         raise UsageError(f"--input and --output are the same file ({output}); results need their own file")
     if output.is_dir():

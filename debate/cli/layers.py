@@ -16,7 +16,7 @@ from typing import Any
 import tomli_w
 from pydantic import ValidationError
 
-from debate.cli.fields import FIELDS, FlagValue, from_text
+from debate.cli.fields import FIELDS, ConfigField, FlagValue, from_text
 from debate.config import VerifierConfig
 from debate.errors import InputError, UsageError
 from debate.files import read_text_file
@@ -107,7 +107,7 @@ def load_config_file(path: Path) -> Layer:
         data = spec["verifier"]  # a run folder's config.json: the configuration it ran with
     elif isinstance(data.get("verifier"), dict):
         data = data["verifier"]  # a run's spec, saved alone
-    values = {path_: _file_value(path_, value) for path_, value in _flatten(data).items()}
+    values = {path_: _file_value(path_, value, path) for path_, value in _flatten(data).items()}
     return Layer("file", values, {p: f"{path}: {_shown(p)}" for p in values})
 
 
@@ -118,11 +118,32 @@ def _read_config_text(path: Path) -> str:
         raise UsageError(str(exc)) from None
 
 
-def _file_value(path: str, value: Any) -> Any:
+def _file_value(path: str, value: Any, file: Path) -> Any:
     field = FIELDS.get(path)
-    if field is not None and isinstance(value, str) and (field.kind == "list" or field.none_is_text):
+    if field is None:
+        return value
+    _strict(field, value, file)
+    if isinstance(value, str) and (field.kind == "list" or field.none_is_text):
         return from_text(field, value)
     return value
+
+
+def _strict(field: ConfigField, value: Any, file: Path) -> None:
+    """A config file's values are typed (TOML, JSON): a boolean where a number goes (`min_rounds = true` ran 1
+    round) or text where a boolean goes (`localize = "yes"`) is refused naming the key, as the command line would
+    refuse it, not converted."""
+    core = field.core
+    wanted = (
+        "true or false"
+        if core is bool and not isinstance(value, bool)
+        else "a number"
+        if core in (int, float) and (isinstance(value, bool) or not isinstance(value, int | float))
+        else None
+    )
+    # TOML has no null: a saved configuration writes an unset number as "none" (config_toml), read back as None
+    unset = value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null"))
+    if wanted is not None and not (unset and field.nullable):
+        raise UsageError(f"--config {file}: {field.path} = {json.dumps(value)[:60]}: expected {wanted}")
 
 
 def _environment(environ: Mapping[str, str]) -> Layer:

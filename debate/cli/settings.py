@@ -10,6 +10,7 @@ from debate.cli.conventions import Subcommands, add_command_group, examples, out
 from debate.cli.fields import FIELDS
 from debate.cli.layers import config_data, config_digest, config_toml
 from debate.cli.options import add_verifier_arguments, resolved_config
+from debate.config import VerifierConfig
 
 __all__ = ["register"]
 
@@ -61,8 +62,34 @@ def _show(args: argparse.Namespace) -> int:
         out.print(
             f"{path:<{width}} = {shown}  ({resolved.sources[path]})", markup=False, highlight=False, soft_wrap=True
         )
+    for path, value, source in stage_option_lines(resolved.config):
+        out.print(f"{path:<{width}} = {value}  ({source})", markup=False, highlight=False, soft_wrap=True)
     out.print(f"digest: {digest}", markup=False, highlight=False)
     return 0
+
+
+def stage_option_lines(config: VerifierConfig) -> list[tuple[str, str, str]]:
+    """(path, value as JSON, where it came from) for every option of each stage this configuration runs: its
+    prefilters', its rollup's and every task's (a batch line picks its task), each with its default unless given."""
+    from debate.plugins import PREFILTERS, ROLLUPS, TASKS, stage_options
+    from debate.registry import Registry
+
+    stages: list[tuple[str, Registry[Any], str, dict[str, dict[str, Any]]]] = [
+        *(("prefilter.options", PREFILTERS, name, config.prefilter.options) for name in config.prefilter.prefilters),
+        ("rollup_options", ROLLUPS, config.rollup, config.rollup_options),
+        *(("task_options", TASKS, name, config.task_options) for name in TASKS.names()),
+    ]
+    lines = []
+    for where, registry, name, given in stages:
+        model = stage_options(registry, name)
+        if model is None:
+            continue
+        chosen = given.get(name, {})
+        values = model.model_validate(chosen).model_dump(mode="json")
+        for key, value in values.items():
+            source = "given" if key in chosen else "the stage's default"
+            lines.append((f"{where}.{name}.{key}", json.dumps(value), source))
+    return lines
 
 
 def _value(values: dict[str, Any], path: str, *, secret: bool) -> str:

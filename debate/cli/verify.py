@@ -40,6 +40,7 @@ from debate.results import (
     count_pending,
     fails_on,
     read_records,
+    refuse_other_finished,
     run_batch,
     transient_failure,
     write_refchecker,
@@ -289,7 +290,9 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
 
     todo, done = count_pending(paths.input, paths.results_log, retry_failed=args.retry_failed)
     if todo == 0:
-        # Nothing to do: no model is started and no endpoint is asked.
+        # Nothing to do: no model is started and no endpoint is asked; but "already done" is said only of records
+        # made with these settings.
+        refuse_other_finished(paths.results_log, args.task, config.model_dump(mode="json"))
         paths.write_output_format()
         print(f"done: 0 written, {done} already done -> {paths.output}", file=sys.stderr)
         return 0

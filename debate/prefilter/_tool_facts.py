@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
+from debate.errors import InputError
 from debate.prefilter._tool_messages import MessageLanguage, message
 from debate.types import ToolCallFinding
 
@@ -42,6 +43,10 @@ class APIEndpointChecker:
     ) -> None:
         # The seed keeps a name -> endpoint dict and checks the values; a plain list is the same set of values.
         self._known = tuple(known.values()) if isinstance(known, Mapping) else tuple(known)
+        empty = next((i for i, endpoint in enumerate(self._known, 1) if not str(endpoint).strip()), None)
+        if empty is not None:
+            # Every URL starts with "": an empty entry would allow any endpoint, and silently.
+            raise InputError(f"allowed endpoint {empty} (--allow-endpoint) is empty: it would allow every URL")
         self._match = match
         self._language: MessageLanguage = language
 

@@ -2,7 +2,14 @@
 figures, RefChecker's output shape, the severity scale.
 """
 
-from debate.results._batch import BatchError, BatchSummary, EndpointDownError, count_pending, run_batch
+from debate.results._batch import (
+    BatchError,
+    BatchSummary,
+    EndpointDownError,
+    count_pending,
+    refuse_other_finished,
+    run_batch,
+)
 from debate.results._frames import load_run
 from debate.results._items import BatchItem, InputTooLongError, read_items, read_items_with_fields
 from debate.results._jsonl import OutputLock, ResultsLog, ResumeState, compact, run_ordered, scan_results
@@ -57,6 +64,7 @@ __all__ = [
     "read_items_with_fields",
     "read_records",
     "refchecker_item",
+    "refuse_other_finished",
     "run_batch",
     "run_ordered",
     "scan_results",

@@ -23,7 +23,7 @@ from debate.plugins import TaskInput
 from debate.results._items import BatchItem, Work, read_input
 from debate.results._jsonl import OutputLock, ResumeState, compact, run_ordered, scan_results
 from debate.results._records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord, fails_on
-from debate.results._settings import setting_of
+from debate.results._settings import setting_of, startless_differences
 from debate.types import Usage
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ __all__ = [
     "BatchSummary",
     "EndpointDownError",
     "count_pending",
+    "refuse_other_finished",
     "run_batch",
 ]
 
@@ -245,6 +246,20 @@ async def _process(verifier: Verifier, input_name: str, task: str, work: Work) -
 
 def _line_handler(input_name: str, task: str, verifier: Verifier) -> Callable[[Work], Awaitable[Record]]:
     return functools.partial(_process, verifier, input_name, task)
+
+
+def refuse_other_finished(output: Path, task: str, config: dict[str, Any]) -> None:
+    """A batch with nothing left to run: refuse it (UsageError) when its finished records were made with other
+    settings than these (judged without starting the model), as a resumed batch is refused; "already done" would
+    otherwise stand for verdicts of another configuration."""
+    for count, setting in scan_results(output).settings.values():
+        found = startless_differences(setting, task, config)
+        if found:
+            shown = "; ".join(found[:4]) + (f"; and {len(found) - 4} more" if len(found) > 4 else "")
+            raise UsageError(
+                f"{output} holds {count} finished record(s) made with other settings ({shown}); run with the "
+                "options they were made with, or write to another --output"
+            )
 
 
 def count_pending(input_path: Path, output_path: Path, *, retry_failed: bool = True) -> tuple[int, int]:

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from debate.errors import InputError, InputTooLongError
-from debate.files import decode_text, holds_long_number, load_json
+from debate.files import decode_text, holds_long_number, json_reason, load_json
 from debate.plugins import Reference
 from debate.sources import read_sources
 from debate.types import Evidence, Source
@@ -165,7 +165,7 @@ def _jsonl_line(path: Path, number: int, raw_line: bytes) -> Iterator[Work]:
     except json.JSONDecodeError as exc:
         if number == 1 and text.strip() == "{":
             _refuse_one_document(path)
-        yield Work(number, sha, None, None, f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})")
+        yield Work(number, sha, None, None, f"line {number}: not valid JSON ({json_reason(exc)})")
         return
     except RecursionError:
         yield Work(number, sha, None, None, f"line {number}: nested too deeply to read")

@@ -8,7 +8,7 @@ from typing import Any
 
 from debate.types import RunMeta
 
-__all__ = ["differences", "setting_of"]
+__all__ = ["differences", "setting_of", "startless_differences"]
 
 _NO_EFFECT: tuple[tuple[str, ...], ...] = (
     ("claim_concurrency",),
@@ -49,3 +49,24 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
             found += differences(old.get(key), new.get(key), f"{where}.{key}" if where else str(key))
         return found
     return [] if old == new else [f"{where}: {json.dumps(old)} -> {json.dumps(new)}"]
+
+
+def startless_differences(setting: dict[str, Any], task: str, config: dict[str, Any]) -> list[str]:
+    """How a finished record's `setting` differs from a run of `task` under `config` (VerifierConfig as JSON),
+    judged without starting the model: the task, the configuration less its model section (resolved only when the
+    endpoint answers), and the model's name where `config` names one. What a batch with nothing left to run can
+    still check before it says "already done"."""
+    recorded = {k: v for k, v in setting.get("config", {}).items() if k != "model"}
+    current = {k: v for k, v in config.items() if k != "model"}
+    for path in _NO_EFFECT:
+        if len(path) == 1:
+            recorded.pop(path[0], None)
+            current.pop(path[0], None)
+    found = differences({"task": setting.get("task"), "config": recorded}, {"task": task, "config": current})
+    # The model as the configuration named it (the endpoint may answer under another name: an alias, a dated
+    # version), compared only when this run names one.
+    named = (config.get("model") or {}).get("model")
+    recorded_model = (setting.get("config", {}).get("model") or {}).get("model")
+    if named and recorded_model and named != recorded_model:
+        found.append(f"model: {json.dumps(recorded_model)} -> {json.dumps(named)}")
+    return found

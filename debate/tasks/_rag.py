@@ -37,12 +37,25 @@ def sources_from(reference: Reference | Sequence[Mapping[str, str]]) -> list[Sou
                 raise InputError(f"reference: a source's id is empty; each needs one ({_SOURCES_FORM})")
             sources.append(Source(id=str(key), text=text))
     else:
+        if _passages(reference):
+            raise InputError(
+                "task rag needs sources with ids that its citations name ({id: text} or [{id, text, parent_id}]); "
+                "a list of texts has none, so every citation would be invalid"
+            )
         sources = read_sources(reference)
     if not sources:
         raise InputError(f"reference: no sources given; task rag needs at least one ({_SOURCES_FORM})")
     if not any(s.text.strip() for s in sources):
         raise InputError("reference: every source's text is blank: there is nothing to check the answer against")
     return sources
+
+
+def _passages(items: Sequence[object]) -> bool:
+    """A list of plain texts, as the readers turn it into evidence ("passage 1", "passage 2", ...): no ids."""
+    return bool(items) and all(
+        isinstance(item, Evidence) and item.kind == "given" and item.source == f"passage {index}"
+        for index, item in enumerate(items, 1)
+    )
 
 
 def cited_sources(sources: Sequence[Source], claim: Claim) -> list[Source]:

@@ -227,9 +227,10 @@ def _tasks_need(schema: dict[str, Any]) -> None:
     """What a task refuses without, said in the schema as well (a client generating requests from it, schemathesis
     among them, never builds one the desk refuses): summarization needs its document, rag its sources."""
     some = [{"type": "array", "minItems": 1}, {"type": "object", "minProperties": 1}]
+    sources = [{"type": "array", "minItems": 1, "items": {"type": "object"}}, {"type": "object", "minProperties": 1}]
     needs = {
         "summarization": [{"type": "string", "pattern": "\\S"}, *some],
-        "rag": some,
+        "rag": sources,  # sources with ids its citations name: a list of plain texts has none
     }
     schema["allOf"] = [
         {

@@ -43,8 +43,13 @@ def test_every_option_of_every_command_has_help_with_its_default() -> None:
     for parser in leaves:
         text = parser.format_help()
         assert "examples:" in text, parser.prog
+        listed = text.split("examples:", 1)[1].split("\n\n", 1)[0]
+        assert max(map(len, listed.splitlines())) <= 80, (parser.prog, listed)  # copies whole from any terminal
         # one spelling for "no default", and no doubled punctuation from joined descriptions
         assert "(default: None)" not in text and ".;" not in text, parser.prog
+        parser.show_all = True  # type: ignore[attr-defined]
+        assert "Undefined" not in parser.format_help(), parser.prog  # a required field of an optional section
+        parser.show_all = False  # type: ignore[attr-defined]
         for action in parser._actions:
             if isinstance(action, argparse._HelpAction):
                 continue
@@ -81,6 +86,10 @@ def test_version_and_global_options_anywhere() -> None:
     assert parser.parse_args(["-v", "verify", "--answer", "x"]).verbose is True
     assert parser.parse_args(["verify", "--answer", "x", "-v"]).verbose is True
     assert parser.parse_args(["verify", "--answer", "x"]).verbose is False
+    for where in (["verify", "--version"], ["serve", "-V"]):
+        with pytest.raises(SystemExit) as done:
+            build_parser(where).parse_args(where)
+        assert done.value.code == 0
 
 
 @pytest.mark.parametrize(
@@ -237,3 +246,33 @@ def test_version_answers_without_importing_the_engine() -> None:
     assert done.stdout.splitlines() == ["debate (markov-debate) 0.1.0", "[]"]
     full = subprocess.run([sys.executable, "-m", "debate.cli", "--version"], capture_output=True, text=True)
     assert full.stdout.strip() == "debate (markov-debate) 0.1.0"  # the same line as the full parser's
+
+
+def test_every_flag_takes_hyphens_and_underscores_alike() -> None:
+    """For every option of every command: the other spelling (each `-` after `--` as `_`, or the reverse) is the
+    same flag, unless it is a flag of its own; and a parse with either gives the same result."""
+    from debate.cli import build_parser
+    from debate.cli.conventions import Parser, walk
+
+    checked = 0
+    for parser in walk(build_parser(["eval"])):
+        assert isinstance(parser, Parser)
+        known = parser._option_string_actions
+        for flag in [f for f in known if f.startswith("--")]:
+            body = flag[2:]
+            for other in {f"--{body.replace('-', '_')}", f"--{body.replace('_', '-')}"} - {flag}:
+                if other not in known:
+                    assert parser.spelled([other, f"{other}=x"]) == [flag, f"{flag}=x"], (parser.prog, other)
+                    checked += 1
+    assert checked > 100
+    base = ["verify", "--question", "q", "--answer", "a"]
+    hyphens = build_parser(base).parse_args(
+        [*base, "--debate.min-rounds", "2", "--max_cost", "1.5", "--prompt-set", "tuned"]
+    )
+    underscores = build_parser(base).parse_args(
+        [*base, "--debate.min_rounds", "2", "--max-cost", "1.5", "--prompt_set", "tuned"]
+    )
+    assert vars(hyphens) == vars(underscores)
+    [verify] = [p for p in walk(build_parser(base)) if p.prog == "debate verify"]
+    assert isinstance(verify, Parser) and verify.spelled(["--max_cost"]) == ["--max-cost"]
+    assert verify.spelled(["--", "--max_cost"]) == ["--", "--max_cost"]  # after --, nothing is a flag

@@ -81,7 +81,7 @@ def test_what_a_command_fixes_is_not_offered_and_wins() -> None:
         (["--debate.min_rounds", "-1"], "", {}, "--debate.min_rounds: Input should be greater than or equal to 0"),
         (["--min-rounds", "x"], "", {}, "--min-rounds: Input should be a valid integer"),
         ([], "[debate]\nmin_round = 2\n", {}, "debate.toml: debate.min_round: Extra inputs are not permitted"),
-        ([], '[model]\ntemperature = "hot"\n', {}, "debate.toml: model.temperature: Input should be a valid number"),
+        ([], '[model]\ntemperature = "hot"\n', {}, 'debate.toml: model.temperature = "hot": expected a number'),
         ([], "[debate\n", {}, "not valid TOML: Expected ']' at the end of a table declaration (at line 1"),
         ([], "", {"OPENAI_BASE_URL": "ftp://x"}, "OPENAI_BASE_URL: must be an http(s) URL with a host"),
         (
@@ -141,7 +141,8 @@ def test_old_spellings_set_the_field_and_warn_once(caplog: pytest.LogCaptureFixt
 @pytest.mark.slow  # runs the `debate` command
 def test_brief_help_and_help_all() -> None:
     brief = debate("verify", "--help")
-    assert brief.returncode == 0 and len(brief.stdout.splitlines()) < 60, brief.stdout
+    # a screen: the common options, and the examples within 80 columns (a long one continues on its own line)
+    assert brief.returncode == 0 and len(brief.stdout.splitlines()) < 66, brief.stdout
     assert all(FIELDS[path].flag in brief.stdout for path in COMMON)
     full = debate("verify", "--help-all")
     assert full.returncode == 0 and all(field.flag in full.stdout for field in FIELDS.values())

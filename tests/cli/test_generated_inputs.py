@@ -226,6 +226,8 @@ FILE_BYTES = (
 @example(content=b'{"": "The sky is blue."}', door="sources")  # found: a source with an empty id was a traceback
 @example(content=b"[1, 2]", door="chain-json")
 @example(content=b"caf\xe9", door="answer")
+@example(content="Shakespeare wrote Hamlet.".encode("utf-16-le"), door="answer")  # found: read as 'S\x00h\x00...'
+@example(content=json.dumps(["a passage", "another"]).encode(), door="sources")  # found: texts where sources go
 @example(content=b"\x00", door="key")  # found: a key with a control character broke the request's headers
 def test_every_file_option_reads_any_bytes(endpoint: str, content: bytes, door: str, tmp_path: Path) -> None:
     suffix = {"chain-json": ".json", "chain-toml": ".toml"}.get(door, ".txt")

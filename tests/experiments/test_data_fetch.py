@@ -40,6 +40,8 @@ class DataServer:
         self.folder = folder
         self.corrupt: set[str] = set()
         self.cut: dict[str, int] = {}
+        self.html: set[str] = set()
+        """Paths answered with an HTML page (a proxy's sign-in page, a directory index), 200 and whole."""
         self.requests: list[tuple[str, str | None]] = []
         server = self
 
@@ -52,6 +54,14 @@ class DataServer:
                     self.send_error(404)
                     return
                 body = path.read_bytes()
+                if rel in server.html:
+                    page = b"<!doctype html><title>Sign in</title><p>Please sign in to the proxy to continue.</p>"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html; charset=utf-8")
+                    self.send_header("Content-Length", str(len(page)))
+                    self.end_headers()
+                    self.wfile.write(page)
+                    return
                 if rel in server.corrupt:
                     body = body.replace(b"a", b"b", 1)
                 start = 0
@@ -179,6 +189,17 @@ def test_cut_short_download_is_resumed_with_a_range_request(server: DataServer, 
     assert ("halueval/summarization_data.jsonl", "bytes=20000-") in server.requests
     entry = next(f for f in manifest["halueval"].files if f.path == "summarization_data.jsonl")
     assert hashlib.sha256((folder / entry.path).read_bytes()).hexdigest() == entry.sha256
+
+
+def test_a_mirror_answering_html_is_named_not_cut_short(server: DataServer, user_home: Path) -> None:
+    """A proxy's page or a directory index in place of a file: said for what it is, never "cut short, run again"
+    (running again gets the same page), and nothing is kept or installed."""
+    manifest = _fixture_manifest(server)
+    server.html.add("halueval/qa_data.jsonl")
+    with pytest.raises(FetchError, match=r"qa_data.jsonl: .* answered an HTML page, not the data file") as found:
+        fetch_dataset("halueval", root=user_home, manifest=manifest)
+    assert "cut short" not in str(found.value) and not (user_home / "halueval").exists()
+    assert not list(user_home.rglob("qa_data.jsonl.part"))
 
 
 def test_reinstall_replaces_the_old_folder_whole(server: DataServer, user_home: Path) -> None:

@@ -141,9 +141,15 @@ async def test_results_come_in_input_order_with_at_most_limit_running() -> None:
         await gather_ordered([1], work, limit=0)
 
 
-def test_run_blocking_closes_a_coroutine_a_ctrl_c_kept_from_starting(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("sigterm_cancels", [False, True])
+def test_run_blocking_closes_a_coroutine_a_ctrl_c_kept_from_starting(
+    monkeypatch: pytest.MonkeyPatch, sigterm_cancels: bool
+) -> None:
     """A Ctrl-C that lands before the loop starts the coroutine: no "never awaited" warning after the CLI's
-    one-line message (it printed one in CI)."""
+    one-line message (it printed one in CI), with SIGTERM cancelling the work (the CLI's setting) or not."""
+    import debate.concurrency
+
+    monkeypatch.setattr(debate.concurrency, "_SIGTERM_CANCELS", sigterm_cancels)
     started: list[bool] = []
 
     async def work() -> int:

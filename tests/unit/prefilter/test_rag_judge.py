@@ -223,7 +223,11 @@ async def test_monitoring_figures_over_a_results_log(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "RAG monitoring" in shown.stdout and "| 3 | " in shown.stdout
     as_json = json.loads(debate("report", str(log), "--format", "json").stdout)
-    assert as_json[0]["high_risk_share"] == pytest.approx(1 / 3) and as_json[0]["log"] == str(log)
+    [figures] = as_json["rag_monitoring"]
+    assert figures["high_risk_share"] == pytest.approx(1 / 3) and figures["log"] == str(log)
+    summary = as_json["results_logs"][0]
+    assert (summary["records"], summary["input_errors"], summary["tasks"]) == (4, 1, "rag 3")
+    assert figures["skipped"] == 1 and "| 1 |" in shown.stdout.split("RAG monitoring (", 1)[1]  # the record left out
     log.write_text("{not json\n")
     broken = debate("report", str(log))
     assert broken.returncode == 2 and "line 1: not valid JSON" in broken.stderr
