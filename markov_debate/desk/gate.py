@@ -188,15 +188,17 @@ class HeadAndOptions:
         if scope["type"] != "http" or method not in ("HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        allowed = allowed_methods(self.routes(), scope)
-        if method == "OPTIONS" and allowed:
+        if method == "OPTIONS":
+            allowed = allowed_methods(self.routes(), scope)
+            if not allowed:
+                await self.app(scope, receive, send)  # 404, as for any other method
+                return
             headers = [(b"allow", ", ".join(allowed).encode()), (b"content-length", b"0")]
             await send({"type": "http.response.start", "status": 204, "headers": headers})
             await send({"type": "http.response.body", "body": b""})
             return
-        if method == "OPTIONS" or "HEAD" not in allowed:
-            await self.app(scope, receive, send)  # 404 or 405 with its Allow, as for any other method
-            return
+        # HEAD is GET without the body, whatever GET answers (a path without GET: its 405 or 404): no route lookup
+        # of our own on the path a load balancer's check takes every few seconds
 
         async def headers_only(message: Message) -> None:
             if message["type"] == "http.response.body":

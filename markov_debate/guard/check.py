@@ -95,33 +95,27 @@ class Checker:
     ) -> Report | str:
         """The answer's report, or why there is none (the verification failed, or ran past `timeout_s`, or the judge
         is known down and this request is not the probe)."""
-        if not self._may_try():
+        allowed, probe = self._may_try()
+        if not allowed:
             return f"model_unavailable: {JUDGE_DOWN}"
+        item = TaskInput(answer, question=question, reference=sources or None, id=request_id)
         try:
-            result = await self._check(answer, question, sources, request_id, mode, timeout_s)
+            result = await self._check(item, "rag" if sources else "general", mode, timeout_s)
         finally:
-            self._probing = False
+            if probe:
+                self._probing = False
         self._count(result)
         return result
 
-    async def _check(
-        self,
-        answer: str,
-        question: str | None,
-        sources: list[Source],
-        request_id: str,
-        mode: DebateMode,
-        limit_s: float,
-    ) -> Report | str:
+    async def _check(self, item: TaskInput, task: str, mode: DebateMode, limit_s: float) -> Report | str:
         try:
             verifier = await self._verifier(mode)
         except ModelUnavailableError as exc:
             log.warning("guard: the judge does not answer (%s)", exc)
             return f"model_unavailable: {JUDGE_DOWN}"
-        item = TaskInput(answer, question=question, reference=sources or None, id=request_id)
         try:
             async with asyncio.timeout(limit_s):
-                return await verifier.verify(item, task="rag" if sources else "general")
+                return await verifier.verify(item, task=task)
         except TimeoutError:
             return f"the verification took longer than {limit_s:g} s"
         except InputError as exc:
@@ -132,13 +126,14 @@ class Checker:
         except DebateError as exc:
             return f"{exc.kind}: {exc}"
 
-    def _may_try(self) -> bool:
+    def _may_try(self) -> tuple[bool, bool]:
+        """(whether this request may ask the judge, whether it is the probe while the breaker is open)."""
         if not self._open_until:
-            return True
+            return True, False
         if self._probing or time.monotonic() < self._open_until:
-            return False
+            return False, False
         self._probing = True  # this request probes; the others keep failing fast until it is back
-        return True
+        return True, True
 
     def _count(self, result: Report | str) -> None:
         failed = isinstance(result, str) and result.startswith(("model_unavailable", "the verification took"))
