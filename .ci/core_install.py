@@ -47,7 +47,7 @@ REFUSALS = [
             "verify",
             "--answer",
             "A",
-            "--model.base_url",
+            "--model.base-url",
             "http://127.0.0.1:9/v1",
             "--telemetry.endpoint",
             "http://127.0.0.1:9",
@@ -107,7 +107,7 @@ def _verify_runs() -> list[str]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     words = [
         "verify",
-        "--model.base_url",
+        "--model.base-url",
         f"http://127.0.0.1:{server.server_port}/v1",
         "--question",
         "Where is Paris?",

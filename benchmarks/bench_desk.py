@@ -94,11 +94,11 @@ class Desk:
         self.jobs = jobs
         self.env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY")}
         self.common = [
-            "--model.base_url",
+            "--model.base-url",
             endpoint + "/v1",
             "--model.model",
             "fake-model",
-            "--model.max_concurrency",
+            "--model.max-concurrency",
             str(jobs),
             "--lease",
             "10",

@@ -137,7 +137,7 @@ def _guard(upstream: str, db: str, stream: str, cpus: set[int] | None) -> tuple[
         stream,
         "--prefilter.prefilters",
         "rules",
-        "--model.base_url",
+        "--model.base-url",
         upstream,
         "--model.model",
         "fake-model",

@@ -47,7 +47,7 @@ async def _run(args: argparse.Namespace, db: str, judge: str) -> dict[str, list[
     """`judge` is asked for its models at start, then never again: the deferred team debates nothing, and the rules
     need no model."""
     argv = ["guard", "--upstream", judge, "--db", db, "--debate", "later", "--prefilter.prefilters", "rules"]
-    argv += ["--model.base_url", judge, "--model.model", "m"]
+    argv += ["--model.base-url", judge, "--model.model", "m"]
     settings = settings_from(build_parser(argv).parse_args(argv))
     checker = Checker(settings.verifier)
     await checker.start({"later"})

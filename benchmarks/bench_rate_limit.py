@@ -60,15 +60,15 @@ def _run(rpm: int | None, workers: int, items: int, latency_ms: float, concurren
                 str(source),
                 "--output",
                 str(Path(tmp) / "out.jsonl"),
-                "--model.base_url",
+                "--model.base-url",
                 f"http://127.0.0.1:{port}/v1",
                 "--workers",
                 str(workers),
-                "--model.max_concurrency",
+                "--model.max-concurrency",
                 str(concurrency),
             ]
             if rpm is not None:
-                command += ["--model.requests_per_minute", str(rpm)]
+                command += ["--model.requests-per-minute", str(rpm)]
             subprocess.run(command, check=True, capture_output=True, text=True)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=10) as response:
             arrivals: list[float] = json.loads(response.read())["arrivals"]

@@ -251,7 +251,7 @@ class SearchConfig(_Config):
         if self.backend == "local" and not self.collection:
             raise ValueError("the local search backend needs `collection` (a JSONL file of {title, text})")
         if self.backend == "serper" and self.api_key is None:
-            raise ValueError("the serper search backend needs an API key (api_key, --search.api_key or SERPER_API_KEY)")
+            raise ValueError("the serper search backend needs an API key (api_key, --search.api-key or SERPER_API_KEY)")
         return self
 
 

@@ -51,8 +51,8 @@ def _register_eval(sub: Subcommands) -> None:
         epilog=examples(
             "debate eval halueval --task qa                       # 150 items, the paper's QA setting",
             "debate eval halueval --task summarization --method single",
-            "debate eval halueval --task qa --n all --model.base_url http://localhost:8000/v1 "
-            "--model.max_concurrency 16",
+            "debate eval halueval --task qa --n all --model.base-url http://localhost:8000/v1 "
+            "--model.max-concurrency 16",
             "debate eval halueval --task qa --method halueval-judge --knowledge none",
         ),
     )
@@ -95,7 +95,7 @@ def _register_ablate(sub: Subcommands) -> None:
     tr = ab_sub.add_parser(
         "transitions",
         help="Table 4: the four transition rules on QA (min rounds 2)",
-        epilog=examples("debate ablate transitions --n 80", "debate ablate transitions --n 150 --model.base_url URL"),
+        epilog=examples("debate ablate transitions --n 80", "debate ablate transitions --n 150 --model.base-url URL"),
     )
     add_run_arguments(
         tr, n_default=80, with_method=False, fixed={"debate.chain": "true-to-skeptic", "debate.min_rounds": 2}

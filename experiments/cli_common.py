@@ -215,7 +215,7 @@ def announce_embedded(spec: RunSpec) -> None:
         when = f"at the last measured {rate:.2f} calls/s, about {duration(low)} to {duration(high)}"
     err.print(
         f"{items} items on the embedded {EMBEDDED_MODEL_NAME} ({calls[0]}-{calls[1]} model calls a claim): {when}; "
-        "its verdicts are not the method's accuracy. --n 10 for a quick look, --model.base_url for a real model.",
+        "its verdicts are not the method's accuracy. --n 10 for a quick look, --model.base-url for a real model.",
         highlight=False,
     )
 

@@ -67,7 +67,7 @@ def register(sub: Subcommands) -> None:
         epilog=examples(
             "debate tour                                     # the embedded 135M model: the machinery, not accuracy",
             "debate tour --simulated                         # what a debate between capable agents looks like",
-            "debate tour --model.base_url http://localhost:8000/v1 # your own model",
+            "debate tour --model.base-url http://localhost:8000/v1 # your own model",
         ),
     )
     parser.add_argument(

@@ -116,7 +116,7 @@ def test_readme_has_exactly_two_setup_commands_and_ci_runs_the_second() -> None:
     commands = _setup_commands()
     assert len(commands) == 2 and all("\n" not in c for c in commands)
     install_and_run, install_and_test = commands
-    assert "debate verify" in install_and_run and "--model.base_url" not in install_and_run
+    assert "debate verify" in install_and_run and "--model.base-url" not in install_and_run
     ci = (ROOT / ".ci" / "run").read_text()
     assert install_and_test in ci.splitlines()
     # pip checks what it installs against the environment: a package already installed --no-deps (its own

@@ -4,6 +4,7 @@ claims."""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Literal
 
@@ -117,8 +118,11 @@ def reliability(pairs: Sequence[tuple[float, bool]], bins: int = 10) -> Reliabil
     if not pairs:
         raise UsageError("no claim has a p_factual: was the run given --debate.calibration?")
     grouped: list[list[tuple[float, bool]]] = [[] for _ in range(bins)]
+    # bin k holds k/bins <= p < (k+1)/bins, the last one 1.0 too: compared with the edges themselves, since
+    # int(p * bins) puts 0.8999999999999999 (below 0.9) in the last bin by rounding
+    edges = [k / bins for k in range(1, bins)]
     for p, label in pairs:
-        grouped[min(bins - 1, int(p * bins))].append((p, label))
+        grouped[bisect.bisect_right(edges, p)].append((p, label))
     table = [(sum(p for p, _ in g) / len(g), sum(label for _, label in g) / len(g), len(g)) for g in grouped if g]
     n = len(pairs)
     return Reliability(

@@ -44,7 +44,7 @@ class LiveCalibration:
             if config.threshold is not None and not calibration.calibrated and not config.force_calibration:
                 raise CalibrationError(
                     f"--debate.stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
-                    "(--debate.force_calibration to stop on it anyway)"
+                    "(--debate.force-calibration to stop on it anyway)"
                 )
             self._checked = calibration
         return calibration

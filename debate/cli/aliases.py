@@ -83,7 +83,7 @@ ALIASES: tuple[Alias, ...] = (
     Alias("--otel", ("telemetry.endpoint",)),
     Alias("--otel-project", ("telemetry.project",)),
     Alias("--prompts-dir", ("prompt_set",)),
-    Alias("--cache", ("call_cache",), convert=_cache_file, shown=f"--call_cache DIR/{CACHE_FILE}"),
+    Alias("--cache", ("call_cache",), convert=_cache_file, shown=f"--call-cache DIR/{CACHE_FILE}"),
 )
 """The spellings of release 0.x (`--min-rounds`, `--timeout`, `--cache DIR`), kept for one release."""
 

@@ -228,10 +228,10 @@ class Parser(argparse.ArgumentParser):
         return super().parse_known_args(self.spelled(self._argv), namespace)
 
     def spelled(self, args: Sequence[str]) -> list[str]:
-        """`args` with each of this parser's flags in the spelling it was declared with: `--debate.min-rounds` and
-        `--debate.min_rounds`, `--max_cost` and `--max-cost` are one flag each (users type hyphens, the config's
-        fields have underscores). Only a flag this parser does not know is respelled, and only into one it knows;
-        anything after `--` is left as it is. Each subcommand's parser respells its own arguments."""
+        """`args` with each of this parser's flags in the spelling it was declared with: `--debate.min_rounds` and
+        `--debate.min-rounds`, `--max_cost` and `--max-cost` are one flag each (users type hyphens, the config's keys
+        have underscores; the help shows hyphens). Only a flag this parser does not know is respelled, and only into
+        one it knows; anything after `--` is left as it is. Each subcommand's parser respells its own arguments."""
         known = self._option_string_actions
         out: list[str] = []
         for index, arg in enumerate(args):

@@ -160,7 +160,7 @@ def print_estimate(
     notes = [*figures.notes, *(f"not estimated: {why}" for why in skipped)]
     if price is None:
         named = config.model.model or "(the endpoint's only model)"
-        notes.append(f"no price known for model {named}: give --model.price_in/--model.price_out")
+        notes.append(f"no price known for model {named}: give --model.price-in/--model.price-out")
     if getattr(args, "json", False):
         sys.stdout.write(json.dumps({**figures.model_dump(mode="json"), "notes": notes}, indent=2) + "\n")
         return 0
@@ -201,7 +201,7 @@ def cost_line(usage: Usage, price: Price | None) -> str:
         f"{usage.llm_calls} model calls, {usage.prompt_tokens:,} input and {usage.completion_tokens:,} output tokens"
     )
     if price is None:
-        return f"{tokens} (no price known: give --model.price_in/--model.price_out for the cost)"
+        return f"{tokens} (no price known: give --model.price-in/--model.price-out for the cost)"
     if price.source == "local":
         return f"{tokens} (a local model: no cost)"
     return f"{tokens}, ${cost_of(usage, price):.4f} at {price.describe()}"
@@ -240,7 +240,7 @@ def cost_gate(args: argparse.Namespace, config: VerifierConfig, model: str, embe
     price = price_for(config.model, name=model, embedded=embedded)
     if price is None:
         raise UsageError(
-            f"--max-cost needs a price: no list price is known for {model}; give --model.price_in/--model.price_out"
+            f"--max-cost needs a price: no list price is known for {model}; give --model.price-in/--model.price-out"
         )
     items, _ = _batch_inputs(args.input, TASKS.get(args.task)())
     figures = _figures(args, config, items, price)

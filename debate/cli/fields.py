@@ -1,5 +1,5 @@
 """The configuration's fields as command-line options: every leaf of VerifierConfig is a flag spelled as its field
-is (`debate.min_rounds` is `--debate.min_rounds` and `[debate] min_rounds` in a config file), with its type, help
+is (`debate.min_rounds` is `--debate.min-rounds` and `[debate] min_rounds` in a config file), with its type, help
 and default read from the model. (The spellings of earlier releases: debate.cli.aliases.)"""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class ConfigField:
 
     @property
     def flag(self) -> str:
-        return f"--{self.path}"
+        return f"--{self.path.replace('_', '-')}"
 
     @property
     def section(self) -> str:

@@ -170,7 +170,7 @@ def resolve_config(
     fixes.
 
     Raises:
-        UsageError: a value no field takes, named by where it was set (`--debate.min_rounds: ...`,
+        UsageError: a value no field takes, named by where it was set (`--debate.min-rounds: ...`,
             `cfg.toml: debate.min_rounds: ...`, `OPENAI_BASE_URL: ...`).
     """
     layers = [

@@ -33,7 +33,7 @@ def add_verifier_arguments(
     parser: argparse.ArgumentParser, *, batch: bool = True, fixed: Mapping[str, Any] | None = None
 ) -> None:
     """The options every command that runs the engine shares: `--config FILE`, one flag per configuration field
-    (`--debate.min_rounds`, `--model.base_url`, ...; `--help` shows the common ones, `--help-all` every one) and
+    (`--debate.min-rounds`, `--model.base-url`, ...; `--help` shows the common ones, `--help-all` every one) and
     the key file.
 
     `batch=False` leaves out --items and --workers (a command that runs no batch); `fixed` maps field paths the

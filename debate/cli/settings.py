@@ -28,7 +28,7 @@ def register(sub: Subcommands) -> None:
         "show",
         help="print the resolved configuration and where each value came from (default, file, environment, flag)",
         epilog=examples(
-            "debate config show --debate.min_rounds 3",
+            "debate config show --debate.min-rounds 3",
             "# a config file that reloads to the same configuration",
             "debate config show --format toml > debate.toml",
             "debate verify --config debate.toml --answer ...",

@@ -66,7 +66,7 @@ def register(sub: Subcommands) -> None:
             "# a summary against its source document, only the claims table",
             "debate verify --task summarization --response @summary.txt --reference @article.txt --brief",
             "# a batch on your own endpoint; exit 3 when an answer is judged non-factual (CI gating)",
-            "debate verify --input answers.jsonl --output verdicts.jsonl --model.base_url http://localhost:8000/v1 "
+            "debate verify --input answers.jsonl --output verdicts.jsonl --model.base-url http://localhost:8000/v1 "
             "--fail-on non-factual",
             extra=EXIT_CODES,
         ),

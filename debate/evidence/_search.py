@@ -57,7 +57,7 @@ class SerperSearch:
 
     def __init__(self, config: SearchConfig) -> None:
         if config.api_key is None:
-            raise UsageError("the serper search backend needs an API key (--search.api_key or SERPER_API_KEY)")
+            raise UsageError("the serper search backend needs an API key (--search.api-key or SERPER_API_KEY)")
         self._config = config
         self._http = httpx.AsyncClient(
             base_url=config.base_url,

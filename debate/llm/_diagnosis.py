@@ -25,8 +25,8 @@ __all__ = [
     "refused_key",
 ]
 
-KEY_HINT = ("set ModelConfig.api_key (or OPENAI_API_KEY)", "pass --model.api_key (or set OPENAI_API_KEY)")
-URL_HINT = ("check ModelConfig.base_url (or OPENAI_BASE_URL)", "check --model.base_url (or OPENAI_BASE_URL)")
+KEY_HINT = ("set ModelConfig.api_key (or OPENAI_API_KEY)", "pass --model.api-key (or set OPENAI_API_KEY)")
+URL_HINT = ("check ModelConfig.base_url (or OPENAI_BASE_URL)", "check --model.base-url (or OPENAI_BASE_URL)")
 MODEL_HINT = ("set ModelConfig.model (or DEBATE_MODEL)", "pass --model.model (or set DEBATE_MODEL)")
 
 

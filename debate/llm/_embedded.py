@@ -176,7 +176,7 @@ class EmbeddedServer:
         # model are not what a user who forgot to configure an endpoint wants.
         log.warning(
             "no endpoint configured: starting the embedded model %s (llama.cpp, for trying the pipeline; its "
-            "verdicts are not meaningful) on %s; %s. Set ModelConfig.base_url (--model.base_url) for your own model",
+            "verdicts are not meaningful) on %s; %s. Set ModelConfig.base_url (--model.base-url) for your own model",
             EMBEDDED_MODEL_NAME,
             self.base_url,
             takes,

@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from debate.errors import ModelError
 from debate.retry import TRANSIENT_STATUS, retry_after_seconds
 
 __all__ = [
@@ -27,8 +28,10 @@ __all__ = [
 ]
 
 
-class TransportError(Exception):
-    """One HTTP attempt failed."""
+class TransportError(ModelError):
+    """One HTTP attempt failed. The model client turns every one into a `ModelUnavailableError` or
+    `ModelRequestError` with its hint before it leaves the client; rooted in `ModelError` so that one escaping by a
+    bug is still a model failure (never a verdict), not an unknown exception."""
 
 
 class EndpointHTTPError(TransportError):
@@ -49,12 +52,13 @@ class EndpointHTTPError(TransportError):
             parsed = orjson.loads(body)
         except orjson.JSONDecodeError:
             self.detail: object = text
-            self.message = text or f"Error code: {status}"
+            message = text or f"Error code: {status}"
         else:
             # OpenAI-style servers wrap the error as {"error": {...}}; the inner object is the detail.
             self.detail = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
-            self.message = f"Error code: {status} - {parsed}"
-        super().__init__(self.message)
+            message = f"Error code: {status} - {parsed}"
+        super().__init__(message)
+        self.transient = status in TRANSIENT_STATUS
 
     def mentions(self, *words: str) -> bool:
         """Whether the error's message or detail names any of `words` (case-insensitive)."""
@@ -70,11 +74,14 @@ class EndpointConnectionError(TransportError):
         self.reason = "request timed out" if timeout else reason
         """What went wrong in plain words (no transport internals such as aiohttp's `ssl:default`)."""
         super().__init__(self.reason)
+        self.transient = True
 
 
 class MalformedReplyError(TransportError):
     """A 200 whose body is not a usable chat completion (HTML, truncated JSON, an error object, no choices, no
     content): a fault of the endpoint or a proxy in front of it, so it is retried like a 5xx."""
+
+    transient = True
 
 
 def is_retryable(exc: BaseException) -> bool:

@@ -12,7 +12,7 @@ model.
   stop's exact expectation under the calibration's own fitted behaviour.
 - **Tokens**: input from the rendered prompts' characters (about 4 per token; the endpoint's tokenizer decides),
   output from the pilot's mean per call, else an assumed typical reply, up to max_tokens at the top of the range.
-- **Cost** from `--model.price_in/--model.price_out` (USD per million tokens) or the price table
+- **Cost** from `--model.price-in/--model.price-out` (USD per million tokens) or the price table
   (debate.pipeline._prices).
 """
 

@@ -1,4 +1,4 @@
-"""Model prices for `--estimate` and the run's cost: the user's `--model.price_in/--model.price_out`, else a small
+"""Model prices for `--estimate` and the run's cost: the user's `--model.price-in/--model.price-out`, else a small
 table of list prices. Prices change and deals differ: the table says its date and every figure computed from it says
 which price it used."""
 
@@ -39,13 +39,13 @@ class Price(BaseModel):
     output: float = Field(ge=0)
     """USD per million output tokens."""
     source: Literal["given", "table", "local"]
-    """given (--model.price_in/--model.price_out), table (PRICE_TABLE, as of PRICE_TABLE_DATE) or local (the
+    """given (--model.price-in/--model.price-out), table (PRICE_TABLE, as of PRICE_TABLE_DATE) or local (the
     embedded model)."""
 
     def describe(self) -> str:
         where = {
             "given": "as given",
-            "table": f"list price as of {PRICE_TABLE_DATE}; --model.price_in/--model.price_out for yours",
+            "table": f"list price as of {PRICE_TABLE_DATE}; --model.price-in/--model.price-out for yours",
             "local": "local model",
         }[self.source]
         return f"${self.input:g} in / ${self.output:g} out per million tokens ({where})"

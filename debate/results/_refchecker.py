@@ -3,7 +3,7 @@
 label per claim), and RefChecker's evaluation metric over a file (`evaluation_rates`).
 
 Labels map as factual -> Entailment, non_factual -> Contradiction, not_enough_evidence -> Neutral (our paper
-prompt set is binary like the paper: Neutral needs `--prompt_set refchecker`). A claim whose check failed has no
+prompt set is binary like the paper: Neutral needs `--prompt-set refchecker`). A claim whose check failed has no
 label: RefChecker has none for it, so its `ys` entry is null, `failed_claims` counts it and `Y` is null unless a
 Contradiction already decides `strict` (a failure is never reported as a label). A response with no claims is
 RefChecker's Abstain: `"Abstain"` under strict and major, `{"Abstain": 1.0, ...}` under soft.

@@ -24,7 +24,7 @@ class RoleSpec(_Spec):
     """A debate role: its prompt file and which earlier opinions it is shown."""
 
     prompt: str
-    """Prompt name (packaged `prompts/`, `--prompt_set`, or a .toml path relative to the chain file)."""
+    """Prompt name (packaged `prompts/`, `--prompt-set`, or a .toml path relative to the chain file)."""
     sees: Literal["nothing", "previous", "round"]
     """nothing: only claim and evidence; previous: the opinion just before it (the previous state's final opinion
     when it speaks first); round: every opinion of its round so far (the Leader)."""

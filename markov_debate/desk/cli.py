@@ -40,7 +40,7 @@ def _register_serve(sub: Subcommands) -> None:
         "(--api-keys-file or DEBATE_API_KEYS).",
         epilog=examples(
             "debate serve                                   # http://127.0.0.1:8000, embedded model, SQLite",
-            "debate serve --model.base_url http://localhost:8000/v1 --port 8080",
+            "debate serve --model.base-url http://localhost:8000/v1 --port 8080",
             "debate serve --host 0.0.0.0 --allowed-host desk.example.com --api-keys-file keys.txt --jobs 0",
         ),
     )
@@ -93,7 +93,7 @@ def _register_worker(sub: Subcommands) -> None:
         "worker",
         help="run audit jobs from a shared store (more processes or machines)",
         epilog=examples(
-            "debate worker --db postgresql+psycopg://desk@db/desk --model.base_url http://gpu:8000/v1 --jobs 8"
+            "debate worker --db postgresql+psycopg://desk@db/desk --model.base-url http://gpu:8000/v1 --jobs 8"
         ),
     )
     _store_arguments(worker)

@@ -55,7 +55,7 @@ def register(sub: Subcommands) -> None:
         epilog=examples(
             "debate guard --upstream http://127.0.0.1:8000/v1                 # annotate, on the embedded judge",
             "debate guard --upstream http://llm:8000/v1 --policy block --on-failure closed "
-            "--model.base_url http://judge:8000/v1",
+            "--model.base-url http://judge:8000/v1",
             "debate guard --upstream https://api.example.com/v1 --upstream-key-file key.txt --stream pass",
         ),
     )

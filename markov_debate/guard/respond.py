@@ -42,9 +42,9 @@ class GuardJSON(JSONResponse):
 
 def upstream_failed(exc: UpstreamError) -> Response:
     """An upstream's error status and body as they were; no answer or a malformed one as 502."""
-    if exc.kind == "status":
+    if exc.cause == "status":
         return Response(exc.body or b"", status_code=exc.status, media_type="application/json")
-    kind = "upstream_unavailable" if exc.kind == "down" else "upstream_malformed"
+    kind = "upstream_unavailable" if exc.cause == "down" else "upstream_malformed"
     return error(502, str(exc), kind=kind)
 
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from debate.errors import InputError
 from debate.types import Source
 
 __all__ = ["GuardRequestError", "RequestText", "checkable", "read_request"]
@@ -29,7 +30,7 @@ MAX_SOURCES = 200
 Origin = Literal["field", "messages", "none"]
 
 
-class GuardRequestError(ValueError):
+class GuardRequestError(InputError):
     """A request the guard cannot read; `param` names the field (the OpenAI error's `param`)."""
 
     def __init__(self, param: str, message: str) -> None:

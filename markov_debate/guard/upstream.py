@@ -10,20 +10,23 @@ from typing import Any, Literal
 
 import aiohttp
 
+from debate.errors import ModelError
 from debate.llm import env_proxy
 
 __all__ = ["StreamEvent", "Upstream", "UpstreamError", "answer_texts"]
 
-Kind = Literal["down", "status", "malformed"]
+Cause = Literal["down", "status", "malformed"]
 
 
-class UpstreamError(Exception):
-    """down: no answer (connection refused, timeout); status: it answered with an error status (passed on to the
-    caller as it was); malformed: a success status whose body is not a chat completion."""
+class UpstreamError(ModelError):
+    """The guarded model's answer could not be had. `cause` down: no answer (connection refused, timeout); status:
+    it answered with an error status (passed on to the caller as it was); malformed: a success status whose body is
+    not a chat completion."""
 
-    def __init__(self, kind: Kind, message: str, *, status: int = 502, body: bytes | None = None) -> None:
+    def __init__(self, cause: Cause, message: str, *, status: int = 502, body: bytes | None = None) -> None:
         super().__init__(message)
-        self.kind = kind
+        self.cause = cause
+        self.transient = cause != "status"
         self.status = status
         self.body = body
 

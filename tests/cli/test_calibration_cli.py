@@ -24,7 +24,7 @@ def _agree(_call: object) -> Reply:
 def test_a_governed_run_stops_once_decided_and_says_its_probability(tmp_path: Path) -> None:
     path = save_calibration(tmp_path, calibration(model="fake-model"))
     with FakeOpenAI(routes={"debate": _agree}) as server:
-        url = ("--model.base_url", server.base_url, "--model.model", "fake-model", "--debate.calibration", path)
+        url = ("--model.base-url", server.base_url, "--model.model", "fake-model", "--debate.calibration", path)
         governed = debate(*ARGS, *url, "--debate.stop", "posterior:0.9", "--json")
         debated = [c.purpose for c in server.calls]
         table = debate(*ARGS, *url, "--debate.stop", "posterior:0.9")
@@ -48,7 +48,7 @@ def test_a_calibration_of_another_model_is_refused_in_one_line(tmp_path: Path) -
     path = save_calibration(tmp_path, calibration(model="another-model"))
     with FakeOpenAI(routes={"debate": _agree}) as server:
         done = debate(
-            *ARGS, "--model.base_url", server.base_url, "--model.model", "fake-model", "--debate.calibration", path
+            *ARGS, "--model.base-url", server.base_url, "--model.model", "fake-model", "--debate.calibration", path
         )
         assert not [c for c in server.calls if c.purpose.startswith("debate")]
     assert done.returncode != 0
@@ -59,21 +59,21 @@ def test_a_calibration_of_another_model_is_refused_in_one_line(tmp_path: Path) -
 def test_an_uncalibrated_probability_says_so_on_the_verdict_and_the_stop_needs_force(tmp_path: Path) -> None:
     path = save_calibration(tmp_path, calibration(model="fake-model", checks=[FAILED_MARKOV]))
     with FakeOpenAI(routes={"debate": _agree}) as server:
-        url = ("--model.base_url", server.base_url, "--model.model", "fake-model", "--debate.calibration", path)
+        url = ("--model.base-url", server.base_url, "--model.model", "fake-model", "--debate.calibration", path)
         shown = debate(*ARGS, *url, "--brief")
         refused = debate(*ARGS, *url, "--debate.stop", "posterior:0.9")
-        forced = debate(*ARGS, *url, "--debate.stop", "posterior:0.9", "--debate.force_calibration", "--json")
+        forced = debate(*ARGS, *url, "--debate.stop", "posterior:0.9", "--debate.force-calibration", "--json")
     assert shown.returncode == 0, shown.stderr
     verdict_panel = shown.stdout.split("task:")[0]
     assert "p_factual is not calibrated: the markov check fails" in " ".join(verdict_panel.split())
-    assert refused.returncode != 0 and "--debate.force_calibration to stop on it anyway" in refused.stderr
+    assert refused.returncode != 0 and "--debate.force-calibration to stop on it anyway" in refused.stderr
     assert forced.returncode == 0, forced.stderr
     assert json.loads(forced.stdout)["calibration"]["warning"].startswith("p_factual is not calibrated")
 
 
 def test_estimate_says_which_stop_it_estimates(tmp_path: Path) -> None:
     path = save_calibration(tmp_path, calibration(model="fake-model"))
-    base = (*ARGS, "--estimate", "--model.base_url", "http://127.0.0.1:9/v1", "--model.model", "fake-model")
+    base = (*ARGS, "--estimate", "--model.base-url", "http://127.0.0.1:9/v1", "--model.model", "fake-model")
     paper = debate(*base)
     governed = debate(*base, "--calibration", path, "--stop", "posterior:0.9", "--prior", "0.2")
     assert paper.returncode == 0 and governed.returncode == 0, (paper.stderr, governed.stderr)

@@ -38,7 +38,7 @@ def test_json_report_structure(tmp_path: Path) -> None:
             "Paris",
             "--evidence",
             f"@{evidence}",
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--json",
         )
@@ -77,17 +77,17 @@ def test_readable_report(tmp_path: Path) -> None:
         "Lyon",
         "--evidence",
         f"@{tmp_path / 'knowledge.txt'}",
-        "--debate.min_rounds",
+        "--debate.min-rounds",
         "1",
-        "--debate.max_rounds",
+        "--debate.max-rounds",
         "1",
         "--debate.chain",
         "always-trust",
     ]
     with FakeOpenAI(routes=AGREEING) as server:
-        done = debate(*common, "--model.base_url", server.base_url)
-        brief = debate(*common, "--model.base_url", server.base_url, "--brief")
-        prompts = debate(*common, "--model.base_url", server.base_url, "--show-prompts")
+        done = debate(*common, "--model.base-url", server.base_url)
+        brief = debate(*common, "--model.base-url", server.base_url, "--brief")
+        prompts = debate(*common, "--model.base-url", server.base_url, "--show-prompts")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "NON_FACTUAL" in out and "non_factual" in out
@@ -106,7 +106,7 @@ def _verify_in(
     tmp_path: Path, server: FakeOpenAI, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "debate.cli", "verify", *args, "--model.base_url", server.base_url, "--json"],
+        [sys.executable, "-m", "debate.cli", "verify", *args, "--model.base-url", server.base_url, "--json"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -146,11 +146,11 @@ def test_rejected_key_exits_1() -> None:
             "verify",
             "--answer",
             "x",
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--model.model",
             "m",
-            "--model.api_key",
+            "--model.api-key",
             "bad",
         )
     assert done.returncode == 1
@@ -191,11 +191,11 @@ def test_batch_records_bad_lines_and_goes_on(tmp_path: Path) -> None:
             str(source),
             "--output",
             str(out),
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
-            "--model.max_concurrency",
+            "--model.max-concurrency",
             "2",
-            "--debate.min_rounds",
+            "--debate.min-rounds",
             "0",
         )
     assert done.returncode == 0, done.stderr
@@ -227,14 +227,14 @@ def test_batch_resumes_after_kill_9_without_loss_or_repeat(tmp_path: Path) -> No
         str(source),
         "--output",
         str(out),
-        "--model.max_concurrency",
+        "--model.max-concurrency",
         "3",
-        "--debate.min_rounds",
+        "--debate.min-rounds",
         "0",
     ]
     with FakeOpenAI(routes={"debate": slow}) as server:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "debate.cli", *args, "--model.base_url", server.base_url],
+            [sys.executable, "-m", "debate.cli", *args, "--model.base-url", server.base_url],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=_env(),
@@ -250,7 +250,7 @@ def test_batch_resumes_after_kill_9_without_loss_or_repeat(tmp_path: Path) -> No
         first_pass = [json.loads(line)["id"] for line in out.read_text().splitlines()[:-1]]
         assert 3 <= len(first_pass) < 12
         calls_before = len(server.requests)
-        done = debate(*args, "--model.base_url", server.base_url)
+        done = debate(*args, "--model.base-url", server.base_url)
         assert done.returncode == 0, done.stderr
         assert len(server.requests) - calls_before == 12 - len(first_pass)
     records = [json.loads(line) for line in out.read_text().splitlines()]
@@ -258,7 +258,7 @@ def test_batch_resumes_after_kill_9_without_loss_or_repeat(tmp_path: Path) -> No
     assert all("result" in r for r in records)
     # nothing left to run: no model is asked (the endpoint is not even there); naming another model would be
     # refused as other settings (tests/cli/test_silent_answers.py)
-    again = debate(*args, "--model.base_url", "http://127.0.0.1:9/v1")
+    again = debate(*args, "--model.base-url", "http://127.0.0.1:9/v1")
     assert again.returncode == 0 and "12 already done" in again.stderr
     assert out.read_text().count("\n") == 12
 
@@ -278,9 +278,9 @@ def test_rag_with_rules_prefilter(tmp_path: Path) -> None:
             "--json",
             "--answer",
             "Paris is the capital of France [doc1]. Paris has ten million cats [doc7].",
-            "--debate.min_rounds",
+            "--debate.min-rounds",
             "0",
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
         )
         assert done.returncode == 0, done.stderr
@@ -292,7 +292,7 @@ def test_rag_with_rules_prefilter(tmp_path: Path) -> None:
     citation = report["prefilter"]["checks"][0]["citation"]
     assert citation["invalid_citations"] == ["doc7"] and citation["valid_citations"] == ["doc1"]
     assert report["prefilter"]["risk_level"] == "high"
-    missing = debate("verify", "--task", "rag", "--answer", "x", "--model.base_url", "http://127.0.0.1:9/v1")
+    missing = debate("verify", "--task", "rag", "--answer", "x", "--model.base-url", "http://127.0.0.1:9/v1")
     assert missing.returncode == 2 and "--sources" in missing.stderr
 
 
@@ -329,13 +329,13 @@ def test_two_step_judge_converts_on_the_judge_model(tmp_path: Path) -> None:
             "--json",
             "--answer",
             answer,
-            "--debate.min_rounds",
+            "--debate.min-rounds",
             "0",
             "--prefilter.options",
             "rag-judge.two_step=true",
             "--prefilter.options",
             "rag-judge.convert_model=small-model",
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--model.model",
             "fake-model",
@@ -395,13 +395,13 @@ def test_verify_with_a_chain_file_runs_its_fourth_role(tmp_path: Path) -> None:
             "Paris",
             "--evidence",
             "Paris is the capital.",
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--debate.chain",
             str(spec),
-            "--debate.min_rounds",
+            "--debate.min-rounds",
             "1",
-            "--debate.max_rounds",
+            "--debate.max-rounds",
             "1",
             "--json",
         )

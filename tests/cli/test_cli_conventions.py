@@ -5,6 +5,7 @@ they are (nothing listening, a wrong path, a refused key, a wrong model), each w
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,16 +68,16 @@ def test_no_option_does_nothing() -> None:
     for command in ("debate serve", "debate worker"):
         assert not {"--items", "--workers"} & options[command]
     # an ablation sets what it varies itself
-    fixed_here = {"--debate.chain", "--debate.min_rounds", "--chain", "--transition", "--min-rounds", "--method"}
+    fixed_here = {"--debate.chain", "--debate.min-rounds", "--chain", "--transition", "--min-rounds", "--method"}
     assert not fixed_here & options["debate ablate transitions"]
-    assert not {"--debate.min_rounds", "--method"} & options["debate ablate min-rounds"]
-    assert not {"--prompt_set", "--method"} & options["debate ablate prompt-set"]
+    assert not {"--debate.min-rounds", "--method"} & options["debate ablate min-rounds"]
+    assert not {"--prompt-set", "--method"} & options["debate ablate prompt-set"]
     # FactPrompts comes with annotated claims and no knowledge or hallucinated twin
     assert (
-        not {"--balanced", "--knowledge", "--claims.format", "--claims.max_claims", "--judge-knowledge"}
+        not {"--balanced", "--knowledge", "--claims.format", "--claims.max-claims", "--judge-knowledge"}
         & options["debate eval factprompts"]
     )
-    assert {"--balanced", "--knowledge", "--claims.max_claims"} <= options["debate eval halueval"]
+    assert {"--balanced", "--knowledge", "--claims.max-claims"} <= options["debate eval halueval"]
 
 
 def test_version_and_global_options_anywhere() -> None:
@@ -115,7 +116,7 @@ def _error(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_endpoint_failures_say_what_they_are() -> None:
-    down = debate("verify", "--answer", "x", "--model.base_url", "http://127.0.0.1:9/v1", "--model.timeout_s", "1")
+    down = debate("verify", "--answer", "x", "--model.base-url", "http://127.0.0.1:9/v1", "--model.timeout-s", "1")
     assert down.returncode == 1
     assert "nothing answers at http://127.0.0.1:9/v1" in _error(down) and "is the server running?" in _error(down)
     # one line per retry, in plain words: no transport internals (aiohttp's "ssl:default", its connector repr)
@@ -126,11 +127,11 @@ def test_endpoint_failures_say_what_they_are() -> None:
 
     with FakeOpenAI(models=("llama3.1:8b", "qwen2.5:7b")) as server:
         root = server.base_url.removesuffix("/v1")
-        wrong_path = debate("verify", "--answer", "x", "--model.base_url", root)
+        wrong_path = debate("verify", "--answer", "x", "--model.base-url", root)
         assert wrong_path.returncode == 1
         assert f"try {root}/v1" in _error(wrong_path) and "not an OpenAI-compatible API root" in _error(wrong_path)
 
-        several = debate("verify", "--answer", "x", "--model.base_url", server.base_url)
+        several = debate("verify", "--answer", "x", "--model.base-url", server.base_url)
         assert several.returncode == 1
         assert "serves 2 models (llama3.1:8b, qwen2.5:7b)" in _error(several) and "pass --model.model" in _error(
             several
@@ -143,11 +144,11 @@ def test_endpoint_failures_say_what_they_are() -> None:
             "verify",
             "--answer",
             "x",
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--model.model",
             "llama3-8b",
-            "--debate.min_rounds",
+            "--debate.min-rounds",
             "0",
         )
     assert wrong_model.returncode == 1
@@ -156,19 +157,19 @@ def test_endpoint_failures_say_what_they_are() -> None:
     assert "did you mean --model.model llama3.1:8b?" in _error(wrong_model)
 
     with FakeOpenAI([Reply(status=401, error_message="missing key")]) as server:
-        no_key = debate("verify", "--answer", "x", "--model.base_url", server.base_url)
+        no_key = debate("verify", "--answer", "x", "--model.base-url", server.base_url)
         assert len(server.headers) == 1 and "authorization" not in server.headers[0]  # no made-up key is sent
         assert server.headers[0]["x-debate-purpose"] == "debate:initial"
     assert no_key.returncode == 1
-    assert "wants an API key and none was set" in _error(no_key) and "--model.api_key" in _error(no_key)
+    assert "wants an API key and none was set" in _error(no_key) and "--model.api-key" in _error(no_key)
 
 
 def test_a_hosted_endpoint_without_a_key_is_refused_before_any_call() -> None:
-    done = debate("verify", "--answer", "x", "--model.base_url", "https://api.openai.com/v1")
+    done = debate("verify", "--answer", "x", "--model.base-url", "https://api.openai.com/v1")
     assert done.returncode == 2
     assert done.stderr.strip() == (
         "debate: error: https://api.openai.com/v1 is a hosted endpoint and no API key is set; "
-        "pass --model.api_key (or set OPENAI_API_KEY)"
+        "pass --model.api-key (or set OPENAI_API_KEY)"
     )
 
 
@@ -223,7 +224,7 @@ def test_no_debug_line_by_default(tmp_path: Path) -> None:
             f"@{article}",
             "--retrieval.retriever",
             "bm25",
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--model.model",
             "fake-model",
@@ -270,9 +271,22 @@ def test_every_flag_takes_hyphens_and_underscores_alike() -> None:
         [*base, "--debate.min-rounds", "2", "--max_cost", "1.5", "--prompt-set", "tuned"]
     )
     underscores = build_parser(base).parse_args(
-        [*base, "--debate.min_rounds", "2", "--max-cost", "1.5", "--prompt_set", "tuned"]
+        [*base, "--debate.min_rounds", "2", "--max_cost", "1.5", "--prompt_set", "tuned"]
     )
     assert vars(hyphens) == vars(underscores)
     [verify] = [p for p in walk(build_parser(base)) if p.prog == "debate verify"]
     assert isinstance(verify, Parser) and verify.spelled(["--max_cost"]) == ["--max-cost"]
     assert verify.spelled(["--", "--max_cost"]) == ["--", "--max_cost"]  # after --, nothing is a flag
+
+
+def test_the_help_shows_one_spelling() -> None:
+    """Every flag of every command is declared, and so shown in --help, --help-all and errors, with hyphens; the
+    underscore spellings are accepted but never shown."""
+    from debate.cli import build_parser
+    from debate.cli.conventions import walk
+
+    for parser in walk(build_parser(["eval"])):
+        shown = [f for f in parser._option_string_actions if f.startswith("--")]
+        assert not [f for f in shown if "_" in f], parser.prog
+        parser.show_all = True  # type: ignore[attr-defined]
+        assert not re.search(r"--[a-z][\w.-]*_", parser.format_help()), parser.prog

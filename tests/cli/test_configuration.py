@@ -41,7 +41,9 @@ def test_every_field_is_one_name_for_the_flag_the_file_and_python() -> None:
     flags = set(verify._option_string_actions)
     config = VerifierConfig()
     for path, field in FIELDS.items():
-        assert field.flag == f"--{path}" and field.flag in flags, path
+        # the flag is the path with hyphens (the spelling the help shows); the path's own spelling is the same flag
+        assert field.flag == f"--{path.replace('_', '-')}" and field.flag in flags, path
+        assert verify.spelled([f"--{path}"]) == [field.flag], path
         if not path.startswith("search."):  # search is None until configured
             operator.attrgetter(path)(config)  # the Python attribute path is the same name
     # every field of every section, nothing left out but what is not configuration (record_prompts)
@@ -52,12 +54,12 @@ def test_the_layers_and_their_sources(tmp_path: Path) -> None:
     file = tmp_path / "debate.toml"
     file.write_text('rollup = "major"\n[debate]\nmin_rounds = 3\nmax_rounds = 6\n[model]\nmodel = "from-file"\n')
     env = {"DEBATE_MODEL": "from-env", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
-    resolved = _resolve("--debate.max_rounds", "8", environ=env, config=file)
+    resolved = _resolve("--debate.max-rounds", "8", environ=env, config=file)
     config = resolved.config
     assert (config.rollup, config.debate.min_rounds, config.debate.max_rounds) == ("major", 3, 8)
     assert config.model.model == "from-env" and config.model.base_url == "http://127.0.0.1:9/v1"
     assert resolved.sources["rollup"] == f"file {file}"
-    assert resolved.sources["debate.max_rounds"] == "flag --debate.max_rounds"
+    assert resolved.sources["debate.max_rounds"] == "flag --debate.max-rounds"
     assert resolved.sources["model.model"] == "environment DEBATE_MODEL"
     assert resolved.sources["debate.chain"] == "default"
     # a search key in the environment does not turn search on; with a backend configured it is its key
@@ -71,24 +73,24 @@ def test_what_a_command_fixes_is_not_offered_and_wins() -> None:
     args = parser.parse_args(["ablate", "transitions"])
     assert args.config_fixed == {"debate.chain": "true-to-skeptic", "debate.min_rounds": 2}
     with pytest.raises(SystemExit):
-        parser.parse_args(["ablate", "transitions", "--debate.min_rounds", "3"])
+        parser.parse_args(["ablate", "transitions", "--debate.min-rounds", "3"])
     assert resolved_config(args).sources["debate.min_rounds"] == "command"
 
 
 @pytest.mark.parametrize(
     ("argv", "toml", "env", "expected"),
     [
-        (["--debate.min_rounds", "-1"], "", {}, "--debate.min_rounds: Input should be greater than or equal to 0"),
+        (["--debate.min-rounds", "-1"], "", {}, "--debate.min-rounds: Input should be greater than or equal to 0"),
         (["--min-rounds", "x"], "", {}, "--min-rounds: Input should be a valid integer"),
         ([], "[debate]\nmin_round = 2\n", {}, "debate.toml: debate.min_round: Extra inputs are not permitted"),
         ([], '[model]\ntemperature = "hot"\n', {}, 'debate.toml: model.temperature = "hot": expected a number'),
         ([], "[debate\n", {}, "not valid TOML: Expected ']' at the end of a table declaration (at line 1"),
         ([], "", {"OPENAI_BASE_URL": "ftp://x"}, "OPENAI_BASE_URL: must be an http(s) URL with a host"),
         (
-            ["--debate.max_rounds", "1"],
+            ["--debate.max-rounds", "1"],
             "",
             {},
-            "min_rounds (2) must not exceed max_rounds (1) (set by --debate.max_rounds)",
+            "min_rounds (2) must not exceed max_rounds (1) (set by --debate.max-rounds)",
         ),
     ],
 )
@@ -132,8 +134,8 @@ def test_old_spellings_set_the_field_and_warn_once(caplog: pytest.LogCaptureFixt
         "logprob": {"trust_grounded": True},
     }
     warned = [r.getMessage() for r in caplog.records if "old spelling" in r.getMessage()]
-    assert warned.count("--min-rounds is the old spelling of --debate.min_rounds; it goes in the next release") == 1
-    assert len(warned) == 7 and "--cache is the old spelling of --call_cache DIR/calls.sqlite" in warned[2]
+    assert warned.count("--min-rounds is the old spelling of --debate.min-rounds; it goes in the next release") == 1
+    assert len(warned) == 7 and "--cache is the old spelling of --call-cache DIR/calls.sqlite" in warned[2]
     # every alias names a field, and none is offered as a suggestion
     assert all(path in FIELDS for alias in ALIASES for path in alias.paths)
 
@@ -146,23 +148,23 @@ def test_brief_help_and_help_all() -> None:
     assert all(FIELDS[path].flag in brief.stdout for path in COMMON)
     full = debate("verify", "--help-all")
     assert full.returncode == 0 and all(field.flag in full.stdout for field in FIELDS.values())
-    assert "--min-rounds" in full.stdout and "now --debate.min_rounds" in " ".join(full.stdout.split())
+    assert "--min-rounds" in full.stdout and "now --debate.min-rounds" in " ".join(full.stdout.split())
     # a typo is answered with today's name, never an old spelling
     typo = debate("verify", "--debate.min_runds", "2")
-    assert "did you mean --debate.min_rounds" in typo.stderr
+    assert "did you mean --debate.min-rounds" in typo.stderr
 
 
 @pytest.mark.slow  # runs the `debate` command
 def test_config_show_round_trips_through_toml(tmp_path: Path) -> None:
-    argv = ("--debate.min_rounds", "3", "--model.seed", "none", "--prefilter.prefilters", "all", "--rollup", "soft")
+    argv = ("--debate.min-rounds", "3", "--model.seed", "none", "--prefilter.prefilters", "all", "--rollup", "soft")
     shown = debate("config", "show", *argv, "--format", "json")
     assert shown.returncode == 0, shown.stderr
     file = tmp_path / "resolved.toml"
     file.write_text(debate("config", "show", *argv, "--format", "toml").stdout)
     again = debate("config", "show", "--config", str(file), "--format", "json")
     assert json.loads(again.stdout)["digest"] == json.loads(shown.stdout)["digest"]
-    text = debate("config", "show", "--config", str(file), "--debate.max_rounds", "9")
-    assert "debate.max_rounds" in text.stdout and "(flag --debate.max_rounds)" in text.stdout
+    text = debate("config", "show", "--config", str(file), "--debate.max-rounds", "9")
+    assert "debate.max_rounds" in text.stdout and "(flag --debate.max-rounds)" in text.stdout
     assert f"(file {file})" in text.stdout and "digest: " in text.stdout
 
 
@@ -256,8 +258,8 @@ _KEYS = st.sampled_from([*FIELDS, *{p.split(".")[0] for p in FIELDS}, "verifier"
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.dictionaries(_KEYS, _TOML_VALUES, max_size=6), flag=st.sampled_from([(), ("--debate.min_rounds", "1")]))
-@example(data={"debate": 5}, flag=("--debate.min_rounds", "1"))
+@given(data=st.dictionaries(_KEYS, _TOML_VALUES, max_size=6), flag=st.sampled_from([(), ("--debate.min-rounds", "1")]))
+@example(data={"debate": 5}, flag=("--debate.min-rounds", "1"))
 @example(data={"verifier": {"debate": {"min_rounds": "x"}}}, flag=())
 @example(data={"\n": None}, flag=())  # a key that is a line break: named quoted, on one line
 def test_any_config_file_is_a_configuration_or_one_line(

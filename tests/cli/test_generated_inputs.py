@@ -124,7 +124,7 @@ def test_verify_takes_any_text_on_any_text_option(
         sources = tmp_path / "sources.json"
         sources.write_text(json.dumps({"S0": "The sky is blue."}))
         argv += ["--sources", str(sources)]
-    ran = run(*argv, "--model.base_url", endpoint, "--model.model", "fake-model", "--brief", stdin=b"The sky is blue.")
+    ran = run(*argv, "--model.base-url", endpoint, "--model.model", "fake-model", "--brief", stdin=b"The sky is blue.")
     assert_handled(ran)
 
 
@@ -152,21 +152,21 @@ _NUMBER = (
     | st.floats().map(str)
 )
 _NUMERIC_OPTIONS = [
-    "--claims.max_claims",
-    "--retrieval.top_k",
-    "--search.results_per_query",
-    "--debate.min_rounds",
-    "--debate.max_rounds",
-    "--debate.max_parse_retries",
+    "--claims.max-claims",
+    "--retrieval.top-k",
+    "--search.results-per-query",
+    "--debate.min-rounds",
+    "--debate.max-rounds",
+    "--debate.max-parse-retries",
     "--model.temperature",
     "--model.seed",
-    "--model.timeout_s",
-    "--model.requests_per_minute",
-    "--model.tokens_per_minute",
-    "--model.price_in",
-    "--model.price_out",
-    "--model.max_concurrency",
-    "--claim_concurrency",
+    "--model.timeout-s",
+    "--model.requests-per-minute",
+    "--model.tokens-per-minute",
+    "--model.price-in",
+    "--model.price-out",
+    "--model.max-concurrency",
+    "--claim-concurrency",
     "--items",
     "--max-consecutive-failures",
 ]
@@ -174,10 +174,10 @@ _NUMERIC_OPTIONS = [
 
 @settings(max_examples=_scaled(2), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(option=st.sampled_from(_NUMERIC_OPTIONS), value=_NUMBER)
-@example(option="--model.timeout_s", value="inf")
+@example(option="--model.timeout-s", value="inf")
 @example(option="--model.seed", value="9" * 30)
 def test_numbers_at_and_past_their_limits_are_one_line(endpoint: str, option: str, value: str) -> None:
-    ran = run("verify", "--answer", "The sky is blue.", option, value, "--model.base_url", endpoint, "--estimate")
+    ran = run("verify", "--answer", "The sky is blue.", option, value, "--model.base-url", endpoint, "--estimate")
     assert_handled(ran)
 
 
@@ -233,7 +233,7 @@ def test_every_file_option_reads_any_bytes(endpoint: str, content: bytes, door: 
     suffix = {"chain-json": ".json", "chain-toml": ".toml"}.get(door, ".txt")
     path = tmp_path / f"given{suffix}"
     path.write_bytes(content)
-    argv = ["verify", "--model.base_url", endpoint, "--model.model", "fake-model", "--question", "q", "--brief"]
+    argv = ["verify", "--model.base-url", endpoint, "--model.model", "fake-model", "--question", "q", "--brief"]
     if door == "sources":
         argv += ["--task", "rag", "--answer", "The sky is blue on clear days [S0].", "--sources", str(path)]
     elif door.startswith("chain"):
@@ -317,7 +317,7 @@ def test_a_batch_of_any_items_records_each_and_leaves_whole_lines(
         str(source),
         "--output",
         str(output),
-        "--model.base_url",
+        "--model.base-url",
         endpoint,
         "--model.model",
         "fake-model",

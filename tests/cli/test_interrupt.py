@@ -96,7 +96,7 @@ def test_ctrl_c_during_start_up(after_s: float) -> None:
             "A",
             "--evidence",
             "E",
-            "--model.base_url",
+            "--model.base-url",
             "http://127.0.0.1:9/v1",
         ],
         stdout=subprocess.PIPE,
@@ -126,7 +126,7 @@ def test_a_signal_mid_debate_is_one_line_and_does_not_wait_for_the_endpoint(sign
                 "Paris.",
                 "--evidence",
                 "Paris is the capital of France.",
-                "--model.base_url",
+                "--model.base-url",
                 server.base_url,
                 "--model.model",
                 "fake-model",
@@ -148,7 +148,7 @@ def test_a_signal_before_any_record_says_none_was_kept(tmp_path: Path, signum: i
                 str(source),
                 "--output",
                 str(out),
-                "--model.base_url",
+                "--model.base-url",
                 server.base_url,
                 "--model.model",
                 "fake-model",
@@ -168,15 +168,15 @@ def test_ctrl_c_mid_batch_keeps_finished_records_and_resumes(tmp_path: Path) -> 
         str(source),
         "--output",
         str(out),
-        "--debate.min_rounds",
+        "--debate.min-rounds",
         "0",
-        "--model.max_concurrency",
+        "--model.max-concurrency",
         "2",
         "--items",
         "2",
     ]
     with FakeOpenAI(responder=_slow) as server:
-        proc = _start([*args, "--model.base_url", server.base_url, "--model.model", "fake-model"])
+        proc = _start([*args, "--model.base-url", server.base_url, "--model.model", "fake-model"])
         _wait(lambda: out.exists() and out.read_text().count("\n") >= 2)
         err = _interrupt(proc, line=ANY_LINE)
         kept = [json.loads(line) for line in out.read_text().splitlines()]
@@ -190,7 +190,7 @@ def test_ctrl_c_mid_batch_keeps_finished_records_and_resumes(tmp_path: Path) -> 
                 "-m",
                 "debate.cli",
                 *args,
-                "--model.base_url",
+                "--model.base-url",
                 server.base_url,
                 "--model.model",
                 "fake-model",

@@ -45,13 +45,13 @@ def test_utf16_without_its_mark_is_named_not_verified_as_nul_bytes(
 ) -> None:
     answer = tmp_path / "answer.txt"
     answer.write_bytes("Shakespeare wrote Hamlet.".encode(encoding))
-    argv = ["verify", "--question", "Who wrote Hamlet?", "--answer", f"@{answer}", "--model.base_url"]
+    argv = ["verify", "--question", "Who wrote Hamlet?", "--answer", f"@{answer}", "--model.base-url"]
     assert main([*argv, "http://127.0.0.1:9/v1"]) == 2
     err = capsys.readouterr().err
     assert "looks like UTF-16 without a byte-order mark" in err and len(err.strip().splitlines()) == 1
     # with its mark it is read (and then fails only for the endpoint that is not there)
     answer.write_bytes("Shakespeare wrote Hamlet.".encode("utf-16"))
-    assert main([*argv, "http://127.0.0.1:9/v1", "--model.max_attempts", "1"]) == 1
+    assert main([*argv, "http://127.0.0.1:9/v1", "--model.max-attempts", "1"]) == 1
     assert "nothing answers at" in capsys.readouterr().err
 
 
@@ -59,7 +59,7 @@ def test_a_json_syntax_error_reads_once(tmp_path: Path, capsys: pytest.CaptureFi
     sources = tmp_path / "sources.json"
     sources.write_text('{"S0": "the sky is blue')
     argv = ["verify", "--task", "rag", "--answer", "Blue [S0].", "--sources", str(sources)]
-    assert main([*argv, "--model.base_url", "http://127.0.0.1:9/v1"]) == 2
+    assert main([*argv, "--model.base-url", "http://127.0.0.1:9/v1"]) == 2
     err = capsys.readouterr().err
     assert "(Unterminated string starting at column 8)" in err and "at at" not in err, err
 
@@ -87,17 +87,17 @@ def test_a_finished_batch_rerun_with_other_settings_is_refused_like_a_resumed_on
     items = [{"id": f"q{i}", "question": "Capital of France?", "response": "Paris."} for i in range(2)]
     source.write_text("".join(json.dumps(item) + "\n" for item in items))
     with FakeOpenAI(routes={"debate": lambda call: Reply(content=op(True))}) as model:
-        base = ["verify", "--input", str(source), "--output", str(out), "--model.base_url", model.base_url]
-        assert main([*base, "--debate.min_rounds", "1"]) == 0
+        base = ["verify", "--input", str(source), "--output", str(out), "--model.base-url", model.base_url]
+        assert main([*base, "--debate.min-rounds", "1"]) == 0
         written = out.read_text()
         capsys.readouterr()
-        assert main([*base, "--debate.min-rounds", "1"]) == 0  # the same settings, the other spelling
+        assert main([*base, "--debate.min_rounds", "1"]) == 0  # the same settings, the other spelling
         assert "0 written, 2 already done" in capsys.readouterr().err
         asked = len(model.calls)
         for other, said in (
-            (["--debate.min_rounds", "0"], "debate.min_rounds: 1 -> 0"),
-            (["--debate.min_rounds", "1", "--task", "general"], 'task: "qa" -> "general"'),
-            (["--debate.min_rounds", "1", "--model.model", "other-model"], 'model: "fake-model" -> "other-model"'),
+            (["--debate.min-rounds", "0"], "debate.min_rounds: 1 -> 0"),
+            (["--debate.min-rounds", "1", "--task", "general"], 'task: "qa" -> "general"'),
+            (["--debate.min-rounds", "1", "--model.model", "other-model"], 'model: "fake-model" -> "other-model"'),
         ):
             assert main([*base, *other]) == 2, other
             err = capsys.readouterr().err
@@ -151,7 +151,7 @@ def test_rag_sources_given_as_plain_texts_are_refused_not_all_invalid_citations(
     sources.write_text(json.dumps(["The sky is blue on clear days.", "Grass is green."]))
     with FakeOpenAI(routes={"*": lambda call: Reply(content=op(True))}) as model:
         argv = ["verify", "--task", "rag", "--answer", "The sky is blue [S0].", "--sources", str(sources)]
-        assert main([*argv, "--model.base_url", model.base_url]) == 2
+        assert main([*argv, "--model.base-url", model.base_url]) == 2
     assert "task rag needs sources with ids that its citations name" in capsys.readouterr().err
 
 
@@ -186,7 +186,7 @@ def test_report_on_a_qa_log_sums_its_verdicts_and_says_why_no_rag_figures(
     lines = [{"id": "a", "question": "Capital of France?", "response": "Paris."}, {"id": "b", "question": "q"}]
     source.write_text("".join(json.dumps(item) + "\n" for item in lines))
     with FakeOpenAI(routes={"debate": lambda call: Reply(content=op(True))}) as model:
-        argv = ["verify", "--input", str(source), "--output", str(out), "--model.base_url", model.base_url]
+        argv = ["verify", "--input", str(source), "--output", str(out), "--model.base-url", model.base_url]
         assert main(argv) == 0
     capsys.readouterr()
     assert main(["report", str(out), str(tmp_path / "." / "out.jsonl")]) == 0

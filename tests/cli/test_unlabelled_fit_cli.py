@@ -58,7 +58,7 @@ def _line(item: str, labelled: bool) -> str:
 
 
 def _url(endpoint: str) -> tuple[str, ...]:
-    return ("--model.base_url", endpoint, "--model.model", "simulated", "--debate.max_rounds", "4")
+    return ("--model.base-url", endpoint, "--model.model", "simulated", "--debate.max-rounds", "4")
 
 
 def test_a_batch_with_a_few_labels_becomes_a_calibration_and_a_verdict_carries_it(

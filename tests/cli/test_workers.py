@@ -130,11 +130,11 @@ def test_verify_batch_with_workers_writes_what_one_process_writes_and_resumes(tm
         common = [
             "--input",
             str(source),
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
-            "--debate.min_rounds",
+            "--debate.min-rounds",
             "0",
-            "--model.max_concurrency",
+            "--model.max-concurrency",
             "4",
         ]
         one = _debate("verify", *common, "--output", str(tmp_path / "one.jsonl"))
@@ -155,7 +155,7 @@ def test_verify_batch_with_workers_writes_what_one_process_writes_and_resumes(tm
 
 def test_eval_with_workers_matches_one_process(tmp_path: Path) -> None:
     with FakeOpenAI(responder=lambda body: Reply(content=op(True))) as server:
-        common = ["--data-dir", str(DATA), "--model.base_url", server.base_url, "--no-cache", "--n", "8"]
+        common = ["--data-dir", str(DATA), "--model.base-url", server.base_url, "--no-cache", "--n", "8"]
         one = _debate("eval", "halueval", "--task", "qa", "--method", "mcmad", *common, "--out", str(tmp_path / "a"))
         assert one.returncode == 0, one.stderr[-2000:]
         two = _debate(

@@ -8,11 +8,13 @@ import io
 import json
 import re
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from experiments.dynamics.observe import read_log
 from markov_debate.desk.store import Store, StoreError
@@ -27,6 +29,7 @@ from tests.support.desk import (
 )
 from tests.support.fakes import FakeOpenAI, Reply
 from tests.support.helpers import REFCHECKER_EXAMPLE, debate
+from tests.support.oracles import check_stats
 
 FRANCE = {"question": "What is the capital of France?", "reference": "Paris is the capital of France."}
 RIGHT = {**FRANCE, "response": "The capital of France is Paris."}
@@ -141,6 +144,21 @@ def test_reviews_queue_stats_and_exports(desk: ThreadedDesk, tmp_path: Path) -> 
         (0.0, 1.0, ["Entailment"]),
     ]
     assert client.get("/v1/audits/export", params={"format": "xml"}).status_code == 422
+    # per week through the real store and route: the two reviews moved to either side of a year's end, one in
+    # ISO week 2026-W53 and one in 2027-W01 (a calendar-year key would put 2027-01-01 in 2027)
+    moved = [datetime(2026, 12, 31, 23, 0), datetime(2027, 1, 4, 9, 0)]
+    with desk.store.engine.begin() as conn:
+        ids = [row[0] for row in conn.execute(text("SELECT id FROM reviews ORDER BY id"))]
+        for review_id, at in zip(ids, moved, strict=True):
+            conn.execute(text("UPDATE reviews SET created_at = :at WHERE id = :id"), {"at": at, "id": review_id})
+    reviews = [(moved[0], "non_factual", "non_factual", wrong, "c0"), (moved[1], "factual", "non_factual", right, "c0")]
+    periods = {}
+    for bucket in ("week", "day"):
+        got = client.get("/v1/stats", params={"bucket": bucket}).json()
+        check_stats(reviews, bucket, got)
+        periods[bucket] = [p["period"] for p in got["over_time"]]
+    assert periods == {"week": ["2026-W53", "2027-W01"], "day": ["2026-12-31", "2027-01-04"]}
+    assert client.get("/v1/stats", params={"bucket": "month"}).status_code == 422
 
 
 def test_the_csv_export_never_starts_a_formula(desk: ThreadedDesk) -> None:
@@ -416,7 +434,7 @@ def test_serve_refuses_a_public_host_without_keys(tmp_path: Path) -> None:
         "0.0.0.0",
         "--db",
         f"sqlite:///{tmp_path}/d.sqlite",
-        "--model.base_url",
+        "--model.base-url",
         "http://127.0.0.1:9/v1",
     )
     assert result.returncode == 2 and "API keys" in result.stderr

@@ -59,7 +59,7 @@ def test_a_store_from_a_newer_version_is_refused_in_one_line(tmp_path: Path) -> 
     with pytest.raises(StoreError, match=r"schema is at revision 0099, which this version .* knows up to 0007"):
         Store(url)
     for command in (["serve", "--port", str(free_port())], ["worker"]):
-        words = [*command, "--db", url, "--model.base_url", "http://127.0.0.1:9/v1", "--model.model", "m"]
+        words = [*command, "--db", url, "--model.base-url", "http://127.0.0.1:9/v1", "--model.model", "m"]
         run = [sys.executable, "-m", "debate.cli", *words]
         done = subprocess.run(run, capture_output=True, text=True, env=cli_env(), timeout=60)
         lines = done.stderr.strip().splitlines()

@@ -138,7 +138,7 @@ def test_worker_processes_share_a_postgres_store(tmp_path: Path, postgres: str) 
                     "worker",
                     "--db",
                     url,
-                    "--model.base_url",
+                    "--model.base-url",
                     model.base_url,
                     "--model.model",
                     "fake-model",

@@ -44,7 +44,7 @@ def test_the_json_log_is_one_object_a_line(tmp_path: Path) -> None:
 
 def test_a_worker_says_when_sigterm_stops_it(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "debate.cli", "worker", "--db", f"sqlite:///{tmp_path}/w.sqlite"]
-    argv += ["--model.base_url", "http://127.0.0.1:9/v1", "--model.model", "m", "--model.max_attempts", "1"]
+    argv += ["--model.base-url", "http://127.0.0.1:9/v1", "--model.model", "m", "--model.max-attempts", "1"]
     worker = subprocess.Popen(argv, env=cli_env(), stderr=subprocess.PIPE, text=True)
     try:
         assert worker.stderr is not None

@@ -43,7 +43,7 @@ def _batch(tmp_path: Path, *extra: str) -> tuple[Path, FakeOpenAI]:
     source.write_text("".join(json.dumps(item) + "\n" for item in ITEMS))
     with FakeOpenAI(routes=ROUTES) as server:
         done = debate(
-            "verify", "--input", str(source), "--output", str(output), "--model.base_url", server.base_url, *extra
+            "verify", "--input", str(source), "--output", str(output), "--model.base-url", server.base_url, *extra
         )
     assert done.returncode == 0, done.stderr
     return output, server
@@ -103,7 +103,7 @@ def test_the_standard_otlp_variable_turns_tracing_on(phoenix: Phoenix) -> None:
                 "Paris",
                 "--evidence",
                 "Paris is the capital.",
-                "--model.base_url",
+                "--model.base-url",
                 server.base_url,
                 "--telemetry.project",
                 "from-env",
@@ -195,7 +195,7 @@ def test_a_bad_otlp_endpoint_is_one_line() -> None:
         "verify",
         "--answer",
         "Paris",
-        "--model.base_url",
+        "--model.base-url",
         "http://127.0.0.1:9/v1",
         "--telemetry.endpoint",
         "localhost:4318",

@@ -64,7 +64,7 @@ def _debate(args: list[str], plugin_path: Path | None, endpoint: FakeOpenAI) -> 
     if plugin_path is not None:
         env["PYTHONPATH"] = str(plugin_path)
     return subprocess.run(
-        [sys.executable, "-m", "debate.cli", "verify", *args, "--debate.min_rounds", "0", "--debate.max_rounds", "0"],
+        [sys.executable, "-m", "debate.cli", "verify", *args, "--debate.min-rounds", "0", "--debate.max-rounds", "0"],
         capture_output=True,
         text=True,
         timeout=120,

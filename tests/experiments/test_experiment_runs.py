@@ -228,7 +228,7 @@ def test_ray_backend_shards_into_one_run_folder(tmp_path: Path) -> None:
             str(tmp_path),
             "--out",
             str(tmp_path / "ray"),
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--no-cache",
         )
@@ -257,7 +257,7 @@ def _has_row(markdown: str, *cells: str) -> bool:
 
 def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
     with FakeOpenAI(responder=lambda body: Reply(content=op(True))) as server:
-        common = ["--data-dir", str(DATA), "--runs-root", str(tmp_path), "--model.base_url", server.base_url]
+        common = ["--data-dir", str(DATA), "--runs-root", str(tmp_path), "--model.base-url", server.base_url]
         host = server.base_url.split("/")[2]
         first = _debate("eval", "halueval", "--task", "qa", "--n", "4", "--method", "single", *common)
         assert first.returncode == 0, first.stderr[-2000:]
@@ -267,7 +267,7 @@ def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
         assert rerun.returncode == 0 and len(server.requests) == calls  # resumed: nothing left to do
         facts = _debate("eval", "factprompts", "--level", "claim", "--n", "3", "--method", "single", *common)
         assert facts.returncode == 0, facts.stderr[-2000:]
-        ablation = _debate("ablate", "transitions", "--n", "2", "--debate.max_rounds", "2", *common)
+        ablation = _debate("ablate", "transitions", "--n", "2", "--debate.max-rounds", "2", *common)
         assert ablation.returncode == 0, ablation.stderr[-2000:]
         rounds = _debate("ablate", "min-rounds", "--tasks", "qa", "--n", "2", *common)
         assert rounds.returncode == 0, rounds.stderr[-2000:]
@@ -300,7 +300,7 @@ def test_eval_ablate_and_report_commands(tmp_path: Path) -> None:
             (tmp_path / "ablate-min-rounds" / "qa-min0" / "results.jsonl").read_text().splitlines()[0]
         )
         assert single_round["llm_calls"] == 1  # min rounds 0: S0 decides
-        sets = _debate("ablate", "prompt-set", "--n", "2", "--debate.min_rounds", "0", *common)
+        sets = _debate("ablate", "prompt-set", "--n", "2", "--debate.min-rounds", "0", *common)
         assert sets.returncode == 0, sets.stderr[-2000:]
         assert _has_row(sets.stdout, "prompt set paper", "2") and _has_row(sets.stdout, "prompt set tuned", "2")
         paper_run = json.loads((tmp_path / "ablate-prompt-set-qa" / "paper" / "config.json").read_text())

@@ -52,4 +52,4 @@ def test_the_brief_help_shows_the_flags_a_guard_needs_to_start(capsys: pytest.Ca
     flags = ["--upstream URL", "--port PORT", "--policy annotate|flag|block", "--on-failure open|closed", "--stream"]
     places = [shown.find(flag) for flag in flags]
     assert -1 not in places, shown
-    assert max(places) < shown.find("--model.base_url") and "--help-all" in shown
+    assert max(places) < shown.find("--model.base-url") and "--help-all" in shown

@@ -101,15 +101,15 @@ def test_sigterm_lets_the_request_in_flight_finish_and_keeps_its_decision(tmp_pa
             str(port),
             "--db",
             db_url,
-            "--model.base_url",
+            "--model.base-url",
             judge.base_url,
             "--model.model",
             "fake-model",
             "--prefilter.prefilters",
             "rules",
-            "--debate.min_rounds",
+            "--debate.min-rounds",
             "0",
-            "--debate.max_rounds",
+            "--debate.max-rounds",
             "0",
         ]
         guard = subprocess.Popen(argv, env=cli_env(), stderr=subprocess.PIPE, text=True)

@@ -69,7 +69,7 @@ def test_events_are_the_same_however_the_bytes_arrive(contents: list[str], newli
 def test_a_stream_without_done_is_malformed() -> None:
     with pytest.raises(UpstreamError) as caught:
         _read([b'data: {"choices": []}\n\n', b"data: {"])
-    assert caught.value.kind == "malformed"
+    assert caught.value.cause == "malformed"
 
 
 def test_the_environment_s_proxy_is_used_and_no_proxy_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,6 +111,6 @@ def test_the_environment_s_proxy_is_used_and_no_proxy_is_honoured(monkeypatch: p
                     await exempt.complete({"model": "m", "messages": []}, auth=None, request_id="r")
             finally:
                 await exempt.aclose()
-            assert caught.value.kind == "down" and len(seen) == 1
+            assert caught.value.cause == "down" and len(seen) == 1
 
     asyncio.run(run())

@@ -172,7 +172,7 @@ class DeskProcess:
             str(self.port),
             "--db",
             db_url,
-            "--model.base_url",
+            "--model.base-url",
             base_url,
             "--model.model",
             "fake-model",
@@ -252,7 +252,7 @@ def served(folder: Path, *extra: str, files: int = 1024, db_url: str | None = No
     port = free_port()
     log = folder / f"desk-{port}.log"
     args = [sys.executable, "-m", "debate.cli", "serve", "--port", str(port), "--jobs", "0"]
-    args += ["--db", db_url or f"sqlite:///{folder}/desk-{port}.db", "--model.base_url", "http://127.0.0.1:9/v1"]
+    args += ["--db", db_url or f"sqlite:///{folder}/desk-{port}.db", "--model.base-url", "http://127.0.0.1:9/v1"]
     args += ["--model.model", "m", *extra]
     with log.open("w") as out:
         process = subprocess.Popen(

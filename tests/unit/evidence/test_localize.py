@@ -78,12 +78,12 @@ def test_the_cli_shows_what_each_claim_rests_on(tmp_path: Path) -> None:
             "She was born in 1945.",
             "--evidence",
             f"@{tmp_path / 'doc.txt'}",
-            "--debate.min_rounds",
+            "--debate.min-rounds",
             "0",
             "--localize",
             "--retrieval.retriever",
             "bm25",
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
         )
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,4 @@
-"""Rate limits (`--model.requests_per_minute`, `--model.tokens_per_minute`): one schedule for every worker process, the
+"""Rate limits (`--model.requests-per-minute`, `--model.tokens-per-minute`): one schedule for every worker process, the
 server's Retry-After and `x-ratelimit-*` honoured by all of them, and no call lost in a storm of 429s. These tests
 check what was sent when (the limit's meaning), not how fast anything ran: the limiter's throughput is
 benchmarks/bench_rate_limit.py's."""
@@ -92,13 +92,13 @@ def test_a_429_storm_loses_no_call_and_the_limit_holds_across_workers(tmp_path: 
             str(source),
             "--output",
             str(output),
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--workers",
             "2",
-            "--model.max_concurrency",
+            "--model.max-concurrency",
             "4",
-            "--model.requests_per_minute",
+            "--model.requests-per-minute",
             "300",
             timeout=300,
         )

@@ -118,7 +118,7 @@ async def test_an_uncalibrated_file_warns_on_every_report_and_the_stop_refuses_i
     assert warning in verdict_caveats(report)  # on the verdict's own line
     with pytest.raises(
         CalibrationError,
-        match=r"--debate.stop posterior:0.9 refuses calibration .*markov check.*--debate.force_calibration",
+        match=r"--debate.stop posterior:0.9 refuses calibration .*markov check.*--debate.force-calibration",
     ):
         await _verify(ScriptedChatClient({"debate": []}), calibration=path, stop="posterior:0.9")
     forced = await _verify(

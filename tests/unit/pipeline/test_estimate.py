@@ -68,7 +68,7 @@ def test_estimate_from_a_pilot_predicts_the_readme_batchs_calls(tmp_path: Path) 
     pilot, pilot_out = _write(tmp_path / "pilot.jsonl", PILOT), tmp_path / "pilot-out.jsonl"
     batch, batch_out = _write(tmp_path / "answers.jsonl", README_BATCH), tmp_path / "verdicts.jsonl"
     with FakeOpenAI(routes=ROUTES) as server:
-        ran = debate("verify", "--input", str(pilot), "--output", str(pilot_out), "--model.base_url", server.base_url)
+        ran = debate("verify", "--input", str(pilot), "--output", str(pilot_out), "--model.base-url", server.base_url)
         assert ran.returncode == 0, ran.stderr
         before = len(server.calls)
         estimated = debate(
@@ -80,13 +80,13 @@ def test_estimate_from_a_pilot_predicts_the_readme_batchs_calls(tmp_path: Path) 
             "--estimate",
             "--estimate-from",
             str(pilot_out),
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--json",
         )
         assert estimated.returncode == 0, estimated.stderr
         assert len(server.calls) == before  # the estimate called no model
-        ran = debate("verify", "--input", str(batch), "--output", str(batch_out), "--model.base_url", server.base_url)
+        ran = debate("verify", "--input", str(batch), "--output", str(batch_out), "--model.base-url", server.base_url)
         assert ran.returncode == 0, ran.stderr
         actual = len(server.calls) - before
     figures = json.loads(estimated.stdout)
@@ -106,7 +106,7 @@ def test_estimate_without_a_pilot_says_what_it_assumes(tmp_path: Path) -> None:
         "--output",
         str(tmp_path / "v.jsonl"),
         "--estimate",
-        "--model.base_url",
+        "--model.base-url",
         "http://127.0.0.1:9/v1",
         "--model.model",
         "gpt-4o-mini",
@@ -124,7 +124,7 @@ def test_estimate_without_a_pilot_says_what_it_assumes(tmp_path: Path) -> None:
         "--question",
         "מהי בירת צרפת?",
         "--estimate",
-        "--model.base_url",
+        "--model.base-url",
         "http://127.0.0.1:9/v1",
     )
     assert "some responses are not in Latin script (he): a token covers fewer characters" in " ".join(
@@ -137,12 +137,12 @@ def test_estimate_without_a_pilot_says_what_it_assumes(tmp_path: Path) -> None:
         "--question",
         "Capital?",
         "--estimate",
-        "--model.base_url",
+        "--model.base-url",
         "http://127.0.0.1:9/v1",
         "--model.model",
         "my-model",
     )
-    assert "no price known for model my-model: give --model.price_in/--model.price_out" in " ".join(
+    assert "no price known for model my-model: give --model.price-in/--model.price-out" in " ".join(
         unpriced.stdout.split()
     )
 
@@ -165,7 +165,7 @@ def test_max_cost_stops_cleanly_and_resumes(tmp_path: Path) -> None:
     batch, out = _write(tmp_path / "in.jsonl", items), tmp_path / "out.jsonl"
     # Each call reports 700 + 80 tokens; at $100 per million tokens an item (7 calls: the agents agree) costs
     # $0.546, and the estimate is near that: the first two items fit under $1.20, a third would pass it.
-    prices = ("--model.price_in", "100", "--model.price_out", "100", "--items", "1", "--model.max_concurrency", "1")
+    prices = ("--model.price-in", "100", "--model.price-out", "100", "--items", "1", "--model.max-concurrency", "1")
 
     def costly(call: Call) -> Reply:
         return Reply(content=op(True, 0, "checked"), usage=(700, 80))
@@ -177,7 +177,7 @@ def test_max_cost_stops_cleanly_and_resumes(tmp_path: Path) -> None:
             str(batch),
             "--output",
             str(out),
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--max-cost",
             "1.2",
@@ -194,7 +194,7 @@ def test_max_cost_stops_cleanly_and_resumes(tmp_path: Path) -> None:
             str(batch),
             "--output",
             str(out),
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--max-cost",
             "10",
@@ -217,7 +217,7 @@ def test_eval_estimates_a_benchmark_run_without_calling_a_model() -> None:
         "--data-dir",
         data,
         "--estimate",
-        "--model.base_url",
+        "--model.base-url",
         "http://127.0.0.1:9/v1",
     )
     done = debate(*common, "--agreement", "1")

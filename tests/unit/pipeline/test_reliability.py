@@ -46,15 +46,15 @@ def _batch(source: Path, out: Path, url: str, *extra: str) -> subprocess.Complet
         str(source),
         "--output",
         str(out),
-        "--model.base_url",
+        "--model.base-url",
         url,
         "--model.model",
         "fake-model",
-        "--debate.min_rounds",
+        "--debate.min-rounds",
         "0",
-        "--model.max_concurrency",
+        "--model.max-concurrency",
         "1",
-        "--model.timeout_s",
+        "--model.timeout-s",
         "5",
         *extra,
     )
@@ -148,13 +148,13 @@ def test_a_second_writer_on_the_same_output_is_refused(tmp_path: Path) -> None:
             str(source),
             "--output",
             str(out),
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--model.model",
             "fake-model",
-            "--debate.min_rounds",
+            "--debate.min-rounds",
             "0",
-            "--model.max_concurrency",
+            "--model.max-concurrency",
             "1",
         ]
         first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
@@ -192,24 +192,24 @@ def test_unusable_output_paths_are_refused_in_one_line(tmp_path: Path, make: Any
     _items(source, 1)
     _, output = make(tmp_path)
     target = output if output.startswith("/") else str(tmp_path / output)
-    done = debate("verify", "--input", str(source), "--output", target, "--model.base_url", "http://127.0.0.1:9/v1")
+    done = debate("verify", "--input", str(source), "--output", target, "--model.base-url", "http://127.0.0.1:9/v1")
     assert done.returncode == 2 and message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
 @pytest.mark.slow
 def test_base_url_is_validated_and_an_unreachable_endpoint_exits_1(tmp_path: Path) -> None:
-    bad = debate("verify", "--answer", "Paris", "--model.base_url", "not a url")
+    bad = debate("verify", "--answer", "Paris", "--model.base-url", "not a url")
     assert bad.returncode == 2 and "must be an http(s) URL with a host" in bad.stderr
     down = debate(
         "verify",
         "--answer",
         "Paris",
-        "--model.base_url",
+        "--model.base-url",
         "http://127.0.0.1:9/v1",
         "--model.model",
         "m",
-        "--model.timeout_s",
+        "--model.timeout-s",
         "1",
     )
     assert down.returncode == 1 and "nothing answers at http://127.0.0.1:9/v1" in down.stderr
@@ -228,9 +228,9 @@ def test_fail_on_gates_ci_with_exit_3(tmp_path: Path) -> None:
             "Lyon",
             "--question",
             "Capital of France?",
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
-            "--debate.min_rounds",
+            "--debate.min-rounds",
             "0",
         ]
         assert debate(*args).returncode == 0
@@ -308,7 +308,7 @@ def test_eval_checks_data_before_making_a_folder_and_names_config_differences(tm
         str(tmp_path / "nothing"),
         "--runs-root",
         str(runs),
-        "--model.base_url",
+        "--model.base-url",
         "http://127.0.0.1:9/v1",
         "--model.model",
         "m",
@@ -326,7 +326,7 @@ def test_eval_checks_data_before_making_a_folder_and_names_config_differences(tm
             str(data),
             "--out",
             str(tmp_path / "run"),
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
             "--method",
             "single",
@@ -354,9 +354,9 @@ def test_refchecker_json_array_input(tmp_path: Path) -> None:
             str(source),
             "--output",
             str(out),
-            "--model.base_url",
+            "--model.base-url",
             server.base_url,
-            "--debate.min_rounds",
+            "--debate.min-rounds",
             "0",
             "--task",
             "general",
@@ -382,7 +382,7 @@ def test_refchecker_json_array_input(tmp_path: Path) -> None:
         str(broken),
         "--output",
         str(tmp_path / "o.jsonl"),
-        "--model.base_url",
+        "--model.base-url",
         "http://127.0.0.1:9/v1",
     )
     assert (

@@ -50,14 +50,14 @@ def test_the_sources_hebrew_example_has_two_claims_one_ungrounded_and_its_warnin
         "logprob",
         "--answer",
         ANSWER,
-        "--debate.min_rounds",
+        "--debate.min-rounds",
         "0",
-        "--debate.max_rounds",
+        "--debate.max-rounds",
         "0",
     ]
     with FakeOpenAI(routes=ROUTES) as server:
-        done = debate(*common, "--json", "--model.base_url", server.base_url)
-        shown = debate(*common, "--model.base_url", server.base_url)
+        done = debate(*common, "--json", "--model.base-url", server.base_url)
+        shown = debate(*common, "--model.base-url", server.base_url)
         assert server.unrouted == []
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
