@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.support.properties import Reached
+
 pytest_plugins = ["tests.support.timing"]  # what each test starts, for .ci/durations.py
 
 # Generated-input tests: "ci" (the default) keeps the suite inside CI's time; `pytest --hypothesis-profile long`
@@ -24,6 +26,15 @@ def embedded_server() -> Iterator[str]:
 
     with EmbeddedServer() as server:
         yield server.base_url
+
+
+@pytest.fixture
+def reached() -> Iterator[Reached]:
+    """A property's outcome counter (tests.support.properties): created once for all of a @given test's examples,
+    checked after the last one."""
+    counter = Reached()
+    yield counter
+    counter.check()
 
 
 @pytest.fixture

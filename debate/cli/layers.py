@@ -87,6 +87,10 @@ def _nest(flat: Values) -> dict[str, Any]:
     return nested
 
 
+_SECTIONS = frozenset(p.split(".")[0] for p in FIELDS)
+"""The configuration's top-level names: a field (`rollup`) or a section (`debate`)."""
+
+
 def load_config_file(path: Path) -> Layer:
     """A config file's values: TOML (`[debate] min_rounds = 3`), or JSON (a saved VerifierConfig, e.g. a run's
     `config.json` "verifier" or `debate config show --format json`).
@@ -104,9 +108,16 @@ def load_config_file(path: Path) -> Layer:
         raise UsageError(f"--config {path}: expected a table of settings, got {type(data).__name__}")
     spec = data.get("spec")
     if isinstance(spec, dict) and isinstance(spec.get("verifier"), dict):
-        data = spec["verifier"]  # a run folder's config.json: the configuration it ran with
+        data = spec["verifier"]  # a run folder's config.json: the configuration it ran with (beside it, its record)
     elif isinstance(data.get("verifier"), dict):
-        data = data["verifier"]  # a run's spec, saved alone
+        # a run's spec, saved alone; settings beside it would be dropped without a word: a file is one or the other
+        beside = sorted(k for k in data if k != "verifier" and k.split(".")[0] in _SECTIONS)
+        data = data["verifier"]
+        if beside:
+            raise UsageError(
+                f"--config {path}: holds a run's configuration (its `verifier` table) and settings beside it "
+                f"({', '.join(_shown(k) for k in beside[:4])}); put every setting in one place"
+            )
     values = {path_: _file_value(path_, value, path) for path_, value in _flatten(data).items()}
     return Layer("file", values, {p: f"{path}: {_shown(p)}" for p in values})
 
@@ -224,6 +235,12 @@ def _problem(exc: ValidationError, where: Mapping[str, str]) -> UsageError:
     message = message.removeprefix("Value error, ")
     if loc in where:
         return UsageError(f"{where[loc]}: {message}")
+    section = loc.rpartition(".")[0]
+    if first["type"] == "missing" and section:
+        # search.timeout_s alone turns search on, and search then needs its backend: say which settings did that
+        places = sorted({where[p] for p in where if p.startswith(f"{section}.")})
+        setby = f" (set by {', '.join(places[:4])})" if places else ""
+        return UsageError(f"configuration {_shown(loc)}: needed once any {section}.* setting is given{setby}")
     # A check across fields (min_rounds against max_rounds): name where the section's values were set.
     places = sorted({where[p] for p in where if p.startswith(f"{loc}.") or not loc})
     setby = f" (set by {', '.join(places[:4])})" if places else ""

@@ -26,7 +26,7 @@ from debate.errors import CalibrationError, DebateError, InputError, is_fatal
 from debate.evidence import localize
 from debate.llm import item_scope
 from debate.pipeline._runtime import Runtime
-from debate.plugins import Plan, Reference, TaskInput, TeamFactory
+from debate.plugins import TASKS, Plan, Reference, TaskInput, TeamFactory
 from debate.prefilter import Cascade, Undecided
 from debate.rollup import claim_ratios, response_p_factual, response_score, roll_up
 from debate.types import (
@@ -157,6 +157,11 @@ def checked_input(item: object, task: object) -> TaskInput:
         raise InputError(f"item: expected a TaskInput, got {type(item).__name__}")
     if not isinstance(task, str):
         raise InputError(f"task: expected a task name, got {type(task).__name__}")
+    if task not in TASKS:  # named before an endpoint is reached: a typo is not "nothing answers at ..."
+        try:
+            TASKS.get(task)
+        except LookupError as exc:
+            raise InputError(str(exc)) from exc
     reference = check_item(response=item.response, question=item.question, reference=item.reference, claims=item.claims)
     if not item.response.strip():
         raise InputError("response is empty")

@@ -261,7 +261,11 @@ def _validate(number: int, sha: str, raw: Any, unit: str) -> Work:
 
 
 def _read_array(path: Path) -> Iterator[Work]:
-    data = load_json(decode_text(path.read_bytes(), str(path)), str(path), keep_long_numbers=True)
+    try:
+        data = load_json(decode_text(path.read_bytes(), str(path)), str(path), keep_long_numbers=True)
+    except InputError as exc:
+        # a JSONL file whose first line is a list is read this way too: say why, or "Extra data" on line 2 puzzles
+        raise InputError(f"{exc.message} (read as one JSON array, since the file starts with '[')") from exc
     if not isinstance(data, list):
         raise InputError(f"{path}: a JSON input must be an array of items (RefChecker's format)")
     for index, raw in enumerate(data, start=1):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import operator
 import shutil
 from pathlib import Path
@@ -24,6 +25,7 @@ from debate.config import PrefilterConfig, VerifierConfig
 from debate.errors import UsageError
 from experiments.runner import RunSpec, open_run_dir, recorded_digest
 from tests.support.helpers import ROOT, debate
+from tests.support.properties import Reached
 
 
 def _args(*argv: str) -> Any:
@@ -257,16 +259,73 @@ _TOML_VALUES = st.recursive(
 _KEYS = st.sampled_from([*FIELDS, *{p.split(".")[0] for p in FIELDS}, "verifier", "spec"]) | st.text(max_size=12)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.dictionaries(_KEYS, _TOML_VALUES, max_size=6), flag=st.sampled_from([(), ("--debate.min-rounds", "1")]))
+def _bounds(field: ConfigField) -> tuple[float, float]:
+    """The field's own range (its ge/gt/le/lt), clipped to small numbers: what a user who read the docs writes."""
+    low, high = 0.0, math.inf
+    for item in field.info.metadata:
+        low = max(low, getattr(item, "ge", None) or 0, (getattr(item, "gt", None) or -1) + 0.01)
+        high = min(high, getattr(item, "le", None) or high, (getattr(item, "lt", None) or high + 1) - 0.01)
+    return low, min(high, low + 5)
+
+
+def _typed(path: str) -> st.SearchStrategy[Any]:
+    """A value of the field's own type and range, else (one draw in four) any value."""
+    field = FIELDS.get(path)
+    own: st.SearchStrategy[Any] = _TOML_VALUES
+    if field is not None and field.core is bool:
+        own = st.booleans()
+    elif field is not None and field.core in (int, float):
+        low, high = _bounds(field)
+        own = st.integers(math.ceil(low), math.floor(high)) if field.core is int else st.floats(low, high)
+    return st.integers(0, 3).flatmap(lambda k: _TOML_VALUES if k == 0 else own)
+
+
+# the numbers and switches a file may set alone (search.* turns search on, which then needs a backend; a prior
+# needs a calibration)
+_SCALARS = st.sampled_from(
+    sorted(
+        p
+        for p, f in FIELDS.items()
+        if f.core in (int, float, bool) and not p.startswith("search.") and p != "debate.prior"
+    )
+)
+
+
+# three keys in four a number or switch of the configuration, the fourth any key (a section, a typo, any text)
+_CONFIG = st.lists(st.integers(0, 3).flatmap(lambda k: _KEYS if k == 0 else _SCALARS), max_size=4, unique=True).flatmap(
+    lambda keys: st.fixed_dictionaries({key: _typed(key) for key in keys})
+)
+
+
+def _leaves(data: Any, prefix: str = "") -> dict[str, Any]:
+    """The file's values by dotted path, as a reader of the file sees them (tables opened, a field's table whole)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and path not in FIELDS:
+            out |= _leaves(value, f"{path}.")
+        else:
+            out[path] = value
+    return out
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=_CONFIG, flag=st.sampled_from([(), ("--debate.min-rounds", "1")]))
 @example(data={"debate": 5}, flag=("--debate.min-rounds", "1"))
 @example(data={"verifier": {"debate": {"min_rounds": "x"}}}, flag=())
 @example(data={"\n": None}, flag=())  # a key that is a line break: named quoted, on one line
+@example(data={"debate.min_rounds": True}, flag=())  # found: true was read as 1 round (issue 65)
+@example(data={"claim_concurrency": 1, "verifier": {}}, flag=())  # found: a [verifier] table dropped the rest
+@example(data={"debate.max_rounds": False, "claims.max_claims": 3}, flag=())
 def test_any_config_file_is_a_configuration_or_one_line(
-    tmp_path_factory: pytest.TempPathFactory, data: dict[str, Any], flag: tuple[str, ...]
+    tmp_path_factory: pytest.TempPathFactory, data: dict[str, Any], flag: tuple[str, ...], reached: Reached
 ) -> None:
+    """Correct outcome: every number and switch the file sets is the configuration's value, from the file (the
+    flag winning over it), and a true or false where a number goes is refused; or one line naming the problem. A
+    twentieth of the examples at least are configurations."""
     import tomli_w
 
+    reached.require(configuration=0.05)
     folder = tmp_path_factory.mktemp("cfg")
     nested: dict[str, Any] = {}
     for key, value in data.items():  # dotted keys as TOML tables, the way a user writes them
@@ -283,11 +342,28 @@ def test_any_config_file_is_a_configuration_or_one_line(
     else:
         file = folder / "c.toml"
     file.write_text(text, encoding="utf-8")
+    written = _leaves(json.loads(json.dumps(nested)))
     args = _args("--config", str(file), *flag)
     try:
-        resolve_config(file=args.config, flags=args.config_flags, environ={})
+        resolved = resolve_config(file=args.config, flags=args.config_flags, environ={})
     except UsageError as exc:
+        reached("refused")
         assert "\n" not in str(exc) and str(exc).strip()
+        return
+    reached("configuration")
+    for path, value in written.items():
+        field = FIELDS.get(path)
+        if field is None or field.core not in (int, float, bool) or (flag and path == "debate.min_rounds"):
+            continue
+        got = operator.attrgetter(path)(resolved.config)
+        assert resolved.sources[path] == f"file {file}", path
+        assert isinstance(value, bool) == (field.core is bool) or value is None, (path, value, "accepted")
+        assert got == value or (value is None and got is None) or got == pytest.approx(value), (path, value, got)
+    if flag:
+        assert (
+            resolved.config.debate.min_rounds == 1
+            and resolved.sources["debate.min_rounds"] == "flag --debate.min-rounds"
+        )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

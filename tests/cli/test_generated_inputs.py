@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,8 +24,10 @@ from debate import InputError, UsageError, VerifierConfig, verify
 from debate.cli import _main as run_command  # main() also installs process-wide signal hooks
 from debate.config import ModelConfig
 from debate.plugins import TaskInput
+from debate.types import Report
 from tests.support.fakes import Call, FakeOpenAI, Reply
 from tests.support.helpers import op
+from tests.support.properties import Reached
 
 DOCUMENTED = {0, 1, 2, 3}
 """Exit codes a run without --max-cost may end with (docs/cli.md)."""
@@ -117,15 +120,35 @@ def _scaled(divisor: int) -> int:
 @example(question="", answer="-", evidence="\ud800", task="qa")  # found: a lone surrogate reached pydantic
 @example(question="q", answer="The sky is blue.", evidence="", task="summarization")
 def test_verify_takes_any_text_on_any_text_option(
-    endpoint: str, question: str, answer: str, evidence: str, task: str, tmp_path: Path
+    endpoint: str, question: str, answer: str, evidence: str, task: str, tmp_path: Path, reached: Reached
 ) -> None:
+    """Correct outcome: the report of the answer given (its `response` is the text the option names, each claim's
+    spans inside it), factual or without claims since the judge says true to every claim; or one line naming the
+    option or field at fault, exit 2. At least a tenth of the examples get a report."""
+    reached.require(report=0.1)
     argv = ["verify", "--task", task, "--question", question, "--answer", answer, "--evidence", evidence]
     if task == "rag":
         sources = tmp_path / "sources.json"
         sources.write_text(json.dumps({"S0": "The sky is blue."}))
         argv += ["--sources", str(sources)]
-    ran = run(*argv, "--model.base-url", endpoint, "--model.model", "fake-model", "--brief", stdin=b"The sky is blue.")
+    stdin = "The sky is blue."
+    ran = run(*argv, "--model.base-url", endpoint, "--model.model", "fake-model", "--json", stdin=stdin.encode())
     assert_handled(ran)
+    if ran.code == 2:
+        reached("refused")
+        assert re.search(r"--(answer|question|evidence|sources|task)\b|response|reference|question", ran.err), ran.err
+        return
+    assert ran.code == 0, ran.err[-2000:]
+    reached("report")
+    report = Report.model_validate_json(ran.out)
+    given = stdin if answer == "-" else answer[1:] if answer.startswith("@@") else answer
+    if not answer.startswith("@") or answer.startswith("@@"):
+        assert report.response == given.removeprefix("\ufeff").replace("\r\n", "\n") or report.response == given
+    assert report.verdict in ("factual", "no_claims"), report.verdict
+    assert all(c.label == "factual" for c in report.claims)
+    for claim in report.claims:
+        for span in claim.spans:
+            assert 0 <= span.start < span.end <= len(report.response), (span, len(report.response))
 
 
 # Numbers at and past their limits, on every numeric option of verify.
@@ -306,11 +329,17 @@ def _batch_file(items: list[Any], form: str) -> bytes:
 )
 @example(items=[{"id": "\x1f", "response": 0}], form="csv", extra=b"")  # found: an id that no header can carry
 def test_a_batch_of_any_items_records_each_and_leaves_whole_lines(
-    endpoint: str, items: list[Any], form: str, extra: bytes, tmp_path: Path
+    endpoint: str, items: list[Any], form: str, extra: bytes, tmp_path: Path, reached: Reached
 ) -> None:
+    """Correct outcome: one record per item (a JSONL file's non-blank line, an array's element, a CSV row), in
+    input order, each numbered; an item that is not a JSON object, or has no text `response`, is an error record
+    whose message names its line; every result is factual or without claims (the judge says true to every claim);
+    or the file refused in one line, nothing written. A fifth at least get records."""
+    reached.require(records=0.2)
     source = tmp_path / f"in.{form}"
     source.write_bytes(_batch_file(items, form) + (extra if form == "jsonl" else b""))
     output = tmp_path / "out.jsonl"
+    output.unlink(missing_ok=True)
     ran = run(
         "verify",
         "--input",
@@ -323,11 +352,46 @@ def test_a_batch_of_any_items_records_each_and_leaves_whole_lines(
         "fake-model",
     )
     assert_handled(ran)
-    if output.exists():
-        data = output.read_bytes()
-        assert not data or data.endswith(b"\n")
-        for line in data.splitlines():
-            json.loads(line)  # every record whole
+    if ran.code == 2:
+        reached("refused")
+        assert str(source.name) in ran.err or "--input" in ran.err, ran.err
+        assert not output.exists() or not output.read_bytes()
+        return
+    reached("records")
+    data = output.read_bytes()
+    assert not data or data.endswith(b"\n")
+    records = [json.loads(line) for line in data.splitlines()]
+    given = _given_items(source.read_bytes(), form)
+    data_is_array = form == "json" or source.read_bytes().lstrip().startswith(b"[")
+    assert [r["line"] for r in records] == [n for n, _ in given], (records, given)
+    for record, (number, item) in zip(records, given, strict=True):
+        if "error" in record:
+            where = "item" if data_is_array else "line"  # an array's elements are items, a file's rows lines
+            assert record["error"]["message"].startswith(f"{where} {number}:"), record
+        else:
+            assert record["result"]["verdict"] in ("factual", "no_claims"), record
+        if not isinstance(item, dict) or not isinstance(item.get("response"), str):
+            assert "error" in record, (item, record)
+
+
+def _given_items(data: bytes, form: str) -> list[tuple[int, Any]]:
+    """(the number a record gives it, what was read) of each item of a batch file, as the docs define an item: a
+    file that starts with `[` is one JSON array, whatever its suffix."""
+    if form == "json" or data.lstrip().startswith(b"["):
+        return list(enumerate(json.loads(data), 1))
+    if form == "csv":
+        import csv
+
+        rows = list(csv.DictReader(io.StringIO(data.decode("utf-8", "surrogateescape"))))
+        return [(n, row) for n, row in enumerate(rows, 2) if any(row.values())]  # an empty row is a blank line
+    out: list[tuple[int, Any]] = []
+    for n, line in enumerate(data.split(b"\n"), 1):
+        if line.strip():
+            try:
+                out.append((n, json.loads(line)))
+            except ValueError:
+                out.append((n, None))
+    return out
 
 
 @settings(max_examples=_scaled(4), suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -338,6 +402,7 @@ def test_report_reads_any_results_log(content: bytes, tmp_path: Path) -> None:
     assert_handled(run("report", str(path)))
 
 
+_WORDS = st.text(max_size=200).map(lambda s: f"The sky is blue. {s}")
 _API_VALUE = st.one_of(
     st.none(),
     st.text(max_size=200),
@@ -348,20 +413,46 @@ _API_VALUE = st.one_of(
 )
 
 
+# one draw in four any value at all, the others what a caller passes (a text with a sentence in it)
+_MOSTLY_WORDS = st.integers(0, 3).flatmap(lambda k: _API_VALUE if k == 0 else _WORDS)
+
+
 @settings(max_examples=_scaled(4), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    response=_API_VALUE,
-    question=_API_VALUE,
-    reference=_API_VALUE,
+    response=_MOSTLY_WORDS,
+    question=_MOSTLY_WORDS,
+    reference=_MOSTLY_WORDS,
     task=st.sampled_from(["qa", "rag", "summarization", "dialogue", "general", "kbqa", "nope"]),
 )
 @example(response="0", question=None, reference=0, task="qa")  # found: a reference of no known shape
 def test_the_python_api_gives_a_report_or_a_typed_error(
-    endpoint: str, response: Any, question: Any, reference: Any, task: str
+    endpoint: str, response: Any, question: Any, reference: Any, task: str, reached: Reached
 ) -> None:
+    """Correct outcome: a response or question of the wrong type is an InputError naming it; an unknown task an
+    InputError naming the task, before any model starts; any other refusal names the field at fault. A report is of the response given
+    (each claim's spans inside it), factual or without claims (the judge says true to every claim)."""
+    reached.require(report=0.1)
     config = VerifierConfig(model=ModelConfig(base_url=endpoint, model="fake-model"))
     try:
-        report = verify(TaskInput(response, question=question, reference=reference), task=task, config=config)
-    except (InputError, UsageError):
+        item = TaskInput(response, question=question, reference=reference)
+    except InputError as exc:  # the item's own shape, before any task reads it
+        reached("input error")
+        assert not isinstance(response, str) or not isinstance(question, str | None), (response, question)
+        assert re.search(r"response|question|reference", str(exc)), exc
         return
-    assert report.verdict in ("factual", "non_factual", "not_enough_evidence", "unverifiable", "no_claims")
+    try:
+        report = verify(item, task=task, config=config)
+    except InputError as exc:
+        reached("input error")
+        if task == "nope":  # the task is named first, before any model starts
+            assert str(exc).startswith("unknown task 'nope'"), exc
+            return
+        assert re.search(r"response|question|reference|source|document|knowledge|dialogue|claim", str(exc)), exc
+        return
+    reached("report")
+    assert task != "nope" and isinstance(response, str) and response.strip(), (task, response)
+    assert report.response == response
+    assert report.verdict in ("factual", "no_claims"), report.verdict
+    for claim in report.claims:
+        for span in claim.spans:
+            assert 0 <= span.start < span.end <= len(response), (span, len(response))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -23,6 +23,7 @@ from debate.testing import ScriptedChatClient
 from debate.types import ClaimVerdict, Report
 from tests.support.calibration import FAILED_MARKOV, RATES, calibration, save_calibration
 from tests.support.helpers import op
+from tests.support.properties import Reached
 
 
 def _posterior(says: list[tuple[str, bool]]) -> float:
@@ -147,14 +148,55 @@ def test_an_unusable_file_is_refused_naming_what(tmp_path: Path, content: str, e
         load_calibration(tmp_path / "missing.json")
 
 
-@given(st.text(max_size=30))
-def test_any_stop_text_is_a_rule_or_a_named_refusal(text: str) -> None:
+_DECIMALS = st.tuples(
+    st.sampled_from(["", "0", "1", "00"]), st.text("0123456789", min_size=1, max_size=4), st.text(" \t", max_size=2)
+).map(lambda parts: f"{parts[2]}posterior:{parts[0]}.{parts[1]}{parts[2]}")
+_STOP_TEXTS = st.one_of(
+    st.text(max_size=30),
+    st.sampled_from(
+        ["consensus", "Consensus", " consensus", "posterior", "posterior:", "posterior:0.5", "posterior:1"]
+    ),
+    st.floats(0, 1.2).map(lambda p: f"posterior:{p}"),
+    _DECIMALS,
+)
+
+
+def _documented_stop(text: str) -> float | str | None:
+    """The rule as docs/dynamics.md states it: "consensus", or posterior:P with P a decimal fraction (0.75 or
+    .75) strictly between 0.5 and 1, surrounding blanks ignored; None for anything else."""
+    if text == "consensus":
+        return "consensus"
+    body = text.strip()
+    if not body.startswith("posterior:"):
+        return None
+    number = body.removeprefix("posterior:")
+    whole, dot, fraction = number.partition(".")
+    if whole not in ("", "0") or not dot or not fraction.isascii() or not fraction.isdigit():
+        return None
+    value = float(f"0.{fraction}")
+    return value if 0.5 < value < 1 else None
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # `reached` counts across the examples
+@given(text=_STOP_TEXTS)
+def test_any_stop_text_is_a_rule_or_a_named_refusal(text: str, reached: Reached) -> None:
+    """Correct outcome: the rule the text states, normalised, or a refusal located at `stop`; both are reached."""
+    reached.require(posterior=0.03, refused=0.1)
+    expected = _documented_stop(text)
     try:
         config = DebateConfig(stop=text, calibration="cal.json")
     except ValidationError as exc:
+        reached("refused")
+        assert expected is None, (text, expected)
         assert exc.errors()[0]["loc"] == ("stop",)
         return
-    assert config.stop == "consensus" or 0.5 < (config.threshold or 0) < 1
+    if expected == "consensus":
+        reached("consensus")
+        assert config.stop == "consensus" and config.threshold is None
+        return
+    reached("posterior")
+    assert isinstance(expected, float), (text, config.stop)
+    assert config.threshold == expected and config.stop == f"posterior:{expected!r}"
 
 
 def _claims(ps: list[float]) -> list[ClaimVerdict]:
