@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from debate import InputError, UsageError, VerifierConfig, verify
+from debate import InputError, VerifierConfig, verify
 from debate.cli import _main as run_command  # main() also installs process-wide signal hooks
 from debate.config import ModelConfig
 from debate.plugins import TaskInput
@@ -429,8 +429,9 @@ def test_the_python_api_gives_a_report_or_a_typed_error(
     endpoint: str, response: Any, question: Any, reference: Any, task: str, reached: Reached
 ) -> None:
     """Correct outcome: a response or question of the wrong type is an InputError naming it; an unknown task an
-    InputError naming the task, before any model starts; any other refusal names the field at fault. A report is of the response given
-    (each claim's spans inside it), factual or without claims (the judge says true to every claim)."""
+    InputError naming the task, before any model starts; any other refusal names the field at fault. A report is
+    of the response given (each claim's spans inside it), factual or without claims (the judge says true to every
+    claim)."""
     reached.require(report=0.1)
     config = VerifierConfig(model=ModelConfig(base_url=endpoint, model="fake-model"))
     try:

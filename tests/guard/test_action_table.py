@@ -71,7 +71,7 @@ def test_every_cell_acts_as_the_documented_table_says(reports: dict[str, Report]
     cells = list(itertools.product(RISKS, POLICIES, ACT_AT, STREAMS, ON_FAILURE))
     assert len(cells) == 180
     for risk, policy, act_at, stream, on in cells:
-        chosen = RouteSettings(policy=policy, debate="inline", on_failure=on, act_at=act_at)  # type: ignore[arg-type]
+        chosen = RouteSettings(policy=policy, debate="inline", on_failure=on, act_at=act_at)
         found = verification(reports[risk], request_id="r", chosen=chosen, block_below=None, sources=2)
         if isinstance(found, str):
             done = failed(found, request_id="r", chosen=chosen, sources=2)
