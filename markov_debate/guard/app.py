@@ -18,6 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CollectorRegistry
 from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from debate import telemetry
@@ -258,10 +259,21 @@ def create_app(settings: GuardSettings, *, store: Store | None = None) -> FastAP
     app.add_api_route("/livez", _live, methods=["GET", "HEAD"])
     for path in PROBE_PATHS[1:]:
         app.add_api_route(path, _ready, methods=["GET", "HEAD"])
+    app.add_exception_handler(StarletteHTTPException, _http_error)
     app.state.store = store
     app.state.metrics = CollectorRegistry()
     app.state.metrics.register(Readings(lambda: _readings(app)))
     return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """A path or method no route takes, in the OpenAI error shape every other answer of the guard has (an OpenAI
+    client reads `error.message`; Starlette's own is `{"detail": "Not Found"}`), with its headers (405's Allow)."""
+    assert isinstance(exc, StarletteHTTPException)
+    said = {404: f"no such path {request.url.path[:80]!r}", 405: f"{request.method} is not allowed on this path"}
+    response = error(exc.status_code, said.get(exc.status_code, str(exc.detail)), kind="invalid_request_error")
+    response.headers.update(exc.headers or {})
+    return response
 
 
 _CHAT = "/v1/chat/completions"

@@ -5,6 +5,7 @@ verified answer or a 4xx whose message names the field, never a 5xx of the guard
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from tests.guard.conftest import GOOD, GuardServer, judge_config
 from tests.support.fakes import FakeOpenAI, Reply
 from tests.support.helpers import op
+from tests.support.properties import Reached
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -64,16 +66,34 @@ def guard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @example(body=b"\xff\xfe not utf-8")
 @example(body=b"[" * 2000 + b"]" * 2000)  # deeper than the JSON reader goes: a 400, never a 500
 @example(body=b'{"messages": [{"role": "user", "content": "' + b"x" * 5000 + b'"}]}')
-def test_any_body_is_answered_or_refused_in_one_line(guard: str, body: bytes) -> None:
+def test_any_body_is_answered_or_refused_in_one_line(guard: str, body: bytes, reached: Reached) -> None:
+    """Correct outcome: the upstream's answer, its text unchanged, annotated with a verification (the default
+    policy), streamed or not as asked; or a 400/413 whose one-line message names the field (`param`). A tenth of
+    the examples at least are answered."""
+    reached.require(answered=0.1)
     response = httpx.post(
         f"{guard}/chat/completions", content=body, headers={"content-type": "application/json"}, timeout=30
     )
     assert response.status_code in (200, 400, 413), response.text[:500]
     if response.status_code != 200:
+        reached("refused")
         error: dict[str, Any] = response.json()["error"]
         assert error["message"] and "\n" not in error["message"] and error["type"] == "invalid_request_error"
-    elif b'"stream": true' not in body:
-        assert response.json()["verification"]["status"] in ("verified", "partial", "unverified")
+        assert response.status_code == 413 or (
+            error["param"] and error["message"].startswith(error["param"].split("[")[0])
+        )
+        return
+    reached("answered")
+    if response.headers["content-type"].startswith("text/event-stream"):
+        chunks = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: {")]
+        text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
+        assert text == GOOD
+        return
+    answer = response.json()
+    assert answer["choices"][0]["message"]["content"] == GOOD  # the upstream's words, unchanged
+    verification = answer["verification"]
+    assert verification["action"] in ("annotated", "passed-unverified"), verification
+    assert response.headers["x-debate-action"] == verification["action"]
 
 
 _ASK = {"messages": [{"role": "user", "content": "Where is Paris?"}], "sources": {"doc1": "Paris is in France."}}
@@ -94,8 +114,28 @@ def test_a_route_s_path_picks_its_settings_and_any_other_path_is_a_4xx(guard: st
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.binary(max_size=20), method=st.sampled_from(["POST", "GET", "PUT"]))
 @example(name="légal/../x".encode(), method="POST")
-def test_any_route_name_and_method_get_an_answer_never_a_5xx(guard: str, name: bytes, method: str) -> None:
+@example(name=b"legal", method="POST")
+def test_any_route_name_and_method_get_an_answer_never_a_5xx(
+    guard: str, name: bytes, method: str, reached: Reached
+) -> None:
+    """Correct outcome: POST to the configured route is answered under its policy; any other route is a 404 that
+    quotes it, any other method a 405 that allows POST, each in the OpenAI error shape; never a 5xx."""
     root = guard.removesuffix("/v1")
     path = f"/route/{quote(name, safe='')}/v1/chat/completions"  # any bytes, "/" and invalid UTF-8 included
     response = httpx.request(method, root + path, json=_ASK, timeout=30)
     assert response.status_code < 500, (path, response.status_code, response.text[:300])
+    if name in (b".", b".."):  # the client resolves the dot segments: the request goes to another path
+        return
+    if name == b"legal" and method == "POST":
+        reached("routed")
+        assert response.status_code == 200 and response.json()["verification"]["policy"] == "flag"
+        return
+    error = response.json()["error"]  # every refusal in the OpenAI error shape, as an OpenAI client reads it
+    assert error["type"] == "invalid_request_error" and "\n" not in error["message"]
+    if response.status_code == 405:
+        reached("method")
+        assert method != "POST" and response.headers["allow"] == "POST"
+    else:
+        reached("unknown route")
+        assert response.status_code == 404, (path, response.status_code)
+        assert re.match(r"no (route|such path) '", error["message"]), error
