@@ -59,7 +59,7 @@ def add_verifier_arguments(
         conc = parser.add_argument_group("batch concurrency")
         conc.add_argument(
             "--items",
-            type=int,
+            type=positive_int,
             default=None,
             help="responses (batch lines, benchmark items) in progress at once (default: 2 x model.max_concurrency)",
         )
@@ -72,6 +72,20 @@ def add_verifier_arguments(
             "(default: 1)",
         )
     parser.set_defaults(config_fixed=fixed)
+
+
+def positive_int(value: str) -> int:
+    """A whole number from 1, read as a configuration field's are (3, 3.0, 1_000), and checked as the option is
+    read (a command that never uses it still refuses it)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        number = TypeAdapter(int).validate_python(value)
+    except ValidationError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value!r}")
+    return number
 
 
 def _workers(value: str) -> int:

@@ -25,7 +25,7 @@ from debate.cli.conventions import (
 )
 from debate.cli.cost import CostGate, add_cost_arguments, cost_gate, cost_line, run_estimate
 from debate.cli.inputs import check_input, check_output, read_json, read_text_arg
-from debate.cli.options import add_verifier_arguments, items_in_flight, verifier_config
+from debate.cli.options import add_verifier_arguments, items_in_flight, positive_int, verifier_config
 from debate.cli.render import render_report
 from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
@@ -161,7 +161,7 @@ def _batch_options(parser: argparse.ArgumentParser) -> None:
     )
     batch.add_argument(
         "--max-consecutive-failures",
-        type=int,
+        type=positive_int,
         default=5,
         metavar="N",
         help="stop (exit 1) after N items in a row fail because the endpoint is unavailable (default: 5)",

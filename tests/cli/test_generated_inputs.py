@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import re
 import sys
 from collections.abc import Iterator
@@ -21,7 +22,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from debate import InputError, VerifierConfig, verify
-from debate.cli import _main as run_command  # main() also installs process-wide signal hooks
+from debate.cli import _main as run_command
+from debate.cli.fields import FIELDS  # main() also installs process-wide signal hooks
 from debate.config import ModelConfig
 from debate.plugins import TaskInput
 from debate.types import Report
@@ -173,6 +175,8 @@ _NUMBER = (
     )
     | st.integers().map(str)
     | st.floats().map(str)
+    | st.integers(0, 12).map(str)  # the values users give, at and around most ranges
+    | st.floats(0, 3).map(lambda f: f"{f:.2f}")
 )
 _NUMERIC_OPTIONS = [
     "--claims.max-claims",
@@ -199,9 +203,58 @@ _NUMERIC_OPTIONS = [
 @given(option=st.sampled_from(_NUMERIC_OPTIONS), value=_NUMBER)
 @example(option="--model.timeout-s", value="inf")
 @example(option="--model.seed", value="9" * 30)
-def test_numbers_at_and_past_their_limits_are_one_line(endpoint: str, option: str, value: str) -> None:
+def test_numbers_at_and_past_their_limits_are_one_line(
+    endpoint: str, option: str, value: str, reached: Reached
+) -> None:
+    """Correct outcome: a value inside the option's documented range (a configuration field's bounds, shown by
+    `--help-all`; --items and --max-consecutive-failures from 1) is taken, and the estimate runs; any other value,
+    a number past the range, a fraction where a whole number goes, inf, nan, is refused in one line naming the
+    option."""
+    reached.require(taken=0.1, refused=0.1)
     ran = run("verify", "--answer", "The sky is blue.", option, value, "--model.base-url", endpoint, "--estimate")
     assert_handled(ran)
+    expected = _in_range(option, value)
+    if ran.code == 2:
+        reached("refused")
+        assert not expected, (option, value, ran.err)
+        assert option in ran.err or option.replace("-", "_") in ran.err, ran.err
+        return
+    reached("taken")
+    assert ran.code == 0 and expected, (option, value, ran.err[-500:])
+
+
+def _in_range(option: str, value: str) -> bool:
+    """Whether `value` is a number `option` documents: a whole number for a whole-number field, finite, inside
+    its bounds; min_rounds and max_rounds also on the right side of the other's default (2 and 5)."""
+    path = option[2:].replace("-", "_")
+    field = FIELDS.get(path)
+    whole = field is None or field.core is int
+    if path.startswith("search."):
+        return False  # a search setting turns search on, which then needs its backend (named in the refusal)
+    if whole:
+        # digits (1_000 grouped), at most a point followed by zeros: 3 and 3.0 are the whole number 3; 2.5, 1e3 not
+        if not re.fullmatch(r"\s*[+-]?\d+(_\d+)*(\.0*)?\s*", value):
+            return False
+        number: float = int(value.strip().split(".")[0])
+    else:
+        try:
+            number = float(value)
+        except ValueError:
+            return False
+    if not math.isfinite(number):
+        return False
+    low, high = 1.0, math.inf  # --items and --max-consecutive-failures
+    if field is not None:
+        for bound in field.info.metadata:
+            low = getattr(bound, "ge", None) if getattr(bound, "ge", None) is not None else low
+            low = getattr(bound, "gt", None) + 1e-300 if getattr(bound, "gt", None) is not None else low
+            high = getattr(bound, "le", None) if getattr(bound, "le", None) is not None else high
+        low = low if any(hasattr(b, "ge") or hasattr(b, "gt") for b in field.info.metadata) else -math.inf
+    if path == "debate.min_rounds":
+        high = min(high, 5)
+    if path == "debate.max_rounds":
+        low = max(low, 2)  # at least the default min_rounds
+    return low <= number <= high
 
 
 def _json_values() -> st.SearchStrategy[Any]:
