@@ -19,13 +19,16 @@ __all__ = [
     "ContextTooLongError",
     "DebateError",
     "EmbeddedModelError",
+    "EndpointConnectionError",
     "EndpointDownError",
+    "EndpointHTTPError",
     "EvidenceUnavailableError",
     "ExtractionError",
     "Hint",
     "InputError",
     "InputTooLongError",
     "InternalError",
+    "MalformedReplyError",
     "ModelError",
     "ModelRequestError",
     "ModelUnavailableError",
@@ -33,6 +36,7 @@ __all__ = [
     "PluginLoadError",
     "PromptError",
     "ReplyUnusableError",
+    "TransportError",
     "UnknownNameError",
     "UsageError",
     "WorkerError",
@@ -227,3 +231,64 @@ def validation_problem(exc: ValidationError, whole: str = "") -> str:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or whole
     return f"{where}: {first['msg']}" if where else str(first["msg"])
+
+
+class TransportError(ModelError):
+    """One HTTP attempt to the model endpoint failed. The model client turns every one into a
+    `ModelUnavailableError` or `ModelRequestError` with its hint before it leaves the client (debate/llm); rooted in
+    `ModelError` so that one escaping by a bug is still a model failure, never a verdict."""
+
+
+class EndpointHTTPError(TransportError):
+    """The endpoint answered with an HTTP error status (made by debate.llm._transport.http_error)."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        body: bytes,
+        headers: dict[str, str],
+        detail: object,
+        retry_after: float | None,
+        transient: bool,
+        method: str,
+        url: str,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        """The HTTP status."""
+        self.body = body
+        """The response body, as sent (with any echoed key already redacted by the client)."""
+        self.headers = headers
+        """The response headers, keys lower-cased."""
+        self.detail = detail
+        """The error the body states (an OpenAI-style `{"error": {...}}` unwrapped), else its text."""
+        self.retry_after = retry_after
+        """Seconds the server asked us to wait (Retry-After, retry-after-ms), when it said."""
+        self.transient = transient
+        self.method, self.url = method, url
+
+    def mentions(self, *words: str) -> bool:
+        """Whether the error's message or detail names any of `words` (case-insensitive)."""
+        text = (self.message + str(self.detail)).lower()
+        return any(word in text for word in words)
+
+
+class EndpointConnectionError(TransportError):
+    """No answer: the connection was refused, reset or dropped mid-body, or the request timed out."""
+
+    transient = True
+
+    def __init__(self, *, method: str, url: str, timeout: bool, reason: str = "connection error") -> None:
+        self.method, self.url, self.timeout = method, url, timeout
+        self.reason = "request timed out" if timeout else reason
+        """What went wrong in plain words (no transport internals such as aiohttp's `ssl:default`)."""
+        super().__init__(self.reason)
+
+
+class MalformedReplyError(TransportError):
+    """A 200 whose body is not a usable chat completion (HTML, truncated JSON, an error object, no choices, no
+    content): a fault of the endpoint or a proxy in front of it, so it is retried like a 5xx."""
+
+    transient = True

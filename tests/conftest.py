@@ -129,3 +129,24 @@ def _cli_signal_state() -> Iterator[None]:
     if handler is not None:  # None: set outside Python, and then left alone
         signal.signal(signal.SIGTERM, handler)
     debate.concurrency._SIGTERM_CANCELS = cancels
+
+
+def _no_skip_in_ci(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """In CI (DEBATE_REQUIRE_INTEGRATIONS=1), a skipped test or module is a failed one: an `importorskip` of a
+    package the CI installs (playwright, ray) or any other skip would otherwise pass unseen; CI runs every test."""
+    if report.skipped and not hasattr(report, "wasxfail") and os.environ.get("DEBATE_REQUIRE_INTEGRATIONS") == "1":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, where every test must run (DEBATE_REQUIRE_INTEGRATIONS=1): {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    _no_skip_in_ci(outcome.get_result())  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    outcome = yield
+    _no_skip_in_ci(outcome.get_result())  # type: ignore[attr-defined]

@@ -223,3 +223,22 @@ def test_every_public_class_and_function_says_what_it_is() -> None:
         and not (obj.__doc__ or "").strip()
     ]
     assert undocumented == []
+
+
+def test_the_profile_governs_every_property_and_the_docs_list_each_share() -> None:
+    """No property pins its own example count (a literal max_examples); one that runs a share of the profile's
+    says why, and docs/development.md's table lists each file and share as the code has them."""
+    used: set[tuple[str, str]] = set()
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in ("tests/conftest.py", "tests/support/properties.py", "tests/test_quality.py"):
+            continue
+        text = path.read_text()
+        assert not re.search(r"max_examples=\d", text), f"{rel}: a literal max_examples (use examples(SHARE, why=...))"
+        for share, why in re.findall(r"examples\(([\d.]+), why=\"([^\"]*)\"\)", text):
+            assert why.strip(), rel
+            used.add((rel, share))
+    page = (ROOT / "docs" / "development.md").read_text()
+    table = page.split("<!-- examples-shares -->", 1)[1].split("\n\n", 1)[0]
+    documented = set(re.findall(r"\| `(tests/[^`]+)` \| ([\d.]+) \|", table))
+    assert documented == used, documented ^ used

@@ -3,13 +3,16 @@ and the batch input and output paths, each refused in one line that names the op
 
 from __future__ import annotations
 
+import argparse
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from debate.errors import InputError, UsageError
 from debate.files import decode_text, read_json_file, read_text_file
+from debate.plugins import TaskInput
 
 __all__ = ["check_input", "check_output", "read_json", "read_text_arg", "secret_from_file"]
 
@@ -114,3 +117,48 @@ def check_output(source: Path, output: Path) -> None:
             pass
     except OSError as exc:
         raise UsageError(f"--output {output}: cannot write there ({exc.strerror})") from exc
+
+
+def one_input(args: argparse.Namespace) -> TaskInput:
+    """`debate verify`'s one item (--answer, --question, --evidence, --sources), read and checked before any model
+    or endpoint is asked; a problem names the option the user gave."""
+    return _checked(_read_input(args), args)
+
+
+def _read_input(args: argparse.Namespace) -> TaskInput:
+    answer, _ = read_text_arg(args.answer, "--answer")
+    question, _ = read_text_arg(args.question, "--question")
+    if answer is None or not answer.strip():
+        raise UsageError("give a non-empty --answer (with --question and --evidence), or --input and --output")
+    evidence, evidence_source = read_text_arg(args.evidence, "--evidence")
+    reference: Any = evidence
+    if args.task == "rag":
+        if args.sources is None:
+            raise UsageError("--task rag needs --sources FILE (JSON {id: text} or [{id, text, parent_id}])")
+        reference = read_json(Path(args.sources), "--sources")
+    return TaskInput(response=answer, question=question, reference=reference, reference_source=evidence_source)
+
+
+def _checked(item: TaskInput, args: argparse.Namespace) -> TaskInput:
+    """The item refused before any model starts, naming the option the user gave (not the API's field)."""
+    from debate.pipeline import checked_input
+    from debate.tasks import sources_from
+
+    try:
+        checked = checked_input(item, args.task)
+        if args.task == "rag":
+            if checked.reference is None:
+                raise UsageError(f"--sources {args.sources}: holds no sources (JSON {{id: text}} or [{{id, text}}])")
+            try:
+                sources_from(checked.reference)  # the sources file read as the task will read it
+            except InputError as exc:
+                raise UsageError(f"--sources {args.sources}: {str(exc).removeprefix('reference: ')}") from exc
+        return checked
+    except InputError as exc:
+        named = {"reference": f"--sources {args.sources}" if args.task == "rag" else "--evidence"}
+        named |= {"response": "--answer", "question": "--question"}
+        field, sep, rest = str(exc).partition(":")
+        base, within = re.match(r"([a-z_]*)(.*)", field).groups()  # type: ignore[union-attr]  # always matches
+        if not sep or base not in named:
+            raise UsageError(str(exc)) from exc
+        raise UsageError(f"{named[base]}{f' {within}' if within else ''}:{rest}") from exc

@@ -7,7 +7,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from rich.progress import TextColumn
 
@@ -24,7 +24,7 @@ from debate.cli.conventions import (
     progress_bar,
 )
 from debate.cli.cost import CostGate, add_cost_arguments, cost_gate, cost_line, run_estimate
-from debate.cli.inputs import check_input, check_output, read_json, read_text_arg
+from debate.cli.inputs import check_input, check_output, one_input
 from debate.cli.options import add_verifier_arguments, items_in_flight, positive_int, verifier_config
 from debate.cli.render import render_report
 from debate.concurrency import run_blocking
@@ -222,19 +222,21 @@ class BatchPaths:
 
 def run(args: argparse.Namespace) -> int:
     """The command: one response, or a batch when --input or --output is given."""
-    config = _config(args)
     batch = args.input is not None or args.output is not None
     if args.max_cost is not None and not batch and not args.estimate:
         raise UsageError("--max-cost stops a batch between items: give --input and --output")
+    # the one item is refused before any endpoint is asked (the model is resolved with the configuration)
+    item = None if batch else one_input(args)
+    config = _config(args)
     if args.estimate:
         if batch:
             if args.input is None:
                 raise UsageError("--estimate of a batch needs an existing --input file")
             check_input(args.input)
-        return run_estimate(args, config, None if batch else _one_input(args))
-    if batch:
+        return run_estimate(args, config, item)
+    if item is None:
         return run_blocking(_verify_batch(args, config, BatchPaths.from_args(args)))
-    return run_blocking(_verify_one(args, config))
+    return run_blocking(_verify_one(args, config, item))
 
 
 def _config(args: argparse.Namespace) -> VerifierConfig:
@@ -249,24 +251,9 @@ def _model_line(verifier: Verifier, config: VerifierConfig) -> None:
     err.print(f"[dim]model: {verifier.client.model_name} ({where})[/]")
 
 
-def _one_input(args: argparse.Namespace) -> TaskInput:
-    answer, _ = read_text_arg(args.answer, "--answer")
-    question, _ = read_text_arg(args.question, "--question")
-    if answer is None or not answer.strip():
-        raise UsageError("give a non-empty --answer (with --question and --evidence), or --input and --output")
-    evidence, evidence_source = read_text_arg(args.evidence, "--evidence")
-    reference: Any = evidence
-    if args.task == "rag":
-        if args.sources is None:
-            raise UsageError("--task rag needs --sources FILE (JSON {id: text} or [{id, text, parent_id}])")
-        reference = read_json(Path(args.sources), "--sources")
-    return TaskInput(response=answer, question=question, reference=reference, reference_source=evidence_source)
-
-
-async def _verify_one(args: argparse.Namespace, config: VerifierConfig) -> int:
+async def _verify_one(args: argparse.Namespace, config: VerifierConfig, item: TaskInput) -> int:
     from debate.pipeline import Verifier
 
-    item = _one_input(args)
     async with Verifier(config=config) as verifier:
         _model_line(verifier, config)
         try:

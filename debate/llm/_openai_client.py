@@ -53,6 +53,7 @@ from debate.llm._transport import (
     describe,
     first_choice,
     headers_of,
+    http_error,
     is_retryable,
     parse_body,
 )
@@ -162,7 +163,7 @@ class OpenAIChatClient:
                     # and so a log, a stored failure or an API reader.
                     if self._secret:
                         body = body.replace(self._secret, b"[redacted]")
-                    raise EndpointHTTPError(response.status, body, response.headers, method=method, url=url)
+                    raise http_error(response.status, body, response.headers, method=method, url=url)
                 return body, {key.lower(): value for key, value in response.headers.items()}
         except TimeoutError as exc:  # aiohttp's own timeout errors are TimeoutErrors too
             raise EndpointConnectionError(method=method, url=url, timeout=True) from exc

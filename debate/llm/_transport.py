@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from debate.errors import ModelError
+from debate.errors import EndpointConnectionError, EndpointHTTPError, MalformedReplyError, TransportError
 from debate.retry import TRANSIENT_STATUS, retry_after_seconds
 
 __all__ = [
@@ -23,65 +23,36 @@ __all__ = [
     "describe",
     "first_choice",
     "headers_of",
+    "http_error",
     "is_retryable",
     "parse_body",
 ]
 
 
-class TransportError(ModelError):
-    """One HTTP attempt failed. The model client turns every one into a `ModelUnavailableError` or
-    `ModelRequestError` with its hint before it leaves the client; rooted in `ModelError` so that one escaping by a
-    bug is still a model failure (never a verdict), not an unknown exception."""
-
-
-class EndpointHTTPError(TransportError):
-    """The endpoint answered with an HTTP error status."""
-
-    def __init__(self, status: int, body: bytes, headers: Mapping[str, str], *, method: str, url: str) -> None:
-        self.status = status
-        """The HTTP status."""
-        self.body = body
-        """The response body, as sent (with any echoed key already redacted by the client)."""
-        self.headers = {key.lower(): value for key, value in headers.items()}
-        """The response headers, keys lower-cased."""
-        self.retry_after = retry_after_seconds(self.headers)
-        """Seconds the server asked us to wait (Retry-After, retry-after-ms), when it said."""
-        self.method, self.url = method, url
-        text = body.decode(errors="replace").strip()
-        try:
-            parsed = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            self.detail: object = text
-            message = text or f"Error code: {status}"
-        else:
-            # OpenAI-style servers wrap the error as {"error": {...}}; the inner object is the detail.
-            self.detail = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
-            message = f"Error code: {status} - {parsed}"
-        super().__init__(message)
-        self.transient = status in TRANSIENT_STATUS
-
-    def mentions(self, *words: str) -> bool:
-        """Whether the error's message or detail names any of `words` (case-insensitive)."""
-        text = (self.message + str(self.detail)).lower()
-        return any(word in text for word in words)
-
-
-class EndpointConnectionError(TransportError):
-    """No answer: the connection was refused, reset or dropped mid-body, or the request timed out."""
-
-    def __init__(self, *, method: str, url: str, timeout: bool, reason: str = "connection error") -> None:
-        self.method, self.url, self.timeout = method, url, timeout
-        self.reason = "request timed out" if timeout else reason
-        """What went wrong in plain words (no transport internals such as aiohttp's `ssl:default`)."""
-        super().__init__(self.reason)
-        self.transient = True
-
-
-class MalformedReplyError(TransportError):
-    """A 200 whose body is not a usable chat completion (HTML, truncated JSON, an error object, no choices, no
-    content): a fault of the endpoint or a proxy in front of it, so it is retried like a 5xx."""
-
-    transient = True
+def http_error(status: int, body: bytes, headers: Mapping[str, str], *, method: str, url: str) -> EndpointHTTPError:
+    """The error an HTTP error status is: its body read for the detail (an OpenAI-style {"error": {...}} unwrapped)
+    and its headers for Retry-After."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    text = body.decode(errors="replace").strip()
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        detail: object = text
+        message = text or f"Error code: {status}"
+    else:
+        detail = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
+        message = f"Error code: {status} - {parsed}"
+    return EndpointHTTPError(
+        status,
+        message,
+        body=body,
+        headers=lowered,
+        detail=detail,
+        retry_after=retry_after_seconds(lowered),
+        transient=status in TRANSIENT_STATUS,
+        method=method,
+        url=url,
+    )
 
 
 def is_retryable(exc: BaseException) -> bool:

@@ -11,7 +11,7 @@ from debate._lazy import lazy_exports
 if TYPE_CHECKING:
     from debate.pipeline._estimate import Behaviour, Estimate, Range, assumed_behaviour, estimate, fitted_behaviour
     from debate.pipeline._prices import PRICE_TABLE, PRICE_TABLE_DATE, Price, cost_of, price_for
-    from debate.pipeline._run import Pipeline, claim_evaluation, claim_explanation
+    from debate.pipeline._run import Pipeline, checked_input, claim_evaluation, claim_explanation
     from debate.pipeline._runtime import Runtime
     from debate.pipeline._verifier import Verifier, VerifierJob, averify, run_blocking, verify
 
@@ -28,6 +28,7 @@ _WHERE = {
     "cost_of": "debate.pipeline._prices",
     "price_for": "debate.pipeline._prices",
     "Pipeline": "debate.pipeline._run",
+    "checked_input": "debate.pipeline._run",
     "claim_evaluation": "debate.pipeline._run",
     "claim_explanation": "debate.pipeline._run",
     "Runtime": "debate.pipeline._runtime",
@@ -55,6 +56,7 @@ __all__ = [
     "VerifierJob",
     "assumed_behaviour",
     "averify",
+    "checked_input",
     "claim_evaluation",
     "claim_explanation",
     "cost_of",

@@ -58,7 +58,7 @@ class APIEndpointChecker:
     def _known_endpoint(self, value: Any) -> bool:
         if self._match == "exact":
             return value in self._known
-        return any(value.startswith(prefix) for prefix in self._known)
+        return any(_under(value, prefix) for prefix in self._known)
 
     def check(self, name: str, arguments: Mapping[str, Any]) -> list[ToolCallFinding]:
         return [
@@ -147,3 +147,13 @@ class DestructiveActionChecker:
                 correction=f"do not {action.lower()}; use a read-only action or ask for {self._permission!r}",
             )
         ]
+
+
+def _under(url: str, prefix: str) -> bool:
+    """`url` is `prefix` or lies under it: the prefix ends at a boundary of the URL (its end, `/`, `?` or `#`), so
+    https://api.example.com allows https://api.example.com/v1 but not https://api.example.com.evil.net."""
+    prefix = prefix.strip()
+    if not url.startswith(prefix):
+        return False
+    rest = url[len(prefix) :]
+    return not rest or prefix.endswith("/") or rest[0] in "/?#"

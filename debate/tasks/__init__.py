@@ -15,7 +15,7 @@ from debate.tasks._common import (
     given_claims,
     reference_evidence,
 )
-from debate.tasks._rag import RagOptions
+from debate.tasks._rag import RagOptions, sources_from
 
 __all__ = [
     "BaseTask",
@@ -27,4 +27,5 @@ __all__ = [
     "extraction_work",
     "given_claims",
     "reference_evidence",
+    "sources_from",
 ]

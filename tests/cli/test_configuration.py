@@ -205,7 +205,7 @@ _FREE = [
 ]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 @example(data=None)
 def test_any_configuration_reloads_to_the_same_digest(tmp_path: Path, data: st.DataObject | None) -> None:
@@ -366,7 +366,7 @@ def test_any_config_file_is_a_configuration_or_one_line(
         )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=200))
 @example(data=b"\xff\xfe[debate]")
 @example(data=b"[debate]\nmin_rounds = 1e999\n")

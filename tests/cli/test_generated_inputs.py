@@ -2,7 +2,8 @@
 any script, files in any encoding with any bytes, numbers at and past their limits, wrong JSON types. The property
 everywhere: a report, or one line naming the problem with a documented exit code; never a traceback, never a
 half-written output. `debate` runs in-process (its `main`) against one scripted endpoint on 127.0.0.1. Each failure
-hypothesis found is kept as an `@example`. `pytest --hypothesis-profile long` runs 8 times as many examples."""
+hypothesis found is kept as an `@example`. `pytest --hypothesis-profile long` runs 8 times as many examples. Each
+property states its correct outcome (the result a user reads), and the outcomes its examples must reach."""
 
 from __future__ import annotations
 
@@ -109,13 +110,7 @@ _SPECIAL = st.sampled_from(
 TEXT = _SPECIAL | st.text(_ARG_CHAR, max_size=400) | st.text(_ARG_CHAR, min_size=300, max_size=3000)
 
 
-def _scaled(divisor: int) -> int:
-    """A share of the profile's examples (each of these runs the whole command)."""
-    current = settings.default
-    return max(5, (current.max_examples if current is not None else 100) // divisor)
-
-
-@settings(max_examples=_scaled(4), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(question=TEXT, answer=TEXT, evidence=TEXT, task=st.sampled_from(["qa", "summarization", "dialogue", "rag"]))
 @example(question="q", answer="word " * 60, evidence="e", task="qa")
 @example(question="q", answer="-", evidence="@@x", task="qa")
@@ -199,7 +194,7 @@ _NUMERIC_OPTIONS = [
 ]
 
 
-@settings(max_examples=_scaled(2), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(option=st.sampled_from(_NUMERIC_OPTIONS), value=_NUMBER)
 @example(option="--model.timeout-s", value="inf")
 @example(option="--model.seed", value="9" * 30)
@@ -243,17 +238,20 @@ def _in_range(option: str, value: str) -> bool:
             return False
     if not math.isfinite(number):
         return False
-    low, high = 1.0, math.inf  # --items and --max-consecutive-failures
+    low: float = 1.0  # --items and --max-consecutive-failures
+    high: float = math.inf
+    above = False  # a gt bound: the low end itself is out
     if field is not None:
-        for bound in field.info.metadata:
-            low = getattr(bound, "ge", None) if getattr(bound, "ge", None) is not None else low
-            low = getattr(bound, "gt", None) + 1e-300 if getattr(bound, "gt", None) is not None else low
-            high = getattr(bound, "le", None) if getattr(bound, "le", None) is not None else high
-        low = low if any(hasattr(b, "ge") or hasattr(b, "gt") for b in field.info.metadata) else -math.inf
+        bounds = {
+            name: getattr(b, name) for b in field.info.metadata for name in ("ge", "gt", "le") if hasattr(b, name)
+        }
+        low, above, high = bounds.get("ge", bounds.get("gt", -math.inf)), "gt" in bounds, bounds.get("le", math.inf)
     if path == "debate.min_rounds":
         high = min(high, 5)
     if path == "debate.max_rounds":
         low = max(low, 2)  # at least the default min_rounds
+    if above and number == low:
+        return False
     return low <= number <= high
 
 
@@ -296,7 +294,7 @@ FILE_BYTES = (
 )
 
 
-@settings(max_examples=_scaled(2), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=FILE_BYTES, door=st.sampled_from(["sources", "chain-json", "chain-toml", "key", "answer"]))
 @example(content=b"[" * 10000 + b"]" * 10000, door="sources")
 @example(content=b'{"": "The sky is blue."}', door="sources")  # found: a source with an empty id was a traceback
@@ -305,11 +303,18 @@ FILE_BYTES = (
 @example(content="Shakespeare wrote Hamlet.".encode("utf-16-le"), door="answer")  # found: read as 'S\x00h\x00...'
 @example(content=json.dumps(["a passage", "another"]).encode(), door="sources")  # found: texts where sources go
 @example(content=b"\x00", door="key")  # found: a key with a control character broke the request's headers
-def test_every_file_option_reads_any_bytes(endpoint: str, content: bytes, door: str, tmp_path: Path) -> None:
+def test_every_file_option_reads_any_bytes(
+    endpoint: str, content: bytes, door: str, tmp_path: Path, reached: Reached
+) -> None:
+    """Correct outcome: a file read as the text it holds (UTF-8, or UTF-16/32 by its mark; the mark itself never part
+    of the text), so an answer given as @FILE is verified as exactly that text; or one line naming the file or its
+    option, exit 2."""
+    reached.require(read=0.05)
     suffix = {"chain-json": ".json", "chain-toml": ".toml"}.get(door, ".txt")
     path = tmp_path / f"given{suffix}"
     path.write_bytes(content)
-    argv = ["verify", "--model.base-url", endpoint, "--model.model", "fake-model", "--question", "q", "--brief"]
+    argv = ["verify", "--model.base-url", endpoint, "--model.model", "fake-model", "--question", "q", "--json"]
+    flag = {"sources": "--sources", "chain-json": "--debate.chain", "chain-toml": "--debate.chain"}
     if door == "sources":
         argv += ["--task", "rag", "--answer", "The sky is blue on clear days [S0].", "--sources", str(path)]
     elif door.startswith("chain"):
@@ -318,12 +323,48 @@ def test_every_file_option_reads_any_bytes(endpoint: str, content: bytes, door: 
         argv += ["--answer", "The sky is blue.", "--api-key-file", str(path)]
     else:
         argv += ["--answer", f"@{path}"]
-    assert_handled(run(*argv))
+    ran = run(*argv)
+    assert_handled(ran)
+    if ran.code == 2:
+        reached("refused")
+        assert str(path) in ran.err or flag.get(door, "--answer") in ran.err or "--api-key-file" in ran.err, ran.err
+        return
+    reached("read")
+    report = Report.model_validate_json(ran.out)
+    if door == "answer":
+        assert report.response == _as_text(content), (content[:80], report.response[:80])
 
 
-@settings(max_examples=_scaled(2), suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(registry=FILE_BYTES, call=FILE_BYTES, language=st.sampled_from(["en", "zh"]))
-def test_check_tools_reads_any_bytes(registry: bytes, call: bytes, language: str, tmp_path: Path) -> None:
+def _as_text(content: bytes) -> str:
+    """What a text file holds, by its mark (none: UTF-8), without the mark, line ends as written."""
+    for mark, codec in (
+        (b"\xef\xbb\xbf", "utf-8"),
+        (b"\xff\xfe\x00\x00", "utf-32-le"),
+        (b"\xff\xfe", "utf-16-le"),
+        (b"\xfe\xff", "utf-16-be"),
+    ):
+        if content.startswith(mark):
+            return content[len(mark) :].decode(codec)
+    return content.decode("utf-8")
+
+
+_TOOL = {"name": "api_call", "parameters": {"type": "object", "properties": {"endpoint": {"type": "string"}}}}
+_REGISTRY = json.dumps([{"type": "function", "function": _TOOL}]).encode()
+# calls a user's agent makes: the registry's tool or another, with any arguments
+_CALLS = st.fixed_dictionaries(
+    {"name": st.sampled_from(["api_call", "delete_database", "x"]), "arguments": _json_values()}
+).map(lambda call: json.dumps(call).encode())
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(registry=FILE_BYTES | st.just(_REGISTRY), call=FILE_BYTES | _CALLS, language=st.sampled_from(["en", "zh"]))
+def test_check_tools_reads_any_bytes(
+    registry: bytes, call: bytes, language: str, tmp_path: Path, reached: Reached
+) -> None:
+    """Correct outcome, by check-tools' own codes: 0 and no finding, 1 and the findings (each with its kind and
+    confidence), or 2 and one line naming the file that could not be read; generated calls against a real
+    registry reach findings."""
+    reached.require(findings=0.05)
     (tmp_path / "registry.json").write_bytes(registry)
     (tmp_path / "call.json").write_bytes(call)
     ran = run(
@@ -334,10 +375,18 @@ def test_check_tools_reads_any_bytes(registry: bytes, call: bytes, language: str
         str(tmp_path / "call.json"),
         "--language",
         language,
+        "--json",
     )
-    # check-tools' own codes: 0 no findings, 1 findings, 2 unreadable input.
     assert "Traceback" not in ran.err, ran.err[-3000:]
     assert ran.code in (0, 1, 2)
+    if ran.code == 2:
+        reached("unreadable")
+        assert "registry.json" in ran.err or "call.json" in ran.err or "--registry" in ran.err, ran.err
+        return
+    findings = json.loads(ran.out)
+    reached("findings" if findings else "clean")
+    assert (ran.code == 1) == bool(findings)
+    assert all(f["kind"] and 0 < f["confidence"] <= 1 for f in findings)
 
 
 _ITEM = st.fixed_dictionaries(
@@ -372,7 +421,7 @@ def _batch_file(items: list[Any], form: str) -> bytes:
     return b"".join(json.dumps(i, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n" for i in items)
 
 
-@settings(max_examples=_scaled(4), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     items=st.lists(_ITEM | _json_values(), max_size=4),
     form=st.sampled_from(["jsonl", "json", "csv"]),
@@ -447,12 +496,47 @@ def _given_items(data: bytes, form: str) -> list[tuple[int, Any]]:
     return out
 
 
-@settings(max_examples=_scaled(4), suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(content=FILE_BYTES)
-def test_report_reads_any_results_log(content: bytes, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def log_lines(endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
+    """The lines of a real results log: a factual result, and input errors of three kinds."""
+    folder = tmp_path_factory.mktemp("log")
+    items = [{"id": "a", "question": "q", "response": "The sky is blue.", "reference": "r"}, {"id": "b"}, [1]]
+    (folder / "in.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items) + "not json\n")
+    argv = ["--input", str(folder / "in.jsonl"), "--output", str(folder / "out.jsonl"), "--model.base-url", endpoint]
+    ran = run("verify", *argv, "--model.model", "fake-model")
+    assert ran.code == 0, ran.err
+    return (folder / "out.jsonl").read_bytes().splitlines()
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=FILE_BYTES, picks=st.lists(st.integers(0, 5), max_size=8), data=st.booleans())
+def test_report_reads_any_results_log(
+    content: bytes, picks: list[int], data: bool, log_lines: list[bytes], tmp_path: Path, reached: Reached
+) -> None:
+    """Correct outcome: for a results log (lines of a real one, in any number and order, blank lines between),
+    the summary counts exactly its records, its verdicts and its input errors; for any other bytes, one line
+    naming the file and the line, exit 2, or a report of what could be read."""
+    reached.require(counted=0.1)
     path = tmp_path / "results.jsonl"
-    path.write_bytes(content)
-    assert_handled(run("report", str(path)))
+    pool = [*log_lines, b"", b"   "]
+    chosen = [pool[i % len(pool)] for i in picks]
+    path.write_bytes(b"\n".join(chosen) + b"\n" if data else content)
+    ran = run("report", str(path), "--format", "json")
+    assert_handled(ran)
+    if not data or ran.code != 0:
+        reached("other")
+        assert ran.code != 0 or not data, ran.err
+        return
+    reached("counted")
+    [summary] = json.loads(ran.out)["results_logs"]
+    records = [json.loads(line) for line in chosen if line.strip()]
+    results = [r["result"] for r in records if "result" in r]
+    assert summary["records"] == len(records)
+    assert summary["input_errors"] == sum(1 for r in records if "error" in r)
+    assert summary["factual"] == sum(1 for r in results if r["verdict"] == "factual")
+    assert sum(
+        summary[v] for v in ("factual", "non_factual", "not_enough_evidence", "unverifiable", "no_claims")
+    ) == len(results)
 
 
 _WORDS = st.text(max_size=200).map(lambda s: f"The sky is blue. {s}")
@@ -470,7 +554,7 @@ _API_VALUE = st.one_of(
 _MOSTLY_WORDS = st.integers(0, 3).flatmap(lambda k: _API_VALUE if k == 0 else _WORDS)
 
 
-@settings(max_examples=_scaled(4), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     response=_MOSTLY_WORDS,
     question=_MOSTLY_WORDS,

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import MutableMapping
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from markov_debate.desk.auth import Principal
@@ -17,6 +17,7 @@ from markov_debate.desk.gate import PUBLIC_BODIES, CallerGate
 from markov_debate.desk.quotas import UPLOADING
 from markov_debate.desk.security import SESSION_COOKIE, Guard
 from tests.support.desk import KEYS, api_keys
+from tests.support.properties import Reached, examples
 
 REVOKED: set[str] = set()
 GUARD = Guard(api_keys(), "a-secret", revoked=lambda sid: sid in REVOKED)
@@ -59,7 +60,11 @@ def _run(scope: dict[str, Any]) -> tuple[list[MutableMapping[str, Any]], int, Mu
     return sent, reads, reached[0] if reached else None
 
 
-@settings(max_examples=400, deadline=None)
+@settings(
+    max_examples=examples(4, why="one ASGI call in memory an example, a millisecond"),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(
     path=st.sampled_from(PATHS),
     method=st.sampled_from(["POST", "GET", "DELETE", "PUT"]),
@@ -69,7 +74,7 @@ def _run(scope: dict[str, Any]) -> tuple[list[MutableMapping[str, Any]], int, Mu
     client=st.ip_addresses(v=4).map(str),
 )
 def test_a_body_reaches_the_app_only_from_someone(
-    path: str, method: str, kind: str, body: str, caller: str, client: str
+    path: str, method: str, kind: str, body: str, caller: str, client: str, reached: Reached
 ) -> None:
     headers, who = CALLERS[caller]
     headers = [*headers, (b"host", b"127.0.0.1")]
@@ -82,11 +87,13 @@ def test_a_body_reaches_the_app_only_from_someone(
         "chunked": [(b"transfer-encoding", b"chunked")],
     }[body]
     scope = {"type": "http", "method": method, "path": path, "headers": headers, "client": (client, 5000), "state": {}}
-    sent, reads, reached = _run(scope)
+    reached.require(passed=0.1, refused=0.1)
+    sent, reads, inside = _run(scope)
     assert reads == 0  # the gate itself never reads a body
     if sent and sent[0]["status"] == 429:
+        reached("throttled")
         # too many wrong keys from this address: the throttle, before anything else, and only for a wrong key
-        assert caller == "wrong key" and reached is None
+        assert caller == "wrong key" and inside is None
         return
     carries = body in ("length", "chunked")
     shape = kind.split(";")[0]
@@ -96,12 +103,13 @@ def test_a_body_reaches_the_app_only_from_someone(
         allowed = False
     else:
         allowed = who is not None or not carries
+    reached("passed" if allowed else "refused")
     if allowed:
-        assert reached is not None and not sent, (caller, path, kind, body)
-        found: Principal | None = reached["state"]["caller"]
+        assert inside is not None and not sent, (caller, path, kind, body)
+        found: Principal | None = inside["state"]["caller"]
         assert (found.name if found else None) == who
     else:
-        assert reached is None
+        assert inside is None
         start = sent[0]
         assert start["type"] == "http.response.start" and start["status"] in (303, 401, 415), start
         assert (b"connection", b"close") in start["headers"]

@@ -8,11 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from experiments.data import DataError, factprompts_items, halueval_items, labels_for, sample_indices
 from tests.support.helpers import FIXTURES
+from tests.support.properties import Reached
 
 DATA = FIXTURES / "data"
 
@@ -89,6 +90,9 @@ def test_bad_record_names_file_and_line(tmp_path: Path) -> None:
 
 _LINE = st.one_of(
     st.binary(max_size=80),
+    st.fixed_dictionaries(  # a well-formed HaluEval QA record
+        {f: st.text(max_size=10) for f in ("question", "right_answer", "hallucinated_answer", "knowledge")}
+    ).map(lambda record: json.dumps(record).encode()),
     st.dictionaries(
         st.sampled_from(
             ["question", "right_answer", "hallucinated_answer", "knowledge", "prompt", "response", "claims"]
@@ -100,9 +104,11 @@ _LINE = st.one_of(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(_LINE, max_size=6), crlf=st.booleans(), n=st.one_of(st.none(), st.integers(0, 8)))
-def test_a_data_file_of_any_bytes_gives_items_or_one_data_error(lines: list[bytes], crlf: bool, n: int | None) -> None:
+def test_a_data_file_of_any_bytes_gives_items_or_one_data_error(
+    lines: list[bytes], crlf: bool, n: int | None, reached: Reached
+) -> None:
     """Issue 43: a BOM, CRLF, bytes that are not UTF-8, deep nesting or a long number in a HaluEval or FactPrompts
     file is a DataError naming the file and line, never a traceback; an empty file or an n past the file too."""
     with tempfile.TemporaryDirectory() as folder:
@@ -121,6 +127,28 @@ def test_a_data_file_of_any_bytes_gives_items_or_one_data_error(lines: list[byte
                 read()
             except DataError as exc:
                 assert str(exc).startswith(str(root)) or str(exc).startswith("--n"), str(exc)
+        # HaluEval QA read whole: one item per record, in file order, exactly when every line is one
+        records = [line for line in content.replace(b"\r\n", b"\n").split(b"\n") if line.strip()]
+        whole = all(_qa_record(line) for line in records)
+        reached.require(items=0.05)
+        try:
+            items = list(halueval_items("qa", data_dir=root, n=None, seed=0))
+        except DataError as exc:
+            reached("refused")
+            assert not whole or not records, (records, str(exc))
+            return
+        reached("items")
+        assert whole and [i.question for i in items] == [json.loads(r)["question"].strip() for r in records]
+
+
+def _qa_record(line: bytes) -> bool:
+    """A HaluEval QA record as its file holds them: a JSON object whose four fields are texts."""
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    fields = ("question", "right_answer", "hallucinated_answer", "knowledge")
+    return isinstance(record, dict) and all(isinstance(record.get(f), str) for f in fields)
 
 
 def test_an_empty_file_and_an_n_past_the_file_are_refused(tmp_path: Path) -> None:

@@ -7,10 +7,11 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from markov_debate.guard.sources import MAX_SOURCES, GuardRequestError, read_request
+from tests.support.properties import Reached, examples
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -22,7 +23,11 @@ _MESSAGE = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(
+    max_examples=examples(3, why="a pure function, well under a millisecond an example"),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(
     body=st.one_of(
         _JSON,
@@ -31,12 +36,15 @@ _MESSAGE = st.fixed_dictionaries(
 )
 @example(body={"messages": [{"role": "system", "content": "[a] x\x00y \ud800"}]})
 @example(body={"messages": [{"role": "user", "content": "q"}], "sources": [{"id": "a", "text": 5}]})
-def test_any_body_is_read_or_refused_naming_the_field(body: Any) -> None:
+def test_any_body_is_read_or_refused_naming_the_field(body: Any, reached: Reached) -> None:
+    reached.require(read=0.05, refused=0.05)
     try:
         text = read_request(body)
     except GuardRequestError as exc:
+        reached("refused")
         assert exc.param and str(exc).startswith(exc.param) and "\n" not in exc.param
         return
+    reached("read")
     assert "sources" not in text.forwarded and text.forwarded["messages"] == body["messages"]
     assert len({s.id for s in text.sources}) == len(text.sources) <= MAX_SOURCES
     assert all(s.text.strip() for s in text.sources)

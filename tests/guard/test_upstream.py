@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from markov_debate.guard.upstream import StreamEvent, UpstreamError, _events
+from tests.support.properties import examples
 
 
 class _Content:
@@ -45,7 +46,7 @@ def _split(data: bytes, cuts: list[int]) -> list[bytes]:
 _TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=30)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(2, why="a pure function, well under a millisecond an example"), deadline=None)
 @given(
     contents=st.lists(_TEXT, min_size=1, max_size=5),
     newline=st.sampled_from(["\n", "\r\n", "\r"]),

@@ -9,7 +9,7 @@ from collections import Counter
 
 from hypothesis import event
 
-__all__ = ["Reached"]
+__all__ = ["Reached", "examples"]
 
 
 class Reached:
@@ -37,3 +37,14 @@ class Reached:
             if self.counts[name] < max(1, share * self.examples)
         }
         assert not short, f"outcomes too few examples reached (wanted shares {self.required}): {short}"
+
+
+def examples(share: float, *, why: str) -> int:
+    """A property's examples as a share of the profile's (`ci` 100, `long` 800), so both profiles govern every
+    property; `why` says why it runs fewer (each example runs a whole command) or more (a pure function) than the
+    profile. docs/development.md lists every share in use (a test compares)."""
+    from hypothesis import settings
+
+    assert why.strip(), "say why this property runs another share of the profile's examples"
+    profile = settings.default
+    return max(5, round((profile.max_examples if profile is not None else 100) * share))

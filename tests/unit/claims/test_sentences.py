@@ -21,6 +21,7 @@ from debate.plugins import TaskInput
 from debate.sentences import claim_length, guess_language, sentence_spans, split_sentences
 from debate.testing import ScriptedChatClient
 from tests.support.helpers import DATA, op
+from tests.support.properties import examples
 
 # The multilingual corpus (tests/data/sentences.json): per language, cases with the expected sentences. Shared
 # with benchmarks/bench_splitters.py, which reports the exact-match rate per language (docs/how-it-works.md).
@@ -82,7 +83,7 @@ _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_siz
 ).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(3, why="a pure function, well under a millisecond an example"), deadline=None)
 @given(text=_TEXT, language=st.sampled_from([None, *CORPUS]))
 def test_sentences_cover_every_non_space_character_once_in_order(text: str, language: str | None) -> None:
     spans = sentence_spans(text, language)

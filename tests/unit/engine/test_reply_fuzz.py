@@ -24,6 +24,7 @@ from debate.prefilter._judge import parse_judgment, unsupported_claims
 from debate.prefilter._tool_correction import _parse_call
 from debate.testing import ScriptedChatClient
 from experiments.methods import _parse_factool, halueval_judgement
+from tests.support.properties import examples
 
 PARSERS: dict[str, Callable[[str], object]] = {
     "verdict": parse_opinion,
@@ -39,7 +40,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "halueval judgement": halueval_judgement,
 }
 
-EXAMPLES = int(os.environ.get("DEBATE_FUZZ_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("DEBATE_FUZZ_EXAMPLES", "0")) or examples(3, why="a parser is a pure function")
 SEED = int(os.environ.get("DEBATE_FUZZ_SEED", "20261125"))
 
 MEGABYTE = 1 << 20
