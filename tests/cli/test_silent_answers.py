@@ -56,7 +56,7 @@ def test_any_allow_list_allows_exactly_what_it_names(
     otherwise the call is allowed (exit 0) exactly when its endpoint is one of the entries (exact) or lies under
     one (prefix: the entry, then the URL's end, `/`, `?` or `#`; found by this property: a plain string prefix let
     https://api.example.comx through), else found (exit 1)."""
-    reached.require(allowed=0.02, found=0.05, refused=0.05)
+    reached.require(allowed=0.01, found=0.05, refused=0.05)
     registry, call = tmp_path / "tools.json", tmp_path / "call.json"
     tool = {"name": "api_call", "parameters": {"type": "object", "properties": {"endpoint": {"type": "string"}}}}
     registry.write_text(json.dumps([{"type": "function", "function": tool}]))

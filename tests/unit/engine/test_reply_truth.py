@@ -128,7 +128,7 @@ def test_a_factool_verdict_is_the_one_it_states_or_refused(
 def test_halueval_reads_yes_or_no_as_its_authors_rule_says(parts: list[str], reached: Reached) -> None:
     """HaluEval's evaluate.py, stated again here: periods removed, then "Yes" anywhere (case-sensitive) means
     hallucinated and "No" anywhere means not; both or neither is a failure (None), never a guess."""
-    reached.require(hallucinated=0.05, faithful=0.05, failed=0.05)
+    reached.require(hallucinated=0.01, faithful=0.02, failed=0.02)
     reply = " ".join(parts)
     bare = "".join(ch for ch in reply if ch != ".")
     says_yes, says_no = bare.find("Yes") >= 0, bare.find("No") >= 0
