@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from debate.results._items import read_input
 from experiments.dynamics.observe import claim_labels
+from tests.support.properties import Reached
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -21,17 +22,27 @@ _JSON = st.recursive(
 )
 
 
-@given(value=_JSON | st.sampled_from(["true", "False", " TRUE ", "yes", "0", "1"]))
-def test_a_label_is_true_or_false_or_an_error_naming_the_field(value: Any, tmp_path_factory: Any) -> None:
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(  # half the time any JSON, half the words and values a labeller writes
+    value=st.integers(0, 1).flatmap(
+        lambda k: _JSON if k == 0 else st.sampled_from(["true", "False", " TRUE ", "yes", "0", "1", True, False, None])
+    )
+)
+def test_a_label_is_true_or_false_or_an_error_naming_the_field(
+    value: Any, tmp_path_factory: Any, reached: Reached
+) -> None:
+    reached.require(label=0.01, refused=0.05)
     path = Path(tmp_path_factory.mktemp("labels")) / "batch.jsonl"
     path.write_text(json.dumps({"id": "a", "response": "x", "label_factual": value}) + "\n", encoding="utf-8")
     [work] = list(read_input(path))
     said = value.strip().lower() if isinstance(value, str) else None
     if value is None or isinstance(value, bool) or said in ("true", "false"):
+        reached("label")
         assert work.error is None and work.item is not None
         expected = value if not isinstance(value, str) else said == "true"
         assert work.item.label_factual is expected
     else:
+        reached("refused")
         assert work.item is None and work.error is not None
         assert work.error.startswith("line 1: field 'label_factual': ") and "must be true or false" in work.error
 
