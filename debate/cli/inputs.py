@@ -146,19 +146,24 @@ def _checked(item: TaskInput, args: argparse.Namespace) -> TaskInput:
 
     try:
         checked = checked_input(item, args.task)
-        if args.task == "rag":
-            if checked.reference is None:
-                raise UsageError(f"--sources {args.sources}: holds no sources (JSON {{id: text}} or [{{id, text}}])")
-            try:
-                sources_from(checked.reference)  # the sources file read as the task will read it
-            except InputError as exc:
-                raise UsageError(f"--sources {args.sources}: {str(exc).removeprefix('reference: ')}") from exc
-        return checked
     except InputError as exc:
-        named = {"reference": f"--sources {args.sources}" if args.task == "rag" else "--evidence"}
-        named |= {"response": "--answer", "question": "--question"}
-        field, sep, rest = str(exc).partition(":")
-        base, within = re.match(r"([a-z_]*)(.*)", field).groups()  # type: ignore[union-attr]  # always matches
-        if not sep or base not in named:
-            raise UsageError(str(exc)) from exc
-        raise UsageError(f"{named[base]}{f' {within}' if within else ''}:{rest}") from exc
+        raise UsageError(_as_option(str(exc), args)) from exc
+    if args.task == "rag":
+        if checked.reference is None:
+            raise UsageError(f"--sources {args.sources}: holds no sources (JSON {{id: text}} or [{{id, text}}])")
+        try:
+            sources_from(checked.reference)  # the sources file read as the task will read it
+        except InputError as exc:
+            raise UsageError(f"--sources {args.sources}: {str(exc).removeprefix('reference: ')}") from exc
+    return checked
+
+
+def _as_option(message: str, args: argparse.Namespace) -> str:
+    """An item error as the command line says it: `reference[0]: ...` becomes `--sources FILE [0]: ...`."""
+    named = {"reference": f"--sources {args.sources}" if args.task == "rag" else "--evidence"}
+    named |= {"response": "--answer", "question": "--question"}
+    field, sep, rest = message.partition(":")
+    base, within = re.match(r"([a-z_]*)(.*)", field).groups()  # type: ignore[union-attr]  # always matches
+    if not sep or base not in named:
+        return message
+    return f"{named[base]}{f' {within}' if within else ''}:{rest}"

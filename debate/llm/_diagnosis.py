@@ -8,9 +8,9 @@ import difflib
 import ipaddress
 from urllib.parse import urlparse
 
-from debate.errors import DebateError
+from debate.errors import DebateError, EndpointHTTPError
 from debate.llm._base import ContextTooLongError, ModelRequestError, ModelUnavailableError
-from debate.llm._transport import EndpointHTTPError, describe, is_retryable
+from debate.llm._transport import describe, is_retryable
 
 __all__ = [
     "KEY_HINT",

@@ -24,7 +24,7 @@ import aiohttp
 import orjson
 
 from debate.config import ModelConfig, StructuredOutputMode
-from debate.errors import UsageError
+from debate.errors import EndpointConnectionError, EndpointHTTPError, MalformedReplyError, UsageError
 from debate.llm._base import (
     ChatRequest,
     ChatResponse,
@@ -46,9 +46,6 @@ from debate.llm._diagnosis import (
 from debate.llm._headers import request_tags
 from debate.llm._ratelimit import RateLimiter
 from debate.llm._transport import (
-    EndpointConnectionError,
-    EndpointHTTPError,
-    MalformedReplyError,
     connection_problem,
     describe,
     first_choice,

@@ -11,14 +11,10 @@ from typing import Any
 import aiohttp
 import orjson
 
-from debate.errors import EndpointConnectionError, EndpointHTTPError, MalformedReplyError, TransportError
+from debate.errors import EndpointConnectionError, EndpointHTTPError, MalformedReplyError
 from debate.retry import TRANSIENT_STATUS, retry_after_seconds
 
 __all__ = [
-    "EndpointConnectionError",
-    "EndpointHTTPError",
-    "MalformedReplyError",
-    "TransportError",
     "connection_problem",
     "describe",
     "first_choice",

@@ -7,6 +7,7 @@ but most must be read. test_reply_fuzz.py checks that nothing but the reply erro
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from debate.calls import parse_opinion
 from debate.errors import ReplyUnusableError
+from debate.types import Opinion
 from experiments.methods import _parse_factool, halueval_judgement
 from tests.support.properties import Reached
 
@@ -54,6 +56,27 @@ def _written(obj: dict[str, Any], form: str, prose: str) -> str:
 _PROSE = st.text(st.characters(exclude_characters="{}"), max_size=40)
 
 
+def _parsed(
+    parse: Callable[[str], Opinion], reply: str, meant: bool | None, form: str, reached: Reached
+) -> Opinion | None:
+    """The parser's opinion of a reply that states a verdict (None when it is refused, allowed only for a Python
+    dict: one with a double quote inside a string is not read; never a guess); a reply that states none must be
+    refused."""
+    if meant is None:
+        reached("refused")
+        with pytest.raises(ReplyUnusableError):
+            parse(reply)
+        return None
+    try:
+        got = parse(reply)
+    except ReplyUnusableError:
+        assert form == "python", reply
+        reached("unread")
+        return None
+    reached("read")
+    return got
+
+
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     verdict=_VERDICT,
@@ -70,20 +93,9 @@ def test_an_opinion_is_the_verdict_it_states_or_refused(
     reached.require(read=0.1, refused=0.1)
     written, meant = verdict
     reply = _written({"opinion": opinion, keys["factuality"]: written, keys["severity"]: severity}, form, prose)
-    if meant is None:
-        reached("refused")
-        with pytest.raises(ReplyUnusableError):
-            parse_opinion(reply)
-        return
-    try:
-        got = parse_opinion(reply)
-    except ReplyUnusableError:
-        # allowed only for a Python dict (one with a double quote inside a string is not read); never a guess
-        assert form == "python", reply
-        reached("unread")
-        return
-    reached("read")
-    assert (got.factuality, got.error_severity, got.opinion) == (meant, severity, opinion.strip())
+    got = _parsed(parse_opinion, reply, meant, form, reached)
+    if got is not None:
+        assert (got.factuality, got.error_severity, got.opinion) == (meant, severity, opinion.strip())
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -102,19 +114,9 @@ def test_a_factool_verdict_is_the_one_it_states_or_refused(
     if written != "absent":
         obj["factuality"] = written
     reply = _written(obj, form, prose)
-    if meant is None:
-        reached("refused")
-        with pytest.raises(ReplyUnusableError):
-            _parse_factool(reply)
-        return
-    try:
-        got = _parse_factool(reply)
-    except ReplyUnusableError:
-        assert form == "python", reply
-        reached("unread")
-        return
-    reached("read")
-    assert got.factuality is meant
+    got = _parsed(_parse_factool, reply, meant, form, reached)
+    if got is not None:
+        assert got.factuality is meant
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
