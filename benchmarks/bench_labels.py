@@ -1,14 +1,17 @@
-"""What labels buy a calibration: the figures of docs/dynamics.md, "A fit without labels".
+"""What labels and a stated base rate buy a calibration: the figures of docs/dynamics.md, "A fit without labels".
 
-    python benchmarks/bench_labels.py [--n 2000] [--populations markov,two-class,...] [--labels 0,1,5,10,100]
+    python benchmarks/bench_labels.py [--n 2000] [--test-n 2000] [--populations markov,lenient,...]
+        [--labels 0,5,10,100] [--base-rates 0.5]
 
-Per population (experiments/dynamics/examples.py, CALIBRATION_EXAMPLES): a run of `--n` claims under the paper's rule
-(true-to-skeptic, min 2, max 5) is fitted with `--labels` percent of its claims labelled (a seeded random sample;
-100: the labelled fit of `debate dynamics fit`, below it the latent fit, its labels held out to test and correct
-it), and scored on `--n` other claims run under the paper's rule: the ECE (10 bins) and Brier score of p_factual,
-and the accuracy of its side. Then the posterior stop at the threshold the labelled fit's cheapest matching setting
-uses (as bench_posterior.py chooses it), decided by each fit, computed exactly under the true population (every way a
-debate can end, weighed by the population's own rates: no sampling): its accuracy and calls per claim. The memory
+Every figure comes through the path a user's run takes: per population (experiments/dynamics/examples.py,
+CALIBRATION_EXAMPLES), `--n` claims debated by the real engine under the paper's rule (true-to-skeptic, min 2,
+max 5) are written as a `debate verify --output` log whose lines carry `label_factual` for `--labels` percent of
+them (a seeded random sample; 100: every line labelled), fitted by `debate dynamics fit LOG --save FILE` (and again
+with `--base-rate P` for each of `--base-rates` on the unlabelled log), and the saved file, read back as a run reads
+it, scores `--test-n` other claims run under the paper's rule: the ECE (10 bins) and Brier score of p_factual, and
+the accuracy of its side. Then the posterior stop at the threshold the labelled fit's cheapest matching setting uses
+(as bench_posterior.py chooses it), decided by each file, computed exactly under the true population (every way a
+debate can end, weighed by the population's own rates: no sampling): its accuracy and turns per claim. The memory
 population has no exact outcome and gets "-" there.
 """
 
@@ -16,21 +19,27 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import random
 import sys
+import tempfile
 import time
 from collections import defaultdict
-from dataclasses import replace
+from pathlib import Path
 
-from debate.calibration import not_calibrated
+from debate.calibration import Calibration, load_calibration
+from debate.cli import main as debate
 from debate.engine import PosteriorModel, TurnContext, governed_outcome, governed_paths, load_chain
 from experiments.dynamics import Observation, fit_model, observations
 from experiments.dynamics.calibrate import reliability
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES
 from experiments.dynamics.fitted import FittedModel
-from experiments.dynamics.predict import Setting, governor_of, predict
-from experiments.dynamics.replicate import Design
-from experiments.dynamics.simulate import Population, labels_for, simulate_debates
+from experiments.dynamics.observe import read_run
+from experiments.dynamics.predict import Setting, predict
+from experiments.dynamics.replicate import design_of
+from experiments.dynamics.simulate import Population, labels_for, simulate_debates, simulated_reports
+from experiments.dynamics.simulate_run import write_results_log
 
 CHAIN, MIN_ROUNDS, MAX_ROUNDS = "true-to-skeptic", 2, 5
 THRESHOLDS = (0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.97, 0.99)
@@ -48,14 +57,6 @@ def _seen(population: Population, n: int, seed: int, prefix: str) -> list[Observ
     )
     spec = load_chain(CHAIN)
     return [o for item, label, r in results for o in observations(r, spec, item=item, label=label)]
-
-
-def _labelled(seen: list[Observation], percent: float) -> list[Observation]:
-    if percent >= 100:
-        return seen
-    items = list(dict.fromkeys(o.item for o in seen))
-    kept = set(random.Random(0).sample(items, round(len(items) * percent / 100)))
-    return [o if o.item in kept else replace(o, label=None) for o in seen]
 
 
 def _scores(governor: PosteriorModel, test: list[Observation]) -> tuple[float, float, float]:
@@ -97,48 +98,93 @@ def _threshold(fitted: FittedModel, seen: list[Observation]) -> float:
     return float(min(reaching, key=lambda r: r.calls_per_claim).stop.partition(":")[2])
 
 
-def _population(name: str, population: Population, n: int, percents: list[float]) -> list[str]:
-    seen, test = _seen(population, n, 1, "sim"), _seen(population, n, 2, "test")
-    design = Design(load_chain(CHAIN), MIN_ROUNDS, MAX_ROUNDS, tuple(dict.fromkeys(o.item for o in seen)))
-    labelled = fit_model(seen, bootstrap=0, designs=[design])
-    threshold = _threshold(labelled, seen)
-    rows = []
-    for percent in percents:
-        started = time.perf_counter()
-        fitted = labelled if percent >= 100 else fit_model(_labelled(seen, percent), bootstrap=0, designs=[design])
-        governor = governor_of(fitted)
-        ece, brier, accuracy = _scores(governor, test)
-        stop = _stop(population, governor, threshold)
-        labels = fitted.choice.labels
-        said: str = "labelled fit" if labels is None else labels.orientation
-        if labels is not None and labels.recalibration is not None:
-            said = "corrected by labels"
-        failed = not_calibrated(list(fitted.diagnostics.checks), fitted.choice.classes, labels)
-        if failed:
-            said += "; not calibrated: " + ", ".join(line.split(" (")[0] for line in failed)
-        figures = f"{stop[0]:.3f} | {stop[1]:.2f}" if stop is not None else "- | -"
-        rows.append(
-            f"| {name} | {percent:g}% | {fitted.choice.classes} | {fitted.indexed.factual_share():.3f} | {ece:.3f} | "
-            f"{brier:.3f} | {accuracy:.3f} | posterior:{threshold:g} | {figures} | {said} | "
-            f"{time.perf_counter() - started:.1f} s |"
+def _fit_file(log: Path, save: Path, base_rate: float | None) -> Calibration:
+    """`debate dynamics fit LOG --save FILE [--base-rate P]`, then the file as a run reads it."""
+    argv = ["dynamics", "fit", str(log), "--bootstrap", "10", "--save", str(save)]
+    if base_rate is not None:
+        argv += ["--base-rate", str(base_rate)]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as said:
+        code = debate(argv)
+    if code != 0:
+        raise SystemExit(f"debate {' '.join(argv)} failed: {said.getvalue()}")
+    return load_calibration(save)
+
+
+def _said(calibration: Calibration) -> str:
+    labels = calibration.labels
+    said = "labelled fit" if labels is None else labels.orientation
+    if labels is not None and labels.recalibration is not None:
+        said = "corrected by labels"
+    if not calibration.calibrated:
+        said += "; not calibrated: " + ", ".join(
+            line.split(" (")[0].split(":")[0] for line in calibration.not_calibrated
         )
+    return said
+
+
+def _population(
+    name: str, population: Population, n: int, test_n: int, percents: list[float], rates: list[float]
+) -> list[str]:
+    labels = labels_for(n, 0.5, 1, prefix="sim")
+    reports = asyncio.run(
+        simulated_reports(
+            population, chain=CHAIN, min_rounds=MIN_ROUNDS, max_rounds=MAX_ROUNDS, labels=labels, concurrency=64
+        )
+    )
+    test = _seen(population, test_n, 2, "test")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        fits: list[tuple[str, float | None, Path]] = []
+        for percent in percents:
+            kept = set(random.Random(0).sample(list(labels), round(len(labels) * percent / 100)))
+            log = folder / f"log-{percent:g}.jsonl"
+            write_results_log(log, {k: (v if k in kept else None) for k, v in labels.items()}, reports)
+            fits.append((f"{percent:g}%", None, log))
+            if percent == 0:
+                fits += [(f"{percent:g}%", rate, log) for rate in rates]
+        labelled_log = folder / "log-all.jsonl"
+        write_results_log(labelled_log, dict(labels), reports)
+        run = read_run(labelled_log)
+        threshold = _threshold(fit_model(run.observations, bootstrap=0, designs=[design_of(run)]), run.observations)
+        for i, (said, rate, log) in enumerate(fits):
+            started = time.perf_counter()
+            calibration = _fit_file(log, folder / f"cal-{i}.json", rate)
+            governor = calibration.posterior
+            ece, brier, accuracy = _scores(governor, test)
+            stop = _stop(population, governor, threshold)
+            figures = f"{stop[0]:.3f} / {stop[1]:.2f}" if stop is not None else "-"
+            lab = calibration.labels
+            share = f"{calibration.fitted_on.factual_share:.3f}"
+            if lab is not None and lab.base_rate is not None:
+                share += " (stated)"
+            elif lab is not None and lab.share_interval is not None:
+                share += f" [{lab.share_interval[0]:.3f}, {lab.share_interval[1]:.3f}]"
+            rows.append(
+                f"| {name} | {n:,} | {said} | {'-' if rate is None else f'{rate:g}'} | {len(calibration.classes)} | "
+                f"{share} | {ece:.3f} | {brier:.3f} | {accuracy:.3f} | posterior:{threshold:g} | {figures} | "
+                f"{_said(calibration)} | {time.perf_counter() - started:.1f} s |"
+            )
     return rows
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n", type=int, default=2000, help="claims per run")
+    parser.add_argument("--n", type=int, default=2000, help="claims fitted")
+    parser.add_argument("--test-n", type=int, default=2000, help="other claims scored")
     parser.add_argument("--populations", default=",".join(CALIBRATION_EXAMPLES), help="comma-separated names")
-    parser.add_argument("--labels", default="0,1,5,10,100", help="percents of the fitted run's claims labelled")
+    parser.add_argument("--labels", default="0,5,10,100", help="percents of the fitted claims labelled")
+    parser.add_argument("--base-rates", default="0.5", help="base rates stated on the unlabelled fit ('' for none)")
     args = parser.parse_args()
     percents = [float(p) for p in args.labels.split(",")]
+    rates = [float(r) for r in args.base_rates.split(",") if r]
     print(
-        "| population | labelled | classes | fitted share factual | ECE | Brier | accuracy of p's side | stop | "
-        "stop: accuracy | stop: turns per claim | what the labels did | fit time |"
+        "| population | claims | labelled | --base-rate | classes | share factual [95%] | ECE | Brier | "
+        "accuracy of p's side | stop | stop: accuracy / turns | what the file says | fit time |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in args.populations.split(","):
-        for row in _population(name, CALIBRATION_EXAMPLES[name], args.n, percents):
+        for row in _population(name, CALIBRATION_EXAMPLES[name], args.n, args.test_n, percents, rates):
             print(row, flush=True)
     return 0
 

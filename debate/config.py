@@ -94,6 +94,13 @@ class DebateConfig(_Config):
             raise ValueError(f"min_rounds ({self.min_rounds}) must not exceed max_rounds ({self.max_rounds})")
         return self
 
+    @field_validator("calibration")
+    @classmethod
+    def _calibration_named(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("an empty path: give the calibration file `debate dynamics fit --save FILE` wrote")
+        return value
+
     @model_validator(mode="after")
     def _prior_needs_calibration(self) -> Self:
         if self.prior is not None and self.calibration is None:

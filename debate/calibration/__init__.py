@@ -19,12 +19,14 @@ from debate.calibration._file import (
     not_calibrated,
 )
 from debate.calibration._parts import (
+    MAX_SHARE_WIDTH,
     MIN_LABELS,
     SMOOTHING,
     Check,
     Labels,
     Recalibration,
     Reliability,
+    labels_for_share,
     reliability,
 )
 from debate.calibration._use import LiveCalibration, calibration_note, describe_stop
@@ -33,6 +35,7 @@ from debate.types import StopRule, parse_stop
 
 __all__ = [
     "CALIBRATION_FORMAT",
+    "MAX_SHARE_WIDTH",
     "CALIBRATION_VERSION",
     "MIN_LABELS",
     "SMOOTHING",
@@ -49,6 +52,7 @@ __all__ = [
     "StopRule",
     "calibration_note",
     "describe_stop",
+    "labels_for_share",
     "load_calibration",
     "not_calibrated",
     "parse_stop",

@@ -31,10 +31,13 @@ __all__ = [
 ]
 
 CALIBRATION_FORMAT = "markov-debate-calibration"
-CALIBRATION_VERSION = 2
-_READS = (1, 2)
+CALIBRATION_VERSION = 3
+_READS = (1, 2, 3)
 """Version 2 added `labels` (fits without every label) and `Check.reference`; a version 1 file reads as fully
-labelled, checked on the pooled turns."""
+labelled, checked on the pooled turns. Version 3 weighs each unlabelled claim's turns by its label's probability
+in the stored counts (version 2 counted them fully under both labels, so every claim scored alike) and records the
+share's interval, a stated base rate and EM's convergence: a version 2 file of a fit with unlabelled claims is
+refused, a fully labelled one reads."""
 
 UNCALIBRATING_CHECKS = ("markov", "state")
 """Checks whose failure leaves p_factual uncalibrated whatever the model (memory; behaviour that differs by state).
@@ -88,7 +91,7 @@ class Calibration(_Model):
     """A fitted debate model, saved by `debate dynamics fit RUN --save FILE` (docs/schema.md)."""
 
     format: Literal["markov-debate-calibration"] = "markov-debate-calibration"
-    version: Literal[1, 2] = 2
+    version: Literal[1, 2, 3] = 3
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     package_version: str = Field(default_factory=package_version)
     fitted_on: FittedOn
@@ -121,7 +124,9 @@ class Calibration(_Model):
     def warning(self) -> str | None:
         """The line every report carries when p_factual is not calibrated, or rests on an assumption."""
         if self.calibrated:
-            return self.labels.assumption(len(self.classes)) if self.labels is not None else None
+            if self.labels is None:
+                return None
+            return self.labels.assumption(len(self.classes), self.fitted_on.factual_share)
         return "p_factual is not calibrated: " + "; ".join(self.not_calibrated)
 
     @functools.cached_property
@@ -155,8 +160,11 @@ class Calibration(_Model):
         """What it was fitted on, in a line."""
         fitted = self.fitted_on
         classes = "one class of items" if len(self.classes) == 1 else f"{len(self.classes)} classes of items"
-        if self.labels is not None:
-            classes += f"; {self.labels.labelled} of {self.labels.claims} claims labelled"
+        labels = self.labels
+        if labels is not None:
+            classes += f"; {labels.labelled} of {labels.claims} claims labelled"
+            if labels.labelled < labels.claims:
+                classes += f"; {labels.share_said(fitted.factual_share)}"
         return (
             f"{fitted.claims} claims of {', '.join(fitted.runs)} (model {fitted.model}, chain {fitted.chain}, min "
             f"{fitted.min_rounds} max {fitted.max_rounds}); {classes}"
@@ -206,6 +214,9 @@ def not_calibrated(checks: list[Check], classes: int, labels: Labels | None = No
         return why[check.name] + (" or items of unequal difficulty" if shared else "")
 
     lines = [f"the {c.name} check fails ({cause(c)}: {c.detail})" for c in checks if c.rejected and c.name in names]
+    for line in (labels.em_line(), labels.base_rate_line()) if labels is not None else ():
+        if line is not None:
+            lines.append(line)
     if labels is not None and labels.orientation == "assumption" and classes > 1:
         lines.append(
             f"{classes} classes of items and {labels.labelled} labelled claims: which verdicts are right in each "
@@ -214,19 +225,46 @@ def not_calibrated(checks: list[Check], classes: int, labels: Labels | None = No
     return lines
 
 
+def _json_lines(text: str) -> bool:
+    """Whether `text` is several JSON values, one a line (a results log), rather than one document."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return False
+    try:
+        return all(isinstance(json.loads(line), dict) for line in lines[:2])
+    except ValueError:
+        return False
+
+
 @functools.lru_cache(maxsize=16)
 def _load(path: str, mtime_ns: int, size: int) -> Calibration:
     try:
         raw = Path(path).read_bytes()
-        data = json.loads(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        text = raw.decode("utf-8-sig")  # a byte-order mark reads, as in every other file option
+    except (OSError, UnicodeDecodeError) as exc:
         raise CalibrationError(f"calibration {path}: cannot be read ({exc})") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        if _json_lines(text):
+            raise CalibrationError(
+                f"calibration {path}: a results log (one JSON record a line), not a calibration file; make one "
+                f"from it with `debate dynamics fit {path} --save FILE`"
+            ) from exc
+        raise CalibrationError(f"calibration {path}: cannot be read: not JSON ({exc})") from exc
     if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
         raise CalibrationError(f"calibration {path}: not a calibration file (format is not {CALIBRATION_FORMAT!r})")
     if data.get("version") not in _READS:
         raise CalibrationError(
             f"calibration {path}: version {data.get('version')!r}; this markov-debate reads versions "
             f"{', '.join(map(str, _READS))} (fit it again with `debate dynamics fit RUN --save FILE`)"
+        )
+    labels = data.get("labels")
+    if data.get("version") == 2 and isinstance(labels, dict) and labels.get("labelled") != labels.get("claims"):
+        raise CalibrationError(
+            f"calibration {path}: a version 2 fit with unlabelled claims, whose counts weighed every unlabelled claim "
+            "fully under both labels (every claim scored alike); fit it again with `debate dynamics fit RUN --save "
+            "FILE`"
         )
     try:
         calibration = Calibration.model_validate(data)
@@ -244,7 +282,15 @@ def load_calibration(path: str | Path) -> Calibration:
     Raises:
         CalibrationError: unreadable, another format or version, or a field out of place (named).
     """
+    if not str(path).strip():
+        raise CalibrationError(
+            "calibration: an empty path; give the calibration file `debate dynamics fit --save` wrote"
+        )
     file = Path(path)
+    if file.is_dir():
+        raise CalibrationError(
+            f"calibration {path}: a folder; give the calibration file `debate dynamics fit --save` wrote"
+        )
     try:
         stat = file.stat()
     except OSError as exc:

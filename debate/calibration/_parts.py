@@ -5,6 +5,7 @@ claims."""
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 from typing import Literal
 
@@ -12,7 +13,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from debate.errors import UsageError
 
-__all__ = ["MIN_LABELS", "SMOOTHING", "Check", "Labels", "Recalibration", "Reliability", "first", "reliability"]
+__all__ = [
+    "MAX_SHARE_WIDTH",
+    "MIN_LABELS",
+    "SMOOTHING",
+    "Check",
+    "Labels",
+    "Recalibration",
+    "Reliability",
+    "first",
+    "labels_for_share",
+    "reliability",
+]
 
 
 class _Model(BaseModel):
@@ -71,14 +83,65 @@ class Labels(_Model):
     to_label: list[str] = Field(default_factory=list)
     """The claims (item/claim id) to label first: spread over the fitted p_factual, which fits the correction with
     the fewest labels (choosing by p_factual does not bias it: the label is regressed on it)."""
+    base_rate: float | None = Field(default=None, gt=0, lt=1)
+    """The share of factual claims as the user stated it (`debate dynamics fit --base-rate P`), held fixed in EM
+    (None: fitted from the turns)."""
+    share_interval: tuple[float, float] | None = None
+    """The 95% profile-likelihood interval of the fitted share of factual claims: what the turns can tell of it
+    (None: stated, or a file from before it was recorded)."""
+    share_standard_error: float | None = Field(default=None, ge=0)
+    """The fitted share's standard error (observed Fisher information); it shrinks as 1 / sqrt(claims)."""
+    em_steps: int | None = Field(default=None, ge=0)
+    """EM steps the fit took."""
+    em_converged: bool = True
+    """False: EM stopped at its cap before converging (the fit is not its maximum)."""
 
-    def assumption(self, classes: int) -> str | None:
-        """The line a verdict carries when the fit leans on the assumption (None: labels settle it)."""
+    def share_width(self) -> float | None:
+        """The width of the share's interval (None: stated, or not recorded)."""
+        if self.base_rate is not None or self.share_interval is None:
+            return None
+        return self.share_interval[1] - self.share_interval[0]
+
+    def base_rate_line(self) -> str | None:
+        """Why p_factual is not calibrated for its base rate, and what would settle it (None: it is)."""
+        width = self.share_width()
+        if width is None or width <= MAX_SHARE_WIDTH or self.share_interval is None:
+            return None
+        low, high = self.share_interval
+        line = (
+            f"the turns do not pin the share of factual claims: 95% interval [{low:.3f}, {high:.3f}], wider than "
+            f"{MAX_SHARE_WIDTH:g}; state it (`debate dynamics fit --base-rate P`: about "
+            f"{labels_for_share(MAX_SHARE_WIDTH)} randomly chosen labelled claims measure it to "
+            f"+-{MAX_SHARE_WIDTH / 2:g})"
+        )
+        if self.share_standard_error:
+            claims = math.ceil((2 * 1.96 * self.share_standard_error / MAX_SHARE_WIDTH) ** 2 * self.claims)
+            line += f" or fit on about {claims:,} claims"
+        return line
+
+    def em_line(self) -> str | None:
+        """Why the fit is not its maximum (None: EM converged)."""
+        if self.em_converged:
+            return None
+        return f"EM stopped at its cap of {self.em_steps} steps before converging: the fit is not the maximum"
+
+    def share_said(self, share: float) -> str:
+        """The share of factual claims the fit starts from, with what stands behind it."""
+        if self.base_rate is not None:
+            return f"share factual {self.base_rate:g} as stated"
+        if self.share_interval is not None:
+            return f"share factual {share:.3f}, 95% [{self.share_interval[0]:.3f}, {self.share_interval[1]:.3f}]"
+        return f"share factual {share:.3f}"
+
+    def assumption(self, classes: int, share: float | None = None) -> str | None:
+        """The line a verdict carries when the fit leans on the assumption (None: labels settle it); `share`: the
+        fitted share of factual claims, said with its interval."""
         if self.orientation == "labels":
             return None
+        said = f" ({self.share_said(share)})" if share is not None else ""
         return (
-            f"fitted without labels on {self.claims - self.labelled} of {self.claims} claims: p_factual assumes the "
-            "agents are right more often than wrong"
+            f"fitted without labels on {self.claims - self.labelled} of {self.claims} claims{said}: p_factual assumes "
+            "the agents are right more often than wrong"
             + ("" if classes == 1 else " in every class of items")
             + f", which only labels can test (label {self.needed} more claims: {first(self.to_label)})"
         )
@@ -86,6 +149,17 @@ class Labels(_Model):
 
 def first(claims: list[str], shown: int = 5) -> str:
     return ", ".join(claims[:shown]) + (", ..." if len(claims) > shown else "")
+
+
+MAX_SHARE_WIDTH = 0.1
+"""The widest 95% interval of the fitted share of factual claims a fit without labels is calibrated with: an
+undecided claim's p_factual moves about as much as the share does, so a share known to +-0.05 keeps it within about
+0.05 of the truth. Wider, the file is not calibrated for its base rate and says what would settle it."""
+
+
+def labels_for_share(width: float, share: float = 0.5) -> int:
+    """Randomly chosen labelled claims that measure a share to within +-width/2 (95%, binomial)."""
+    return math.ceil(share * (1 - share) * (2 * 1.96 / width) ** 2)
 
 
 MIN_LABELS = 30

@@ -61,6 +61,8 @@ def calibration_note(config: DebateConfig, calibration: Calibration, response_no
         stop=config.stop,
         sha256=calibration.sha256,
         prior=config.prior if config.prior is not None else calibration.fitted_on.factual_share,
+        share_interval=calibration.labels.share_interval if calibration.labels is not None else None,
+        base_rate=calibration.labels.base_rate if calibration.labels is not None else None,
     )
 
 

@@ -86,6 +86,7 @@ def _figures(
     from debate.pipeline import estimate
 
     chain = load_chain(config.debate.chain)
+    _check_calibration(config, chain)
     return estimate(
         items,
         config=config,
@@ -94,6 +95,24 @@ def _figures(
         behaviour=_behaviour(args, chain),
         price=price,
     )
+
+
+def _check_calibration(config: VerifierConfig, chain: MarkovChain) -> None:
+    """Refuse the calibration the run would refuse (unreadable, another chain, prompts or model, the posterior
+    stop's refusal), before any figure: an estimate of a run that cannot start is no estimate."""
+    if config.debate.calibration is None:
+        return
+    from debate.calibration import LiveCalibration
+    from debate.llm import EMBEDDED_MODEL_NAME
+    from debate.plugins import TEAMS
+
+    hashes = TEAMS.get(config.team)(prompts_dir=config.prompt_set).prompt_hashes(chain)
+    live = LiveCalibration(config.debate, chain, hashes)
+    # the model the run would send: the one named, or the embedded one; an endpoint's only model is not known
+    # without asking it, which an estimate does not
+    model = config.model.model or (EMBEDDED_MODEL_NAME if config.model.base_url is None else None)
+    if model is not None:
+        live.bind_model(model)
 
 
 def _behaviour(args: argparse.Namespace, chain: MarkovChain) -> Behaviour:

@@ -213,6 +213,11 @@ class CalibrationNote(_Model):
     """The calibration file's sha256: which calibration scored this report, for an audit."""
     prior: float | None = None
     """The share of factual claims p_factual assumes (`--prior`, else the fitted run's)."""
+    share_interval: tuple[float, float] | None = None
+    """The 95% profile-likelihood interval of the fitted share of factual claims, for a fit with unlabelled claims
+    whose share was estimated from the turns (None: labelled, or stated with --base-rate)."""
+    base_rate: float | None = None
+    """The share of factual claims stated when the calibration was fitted (`debate dynamics fit --base-rate`)."""
 
 
 class ExtractionInfo(_Model):

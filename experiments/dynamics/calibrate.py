@@ -46,7 +46,7 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
         if any(other.prompts.get(k) != v for k, v in prompts.items()):
             raise UsageError(f"{other.run_dir}: other prompts than {first.run_dir}; save one calibration each")
     ix, point = fitted.indexed, fitted.point
-    share = ix.factual_share()
+    share = fitted.prior
     if not 0 < share < 1:
         only = "factual" if share >= 1 else "hallucinated"
         raise UsageError(
@@ -57,7 +57,7 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
         CalibrationClass(
             counts=[
                 ContextCount(role=role, state=state, label=label, shown=list(shown), true=t, n=n)
-                for (role, state, label, shown), t, n in ix.counts(point.responsibilities[:, c])
+                for (role, state, label, shown), t, n in fitted.class_counts(c)
             ]
         )
         for c in range(point.classes)
@@ -71,8 +71,8 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
             chain_sha256=chain_digest(chain),
             min_rounds=first.min_rounds,
             max_rounds=first.max_rounds,
-            claims=len(ix.items),
-            turns=len(ix.observations),
+            claims=fitted.claims,
+            turns=round(float(ix.turn_weights().sum())),  # a pseudo-item's turns by its weight: each turn once
             factual_share=share,
             runs=[str(r.run_dir) for r in runs],
         ),

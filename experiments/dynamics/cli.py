@@ -24,6 +24,16 @@ def _rounds(value: str) -> list[int]:
     return rounds
 
 
+def _share(value: str) -> float:
+    try:
+        share = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a share between 0 and 1, e.g. 0.7") from None
+    if not 0 < share < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: a share strictly between 0 and 1")
+    return share
+
+
 def _stop(value: str) -> float:
     from debate.calibration import parse_stop
 
@@ -102,6 +112,14 @@ def _add_fit(dyn: Any) -> Any:
         default=None,
         metavar="FILE",
         help="write the fitted model as a calibration file (JSON, docs/schema.md) for --calibration",
+    )
+    f.add_argument(
+        "--base-rate",
+        type=_share,
+        default=None,
+        metavar="P",
+        help="the share of factual claims, where you know it (a labelled sample, an audit history): held fixed in the "
+        "fit of unlabelled claims instead of estimated from their turns, and recorded as given",
     )
     f.set_defaults(handler=_fit)
     return f

@@ -4,6 +4,7 @@ itself, experiments.dynamics.cli, registers them without numpy or scipy)."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import statistics
@@ -11,9 +12,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from debate.calibration import load_calibration
+from debate.calibration import CALIBRATION_FORMAT, load_calibration
 from debate.cli.conventions import err, output_folder
-from debate.engine import TurnContext
+from debate.engine import TurnContext, chain_digest, load_chain
 from debate.errors import UsageError
 from experiments.dynamics.calibrate import calibration_of, plot_reliability, reliability
 from experiments.dynamics.fit import fit
@@ -77,11 +78,99 @@ def _check_bootstrap(args: argparse.Namespace) -> None:
         )
 
 
+def _digest(path: Path) -> str | None:
+    """The sha256 of what a fit reads at `path` (a log's bytes, or a run folder's results.jsonl)."""
+    source = path / "results.jsonl" if path.is_dir() else path
+    try:
+        return hashlib.sha256(source.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _check_given(paths: list[Path], urls: list[str]) -> None:
+    """The same input twice, by name or by content, refused before anything is read."""
+    for i, path in enumerate(paths):
+        for other in paths[:i]:
+            if path.resolve() == other.resolve():
+                raise UsageError(f"{path} is given twice: each input is fitted once")
+            digest = _digest(path)
+            if digest is not None and digest == _digest(other):
+                raise UsageError(
+                    f"{other} and {path} hold the same debates (the same sha256): each input is fitted once"
+                )
+    for i, url in enumerate(urls):
+        if url in urls[:i]:
+            raise UsageError(f"--db {url} is given twice: each store is fitted once")
+
+
+def _check_save(save: Path | None, inputs: list[Path]) -> None:
+    """A --save path that would lose an input or fail after the fit, refused before the fit."""
+    if save is None:
+        return
+    if save.is_dir():
+        raise UsageError(
+            f"--save {save}: a folder; give the calibration file's path (e.g. {save / 'calibration.json'})"
+        )
+    if not save.parent.is_dir():
+        raise UsageError(f"--save {save}: the folder {save.parent} does not exist")
+    target = save.resolve()
+    for given in inputs:
+        read = [given] if given.is_file() else [given / "results.jsonl", given / "config.json"]
+        if any(target == path.resolve() for path in read):
+            raise UsageError(f"--save {save} would overwrite the input {given}: save the calibration elsewhere")
+    if save.is_file():
+        with save.open("rb") as head:
+            start = head.read(4096)
+        if CALIBRATION_FORMAT.encode() not in start:
+            raise UsageError(f"--save {save}: the file exists and is not a calibration file; it is left as it is")
+
+
+def _settings(run: RunObservations) -> dict[str, object]:
+    return {
+        "model": run.model,
+        "chain": chain_digest(load_chain(run.debate.chain)),
+        "min rounds": run.min_rounds,
+        "max rounds": run.max_rounds,
+        "team": run.team,
+    }
+
+
+def _check_alike(runs: list[RunObservations]) -> None:
+    """Inputs of another model, chain, round limits, team or prompts, refused before the fit: their turns are not
+    one behaviour (naming the two inputs and what differs)."""
+    first = runs[0]
+    mine = _settings(first)
+    for other in runs[1:]:
+        theirs = _settings(other)
+        differ = [f"{k} {mine[k]!r} against {theirs[k]!r}" for k in mine if mine[k] != theirs[k]]
+        prompts = sorted(k for k in set(first.prompts) & set(other.prompts) if first.prompts[k] != other.prompts[k])
+        if prompts:
+            differ.append(f"prompts {', '.join(prompts)} (sha256)")
+        if differ:
+            shown = "; ".join(d.replace("chain '", "chain digest '") for d in differ)
+            raise UsageError(
+                f"{first.run_dir} and {other.run_dir} were debated under other settings ({shown}): fit one setting "
+                "at a time"
+            )
+
+
+def _check_base_rate(base_rate: float | None, runs: list[RunObservations]) -> None:
+    if base_rate is not None and all(_labelled(run) for run in runs):
+        raise UsageError(
+            "--base-rate is for a fit with unlabelled claims; every claim given is labelled, and their share is the "
+            "base rate"
+        )
+
+
 def fit_command(args: argparse.Namespace) -> int:
     _check_bootstrap(args)
     if not args.runs and not args.db:
         raise UsageError("give a run folder, a results log or an export to fit, or --db URL for the desk's store")
+    _check_given(args.runs, args.db)
+    _check_save(args.save, args.runs)
     runs = [read_run(r) for r in args.runs] + [read_store(url) for url in args.db]
+    _check_alike(runs)
+    _check_base_rate(args.base_rate, runs)
     seen = [o for run in runs for o in run.observations]
     first = runs[0]
     per_run = [run.observations for run in runs]
@@ -92,6 +181,7 @@ def fit_command(args: argparse.Namespace) -> int:
         seed=args.seed,
         runs=per_run,
         designs=[design_of(run) for run in runs],
+        base_rate=args.base_rate,
     )
     result = fit(
         seen,

@@ -74,6 +74,8 @@ class DynamicsFit(BaseModel):
     self_checks: list[SelfCheck]
     """Per fitted run, its own setting predicted from the fit against what it observed."""
     calls_per_turn: float
+    factual_share: float
+    """The share of factual claims the posterior starts from (the labels', the fit's estimate, or as stated)."""
 
 
 def _mean(hit: Floats, w: Floats) -> float | None:
@@ -116,19 +118,23 @@ def _ci(point: float | None, samples: list[float | None]) -> tuple[float, float]
 def _role_rates(model: FittedModel) -> list[RoleRates]:
     ix = model.indexed
     roles = sorted({(o.role, bool(o.label)) for o in ix.observations}, key=lambda r: (r[0], not r[1]))
-    ones = ix.base
+    weights = ix.turn_weights()
     rates = []
     for role, label in roles:
         rate = _Rates(ix, role, label)
-        flip, conformity, excess = rate.figures(ones, model.point.responsibilities)
+        flip, conformity, excess = rate.figures(ix.weights(), model.point.responsibilities)
         samples = [
-            rate.figures(m, mix.responsibilities) for m, (mix, _) in zip(model.weights, model.replicates, strict=True)
+            rate.figures(ix.weights(m), mix.responsibilities)
+            for m, (mix, _) in zip(model.weights, model.replicates, strict=True)
         ]
         rates.append(
             RoleRates(
                 role=role,
                 label=label,
-                turns=sum(1 for o in ix.observations if o.role == role and o.label == label),
+                # a pseudo-item's turns count by its weight: an unlabelled claim's turn is one turn in all
+                turns=round(
+                    sum(w for o, w in zip(ix.observations, weights, strict=True) if (o.role, o.label) == (role, label))
+                ),
                 flip=flip,
                 flip_interval=_ci(flip, [s[0] for s in samples]),
                 conformity=conformity,
@@ -187,7 +193,7 @@ def fit(
         chain=chain,
         min_rounds=min_rounds,
         max_rounds=max_rounds,
-        claims=len(fitted.indexed.items),
+        claims=len(fitted.indexed.claims),
         turns=len(seen),
         bootstrap=bootstrap,
         seed=seed,
@@ -196,4 +202,5 @@ def fit(
         diagnostics=fitted.diagnostics,
         self_checks=list(self_checks),
         calls_per_turn=fitted.calls_per_turn,
+        factual_share=fitted.prior,
     )

@@ -10,7 +10,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from debate.calibration import Labels
+from debate.calibration import SMOOTHING, Labels
 from debate.engine import PosteriorModel
 from experiments.dynamics.diagnostics import (
     Check,
@@ -21,9 +21,9 @@ from experiments.dynamics.diagnostics import (
     state_check,
 )
 from experiments.dynamics.labelled import labels_of
-from experiments.dynamics.latent import LatentFit, expand, fit_latent
+from experiments.dynamics.latent import LatentFit, ShareInterval, expand, fit_latent, share_interval
 from experiments.dynamics.mixture import choose_classes, fit_mixture, mixture_from
-from experiments.dynamics.model import Behaviour, Floats, Indexed, Mixture, multiplicities
+from experiments.dynamics.model import Behaviour, Context, Floats, Indexed, Mixture, multiplicities
 from experiments.dynamics.observe import Observation
 from experiments.dynamics.replicate import Design
 
@@ -74,15 +74,47 @@ class FittedModel:
     indexed: Indexed
     point: Mixture
     weights: list[Floats]
-    """Each replicate's item multiplicities."""
+    """Each replicate's item scale (its claims' multiplicities; `Indexed.weights` applies the base weights)."""
     replicates: list[tuple[Mixture, float]]
     calls_per_turn: float
     diagnostics: Diagnostics
     """The checks on the fitted turns (and across runs when given), the model chosen, and the warnings."""
+    prior: float
+    """The share of factual claims the posterior starts from: the labels' share, the latent fit's estimate, or the
+    base rate stated for it."""
 
     @property
     def choice(self) -> ModelChoice:
         return self.diagnostics.model
+
+    @property
+    def claims(self) -> int:
+        """Claims fitted (an unlabelled claim is two pseudo-items, one claim)."""
+        return len(self.indexed.claims)
+
+    def class_counts(self, c: int) -> list[tuple[Context, float, float]]:
+        """Class `c`'s weighted (true verdicts, turns) per context: what the calibration file stores."""
+        return self.indexed.counts(self.point.responsibilities[:, c])
+
+    @property
+    def posterior(self) -> PosteriorModel:
+        """P(factual | turns) as the saved calibration file computes it: each class's tables from its weighted counts,
+        smoothed by the file's pseudo-counts (debate.calibration.SMOOTHING), the fit's prior and any correction by
+        labels. The one posterior of a fit: the recalibration is fitted on it, validate and the predictions of the
+        posterior stop use it, and a file re-read gives it back."""
+        return _posterior(self.indexed, self.point, self.prior, self.choice.labels)
+
+
+def _posterior(ix: Indexed, point: Mixture, prior: float, labels: Labels | None) -> PosteriorModel:
+    classes = [ix.behaviour(point.responsibilities[:, c], pseudo=SMOOTHING) for c in range(point.classes)]
+    fix = labels.recalibration if labels is not None else None
+    return PosteriorModel(
+        classes=classes,
+        shares=point.shares,
+        prior=prior,
+        slope=fix.slope if fix is not None else 1.0,
+        shift=fix.shift if fix is not None else 0.0,
+    )
 
 
 def _bic_line(bics: dict[int, float], chosen: int) -> str:
@@ -117,16 +149,20 @@ def fit_model(
     seed: int = 0,
     runs: Sequence[Sequence[Observation]] = (),
     designs: Sequence[Design] = (),
+    base_rate: float | None = None,
 ) -> FittedModel:
     """Fit the chosen model to `seen` and to `bootstrap` replicates of its items. auto: a mixture of item classes
     when a heterogeneity check fails (`runs`: every run on these items, for the cross-run one), else the number of
     classes BIC prefers. With the runs' `designs`, the markov, heterogeneity and state checks test the model that
     was fitted (against runs of it); without them, the pooled turns (chi-square). Claims without a label (`label`
-    None) make the truth latent too (experiments.dynamics.latent), which needs the designs."""
+    None) make the truth latent too (experiments.dynamics.latent), which needs the designs; `base_rate` then holds
+    the share of factual claims fixed in EM (None: fitted)."""
     if any(o.label is None for o in seen):
         if not designs:
             raise ValueError("a fit with unlabelled claims needs the runs' designs: its checks test the fitted model")
-        return _fit_latent(seen, model=model, bootstrap=bootstrap, seed=seed, designs=designs)
+        return _fit_latent(seen, model=model, bootstrap=bootstrap, seed=seed, designs=designs, base_rate=base_rate)
+    if base_rate is not None:
+        raise ValueError("a stated base rate is for a fit with unlabelled claims: every claim here is labelled")
     ix = Indexed(seen)
     pooled = _checks(seen, runs)
     uneven = [c for c in pooled if c.name in ("heterogeneity", "overdispersion") and c.rejected]
@@ -134,7 +170,7 @@ def fit_model(
     replicates, weights = [], [ix.replicate(m) for m in multiplicities(len(ix.claims), bootstrap, seed)]
     for m in weights:
         start = point.responsibilities if point.classes > 1 else None
-        replicates.append((fit_mixture(ix, point.classes, weights=m, start=start, iterations=60), ix.calls_per_turn(m)))
+        replicates.append((fit_mixture(ix, point.classes, scale=m, start=start, iterations=60), ix.calls_per_turn(m)))
     shares = {"factual": point.shares[True], "hallucinated": point.shares[False]}
     choice = ModelChoice(classes=point.classes, shares=shares, bic=bics, reason=reason)
     checks = pooled
@@ -145,13 +181,16 @@ def fit_model(
             *fitted_checks(seen, fitted, designs, described=described, seed=seed),
             *(c for c in pooled if c.name == "overdispersion"),
         ]
-    return FittedModel(ix, point, weights, replicates, ix.calls_per_turn(), _diagnostics(checks, choice))
+    return FittedModel(
+        ix, point, weights, replicates, ix.calls_per_turn(), _diagnostics(checks, choice), ix.factual_share()
+    )
 
 
 def _latent_choice(
-    seen: Sequence[Observation], model: ModelKind, designs: Sequence[Design], seed: int
+    seen: Sequence[Observation], model: ModelKind, designs: Sequence[Design], seed: int, base_rate: float | None
 ) -> tuple[LatentFit, dict[int, float], str]:
-    fits = {c: fit_latent(seen, c, seed=seed) for c in ((1,) if model == "one-class" else (1, 2, 3))}
+    tried = (1,) if model == "one-class" else (1, 2, 3)
+    fits = {c: fit_latent(seen, c, seed=seed, base_rate=base_rate) for c in tried}
     bics = {c: f.bic() for c, f in fits.items()}
     if model == "one-class":
         return fits[1], bics, "set by --model one-class"
@@ -187,12 +226,18 @@ def _pseudo_responsibilities(ix: Indexed, fit: LatentFit) -> Floats:
 
 
 def _fit_latent(
-    seen: Sequence[Observation], *, model: ModelKind, bootstrap: int, seed: int, designs: Sequence[Design]
+    seen: Sequence[Observation],
+    *,
+    model: ModelKind,
+    bootstrap: int,
+    seed: int,
+    designs: Sequence[Design],
+    base_rate: float | None,
 ) -> FittedModel:
     labels = {o.item: o.label for o in seen}
     # the labels are held out of the fit: they test it and correct it (experiments.dynamics.labelled)
     seen = [replace(o, label=None) for o in seen]
-    latent, bics, reason = _latent_choice(seen, model, designs, seed)
+    latent, bics, reason = _latent_choice(seen, model, designs, seed, base_rate)
     pseudo, weight, origin = expand(seen, latent)
     ix = Indexed(pseudo, weights=weight, origin=origin)
     start = _pseudo_responsibilities(ix, latent)
@@ -200,26 +245,45 @@ def _fit_latent(
     weights = [ix.replicate(m) for m in multiplicities(len(ix.claims), bootstrap, seed)]
     replicates = [
         (
-            fit_mixture(ix, point.classes, weights=m, start=start if point.classes > 1 else None, iterations=60),
+            fit_mixture(ix, point.classes, scale=m, start=start if point.classes > 1 else None, iterations=60),
             ix.calls_per_turn(m),
         )
         for m in weights
     ]
-    fitted = PosteriorModel(classes=point.components, shares=point.shares, prior=ix.factual_share())
+    interval = share_interval(seen, latent) if base_rate is None else None
+    told = _latent_labels(labels_of(seen, labels, _posterior(ix, point, latent.prior, None)), latent, interval)
     shares = {"factual": point.shares[True], "hallucinated": point.shares[False]}
-    told = labels_of(seen, labels, fitted)
     choice = ModelChoice(classes=point.classes, shares=shares, bic=bics, reason=reason, labels=told)
     described = "the fitted one-class model" if point.classes == 1 else f"the fitted {point.classes}-class mixture"
     described += " (truth latent)"
+    fitted = PosteriorModel(classes=point.components, shares=point.shares, prior=latent.prior)
     checks = fitted_checks(seen, fitted, designs, described=described, seed=seed)
-    return FittedModel(ix, point, weights, replicates, ix.calls_per_turn(), _diagnostics(checks, choice))
+    return FittedModel(
+        ix, point, weights, replicates, ix.calls_per_turn(), _diagnostics(checks, choice, latent.prior), latent.prior
+    )
 
 
-def _warnings(checks: dict[str, Check], choice: ModelChoice) -> list[str]:
+def _latent_labels(told: Labels, latent: LatentFit, interval: ShareInterval | None) -> Labels:
+    """What the labels said, with what the turns say of the share and how EM ended."""
+    return told.model_copy(
+        update={
+            "base_rate": latent.base_rate,
+            "share_interval": (interval.low, interval.high) if interval is not None else None,
+            "share_standard_error": interval.standard_error if interval is not None else None,
+            "em_steps": latent.steps,
+            "em_converged": latent.converged,
+        }
+    )
+
+
+def _warnings(checks: dict[str, Check], choice: ModelChoice, share: float | None = None) -> list[str]:
     lines = []
     labels = choice.labels
     if labels is not None and labels.orientation == "assumption":
-        lines.append(str(labels.assumption(choice.classes)))
+        lines.append(str(labels.assumption(choice.classes, share)))
+    for line in (labels.em_line(), labels.base_rate_line()) if labels is not None else ():
+        if line is not None:
+            lines.append(line)
     if labels is not None and labels.agreement is not None and " disagree " in labels.agreement:
         fix = labels.recalibration
         lines.append(
@@ -274,8 +338,9 @@ def _checks(seen: Sequence[Observation], runs: Sequence[Sequence[Observation]]) 
     return [*checks, overdispersion_check(runs)] if len(runs) > 1 else checks
 
 
-def _diagnostics(checks: list[Check], choice: ModelChoice) -> Diagnostics:
-    return Diagnostics(checks=checks, model=choice, warnings=_warnings({c.name: c for c in checks}, choice))
+def _diagnostics(checks: list[Check], choice: ModelChoice, share: float | None = None) -> Diagnostics:
+    warnings = _warnings({c.name: c for c in checks}, choice, share)
+    return Diagnostics(checks=checks, model=choice, warnings=warnings)
 
 
 def diagnose(

@@ -19,34 +19,43 @@ weighted labelled run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from experiments.dynamics.em import run_em
 from experiments.dynamics.model import Floats
 from experiments.dynamics.observe import Observation
 
-__all__ = ["LatentFit", "expand", "fit_latent"]
+__all__ = ["CHI2_95", "LatentFit", "ShareInterval", "expand", "fit_latent", "share_interval"]
 
-PSEUDO = 0.5
-"""Pseudo-counts per context and cluster, so an empty cell is not a certainty."""
-_TOLERANCE = 1e-7
+_TINY = 1e-300
+"""Logs of rates and weights are taken at least at this (a rate of exactly 0 times no turn adds nothing)."""
+_CLIP = 1e-12
+"""Rates are carried within [_CLIP, 1 - _CLIP] between EM steps (their logits stay finite for the acceleration)."""
 
 
 @dataclass(frozen=True)
 class LatentFit:
-    """The fitted clusters of a partly or wholly unlabelled run."""
+    """The fitted clusters of a partly or wholly unlabelled run (maximum likelihood: no pseudo-count enters EM)."""
 
     items: list[str]
     responsibilities: Floats
     """item x label (0 hallucinated, 1 factual) x class: P(cluster | the item's turns)."""
     prior: float
-    """The fitted share of factual claims."""
+    """The fitted share of factual claims (the stated base rate when one was given)."""
     shares: dict[bool, list[float]]
     """Per label, the share of its items in each class (easiest first)."""
     loglik: float
     parameters: int
+    steps: int = 0
+    """EM steps the chosen start took."""
+    converged: bool = True
+    """False: EM reached its cap (experiments.dynamics.em.MAX_EVALUATIONS) first."""
+    base_rate: float | None = None
+    """The share of factual claims stated by the user and held fixed in EM (None: fitted)."""
 
     @property
     def classes(self) -> int:
@@ -76,25 +85,68 @@ class _Data:
         return np.asarray(np.clip(share, 0.05, 0.95), dtype=np.float64)
 
 
-def _mstep(data: _Data, r: Floats) -> tuple[Floats, Floats]:
-    """Rates (label x class x context) and cluster weights (label x class)."""
-    counted_true = np.einsum("ilc,ik->lck", r, data.true)
-    counted = np.einsum("ilc,ik->lck", r, data.turns)
-    p = (counted_true + PSEUDO) / (counted + 2 * PSEUDO)
-    weights = r.sum(0) + 1e-9
-    return p, weights / weights.sum()
+class _Em:
+    """EM over (label, class) clusters of `data`, in the unconstrained coordinates the acceleration moves in:
+    the rates' logits and the cluster weights' logs (a stated base rate fixes each label's total weight)."""
 
+    def __init__(self, data: _Data, classes: int, base_rate: float | None) -> None:
+        self.data, self.classes, self.base_rate = data, classes, base_rate
+        self.contexts = data.true.shape[1]
+        self.size = 2 * classes * self.contexts
 
-def _estep(data: _Data, p: Floats, weights: Floats) -> tuple[Floats, float]:
-    log = (
-        np.einsum("ik,lck->ilc", data.true, np.log(p))
-        + np.einsum("ik,lck->ilc", data.turns - data.true, np.log1p(-p))
-        + np.log(weights)[None]
-    )
-    flat = log.reshape(len(data.items), -1)
-    top = flat.max(1, keepdims=True)
-    total = top[:, 0] + np.log(np.exp(flat - top).sum(1))
-    return np.exp(log - total[:, None, None]), float(total.sum())
+    def mstep(self, r: Floats) -> tuple[Floats, Floats]:
+        """Rates (label x class x context) and cluster weights (label x class), by maximum likelihood."""
+        counted_true = np.einsum("ilc,ik->lck", r, self.data.true)
+        counted = np.einsum("ilc,ik->lck", r, self.data.turns)
+        p = np.divide(counted_true, counted, out=np.full_like(counted, 0.5), where=counted > 0)
+        mass = r.sum(0)
+        if self.base_rate is None:
+            return p, mass / mass.sum()
+        within = mass / np.maximum(mass.sum(1, keepdims=True), _TINY)
+        rate = np.array([[1 - self.base_rate], [self.base_rate]])
+        return p, within * rate
+
+    def estep(self, p: Floats, weights: Floats) -> tuple[Floats, float]:
+        data = self.data
+        log = (
+            np.einsum("ik,lck->ilc", data.true, np.log(np.maximum(p, _TINY)))
+            + np.einsum("ik,lck->ilc", data.turns - data.true, np.log(np.maximum(1 - p, _TINY)))
+            + np.log(np.maximum(weights, _TINY))[None]
+        )
+        flat = log.reshape(len(data.items), -1)
+        top = flat.max(1, keepdims=True)
+        total = top[:, 0] + np.log(np.exp(flat - top).sum(1))
+        return np.exp(log - total[:, None, None]), float(total.sum())
+
+    def pack(self, p: Floats, weights: Floats) -> Floats:
+        q = np.clip(p, _CLIP, 1 - _CLIP)
+        return np.concatenate([np.log(q / (1 - q)).ravel(), np.log(np.maximum(weights, _TINY)).ravel()])
+
+    def unpack(self, x: Floats) -> tuple[Floats, Floats]:
+        p = 1 / (1 + np.exp(-np.clip(x[: self.size], -700, 700)))
+        logs = x[self.size :].reshape(2, self.classes)
+        if self.base_rate is None:
+            flat = np.exp(logs - logs.max())
+            return p.reshape(2, self.classes, self.contexts), flat / flat.sum()
+        within = np.exp(logs - logs.max(1, keepdims=True))
+        within /= within.sum(1, keepdims=True)
+        return p.reshape(2, self.classes, self.contexts), within * np.array([[1 - self.base_rate], [self.base_rate]])
+
+    def natural(self, x: Floats) -> Floats:
+        """The rates and weights themselves (the stop measures a step on their scale)."""
+        p, weights = self.unpack(x)
+        return np.concatenate([p.ravel(), weights.ravel()])
+
+    def step(self, x: Floats) -> tuple[Floats, float]:
+        r, loglik = self.estep(*self.unpack(x))
+        return self.pack(*self.mstep(r)), loglik
+
+    def run(self, r: Floats) -> tuple[Floats, float, int, bool]:
+        """EM from responsibilities `r` to convergence: the responsibilities there, the log-likelihood, the steps
+        taken and whether it converged before the cap."""
+        done = run_em(self.step, self.pack(*self.mstep(r)), len(self.data.items), natural=self.natural)
+        r, loglik = self.estep(*self.unpack(done.point))
+        return r, loglik, done.steps, done.converged
 
 
 def _start(data: _Data, classes: int, rng: np.random.Generator, split: bool, mirrored: bool = False) -> Floats:
@@ -120,20 +172,9 @@ def _start(data: _Data, classes: int, rng: np.random.Generator, split: bool, mir
     return np.asarray(r / r.sum((1, 2), keepdims=True), dtype=np.float64)
 
 
-def _run(data: _Data, r: Floats, iterations: int) -> tuple[Floats, float]:
-    before = -np.inf
-    loglik = before
-    for _ in range(iterations):
-        p, weights = _mstep(data, r)
-        r, loglik = _estep(data, p, weights)
-        if loglik - before < _TOLERANCE * abs(loglik):
-            break
-        before = loglik
-    return r, loglik
-
-
 def _ordered(data: _Data, r: Floats) -> Floats:
-    """Each label's classes easiest first (the share of their turns that are right for that label)."""
+    """Each label's classes easiest first (the share of their turns that are right for that label, each item
+    weighed by its responsibility)."""
     out = np.empty_like(r)
     turns = data.turns.sum(1)
     for label in (0, 1):
@@ -155,30 +196,91 @@ def _oriented(data: _Data, r: Floats) -> Floats:
     return r if factual_says_true >= hallucinated_says_true else r[:, ::-1, :]
 
 
-def fit_latent(seen: Sequence[Observation], classes: int, *, seed: int = 0, iterations: int = 500) -> LatentFit:
-    """EM over (label, class) clusters, every label taken as unknown: the best of a start split by agreement, a
-    random one and one whose last class is the mirror image, each from the majority verdict."""
+def fit_latent(
+    seen: Sequence[Observation], classes: int, *, seed: int = 0, base_rate: float | None = None
+) -> LatentFit:
+    """EM over (label, class) clusters to convergence, every label taken as unknown: the best of a start split by
+    agreement, a random one and one whose last class is the mirror image, each from the majority verdict.
+    `base_rate`: the share of factual claims, stated and held fixed (None: fitted by maximum likelihood)."""
     data = _Data(seen)
+    em = _Em(data, classes, base_rate)
     rng = np.random.default_rng(seed)
-    best: tuple[float, Floats] | None = None
+    best: tuple[float, Floats, int, bool] | None = None
     starts = [_start(data, classes, rng, True)]
     if classes > 1:
         starts += [_start(data, classes, rng, False), _start(data, classes, rng, False, mirrored=True)]
     for start in starts:
-        r, loglik = _run(data, start, iterations)
+        r, loglik, steps, converged = em.run(start)
         if best is None or loglik > best[0]:
-            best = (loglik, r)
+            best = (loglik, r, steps, converged)
     assert best is not None
-    r = _oriented(data, _ordered(data, best[1]))
-    _, weights = _mstep(data, r)
+    loglik, r, steps, converged = best
+    oriented = _oriented(data, _ordered(data, r))
+    if base_rate is not None and oriented[:, 1].sum() != r[:, 1].sum():
+        # with the share held fixed the mirror image is no longer as likely: fit the oriented one under it
+        oriented, loglik, more, converged = em.run(oriented)
+        steps += more
+    r = _oriented(data, _ordered(data, oriented))
+    _, weights = em.mstep(r)
     prior = float(weights[1].sum() / weights.sum())
+    free = 2 * classes - 1 - (1 if base_rate is not None else 0)
     return LatentFit(
         items=data.items,
         responsibilities=r,
         prior=prior,
         shares={bool(label): (weights[label] / weights[label].sum()).tolist() for label in (0, 1)},
-        loglik=best[0],
-        parameters=2 * classes * data.true.shape[1] + 2 * classes - 1,
+        loglik=loglik,
+        parameters=2 * classes * data.true.shape[1] + free,
+        steps=steps,
+        converged=converged,
+        base_rate=base_rate,
+    )
+
+
+CHI2_95 = 3.841458820694124
+"""The chi-square quantile (1 df) of a 95% profile-likelihood interval."""
+_EDGE = 1e-3
+"""The interval is searched within [_EDGE, 1 - _EDGE]; reaching an edge reads as reaching 0 or 1."""
+
+
+@dataclass(frozen=True)
+class ShareInterval:
+    """What the turns say about the share of factual claims: its 95% profile-likelihood interval."""
+
+    low: float
+    high: float
+    standard_error: float
+    """From the profile's curvature at the estimate (the observed Fisher information)."""
+    claims: int
+    """The claims it was fitted on (the standard error shrinks as 1 / sqrt(claims))."""
+
+
+def share_interval(seen: Sequence[Observation], fit: LatentFit) -> ShareInterval:
+    """The 95% profile-likelihood interval of the factual share of `fit` (fitted on `seen`): every share whose
+    best fit, with the share held there and everything else refitted (EM from the fit's own responsibilities),
+    loses less than half the chi-square quantile in log-likelihood."""
+    data = _Data(seen)
+    if data.items != fit.items:
+        raise ValueError("share_interval needs the observations the fit was made on")
+
+    def deviance(share: float) -> float:
+        _, loglik, _, _ = _Em(data, fit.classes, share).run(fit.responsibilities)
+        return 2 * (fit.loglik - loglik)
+
+    from scipy.optimize import brentq  # the experiments extra
+
+    def side(edge: float) -> float:
+        if deviance(edge) < CHI2_95:
+            return 0.0 if edge < 0.5 else 1.0
+        return float(brentq(lambda x: deviance(x) - CHI2_95, fit.prior, edge, xtol=1e-4))
+
+    h = min(0.005, fit.prior / 2, (1 - fit.prior) / 2)
+    curvature = max((deviance(fit.prior + h) + deviance(fit.prior - h)) / 2, 1e-12)
+    return ShareInterval(
+        low=side(_EDGE),
+        high=side(1 - _EDGE),
+        standard_error=h / math.sqrt(curvature),
+        claims=len(fit.items),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from experiments.dynamics.em import TOLERANCE
 from experiments.dynamics.model import Floats, Indexed, Mixture
 
 __all__ = ["choose_classes", "fit_mixture", "mixture_from", "one_class"]
@@ -18,11 +19,10 @@ PSEUDO = 0.5
 """Pseudo-counts per context and class in EM, so an empty cell is not a certainty."""
 
 
-def one_class(ix: Indexed, weights: Floats | None = None) -> Mixture:
+def one_class(ix: Indexed, scale: Floats | None = None) -> Mixture:
     """The plain model as a one-class mixture (its likelihood on the same footing as the others)."""
-    m = ix.base if weights is None else weights
     resp = np.ones((len(ix.items), 1))
-    return _finish(ix, m, resp, _mstep(ix, m, resp))
+    return _finish(ix, scale, resp, _mstep(ix, ix.weights(scale), resp))
 
 
 def _mstep(ix: Indexed, m: Floats, resp: Floats) -> tuple[Floats, Floats]:
@@ -45,8 +45,9 @@ def _correct(ix: Indexed) -> Floats:
     return np.asarray(right / np.maximum(ix.turns.sum(1), 1), dtype=np.float64)
 
 
-def _ordered(ix: Indexed, resp: Floats) -> Floats:
-    turns = ix.turns.sum(1)[:, None]
+def _ordered(ix: Indexed, m: Floats, resp: Floats) -> Floats:
+    """Classes easiest first: the weighted share of their items' turns that are right."""
+    turns = (m * ix.turns.sum(1))[:, None]
     accuracy = (resp * _correct(ix)[:, None] * turns).sum(0) / np.maximum((resp * turns).sum(0), 1e-12)
     return np.asarray(resp[:, np.argsort(-accuracy)], dtype=np.float64)
 
@@ -57,7 +58,8 @@ def _run(ix: Indexed, m: Floats, resp: Floats, iterations: int) -> tuple[Floats,
     for _ in range(iterations):
         p, shares = _mstep(ix, m, resp)
         resp, loglik = _estep(ix, m, p, shares)
-        if loglik - before < 1e-7 * abs(loglik):
+        # an absolute stop scaled by the items' weight (a relative one stops early on a large log-likelihood)
+        if loglik - before < TOLERANCE * max(1.0, float(m.sum())):
             break
         before = loglik
     return resp, loglik
@@ -73,11 +75,12 @@ def _starts(ix: Indexed, classes: int, seed: int) -> list[Floats]:
     return [split] + [rng.dirichlet(np.ones(classes), len(ix.items)) for _ in range(2)]
 
 
-def _finish(ix: Indexed, m: Floats, resp: Floats, params: tuple[Floats, Floats]) -> Mixture:
+def _finish(ix: Indexed, scale: Floats | None, resp: Floats, params: tuple[Floats, Floats]) -> Mixture:
     p, shares = params
-    resp, loglik = _estep(ix, m, p, shares)
+    resp, loglik = _estep(ix, ix.weights(scale), p, shares)
     classes = resp.shape[1]
-    components = [ix.behaviour(m * resp[:, c]) for c in range(classes)]
+    within = np.ones(len(ix.items)) if scale is None else scale
+    components = [ix.behaviour(within * resp[:, c]) for c in range(classes)]
     labels = len(set(ix.label.tolist()))
     return Mixture(
         components=components,
@@ -92,31 +95,31 @@ def fit_mixture(
     ix: Indexed,
     classes: int,
     *,
-    weights: Floats | None = None,
+    scale: Floats | None = None,
     start: Floats | None = None,
     seed: int = 0,
     iterations: int = 300,
 ) -> Mixture:
-    """EM with `classes` latent classes; `weights` counts items (a bootstrap replicate), `start` warm-starts from
-    responsibilities (one run instead of three)."""
-    m = ix.base if weights is None else weights
+    """EM with `classes` latent classes; `scale` counts items (a bootstrap replicate's multiplicities, on top of
+    their weights), `start` warm-starts from responsibilities (one run instead of three)."""
+    m = ix.weights(scale)
     if classes == 1:
-        return one_class(ix, m)
+        return one_class(ix, scale)
     best: tuple[float, Floats] | None = None
     for resp in [start] if start is not None else _starts(ix, classes, seed):
         resp, loglik = _run(ix, m, resp, iterations)
         if best is None or loglik > best[0]:
             best = (loglik, resp)
     assert best is not None
-    resp = _ordered(ix, best[1])
-    return _finish(ix, m, resp, _mstep(ix, m, resp))
+    resp = _ordered(ix, m, best[1])
+    return _finish(ix, scale, resp, _mstep(ix, m, resp))
 
 
 def mixture_from(ix: Indexed, responsibilities: Floats) -> Mixture:
     """The mixture whose items have these class responsibilities (a fit made elsewhere: the latent one)."""
     if responsibilities.shape[1] == 1:
         return one_class(ix)
-    return _finish(ix, ix.base, responsibilities, _mstep(ix, ix.base, responsibilities))
+    return _finish(ix, None, responsibilities, _mstep(ix, ix.weights(), responsibilities))
 
 
 def choose_classes(ix: Indexed, *, most: int = 3, seed: int = 0) -> tuple[Mixture, dict[int, float]]:

@@ -56,7 +56,7 @@ class Behaviour(RoleTables):
         return value
 
     def forced(self, context: Context, value: float) -> Behaviour:
-        return Behaviour(self.tables, overrides={**self.overrides, context: value})
+        return Behaviour(self.tables, self.pseudo, overrides={**self.overrides, context: value})
 
 
 def interval(values: Sequence[float]) -> tuple[float, float]:
@@ -72,7 +72,13 @@ def multiplicities(items: int, n: int, seed: int) -> list[Floats]:
 
 
 class Indexed:
-    """The observations indexed by item and by context at each back-off level."""
+    """The observations indexed by item and by context at each back-off level, with each item's weight.
+
+    Weights live here and nowhere else: an item's weight is its base weight (a pseudo-item of an unlabelled claim
+    counts P(its label | the claim's turns); a labelled item 1) times an optional `scale` per item (a bootstrap
+    replicate's multiplicities, a class's responsibilities). Every aggregate (the tables, the calibration file's
+    counts, the factual share, calls per turn, a role's figures) is a tally through `weights`, so none can forget
+    the base weights (as scikit-learn's `sample_weight`): weight k counts as k copies, weight 0 as no item."""
 
     def __init__(
         self,
@@ -81,11 +87,13 @@ class Indexed:
         weights: Mapping[str, float] | None = None,
         origin: Mapping[str, str] | None = None,
     ) -> None:
-        """`weights`: each item's weight (a pseudo-item of an unlabelled claim counts its label's probability);
+        """`weights`: each item's base weight (a pseudo-item of an unlabelled claim counts its label's probability);
         `origin`: the claim each item came from (a bootstrap draws claims, not pseudo-items)."""
         self.observations = list(seen)
         self.items: list[str] = list(dict.fromkeys(o.item for o in seen))
         self.base = np.array([1.0 if weights is None else weights[item] for item in self.items], dtype=np.float64)
+        if np.any(self.base < 0) or not np.all(np.isfinite(self.base)):
+            raise ValueError("an item's weight must be finite and 0 or more")
         claims = [item if origin is None else origin[item] for item in self.items]
         self.claims: list[str] = list(dict.fromkeys(claims))
         where_claim = {claim: i for i, claim in enumerate(self.claims)}
@@ -114,37 +122,49 @@ class Indexed:
         np.add.at(self.true, (self.item_of, self.index[0]), self.verdict)
         np.add.at(self.turns, (self.item_of, self.index[0]), 1.0)
 
-    def factual_share(self, weights: Floats | None = None) -> float:
-        """The (weighted) share of factual items: the prior of the posterior."""
-        w = self.base if weights is None else weights
+    def weights(self, scale: Floats | None = None) -> Floats:
+        """Each item's weight: its base weight times `scale` (None: 1 for every item)."""
+        return self.base if scale is None else np.asarray(self.base * scale, dtype=np.float64)
+
+    def turn_weights(self, scale: Floats | None = None) -> Floats:
+        """Each turn's weight: its item's."""
+        return self.weights(scale)[self.item_of]
+
+    def tally(self, scale: Floats | None = None, level: int = 0) -> tuple[Floats, Floats]:
+        """Per context key of back-off `level` (`keys[level]`, in order): the weighted "true" verdicts and turns."""
+        w = self.turn_weights(scale)
+        index, size = self.index[level], len(self.keys[level])
+        n = np.bincount(index, weights=w, minlength=size).astype(np.float64)
+        t = np.bincount(index, weights=w * self.verdict, minlength=size).astype(np.float64)
+        return t, n
+
+    def factual_share(self, scale: Floats | None = None) -> float:
+        """The weighted share of factual items: the prior of the posterior."""
+        w = self.weights(scale)
         return float((w * self.label).sum() / max(1e-12, w.sum()))
 
     def replicate(self, claims: Floats) -> Floats:
-        """Item weights of a bootstrap replicate that draws each claim `claims[claim]` times."""
-        return np.asarray(claims[self.claim_of] * self.base, dtype=np.float64)
+        """The item scale of a bootstrap replicate that draws each claim `claims[claim]` times."""
+        return np.asarray(claims[self.claim_of], dtype=np.float64)
 
-    def behaviour(self, weights: Floats | None = None) -> Behaviour:
-        """The behaviour with each item counted `weights[item]` times (None: its base weight)."""
-        w = self.base[self.item_of] if weights is None else weights[self.item_of]
+    def behaviour(self, scale: Floats | None = None, *, pseudo: float = 0.0) -> Behaviour:
+        """The behaviour with each item weighted by `weights(scale)`; `pseudo`: the pseudo-counts a calibration
+        file's reader adds (debate.calibration.SMOOTHING)."""
         tables = []
-        for keys, index in zip(self.keys, self.index, strict=True):
-            n = np.bincount(index, weights=w, minlength=len(keys))
-            t = np.bincount(index, weights=w * self.verdict, minlength=len(keys))
+        for level, keys in enumerate(self.keys):
+            t, n = self.tally(scale, level)
             # under half a turn of weight (a class that barely holds the context) counts as never seen
             tables.append({k: (float(a), float(b)) for k, a, b in zip(keys, t, n, strict=True) if b >= 0.5})
-        return Behaviour(tables)
+        return Behaviour(tables, pseudo=pseudo)
 
-    def counts(self, weights: Floats) -> list[tuple[Context, float, float]]:
-        """Each full context's weighted (true verdicts, turns) with item `weights`: what `behaviour` sums into its
-        back-off tables, and what a calibration file stores."""
-        w = weights[self.item_of]
-        keys, index = self.keys[0], self.index[0]
-        n = np.bincount(index, weights=w, minlength=len(keys))
-        t = np.bincount(index, weights=w * self.verdict, minlength=len(keys))
-        return [(k, float(a), float(b)) for k, a, b in zip(keys, t, n, strict=True) if b > 0]  # type: ignore[misc]
+    def counts(self, scale: Floats | None = None) -> list[tuple[Context, float, float]]:
+        """Each full context's weighted (true verdicts, turns): what `behaviour` sums into its back-off tables, and
+        what a calibration file stores."""
+        t, n = self.tally(scale)
+        return [(k, float(a), float(b)) for k, a, b in zip(self.keys[0], t, n, strict=True) if b > 0]  # type: ignore[misc]
 
-    def calls_per_turn(self, weights: Floats | None = None) -> float:
-        w = self.base[self.item_of] if weights is None else weights[self.item_of]
+    def calls_per_turn(self, scale: Floats | None = None) -> float:
+        w = self.turn_weights(scale)
         return float((w * self.calls).sum() / max(1e-12, w.sum()))
 
 

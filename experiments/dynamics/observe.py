@@ -131,7 +131,14 @@ def _debates(run_dir: Path, meta: _Meta) -> Iterator[tuple[str, bool, dict[str, 
 def read_run(run_dir: Path) -> RunObservations:
     """Every debate of an experiment run folder (config.json + results.jsonl), or of a results log (`debate verify
     --output FILE`, its lines' `label_factual` where given)."""
+    if not run_dir.exists():
+        raise UsageError(f"{run_dir}: no such file or folder")
     if run_dir.is_file():
+        if (run_dir.parent / "config.json").is_file() and run_dir.name == "results.jsonl":
+            raise UsageError(
+                f"{run_dir} is the results log of the experiment run folder {run_dir.parent}: give the folder "
+                f"(`debate dynamics fit {run_dir.parent}`), whose config.json holds the settings it was run with"
+            )
         return read_log(run_dir)
     try:
         config = json.loads((run_dir / "config.json").read_text())
@@ -146,7 +153,11 @@ def read_run(run_dir: Path) -> RunObservations:
     finals: dict[str, tuple[bool | None, bool, int]] = {}
     probabilities: dict[str, float] = {}
     meta = _Meta()
+    keys: set[str] = set()
     for key, label, claim in _debates(run_dir, meta):
+        if key in keys:
+            raise UsageError(f"{run_dir}: claim {key} is in its results twice: fit each debate of a claim once")
+        keys.add(key)
         result = DebateResult.model_validate(claim["debate"])
         seen.extend(observations(result, chain, item=key, label=label))
         if result.final is not None:
@@ -263,6 +274,7 @@ def _read_reports(reports: Iterable[tuple[int, str, Report, list[bool | None]]],
     probabilities: dict[str, float] = {}
     first: tuple[int, DebateConfig, RunMeta] | None = None
     chain: MarkovChain | None = None
+    where: dict[str, int] = {}
     for number, key, report, labels in reports:
         config = report.meta.config
         try:
@@ -281,6 +293,12 @@ def _read_reports(reports: Iterable[tuple[int, str, Report, list[bool | None]]],
             if claim.debate is None or claim.decided_by != "debate":
                 continue
             name = f"{key}/{claim.claim_id}"
+            if name in where:
+                raise UsageError(
+                    f"{path}: claim {name} is in record {where[name]} and again in record {number}: fit each debate "
+                    "of a claim once"
+                )
+            where[name] = number
             seen.extend(observations(claim.debate, chain, item=name, label=label))
             if claim.debate.final is not None:
                 finals[name] = (label, claim.debate.final.factuality, claim.debate.usage.llm_calls)

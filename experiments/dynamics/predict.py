@@ -104,16 +104,8 @@ class _Figures:
 
 
 def governor_of(model: FittedModel) -> PosteriorModel:
-    """The fit's point model as the posterior stop decides with it."""
-    point, labels = model.point, model.choice.labels
-    fix = labels.recalibration if labels is not None else None
-    return PosteriorModel(
-        classes=point.components,
-        shares=point.shares,
-        prior=model.indexed.factual_share(),
-        slope=fix.slope if fix is not None else 1.0,
-        shift=fix.shift if fix is not None else 0.0,
-    )
+    """The fit's posterior as the posterior stop decides with it: the saved file's (FittedModel.posterior)."""
+    return model.posterior
 
 
 class _Paths:

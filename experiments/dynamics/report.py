@@ -59,6 +59,25 @@ def self_check_line(check: SelfCheck) -> str:
     )
 
 
+def _share_line(result: DynamicsFit) -> str:
+    """The share of factual claims the fit starts each posterior from, and where it comes from."""
+    labels = result.diagnostics.model.labels
+    if labels is None:
+        return f"share of factual claims {result.factual_share:.3f} (the labels')"
+    if labels.base_rate is not None:
+        told = f"share of factual claims {labels.base_rate:g}, as stated (--base-rate)"
+    elif labels.share_interval is not None:
+        low, high = labels.share_interval
+        told = (
+            f"share of factual claims {result.factual_share:.3f} [{low:.3f}, {high:.3f}] (95% profile-likelihood "
+            "interval: what the turns tell of it)"
+        )
+    else:
+        told = f"share of factual claims {result.factual_share:.3f}"
+    ended = "converged" if labels.em_converged else "did NOT converge (stopped at its cap)"
+    return f"{told}; EM {ended} in {labels.em_steps} steps"
+
+
 def fit_table(result: DynamicsFit) -> str:
     """The fit as markdown, under its checks."""
     lines = [
@@ -66,6 +85,7 @@ def fit_table(result: DynamicsFit) -> str:
         "",
         f"chain {result.chain}, min rounds {result.min_rounds}, max rounds {result.max_rounds}; "
         f"{result.claims} debated claims, {result.turns} turns, {result.calls_per_turn:.2f} calls per turn",
+        _share_line(result),
         "",
         *diagnostics_lines(result.diagnostics),
         *[self_check_line(check) for check in result.self_checks],

@@ -4,7 +4,7 @@ experiments' format (config.json + results.jsonl), so fit, predict and validate 
 from __future__ import annotations
 
 import json
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,7 @@ from debate.concurrency import run_blocking
 from debate.engine import load_chain
 from debate.errors import UsageError
 from debate.provenance import git_commit, package_version
-from debate.results import PredictionRecord
+from debate.results import PredictionRecord, ResultRecord
 from debate.types import Report
 from experiments.dynamics.endpoint import population_endpoint
 from experiments.dynamics.simulate import (
@@ -25,7 +25,7 @@ from experiments.dynamics.simulate import (
 )
 from experiments.metrics import Outcome, summarize
 
-__all__ = ["simulate_run"]
+__all__ = ["simulate_run", "write_results_log"]
 
 
 async def _over_http(
@@ -153,3 +153,14 @@ def _write_results(path: Path, labels: dict[str, bool], reports: list[Report]) -
             )
             fh.write(record.to_json() + "\n")
     return outcomes
+
+
+def write_results_log(path: Path, labels: Mapping[str, bool | None], reports: Sequence[Report]) -> None:
+    """The simulated claims as `debate verify --input batch.jsonl --output path` writes them: one record a line, with
+    the batch line's id and, where given, its `label_factual` (None: the line carries no label)."""
+    with path.open("w", encoding="utf-8") as fh:
+        for number, ((item, label), report) in enumerate(zip(labels.items(), reports, strict=True), 1):
+            given: dict[str, object] = {"id": item, "response": "an answer"}
+            if label is not None:
+                given["label_factual"] = label
+            fh.write(ResultRecord(line=number, result=report, **given).to_json() + "\n")

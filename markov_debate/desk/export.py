@@ -8,10 +8,13 @@ import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from debate.results import ResultRecord, refchecker_item
 from markov_debate.desk.store import Store, engine_label
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 __all__ = ["EXPORT_MEDIA", "ExportFormat", "audit_lines", "export_stream"]
 
@@ -44,11 +47,40 @@ def audit_lines(url: str) -> Iterator[str]:
         raise UsageError(f"--db {url!r}: not a database URL (sqlite:///PATH, postgresql://...): {exc}") from None
     if parsed.get_backend_name() == "sqlite" and parsed.database and not Path(parsed.database).is_file():
         raise UsageError(f"--db: no desk store at {parsed.database} (the file does not exist)")
+    shown = parsed.render_as_string(hide_password=True)
     try:
+        missing = _missing_tables(parsed)
+        if missing:
+            # opening it as a store would add the desk's tables to somebody else's database (and, on SQLite,
+            # change its mode): it is left as it was
+            raise UsageError(
+                f"--db {shown}: not a desk's store (no {', '.join(missing)} table{'s' if len(missing) > 1 else ''}); "
+                "left untouched"
+            )
         yield from _export_jsonl(Store(url))
     except SQLAlchemyError as exc:
-        shown = parsed.render_as_string(hide_password=True)
         raise UsageError(f"--db {shown}: the store does not read ({type(exc).__name__}: {exc})") from None
+
+
+_DESK_TABLES = ("alembic_version", "audits", "claims", "reviews")
+"""The tables every desk's store has (its schema's first migration on)."""
+
+
+def _missing_tables(parsed: URL) -> list[str]:
+    """The desk's tables the database at `parsed` lacks, looked up without writing to it (SQLite opened
+    read-only)."""
+    from sqlalchemy import create_engine, inspect
+
+    if parsed.get_backend_name() == "sqlite":
+        database = Path(str(parsed.database)).resolve()
+        engine = create_engine(f"sqlite:///file:{database}?mode=ro&uri=true")
+    else:
+        engine = create_engine(parsed)
+    try:
+        names = set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+    return [name for name in _DESK_TABLES if name not in names]
 
 
 def _export_jsonl(store: Store) -> Iterator[str]:
