@@ -7,7 +7,8 @@ Every figure comes through the path a user's run takes: per population (experime
 CALIBRATION_EXAMPLES), `--n` claims debated by the real engine under the paper's rule (true-to-skeptic, min 2,
 max 5) are written as a `debate verify --output` log whose lines carry `label_factual` for `--labels` percent of
 them (a seeded random sample; 100: every line labelled), fitted by `debate dynamics fit LOG --save FILE` (and again
-with `--base-rate P` for each of `--base-rates` on the unlabelled log), and the saved file, read back as a run reads
+with `--base-rate P` for each of `--base-rates` on the unlabelled log; "prior P": the free fit's file with
+`--debate.prior P` applied, as a run does), and the saved file, read back as a run reads
 it, scores `--test-n` other claims run under the paper's rule: the ECE (10 bins) and Brier score of p_factual, and
 the accuracy of its side. Then the posterior stop at the threshold the labelled fit's cheapest matching setting uses
 (as bench_posterior.py chooses it), decided by each file, computed exactly under the true population (every way a
@@ -147,23 +148,31 @@ def _population(
         write_results_log(labelled_log, dict(labels), reports)
         run = read_run(labelled_log)
         threshold = _threshold(fit_model(run.observations, bootstrap=0, designs=[design_of(run)]), run.observations)
+        scored: list[tuple[str, float | None, Calibration, PosteriorModel, float, str]] = []
         for i, (said, rate, log) in enumerate(fits):
             started = time.perf_counter()
             calibration = _fit_file(log, folder / f"cal-{i}.json", rate)
-            governor = calibration.posterior
+            took = time.perf_counter() - started
+            scored.append((said, rate, calibration, calibration.posterior, took, "-" if rate is None else f"{rate:g}"))
+            if said == "0%" and rate is None:
+                # the same rates applied after the free fit, as `--debate.prior P` on verify does
+                scored += [(said, None, calibration, calibration.model(r), took, f"prior {r:g}") for r in rates]
+        for said, _, calibration, governor, took, stated in scored:
             ece, brier, accuracy = _scores(governor, test)
             stop = _stop(population, governor, threshold)
             figures = f"{stop[0]:.3f} / {stop[1]:.2f}" if stop is not None else "-"
             lab = calibration.labels
             share = f"{calibration.fitted_on.factual_share:.3f}"
-            if lab is not None and lab.base_rate is not None:
+            if stated.startswith("prior"):
+                share += f" (fitted; {stated} applied)"
+            elif lab is not None and lab.base_rate is not None:
                 share += " (stated)"
             elif lab is not None and lab.share_interval is not None:
                 share += f" [{lab.share_interval[0]:.3f}, {lab.share_interval[1]:.3f}]"
             rows.append(
-                f"| {name} | {n:,} | {said} | {'-' if rate is None else f'{rate:g}'} | {len(calibration.classes)} | "
+                f"| {name} | {n:,} | {said} | {stated} | {len(calibration.classes)} | "
                 f"{share} | {ece:.3f} | {brier:.3f} | {accuracy:.3f} | posterior:{threshold:g} | {figures} | "
-                f"{_said(calibration)} | {time.perf_counter() - started:.1f} s |"
+                f"{_said(calibration)} | {took:.1f} s |"
             )
     return rows
 
@@ -179,7 +188,7 @@ def main() -> int:
     percents = [float(p) for p in args.labels.split(",")]
     rates = [float(r) for r in args.base_rates.split(",") if r]
     print(
-        "| population | claims | labelled | --base-rate | classes | share factual [95%] | ECE | Brier | "
+        "| population | claims | labelled | base rate | classes | share factual [95%] | ECE | Brier | "
         "accuracy of p's side | stop | stop: accuracy / turns | what the file says | fit time |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -35,8 +35,8 @@ from debate.types import StopRule, parse_stop
 
 __all__ = [
     "CALIBRATION_FORMAT",
-    "MAX_SHARE_WIDTH",
     "CALIBRATION_VERSION",
+    "MAX_SHARE_WIDTH",
     "MIN_LABELS",
     "SMOOTHING",
     "Calibration",

@@ -123,11 +123,13 @@ class Calibration(_Model):
 
     def warning(self) -> str | None:
         """The line every report carries when p_factual is not calibrated, or rests on an assumption."""
+        labels = self.labels
+        assumption = labels.assumption(len(self.classes), self.fitted_on.factual_share) if labels is not None else None
         if self.calibrated:
-            if self.labels is None:
-                return None
-            return self.labels.assumption(len(self.classes), self.fitted_on.factual_share)
-        return "p_factual is not calibrated: " + "; ".join(self.not_calibrated)
+            return assumption
+        failed = "p_factual is not calibrated: " + "; ".join(self.not_calibrated)
+        # what the fit assumes stays said beside what fails
+        return failed if assumption is None else f"{failed}; {assumption}"
 
     @functools.cached_property
     def posterior(self) -> PosteriorModel:

@@ -34,7 +34,7 @@ def _labelled(run: RunObservations) -> bool:
 def _share(run: RunObservations, fitted: FittedModel) -> float:
     """The run's share of factual claims; the fit's estimate where some are not labelled."""
     if not _labelled(run):
-        return fitted.indexed.factual_share()
+        return fitted.prior
     return sum(bool(label) for label, _, _ in run.finals.values()) / len(run.finals)
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from debate.cli import main
 from debate.concurrency import run_blocking
+from debate.types import Report
 from experiments.dynamics.examples import EXAMPLES
 from experiments.dynamics.simulate import labels_for, simulated_reports
 from experiments.dynamics.simulate_run import write_results_log
@@ -121,9 +122,7 @@ def test_paths_a_user_mistypes_are_named(log: Path, tmp_path: Path, capsys: pyte
     _refused(["dynamics", "fit", str(labelled), "--base-rate", "0.5"], capsys, "every claim given is labelled")
 
 
-def json_report(line: str) -> object:
-    from debate.types import Report
-
+def json_report(line: str) -> Report:
     return Report.model_validate(json.loads(line)["result"])
 
 
@@ -150,7 +149,7 @@ def test_a_calibration_file_reads_with_a_mark_and_a_results_log_given_as_one_say
     marked = tmp_path / "marked.json"
     marked.write_bytes(b"\xef\xbb\xbf" + calibration().model_dump_json().encode())
     assert load_calibration(marked).fitted_on.claims == 100
-    with pytest.raises(CalibrationError, match="a results log .* not a calibration file"):
+    with pytest.raises(CalibrationError, match=r"a results log .* not a calibration file"):
         load_calibration(log)
     args = ["verify", "--answer", "Paris", "--model.base-url", "http://127.0.0.1:9/v1", "--model.model", "m"]
     _refused([*args, "--debate.calibration", ""], capsys, "calibration", "an empty path")

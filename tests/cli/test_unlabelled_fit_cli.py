@@ -88,9 +88,12 @@ def test_a_batch_with_a_few_labels_becomes_a_calibration_and_a_verdict_carries_i
     fitted = debate("dynamics", "fit", str(blind), "--bootstrap", "10", "--save", str(tmp_path / "blind-cal.json"))
     assert fitted.returncode == 0, fitted.stderr
     head = fitted.stdout[: fitted.stdout.index("| ")]
-    assert "WARNING: fitted without labels on 300 of 300 claims: p_factual assumes the agents are right" in head
+    assert "WARNING: fitted without labels on 300 of 300 claims (share factual " in head
+    assert "): p_factual assumes the agents are right" in head
+    # the header counts claims (not the two pseudo-items each unlabelled claim becomes) and says what the turns tell
+    assert "300 debated claims" in head and "95% profile-likelihood interval" in head and "EM converged in" in head
     blind_cal = json.loads((tmp_path / "blind-cal.json").read_text())
-    assert blind_cal["version"] == 2 and blind_cal["labels"]["orientation"] == "assumption"
+    assert blind_cal["version"] == 3 and blind_cal["labels"]["orientation"] == "assumption"
     assert blind_cal["labels"]["needed"] == 30 and len(blind_cal["labels"]["to_label"]) == 30
     assert all(claim.split("/")[0] in LABELS for claim in blind_cal["labels"]["to_label"])
     assert {c["reference"] for c in blind_cal["checks"]} == {"fitted model"}

@@ -168,13 +168,13 @@ def test_the_saved_file_scores_every_fitted_claim_as_the_fit_does(
         [sys.executable, "-c", _REREAD], input=json.dumps(cases), capture_output=True, text=True, check=True
     )
     reread = json.loads(done.stdout)
-    for file, mine in expected.items():
-        theirs = reread[file]
+    for name, mine in expected.items():
+        theirs = reread[name]
         assert set(theirs) == set(mine)
         for item, p in mine.items():
-            assert p is not None and theirs[item] == pytest.approx(p, abs=1e-9), (file, item)
+            assert p is not None and theirs[item] == pytest.approx(p, abs=1e-9), (name, item)
         # and the fit separates the claims: not one p_factual for all (the version 2 files' failure)
-        assert len({round(p, 6) for p in mine.values() if p is not None}) > 5, file
+        assert len({round(p, 6) for p in mine.values() if p is not None}) > 5, name
 
 
 def test_a_version_2_file_of_an_unlabelled_fit_is_refused_and_a_labelled_one_reads(tmp_path: Path) -> None:

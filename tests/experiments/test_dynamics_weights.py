@@ -5,7 +5,9 @@ counted fully under both labels and every claim scored alike."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,11 +47,14 @@ def _runs(draw: st.DrawFn) -> list[Observation]:
     return seen
 
 
-def _tallies(ix: Indexed) -> dict[object, tuple[float, float]]:
+Tallies = Mapping[Any, tuple[float, float]]
+
+
+def _tallies(ix: Indexed) -> Tallies:
     return {context: (true, n) for context, true, n in ix.counts()}
 
 
-def _same(a: dict[object, tuple[float, float]], b: dict[object, tuple[float, float]]) -> None:
+def _same(a: Tallies, b: Tallies) -> None:
     assert set(a) == set(b)
     for key, (t, n) in a.items():
         assert b[key] == pytest.approx((t, n), abs=1e-9), key
