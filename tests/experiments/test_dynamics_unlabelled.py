@@ -93,7 +93,7 @@ def test_alike_items_fitted_without_labels_are_calibrated_under_the_stated_assum
     told = stated.choice.labels
     assert told is not None and told.base_rate == 0.5 and told.share_interval is None and stated.prior == 0.5
     assert not any(w.startswith("the turns do not pin") for w in stated.diagnostics.warnings)
-    assert _ece(stated, test) < min(0.04, blind)
+    assert _ece(stated, test) < min(0.05, blind)  # 800 claims scored: 10 bins leave about 0.02 of noise
 
 
 def test_a_class_that_fools_the_agents_is_invisible_without_labels_and_labels_expose_and_correct_it(
