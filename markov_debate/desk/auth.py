@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Literal
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from debate.errors import UsageError
 
 __all__ = [
+    "NAME_ALPHABET",
     "ROLE_PERMISSIONS",
     "ApiKey",
     "Permission",
@@ -21,6 +23,8 @@ __all__ = [
     "Role",
     "find_key",
     "hash_key",
+    "key_line",
+    "key_name",
     "load_keys",
     "new_key",
 ]
@@ -36,12 +40,17 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
 """What each role may do: submitters send work, reviewers sign it off, admins do both."""
 
 
+NAME_ALPHABET = r"^[A-Za-z0-9_.@-]{1,64}$"
+"""A key's name: 1 to 64 of A-Z, a-z, 0-9, `_`, `.`, `@` and `-` (no `:`, which separates a keys line's fields; no
+white space or line break, which would make another line)."""
+
+
 class ApiKey(BaseModel):
     """One configured key: its owner's name (the reviewer identity), role and the key's sha256."""
 
     model_config = ConfigDict(frozen=True)
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.@-]+$")
+    name: str = Field(pattern=NAME_ALPHABET)
     """Who holds the key; every request made with it is attributed to this name."""
     role: Role
     """What the key may do."""
@@ -77,6 +86,29 @@ def new_key() -> str:
     return "mdk_" + secrets.token_urlsafe(24)
 
 
+def key_name(name: str) -> str:
+    """`name` if it is a key name (`NAME_ALPHABET`).
+
+    Raises:
+        UsageError: it is not, said in one line.
+    """
+    if not re.fullmatch(NAME_ALPHABET, name):
+        raise UsageError(
+            f"key name {name!r}: 1 to 64 of A-Z, a-z, 0-9, '_', '.', '@' and '-' (a ':' or a line break would make "
+            "the keys line say something else)"
+        )
+    return name
+
+
+def key_line(name: str, role: Role, key: str) -> str:
+    """The keys-file line of `key` (its sha256 only), the one form every keys file holds: checked to read back as
+    exactly this name, role and key."""
+    line = f"{key_name(name)}:{role}:sha256:{hash_key(key)}"
+    parsed = _parse(line, "the new line")
+    assert (parsed.name, parsed.role, parsed.sha256) == (name, role, hash_key(key)), line  # one parser reads it
+    return line
+
+
 def _parse(entry: str, where: str) -> ApiKey:
     parts = entry.strip().split(":", 2)
     if len(parts) != 3 or not all(parts):
@@ -84,6 +116,10 @@ def _parse(entry: str, where: str) -> ApiKey:
     name, role, key = parts
     if role not in ROLE_PERMISSIONS:
         raise UsageError(f"{where}: role {role!r} is not one of {', '.join(ROLE_PERMISSIONS)}")
+    if ":" in key and not key.startswith("sha256:"):
+        # `eve:admin:submitter:sha256:HEX` (a name that held a colon) would read as user eve, role admin, and the
+        # plain key "submitter:sha256:HEX", known to whoever reads the file
+        raise UsageError(f"{where}: more fields than NAME:ROLE:KEY or NAME:ROLE:sha256:HEX (a key holds no ':')")
     digest = key.removeprefix("sha256:") if key.startswith("sha256:") else hash_key(key)
     try:
         return ApiKey(name=name, role=role, sha256=digest)

@@ -15,7 +15,7 @@ from debate.cli import add_verifier_arguments, examples, secret_from_file, verif
 from debate.cli.conventions import Subcommands
 from debate.errors import DebateError, UsageError
 from debate.extras import require_extra
-from markov_debate.desk.auth import ROLE_PERMISSIONS, Principal, hash_key, load_keys, new_key
+from markov_debate.desk.auth import ROLE_PERMISSIONS, Principal, key_line, key_name, load_keys, new_key
 from markov_debate.desk.flags import check_limits, connection_arguments, log_format_argument, quota_arguments
 from markov_debate.desk.logs import announce, configure_server_logging, run_server, serve_when_ready
 from markov_debate.desk.settings import DeskSettings, default_db_url
@@ -112,7 +112,11 @@ def _register_worker(sub: Subcommands) -> None:
         "standard error",
         epilog=examples("debate new-key alice reviewer >> keys.txt"),
     )
-    key.add_argument("name", help="who holds it (recorded with every request made with it)")
+    key.add_argument(
+        "name",
+        type=_key_name,
+        help="who holds it (recorded with every request made with it): 1 to 64 of A-Z, a-z, 0-9, _ . @ -",
+    )
     key.add_argument("role", choices=list(ROLE_PERMISSIONS), help="what it may do")
     key.set_defaults(handler=_new_key)
 
@@ -325,10 +329,18 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _key_name(value: str) -> str:
+    try:
+        return key_name(value)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _new_key(args: argparse.Namespace) -> int:
     # Standard output is the keys-file line alone (`>> keys.txt` appends exactly it); the key, which nothing
     # stores, goes to standard error: the terminal, once.
     key = new_key()
+    line = key_line(args.name, args.role, key)
     print(f"key for {args.name} (give it to them; it is not stored anywhere): {key}", file=sys.stderr)
-    print(f"{args.name}:{args.role}:sha256:{hash_key(key)}")
+    print(line)
     return 0
