@@ -37,7 +37,7 @@ from multiprocessing.context import SpawnProcess
 from typing import Any, BinaryIO, Protocol
 
 from rich.console import Console
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError, SQLAlchemyError
 from tenacity import Retrying, retry_if_exception_type, wait_random_exponential
 
 from debate.cli.conventions import log_handler
@@ -46,6 +46,10 @@ from markov_debate.desk.store import GuardRecord, GuardRows, Store, StoreError
 __all__ = ["Recorder", "RowStore", "Writer"]
 
 log = logging.getLogger("markov_debate.guard")
+
+STORE_AWAY = (OperationalError, InterfaceError, DisconnectionError)
+"""Errors of a store that is away (a restart, a failover, a network cut): the write is retried. Any other error of
+the store refuses the rows themselves and is not retried."""
 
 _HEAD = struct.Struct("!I")
 """A frame's length, before the frame (a pickled list of rows as (audit, decision) column values)."""
@@ -106,7 +110,7 @@ class Writer:
         # Retried without end while the guard runs (a decision is not dropped because the database restarts);
         # once it stops, for 10 s at most, then what is left is counted in the log.
         retrying = Retrying(
-            retry=retry_if_exception_type(SQLAlchemyError),
+            retry=retry_if_exception_type(STORE_AWAY),
             wait=wait_random_exponential(multiplier=0.2, max=5.0),
             stop=lambda state: self._ended() and (state.seconds_since_start or 0.0) > 10,
             before_sleep=waiting,
@@ -116,18 +120,23 @@ class Writer:
             for attempt in retrying:
                 with attempt:
                     stored = self._store.record_rows(rows)
-        except SQLAlchemyError as exc:
-            log.error("guard: %d decision(s) could not be stored before shutdown: %s", len(rows), exc)
+        except STORE_AWAY as exc:
+            log.error("guard: %d decision(s) could not be stored before shutdown: %s", len(rows), _first_line(exc))
             self._tally[_GIVEN_UP] += len(rows)
             return
-        except (ValueError, TypeError) as exc:
-            # One decision the store cannot take (e.g. text it cannot encode) must not cost the batch: one at a time.
+        except (SQLAlchemyError, ValueError, TypeError) as exc:
+            # The store is there and refuses these rows (text it cannot hold, a value out of range): retrying them
+            # would hold every decision behind them for ever. One at a time, so one decision does not cost the
+            # batch; the one refused is dropped, counted and named (the database's words, never the statement,
+            # which holds the caller's text).
             if len(rows) > 1:
                 for one in rows:
                     self._write([one])
                 return
             log.error(
-                "guard: decision %s cannot be stored: %s: %s", rows[0].decision["request_id"], type(exc).__name__, exc
+                "guard: decision %s cannot be stored: %s",
+                rows[0].decision["request_id"],
+                _first_line(exc),
             )
             self._tally[_GIVEN_UP] += 1
             return
@@ -384,7 +393,14 @@ class Recorder:
         return left
 
 
+def _first_line(exc: BaseException) -> str:
+    """An error in one line without the statement: a database error's own message (SQLAlchemy's text adds the SQL
+    and its parameters, the caller's words among them)."""
+    said = str(getattr(exc, "orig", None) or exc)
+    return f"{type(exc).__name__}: {(said.splitlines() or [''])[0][:200]}"
+
+
 def _cause(state: object) -> str:
     outcome = getattr(state, "outcome", None)
     exc = outcome.exception() if outcome is not None else None
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}" if exc else "unknown"
+    return _first_line(exc) if exc else "unknown"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import os
 import queue
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DataError, OperationalError
 
 from markov_debate.desk.requests import AuditRequest
 from markov_debate.desk.store import GuardRows, Store
@@ -265,3 +266,95 @@ def test_decisions_left_at_an_exit_after_the_writer_died_are_counted_as_lost(
     asyncio.run(run())
     assert recorder.dropped == 1 and recorder.pending == 0
     assert "1 decision(s) lost at exit: the writer cannot take them" in caplog.text
+
+
+class _PickyStore:
+    """Keeps every row but those whose answer holds `bad`, which it refuses as PostgreSQL refuses a NUL (a
+    DataError naming the statement and its parameters)."""
+
+    def __init__(self, bad: str) -> None:
+        self.bad, self.calls = bad, 0
+        self.kept: list[str] = []
+
+    def record_rows(self, rows: Sequence[GuardRows]) -> int:
+        self.calls += 1
+        if any(self.bad in r.audit["search_text"] for r in rows):
+            raise DataError(
+                "INSERT INTO audits (search_text) VALUES (%(text)s)",
+                {"text": "the caller's words"},
+                Exception("invalid byte sequence"),
+            )
+        self.kept.extend(r.decision["request_id"] for r in rows)
+        return len(rows)
+
+
+def test_a_decision_the_store_refuses_is_dropped_at_once_and_the_ones_behind_it_are_stored(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 73: one refused write held every decision behind it (retried for ever as if the store were away)."""
+    store = _PickyStore("answer 3 ")
+    tally = [0.0, 0.0, 0.0]
+    rows: queue.Queue[GuardRows] = queue.Queue()
+    done = threading.Event()
+    writer = Writer(store, tally, ended=done.is_set, linger_s=0.01)
+    thread = threading.Thread(target=writer.run, args=(rows.get,))
+    with caplog.at_level(logging.ERROR, logger="markov_debate.guard"):
+        thread.start()
+        for n in range(101):
+            record = guard_record(n)
+            request = record.request.model_copy(update={"response": f"Answer {n} [a]."})
+            rows.put(GuardRows.of(dataclasses.replace(record, request=request)))
+        _until(lambda: tally[0] + tally[1] == 101)
+        done.set()
+        thread.join(30)
+    assert tally[:2] == [100.0, 1.0] and tally[2] == 0.0  # never "failing": the store was there all along
+    assert "guard-3" not in store.kept and len(store.kept) == 100
+    assert "decision guard-3 cannot be stored: DataError: invalid byte sequence" in caplog.text
+    assert "INSERT" not in caplog.text and "the caller's words" not in caplog.text
+
+
+def test_text_no_store_holds_is_made_storable_by_one_rule() -> None:
+    from markov_debate.desk.store import storable, storable_json
+
+    record = guard_record(1)
+    request = record.request.model_copy(update={"response": "a\x00b [a].", "question": "q\x00"})
+    rows = GuardRows.of(dataclasses.replace(record, request=request, caller="x\x00"))
+    for value in [*rows.audit.values(), *rows.decision.values()]:
+        assert not isinstance(value, str) or ("\x00" not in value and "\\u0000" not in value), value
+    assert json.loads(rows.audit["request_json"])["response"] == "a\ufffdb [a]."
+    assert storable("a\ud800") == "a\ufffd"
+    # an escaped backslash before "u0000" is the text \u0000 itself, kept as it is
+    assert storable_json(json.dumps({"t": "\\u0000"})) == json.dumps({"t": "\\u0000"})
+
+
+@pytest.mark.slow  # starts PostgreSQL
+def test_a_nul_in_a_request_does_not_stop_the_record_on_postgresql(tmp_path: Path) -> None:
+    """The attack of issue 73 against a real PostgreSQL: a decision on a request holding NUL, then 100 more, are
+    all stored (the NUL kept as U+FFFD)."""
+    from tests.support.desk import postgres_server, skip_without_postgres
+
+    try:
+        with postgres_server() as url:
+            Store(url).close()
+            recorder = Recorder(url, linger_s=0.01)
+
+            async def run() -> int:
+                await recorder.start()
+                record = guard_record(0)
+                request = record.request.model_copy(update={"response": "Nul \x00 here [a].", "question": "q\x00"})
+                recorder.add(dataclasses.replace(record, request=request))
+                for n in range(1, 101):
+                    recorder.add(guard_record(n))
+                return await recorder.close(timeout_s=60)
+
+            assert asyncio.run(run()) == 0
+            assert recorder.stored == 101 and recorder.dropped == 0 and _count(url) == 101
+            store = Store(url)
+            try:
+                with store._session() as s:
+                    texts = list(s.scalars(select(AuditRow.search_text)))
+            finally:
+                store.close()
+            assert any("nul \ufffd here" in t for t in texts)
+    except (FileNotFoundError, subprocess.CalledProcessError) as exc:
+        skip_without_postgres(exc)

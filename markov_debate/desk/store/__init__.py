@@ -19,7 +19,7 @@ from markov_debate.desk.store.db import (
     engine_label,
     utcnow,
 )
-from markov_debate.desk.store.guarded import GuardRecord, GuardRows, GuardStore
+from markov_debate.desk.store.guarded import GuardRecord, GuardRows, GuardStore, storable, storable_json
 from markov_debate.desk.store.jobs import JobStore
 from markov_debate.desk.store.reviews import ReviewStore
 
@@ -35,6 +35,8 @@ __all__ = [
     "Store",
     "StoreError",
     "engine_label",
+    "storable",
+    "storable_json",
     "utcnow",
 ]
 

@@ -4,6 +4,7 @@ debate ran in the request path, else pending for a worker's debate, with a guard
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +21,9 @@ from markov_debate.desk.store.db import sha
 from markov_debate.desk.store.jobs import claim_values
 from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow, GuardDecisionRow
 
-__all__ = ["GuardRecord", "GuardRows", "GuardStore"]
+__all__ = ["GuardRecord", "GuardRows", "GuardStore", "storable", "storable_json"]
+
+_JSON_COLUMNS = frozenset({"request_json", "report_json", "verification_json"})
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,33 @@ def _table(row: type[Any]) -> Table:
     return table
 
 
+_NUL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+"""A JSON text's escaped NUL (backslash, u0000), not an escaped backslash before "u0000"."""
+_REPLACEMENT = "\ufffd"
+
+
+def storable(text: str) -> str:
+    """`text` as every store keeps it: a NUL (which PostgreSQL's text refuses) and a lone surrogate (no UTF-8 has
+    one) each become U+FFFD. The guard's one rule for what it records: an answer is never refused for its text, and
+    a decision is never lost to it (the desk refuses such a request instead, naming the field)."""
+    if "\x00" in text:
+        text = text.replace("\x00", _REPLACEMENT)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join(_REPLACEMENT if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    return text
+
+
+def storable_json(text: str) -> str:
+    """A JSON text with each escaped NUL made U+FFFD (PostgreSQL refuses it in JSON as in text)."""
+    return _NUL_ESCAPE.sub(lambda m: m.group(1) + "\\ufffd", text) if "\\u0000" in text else text
+
+
+def _storable(value: object) -> object:
+    return storable(value) if isinstance(value, str) else value
+
+
 @dataclass(frozen=True)
 class GuardRows:
     """One decision as column values: plain data, cheap to send to the process that writes it (the audit's id is
@@ -132,8 +162,9 @@ class GuardRows:
 
     @classmethod
     def of(cls, record: GuardRecord) -> GuardRows:
-        body = record.request.model_dump_json()
-        report_json = record.report.model_dump_json() if record.report is not None else None
+        """The record as column values every store takes (`storable`)."""
+        body = storable_json(record.request.model_dump_json())
+        report_json = storable_json(record.report.model_dump_json()) if record.report is not None else None
         report = record.report if record.finished else None
         usage = report.usage if report is not None else None
         audit = {
@@ -166,4 +197,9 @@ class GuardRows:
             "verification_json": record.verification_json,
             "report_json": report_json,
         }
+        # the JSON texts are made storable above; every other text (the answer's words in search_text, the caller,
+        # the route) here
+        audit = {k: v if k in _JSON_COLUMNS else _storable(v) for k, v in audit.items()}
+        decision = {k: v if k in _JSON_COLUMNS else _storable(v) for k, v in decision.items()}
+        decision["verification_json"] = storable_json(record.verification_json)
         return cls(audit, decision)
