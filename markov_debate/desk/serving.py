@@ -49,12 +49,15 @@ class ServerLimits:
     """Bytes a second a request body must average over each BODY_WINDOW_S while the server is reading it."""
     body_timeout_s: float = 300.0
     """Seconds the server spends reading one request body at most."""
+    header_bytes: int = 65536
+    """Bytes of a request's line and headers at most: past them the request is answered 431 and its connection
+    closed (httptools' parser, which the guard serves with, keeps every header byte it is sent)."""
 
     def describe(self) -> str:
         return (
             f"at most {self.connections} connections (open-file limit {self.file_limit}), "
-            f"{self.header_timeout_s:g} s to send a request's headers, request bodies at "
-            f"{self.body_min_rate:g} B/s or more and within {self.body_timeout_s:g} s"
+            f"{self.header_timeout_s:g} s and {self.header_bytes // 1024} KiB for a request's headers, request bodies "
+            f"at {self.body_min_rate:g} B/s or more and within {self.body_timeout_s:g} s"
         )
 
 
@@ -126,6 +129,7 @@ class _Guarded(_Uvicorn):
     _opened = 0.0
     _request: object | None = None  # the cycle whose headers are in (a new cycle means a new request arrived)
     _body: _BodyWatch | None = None
+    _header_bytes = 0  # bytes of the request line and headers so far, while they are still coming
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if len(self.connections) >= self.limits.connections and not self._make_room():
@@ -188,15 +192,37 @@ class _Guarded(_Uvicorn):
         cycle = self.cycle
         if cycle is not None and cycle is not self._request:
             self._request = cycle  # a request's headers are in: the header deadline is met
+            self._header_bytes = 0
             if self._deadline is not None:
                 self._deadline.cancel()
                 self._deadline = None
             if cycle.more_body and not cycle.response_complete:
                 self._body = _BodyWatch(self)
+        elif self._awaiting_headers():
+            self._header_bytes += len(data)
+            if self._header_bytes > self.limits.header_bytes:
+                self._headers_too_large()
+
+    def _awaiting_headers(self) -> bool:
+        """No request in progress: what comes is the next request's line and headers."""
+        cycle = self.cycle
+        return cycle is None or (cycle is self._request and cycle.response_complete)
+
+    def _headers_too_large(self) -> None:
+        # answered without the app, which never sees this request: at most `header_bytes` (and a read's worth)
+        # were held for it
+        self._header_bytes = 0
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(
+                b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain\r\nconnection: close\r\n"
+                b"content-length: 44\r\n\r\nrequest line and headers over the size limit"
+            )
+            self.transport.close()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._body = None
+        self._header_bytes = 0
         if not self.transport.is_closing():
             # the next request on this connection gets the same deadline for its headers as the first did (the
             # keep-alive timer stops at its first byte)
@@ -204,8 +230,7 @@ class _Guarded(_Uvicorn):
 
     def _headers_too_slow(self) -> None:
         self._deadline = None
-        waiting = self.cycle is None or (self.cycle is self._request and self.cycle.response_complete)
-        if waiting and self.transport is not None and not self.transport.is_closing():
+        if self._awaiting_headers() and self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
     def _close_slow_body(self, why: str) -> None:
