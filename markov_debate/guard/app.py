@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from debate import telemetry
 from markov_debate.desk.metrics import HttpMetrics, Reading, Readings, metrics_response
 from markov_debate.desk.probes import LIVE, PROBE_PATHS, store_problem
+from markov_debate.desk.security import host_of
 from markov_debate.desk.serving import ACCEPT_BACKLOG, guarded_protocol, server_limits
 from markov_debate.desk.store import Store
 from markov_debate.guard.check import Checker
@@ -49,10 +50,29 @@ __all__ = ["create_app", "server_config"]
 log = logging.getLogger("markov_debate.guard")
 
 
+_JSON_TYPES = ("application/json",)
+
+
+def _unforgeable(request: Request) -> Response | None:
+    """Without keys, a refusal for what a web page could have sent: a body that is not JSON (a page posts text/plain
+    or a form to any address without asking first) or an Origin that is not the guard's own. Such a request would
+    spend the upstream's key and, through DNS rebinding, read the answer (`allowed_hosts` refuses that name)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind not in _JSON_TYPES and not kind.endswith("+json"):
+        return error(
+            415, "content-type: a guard without keys takes application/json only", kind="invalid_request_error"
+        )
+    origin = request.headers.get("origin")
+    if origin is not None and origin != f"{request.url.scheme}://{request.headers.get('host', '')}":
+        return error(403, "origin: a request from another site is refused", kind="invalid_request_error")
+    return None
+
+
 def _caller(guard: Guard, request: Request) -> GuardKey | Response | None:
-    """The caller's key; None without keys configured; an error response for a missing or unknown key."""
+    """The caller's key; None without keys configured (after refusing what a web page could have forged); an error
+    response for a missing or unknown key."""
     if not guard.settings.keys:
-        return None
+        return _unforgeable(request)
     auth = request.headers.get("authorization", "")
     token = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
     key = guard.settings.key_for(token) if token else None
@@ -261,6 +281,7 @@ def create_app(settings: GuardSettings, *, store: Store | None = None) -> FastAP
         app.add_api_route(path, _ready, methods=["GET", "HEAD"])
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.state.store = store
+    app.state.guard_settings = settings
     app.state.metrics = CollectorRegistry()
     app.state.metrics.register(Readings(lambda: _readings(app)))
     return app
@@ -299,7 +320,23 @@ def serving(app: FastAPI) -> ASGIApp:
     which cost about 0.3 ms of CPU a request (measured with benchmarks/bench_guard.py). Everything else, lifespan
     included, is FastAPI's (its own chat routes, the same handler, serve `app` mounted in another ASGI stack)."""
 
+    keyless = (
+        frozenset(host_of(h) for h in app.state.guard_settings.allowed_hosts)
+        if not app.state.guard_settings.keys
+        else None
+    )
+
     async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+        if keyless is not None and scope["type"] == "http":
+            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            if host_of(host) not in keyless:
+                refused = error(
+                    400,
+                    "host: this guard does not answer to that name (see --allowed-host)",
+                    kind="invalid_request_error",
+                )
+                await refused(scope, receive, send)
+                return
         if scope["type"] == "http" and scope["method"] == "POST":
             chat, route = _chat_route(scope["path"])
             if chat:

@@ -98,6 +98,14 @@ def _arguments(guard: argparse.ArgumentParser) -> None:
     guard.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     guard.add_argument("--port", type=int, default=8100, help="port (default: 8100)")
     guard.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="without keys, another name the guard answers to besides 127.0.0.1, localhost and ::1 (a proxy's "
+        "public name; repeatable)",
+    )
+    guard.add_argument(
         "--upstream-timeout",
         type=float,
         default=None,
@@ -187,6 +195,11 @@ def settings_from(args: argparse.Namespace) -> GuardSettings:
         "check_timeout_s": args.check_timeout,
     }
     data.update({k: v for k, v in flags.items() if v is not None})
+    if args.allowed_host:
+        data["allowed_hosts"] = (
+            *data.get("allowed_hosts", GuardSettings.model_fields["allowed_hosts"].default),
+            *args.allowed_host,
+        )
     if not data.get("upstream"):
         raise UsageError("--upstream: give the endpoint answers come from (or DEBATE_GUARD_UPSTREAM)")
     if args.upstream_key_file is not None:

@@ -98,6 +98,9 @@ class GuardSettings(_Settings):
     """Per-route settings, by route name."""
     keys: list[GuardKey] = Field(default_factory=list)
     """The callers' keys; when any is given every request needs one."""
+    allowed_hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")
+    """Without keys, the names the guard answers to (the Host header): a web page can point a name it controls at
+    the guard's address (DNS rebinding) but cannot make a browser send one of these. With keys, any."""
     db_url: str
     """The desk's store, where every decision is kept."""
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)

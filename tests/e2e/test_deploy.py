@@ -171,6 +171,7 @@ def test_a_stream_comes_through_the_docs_nginx_chunk_by_chunk(tmp_path: Path, ce
             db_url=f"sqlite:///{tmp_path}/g.sqlite",
             verifier=judge_config(judge.base_url),
             stream="pass",
+            allowed_hosts=("127.0.0.1", NAMES[1]),  # keyless behind the proxy: its public name (--allowed-host)
         )
         with GuardServer(settings) as guard:
             # the guard asks proxies not to buffer its streams (nginx reads the header and does not pass it on)

@@ -165,12 +165,41 @@ def test_headers_past_the_limit_are_answered_431_and_the_connection_closed(guard
     """Issue 73: the guard kept every header byte (60 connections x 32 MB of headers: 2.3 GB). Its line and
     headers get 64 KiB (ServerLimits.header_bytes), as the desk's do; a request within them is served as ever."""
     address = guard.removeprefix("http://").split("/", 1)[0]
-    flood = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + b"".join(
+    flood = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(
         b"X-Pad-%d: %s\r\n" % (i, b"a" * 1000) for i in range(2000)
     )
     answer = _raw(address, flood)
     assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
     health = _raw(
-        address, b"GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: " + b"a" * 30000 + b"\r\n\r\n"
+        address, b"GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Pad: " + b"a" * 30000 + b"\r\n\r\n"
     )
     assert health.startswith(b"HTTP/1.1 200 "), health[:200]
+
+
+def test_a_keyless_guard_serves_no_request_a_web_page_could_forge(guard_for: Any) -> None:
+    """Issue 73: a POST with a foreign Host, a foreign Origin and text/plain was answered and the upstream got the
+    guard's key. Without keys the guard answers only to its names (DNS rebinding cannot make a browser send one),
+    takes JSON only (a page cannot send it cross-site without asking first, and the guard never grants that) and
+    refuses another site's Origin; none of those reach the upstream. With keys, a key is the defence."""
+    judge = FakeOpenAI(routes={"*": lambda call: Reply(content=op(True))})
+    upstream = FakeOpenAI(responder=lambda body: Reply(content=GOOD))
+    ask = {"messages": [{"role": "user", "content": "Where is Paris?"}], "sources": {"doc1": "Paris is in France."}}
+    with judge, upstream:
+        url = guard_for(upstream.base_url, judge.base_url, allowed_hosts=("127.0.0.1", "guard.example.com")).base_url
+        port = url.split(":")[2].split("/")[0]
+        chat = url + "/chat/completions"
+        rebound = httpx.post(chat, json=ask, headers={"Host": f"rebind.attacker.example:{port}"}, timeout=30)
+        assert rebound.status_code == 400 and "host" in rebound.json()["error"]["message"]
+        plain = httpx.post(chat, content=json.dumps(ask), headers={"Content-Type": "text/plain"}, timeout=30)
+        assert plain.status_code == 415 and "application/json" in plain.json()["error"]["message"]
+        foreign = httpx.post(chat, json=ask, headers={"Origin": "https://attacker.example"}, timeout=30)
+        assert foreign.status_code == 403 and "origin" in foreign.json()["error"]["message"]
+        models = httpx.get(url + "/models", headers={"Host": "rebind.attacker.example"}, timeout=30)
+        assert models.status_code == 400
+        assert upstream.calls == []  # nothing of theirs reached the upstream
+        # the guard's own names, an own-origin page and a plain client are served
+        named = httpx.post(chat, json=ask, headers={"Host": f"guard.example.com:{port}"}, timeout=60)
+        own = httpx.post(chat, json=ask, headers={"Origin": f"http://127.0.0.1:{port}"}, timeout=60)
+        client = httpx.post(chat, json=ask, timeout=60)
+        assert [r.status_code for r in (named, own, client)] == [200, 200, 200]
+        assert len(upstream.calls) == 3
