@@ -233,17 +233,19 @@ async def _live(request: Request) -> JSONResponse:
 
 
 async def _ready(request: Request) -> JSONResponse:
-    """Readiness (at /readyz, /healthz and /v1/health): the store answers a read now, within 2 s; the judge as the
-    last verification found it (while it is down, answers go by --on-failure: with `closed` every answer would be
-    refused, so the guard is then not ready); the decisions waiting, stored and dropped."""
+    """Readiness (at /readyz, /healthz and /v1/health): whether the guard can do its job, which is to answer. A store
+    that is away does not stop it (decisions wait in memory and are written when it is back: the guard is ready and
+    says `degraded` with the store's state); it is not ready when answers would be refused: its judge down, or its
+    backlog of waiting decisions full, under `--on-failure closed`. The decisions waiting, stored and dropped."""
     guard: Guard = request.app.state.guard
     store = await store_problem(request.app.state.store)
     failing = guard.recorder.failing_since is not None
     judge = guard.checker.judge
-    refusing = judge == "down" and guard.settings.on_failure == "closed"
-    ready = store is None and not refusing
+    closed = guard.settings.on_failure == "closed"
+    refusing = closed and (judge == "down" or guard.recorder.full)
+    ready = not refusing
     body = {
-        "status": "unavailable" if not ready else "degraded" if failing or judge == "down" else "ok",
+        "status": "unavailable" if not ready else "degraded" if store or failing or judge == "down" else "ok",
         "ready": ready,
         "store": store or ("failing" if failing else "ok"),
         "judge": judge,
