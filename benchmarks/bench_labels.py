@@ -99,9 +99,9 @@ def _threshold(fitted: FittedModel, seen: list[Observation]) -> float:
     return float(min(reaching, key=lambda r: r.calls_per_claim).stop.partition(":")[2])
 
 
-def _fit_file(log: Path, save: Path, base_rate: float | None) -> Calibration:
-    """`debate dynamics fit LOG --save FILE [--base-rate P]`, then the file as a run reads it."""
-    argv = ["dynamics", "fit", str(log), "--bootstrap", "10", "--save", str(save)]
+def _fit_file(log: Path, save: Path, base_rate: float | None, model: str = "auto") -> Calibration:
+    """`debate dynamics fit LOG --save FILE [--base-rate P] [--model M]`, then the file as a run reads it."""
+    argv = ["dynamics", "fit", str(log), "--bootstrap", "10", "--save", str(save), "--model", model]
     if base_rate is not None:
         argv += ["--base-rate", str(base_rate)]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as said:
@@ -124,7 +124,7 @@ def _said(calibration: Calibration) -> str:
 
 
 def _population(
-    name: str, population: Population, n: int, test_n: int, percents: list[float], rates: list[float]
+    name: str, population: Population, n: int, test_n: int, percents: list[float], rates: list[float], model: str
 ) -> list[str]:
     labels = labels_for(n, 0.5, 1, prefix="sim")
     reports = asyncio.run(
@@ -151,7 +151,7 @@ def _population(
         scored: list[tuple[str, float | None, Calibration, PosteriorModel, float, str]] = []
         for i, (said, rate, log) in enumerate(fits):
             started = time.perf_counter()
-            calibration = _fit_file(log, folder / f"cal-{i}.json", rate)
+            calibration = _fit_file(log, folder / f"cal-{i}.json", rate, model)
             took = time.perf_counter() - started
             scored.append((said, rate, calibration, calibration.posterior, took, "-" if rate is None else f"{rate:g}"))
             if said == "0%" and rate is None:
@@ -184,6 +184,9 @@ def main() -> int:
     parser.add_argument("--populations", default=",".join(CALIBRATION_EXAMPLES), help="comma-separated names")
     parser.add_argument("--labels", default="0,5,10,100", help="percents of the fitted claims labelled")
     parser.add_argument("--base-rates", default="0.5", help="base rates stated on the unlabelled fit ('' for none)")
+    parser.add_argument(
+        "--model", default="auto", choices=["auto", "one-class", "mixture"], help="`debate dynamics fit --model`"
+    )
     args = parser.parse_args()
     percents = [float(p) for p in args.labels.split(",")]
     rates = [float(r) for r in args.base_rates.split(",") if r]
@@ -193,7 +196,7 @@ def main() -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in args.populations.split(","):
-        for row in _population(name, CALIBRATION_EXAMPLES[name], args.n, args.test_n, percents, rates):
+        for row in _population(name, CALIBRATION_EXAMPLES[name], args.n, args.test_n, percents, rates, args.model):
             print(row, flush=True)
     return 0
 
