@@ -98,14 +98,6 @@ def _arguments(guard: argparse.ArgumentParser) -> None:
     guard.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     guard.add_argument("--port", type=int, default=8100, help="port (default: 8100)")
     guard.add_argument(
-        "--allowed-host",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="without keys, another name the guard answers to besides 127.0.0.1, localhost and ::1 (a proxy's "
-        "public name; repeatable)",
-    )
-    guard.add_argument(
         "--upstream-timeout",
         type=float,
         default=None,
@@ -147,6 +139,14 @@ def _arguments(guard: argparse.ArgumentParser) -> None:
 
 
 def _policy_arguments(guard: argparse.ArgumentParser) -> None:
+    guard.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="without keys, another name the guard answers to besides 127.0.0.1, localhost and ::1 (a proxy's "
+        "public name; repeatable)",
+    )
     for name, choices in _CHOICES.items():
         guard.add_argument(
             f"--{name.replace('_', '-')}", choices=choices, default=None, metavar="|".join(choices), help=_HELP[name]

@@ -48,8 +48,7 @@ __all__ = ["Recorder", "RowStore", "Writer"]
 log = logging.getLogger("markov_debate.guard")
 
 STORE_AWAY = (OperationalError, InterfaceError, DisconnectionError)
-"""Errors of a store that is away (a restart, a failover, a network cut): the write is retried. Any other error of
-the store refuses the rows themselves and is not retried."""
+"""A store that is away (a restart, a failover): retried. Any other error refuses the rows and is not retried."""
 
 _HEAD = struct.Struct("!I")
 """A frame's length, before the frame (a pickled list of rows as (audit, decision) column values)."""
@@ -125,19 +124,14 @@ class Writer:
             self._tally[_GIVEN_UP] += len(rows)
             return
         except (SQLAlchemyError, ValueError, TypeError) as exc:
-            # The store is there and refuses these rows (text it cannot hold, a value out of range): retrying them
-            # would hold every decision behind them for ever. One at a time, so one decision does not cost the
-            # batch; the one refused is dropped, counted and named (the database's words, never the statement,
-            # which holds the caller's text).
+            # The store is there and refuses these rows: retried, they would hold every decision behind them for
+            # ever. One at a time; the one refused is dropped, counted and named (never the statement: it holds
+            # the caller's text).
             if len(rows) > 1:
                 for one in rows:
                     self._write([one])
                 return
-            log.error(
-                "guard: decision %s cannot be stored: %s",
-                rows[0].decision["request_id"],
-                _first_line(exc),
-            )
+            log.error("guard: decision %s cannot be stored: %s", rows[0].decision["request_id"], _first_line(exc))
             self._tally[_GIVEN_UP] += 1
             return
         # A request id stored before (a batch retried after a lost reply) is settled too: not left as waiting.
