@@ -150,6 +150,9 @@ class ModelConfig(_Config):
     """First backoff step; later steps grow exponentially with full jitter."""
     backoff_max_s: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
     """Longest single wait, Retry-After included."""
+    retry_refused: bool = True
+    """Retry a call whose connection was refused (nothing listening). False: it fails at once, for a caller that
+    must not wait on a dead endpoint (the guard's judge, whose breaker probes it later instead)."""
     structured_output: StructuredOutputMode = "auto"
     """auto: try json_schema, fall back to llama.cpp's json_object+schema, then plain prompting."""
     max_concurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY)

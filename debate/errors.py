@@ -280,8 +280,12 @@ class EndpointConnectionError(TransportError):
 
     transient = True
 
-    def __init__(self, *, method: str, url: str, timeout: bool, reason: str = "connection error") -> None:
+    def __init__(
+        self, *, method: str, url: str, timeout: bool, reason: str = "connection error", refused: bool = False
+    ) -> None:
         self.method, self.url, self.timeout = method, url, timeout
+        self.refused = refused
+        """No connection was made at all (refused, no route, host not found): nothing listens there now."""
         self.reason = "request timed out" if timeout else reason
         """What went wrong in plain words (no transport internals such as aiohttp's `ssl:default`)."""
         super().__init__(self.reason)

@@ -71,6 +71,15 @@ _STRUCTURED_FALLBACK: dict[StructuredOutputMode, StructuredOutputMode] = {
 }
 
 
+def _retryable_unless_refused(exc: BaseException) -> bool:
+    """`is_retryable`, except a connection nothing accepted: for a caller that must not wait on a dead endpoint."""
+    return is_retryable(exc) and not (isinstance(exc, EndpointConnectionError) and exc.refused)
+
+
+def _attempts(made: int) -> str:
+    return "1 attempt" if made <= 1 else f"{made} attempts"
+
+
 def env_proxy(url: str) -> str | None:
     """The proxy HTTP(S)_PROXY / NO_PROXY give for `url`, as httpx reads them: resolved once by a long-lived
     client (aiohttp's trust_env reads them, and ~/.netrc, on a worker thread for every request)."""
@@ -120,7 +129,7 @@ class OpenAIChatClient:
             attempts=config.max_attempts,
             initial_s=config.backoff_initial_s,
             max_s=config.backoff_max_s,
-            is_transient=is_retryable,
+            is_transient=is_retryable if config.retry_refused else _retryable_unless_refused,
             headers_of=headers_of,
             describe=describe,
         )
@@ -166,7 +175,8 @@ class OpenAIChatClient:
             raise EndpointConnectionError(method=method, url=url, timeout=True) from exc
         except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body
             reason = connection_problem(exc, urlparse(url).netloc)
-            raise EndpointConnectionError(method=method, url=url, timeout=False, reason=reason) from exc
+            never = isinstance(exc, aiohttp.ClientConnectorError)  # no connection made (refused, DNS, no route)
+            raise EndpointConnectionError(method=method, url=url, timeout=False, reason=reason, refused=never) from exc
 
     async def resolve_model(self) -> str:
         """Check that the endpoint answers (so a down server stops the run before any work), then use the
@@ -310,7 +320,7 @@ class OpenAIChatClient:
                 break
             except (MalformedReplyError, EndpointConnectionError) as exc:
                 raise ModelUnavailableError(
-                    f"{self._config.base_url}: {describe(exc)} after {self._config.max_attempts} attempts"
+                    f"{self._config.base_url}: {describe(exc)} after {_attempts(attempts[0])}"
                 ) from exc
             except EndpointHTTPError as exc:
                 fallback = _STRUCTURED_FALLBACK.get("json_schema" if mode == "auto" else mode)
@@ -324,7 +334,7 @@ class OpenAIChatClient:
                     model=self.model_name,
                     served=self._served,
                     has_key=self._config.api_key is not None,
-                    attempts=self._config.max_attempts,
+                    attempts=max(1, attempts[0]),
                 ) from exc
         if mode == "auto" and request.response_schema is not None:
             self._mode = "json_schema"

@@ -1,10 +1,12 @@
 """The verification in the request path: one long-lived Verifier per debate mode (the configured team for inline,
 the `deferred` team for later), each answer checked under a deadline, behind a circuit breaker on the judge.
 
+Before the breaker opens, a judge call is bounded for a caller who waits (`request_path`): a refused connection
+fails at once, a 5xx or 429 gets one retry within a second, a silent judge is cut at --check-timeout.
 The breaker: while the judge is known down (its Verifier could not be built, or answers failed on it
-`BREAKER_FAILURES` times in a row), an answer is not sent to it at all; it goes by --on-failure at once, instead of
-each paying the retry ladder (2 to 13 s) first. One request at a time is let through as a probe, first after
-`JUDGE_RETRY_S`, then after twice as long, up to `JUDGE_RETRY_MAX_S`; a probe that gets through closes the breaker.
+`BREAKER_FAILURES` times in a row), an answer is not sent to it at all; it goes by --on-failure at once. One request
+at a time is let through as a probe, first after `JUDGE_RETRY_S`, then after twice as long, up to
+`JUDGE_RETRY_MAX_S`; a probe that gets through closes the breaker.
 What the caller reads of it names no address: the guard's internals are the operator's, in the guard's log."""
 
 from __future__ import annotations
@@ -23,7 +25,17 @@ from debate.results import transient_failure
 from debate.types import Report, Source
 from markov_debate.guard.settings import DebateMode
 
-__all__ = ["BREAKER_FAILURES", "JUDGE_RETRY_MAX_S", "JUDGE_RETRY_S", "NO_SOURCES", "Checker", "JudgeState"]
+__all__ = [
+    "BREAKER_FAILURES",
+    "JUDGE_RETRY_MAX_S",
+    "JUDGE_RETRY_S",
+    "NO_SOURCES",
+    "REQUEST_PATH_ATTEMPTS",
+    "REQUEST_PATH_RETRY_S",
+    "Checker",
+    "JudgeState",
+    "request_path",
+]
 
 log = logging.getLogger("markov_debate.guard")
 
@@ -33,6 +45,11 @@ BREAKER_FAILURES = 3
 JUDGE_RETRY_S = 5.0
 """While the judge is down, the first wait before a request probes it again (doubled after each failed probe)."""
 JUDGE_RETRY_MAX_S = 60.0
+REQUEST_PATH_ATTEMPTS = 2
+"""A judge call in the request path is tried at most twice (a 5xx or 429 gets one retry); longer retries belong to
+the breaker's probe, not to a caller's request."""
+REQUEST_PATH_RETRY_S = 1.0
+"""The longest wait before that retry (a Retry-After asking for more is cut to it)."""
 JUDGE_DOWN = "the judge is not reachable"
 """Why an answer was not verified while the judge is down (no address: the caller is told nothing of the guard's
 internals)."""
@@ -47,6 +64,7 @@ class Checker:
     """Verifies answers; `start` before the first, `aclose` after the last."""
 
     def __init__(self, config: VerifierConfig) -> None:
+        config = request_path(config)
         self._configs: dict[DebateMode, VerifierConfig] = {
             "inline": config,
             "later": config.model_copy(update={"team": "deferred"}),
@@ -160,3 +178,19 @@ class Checker:
 
     async def aclose(self) -> None:
         await self._stack.aclose()
+
+
+def request_path(config: VerifierConfig) -> VerifierConfig:
+    """`config` with its judge calls bounded for a caller who waits: a refused connection fails at once (nothing
+    listens: the answer goes by --on-failure now, and the breaker counts it), a 5xx or 429 is retried at most once
+    within `REQUEST_PATH_RETRY_S`; a judge that does not answer at all is cut by the check's deadline."""
+    model = config.model
+    bounded = model.model_copy(
+        update={
+            "max_attempts": min(model.max_attempts, REQUEST_PATH_ATTEMPTS),
+            "backoff_initial_s": min(model.backoff_initial_s, REQUEST_PATH_RETRY_S / 2),
+            "backoff_max_s": min(model.backoff_max_s, REQUEST_PATH_RETRY_S),
+            "retry_refused": False,
+        }
+    )
+    return config.model_copy(update={"model": bounded})

@@ -170,7 +170,8 @@ def test_a_judge_outage_opens_the_breaker_and_a_probe_closes_it(
 ) -> None:
     """The judge answering 503: three answers in a row fail on it, then the next ones go by --on-failure without
     asking it (no retry ladder each); once it answers again, one probe gets through and verification is back."""
-    monkeypatch.setattr("markov_debate.guard.check.JUDGE_RETRY_S", 0.5)
+    # 2 s: room for the five quick answers below on a loaded host, before the first probe may go.
+    monkeypatch.setattr("markov_debate.guard.check.JUDGE_RETRY_S", 2.0)
     down = threading.Event()
     down.set()
 
@@ -193,13 +194,57 @@ def test_a_judge_outage_opens_the_breaker_and_a_probe_closes_it(
         first = [ask() for _ in range(3)]
         assert [f["action"] for f in first] == ["passed-unverified"] * 3
         asked = len(judge.calls)
-        fast = [ask() for _ in range(5)]  # within the 0.5 s before the first probe
+        fast = [ask() for _ in range(5)]  # within the 2 s before the first probe
         assert len(judge.calls) == asked and {f["action"] for f in fast} == {"passed-unverified"}
         assert all("the judge is not reachable" in " ".join(f["notes"]) for f in fast)
         down.clear()
-        time.sleep(0.6)
+        time.sleep(2.1)
         assert ask()["status"] == "verified"  # the probe
         assert ask()["status"] == "verified" and len(judge.calls) > asked
+
+
+def _retrying_judge(url: str) -> Any:
+    """The judge as a user configures it for batch runs: five attempts, backoff from 1 s up to 30 s."""
+    config = judge_config(url)
+    model = config.model.model_copy(update={"max_attempts": 5, "backoff_initial_s": 1.0, "backoff_max_s": 30.0})
+    return config.model_copy(update={"model": model})
+
+
+def test_a_dying_judge_costs_a_caller_no_retry_ladder(guard_for: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The judge answers, then dies (its port refuses connections): with a judge configured for five attempts
+    and backoff up to 30 s, each answer goes by --on-failure without one retry (no retry line at all), until the
+    breaker stops asking; a caller waits no backoff step on a judge nothing answers for."""
+    with FakeOpenAI(responder=lambda body: Reply(content=GOOD)) as upstream:
+        with FakeOpenAI(routes={"debate": lambda call: Reply(content=op(True))}) as judge:
+            guard = guard_for(upstream.base_url, judge.base_url, verifier=_retrying_judge(judge.base_url))
+            alive = httpx.post(guard.base_url + "/chat/completions", json=BODY, timeout=30).json()["verification"]
+            assert alive["status"] == "verified"
+        with caplog.at_level("WARNING"):
+            # 2 s each at most: the first backoff step alone (1 s with jitter, then 2 s) would be cut by it.
+            dead = [httpx.post(guard.base_url + "/chat/completions", json=BODY, timeout=2.0) for _ in range(5)]
+    assert [d.status_code for d in dead] == [200] * 5
+    assert {d.json()["verification"]["action"] for d in dead} == {"passed-unverified"}
+    assert not [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
+
+
+def test_a_failing_judge_gets_one_quick_retry_whatever_retry_after_it_asks(guard_for: Any) -> None:
+    """A judge answering 503 with Retry-After: 30 is asked twice per call (one retry, its wait cut to a second),
+    never five times 30 s: the caller's answer goes by --on-failure."""
+    with (
+        FakeOpenAI(responder=lambda body: Reply(content=GOOD)) as upstream,
+        FakeOpenAI(
+            routes={"debate": lambda call: Reply(status=503, error_message="busy", headers={"Retry-After": "30"})}
+        ) as judge,
+    ):
+        guard = guard_for(upstream.base_url, judge.base_url, verifier=_retrying_judge(judge.base_url))
+        asked = len(judge.calls)
+        answer = httpx.post(guard.base_url + "/chat/completions", json=BODY, timeout=10)
+        assert answer.json()["verification"]["action"] == "passed-unverified", answer.text
+        tries: dict[str | None, list[float]] = {}
+        for call, at in zip(judge.calls[asked:], judge.request_times[asked:], strict=True):
+            tries.setdefault(call.site, []).append(at)
+        # each claim's call: tried twice, the retry's wait cut to a second (not the 30 asked for)
+        assert tries and all(len(t) == 2 and t[1] - t[0] < 1.5 for t in tries.values()), tries
 
 
 def test_both_servers_answer_the_same_probes_to_get_and_head(guard_for: Any, tmp_path: Path) -> None:

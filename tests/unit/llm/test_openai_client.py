@@ -69,9 +69,30 @@ async def test_connection_refused_is_unavailable() -> None:
     with FakeOpenAI([]) as server:
         url = server.base_url
     client = OpenAIChatClient(config=ModelConfig(base_url=url, model="m", max_attempts=2, backoff_initial_s=0.01))
-    with pytest.raises(ModelUnavailableError, match=r"connection refused by 127\.0\.0\.1:"):
+    with pytest.raises(ModelUnavailableError, match=r"connection refused by 127\.0\.0\.1:.* after 2 attempts"):
         await client.complete(REQUEST)
     await client.aclose()
+
+
+@pytest.mark.parametrize("retry_refused", [True, False])
+async def test_a_refused_connection_is_retried_unless_told_not_to(
+    retry_refused: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """retry_refused=False (the guard's judge): nothing listening fails at once, no retry ladder, no retry line;
+    a 5xx is still retried."""
+    with FakeOpenAI([]) as server:
+        url = server.base_url
+    config = ModelConfig(base_url=url, model="m", max_attempts=3, backoff_initial_s=0.01, retry_refused=retry_refused)
+    client = OpenAIChatClient(config=config)
+    with caplog.at_level("WARNING", logger="debate.retry"), pytest.raises(ModelUnavailableError) as caught:
+        await client.complete(REQUEST)
+    await client.aclose()
+    assert ("after 3 attempts" if retry_refused else "after 1 attempt") in str(caught.value)
+    assert len([r for r in caplog.records if "retry" in r.getMessage()]) == (2 if retry_refused else 0)
+    with FakeOpenAI([Reply(status=503), Reply(content="ok")]) as server:
+        client = _client(server, retry_refused=False)
+        assert (await client.complete(REQUEST)).text == "ok"
+        await client.aclose()
 
 
 @pytest.mark.parametrize(("status", "fatal"), [(401, True), (404, True), (400, False)])
