@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -63,6 +64,16 @@ _SEES_VARIABLES: dict[str, set[str]] = {
     "round": {"claim", "evidence", "opinions"},
 }
 
+
+class _CancelledIsNoError(logging.Filter):
+    """autogen_core logs "Error processing publish message" with a CancelledError when a debate is stopped (a
+    worker's SIGTERM, a cancelled audit): a stop asked for, not an error, so it is no ERROR line with a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
+logging.getLogger("autogen_core").addFilter(_CancelledIsNoError())
 
 ChainTurn = TurnRecord
 """A turn as it travels in the team's thread."""

@@ -25,12 +25,12 @@ from debate.cli.conventions import (
     add_command_group,
     err,
     examples,
-    interrupted_line,
     log_handler,
     on_interrupt,
     output_folder,
     package_version,
     progress_bar,
+    say_interrupted,
     walk,
 )
 from debate.cli.inputs import secret_from_file
@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:
         logging.disable(logging.CRITICAL)  # nothing the shutdown logs after this is news to the user
         terminated = isinstance(exc, Terminated)
-        print(interrupted_line("terminated" if terminated else "interrupted"), file=sys.stderr)
+        say_interrupted("terminated" if terminated else "interrupted")
         return 143 if terminated else 130
 
 

@@ -49,8 +49,10 @@ __all__ = [
     "output_folder",
     "package_version",
     "progress_bar",
+    "say_interrupted",
     "shown",
     "walk",
+    "write_interrupted_with",
 ]
 
 EXIT_CODES = """exit status:
@@ -105,6 +107,24 @@ def kept_records(path: Path) -> Callable[[], str]:
         return f"{count} finished record(s) kept in {path}; run the same command to resume"
 
     return note
+
+
+_LINE_WRITER: list[Callable[[str], None]] = []
+
+
+def write_interrupted_with(writer: Callable[[str], None]) -> None:
+    """Say the interrupted line with `writer` instead of printing it (a server writes it as a line of its log,
+    timestamped and in its format)."""
+    _LINE_WRITER[:] = [writer]
+
+
+def say_interrupted(how: str) -> None:
+    """Write the one line an interrupted command prints, to standard error or through the registered writer."""
+    line = interrupted_line(how)
+    if _LINE_WRITER:
+        _LINE_WRITER[0](line)
+    else:
+        print(line, file=sys.stderr)
 
 
 def interrupted_line(how: str) -> str:

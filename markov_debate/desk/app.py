@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from prometheus_client import CollectorRegistry
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DataError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
@@ -52,6 +52,7 @@ from markov_debate.desk.store import (
     Store,
     StoreError,
 )
+from markov_debate.desk.store.db import store_away, store_cause
 from markov_debate.desk.ui import STATIC, swagger_assets
 from markov_debate.desk.ui import router as ui_router
 from markov_debate.desk.uploads import UploadPool
@@ -183,14 +184,24 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
             return html_error(request, status, detail)
         return JSONResponse({"detail": detail, "errors": errors}, status_code=status)
 
+    reports = Every(10.0)
+
     @app.exception_handler(SQLAlchemyError)
-    async def _store_unavailable(request: Request, exc: SQLAlchemyError) -> Response:
-        # A read-only or full disk, a database restarting: the request may succeed later, so 503, and the cause
-        # (never a secret) instead of a bare 500.
-        cause = settings.redact(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:300])
-        log.warning("audit store error on %s %s: %s", request.method, request.url.path, cause)
-        message = f"the audit store cannot serve this request now ({cause}); try again shortly"
-        return _error(request, 503, message, headers={"Retry-After": "5"})
+    async def _store_failed(request: Request, exc: SQLAlchemyError) -> Response:
+        # The cause is the operator's (it names the database's host and port): in the log, once a while with a
+        # count during an outage (every request meets it), never in the answer.
+        cause = settings.redact(store_cause(exc))
+        if (count := reports.due()) is not None:
+            where = f"{request.method} {request.url.path}"
+            log.warning("audit store error (the last on %s: %s; %d time(s) since the last report)", where, cause, count)
+        if store_away(exc):
+            # A database restarting, a read-only or full disk: the request may succeed later.
+            message = "the audit store cannot take this request now; try again shortly"
+            return _error(request, 503, message, headers={"Retry-After": "5"})
+        if isinstance(exc, DataError):
+            # The store refused this request's data (a value out of range): sending it again cannot help.
+            return _error(request, 422, "the audit store cannot hold a value of this request")
+        return _error(request, 500, "the audit store refused this request (the desk's log says why)")
 
     # Starlette's class, which FastAPI's subclasses: FastAPI raises Starlette's own for a body it cannot parse
     # and for unknown routes, and those must get this handler too.

@@ -306,18 +306,21 @@ def _worker(args: argparse.Namespace) -> int:
         requeued = store.retry_failed(Principal(name=f"worker@{socket.gethostname()}", role="admin"))
         announce(f"requeued {requeued} failed audit(s)")
 
+    stopped_by: list[signal.Signals] = []
+
     async def run() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         worker = Worker(store, settings)
 
-        def stopping(name: str) -> None:
+        def stopping(signum: signal.Signals) -> None:
             if not stop.is_set():
-                announce(f"worker {worker.name}: {name}: stopping; audits in progress go back to the queue")
+                stopped_by.append(signum)
+                announce(f"worker {worker.name}: {signum.name}: stopping; audits in progress go back to the queue")
             stop.set()
 
         for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stopping, signal.Signals(signum).name)
+            loop.add_signal_handler(signum, stopping, signal.Signals(signum))
         announce(f"worker {worker.name} on {make_url(settings.db_url).render_as_string(hide_password=True)}")
         await worker.run(stop)
         announce(f"worker {worker.name}: stopped")
@@ -326,7 +329,8 @@ def _worker(args: argparse.Namespace) -> int:
         asyncio.run(run())
     finally:
         store.close()
-    return 0
+    # Drained, then the exit code of every `debate` command stopped so: 143 for SIGTERM, 130 for Ctrl-C.
+    return 0 if not stopped_by else 143 if stopped_by[0] == signal.SIGTERM else 130
 
 
 def _key_name(value: str) -> str:

@@ -19,7 +19,17 @@ import time
 from collections.abc import Coroutine
 from typing import Any, Literal
 
-__all__ = ["LOG_FORMATS", "LogFormat", "announce", "configure_server_logging", "run_server", "serve_when_ready"]
+from debate.cli.conventions import write_interrupted_with
+
+__all__ = [
+    "LOG_FORMATS",
+    "LogFormat",
+    "announce",
+    "configure_server_logging",
+    "run_server",
+    "serve_when_ready",
+    "server_logging",
+]
 
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
@@ -60,12 +70,29 @@ class JsonFormat(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+_CONFIGURED: list[tuple[LogFormat, bool]] = []
+
+
+def server_logging() -> tuple[LogFormat, bool] | None:
+    """(form, verbose) as `configure_server_logging` set them in this process, or None: what a child process of
+    the server (the guard's decision writer) configures its own log with, so its lines read as the server's."""
+    return _CONFIGURED[0] if _CONFIGURED else None
+
+
 def configure_server_logging(form: LogFormat, *, verbose: bool) -> None:
     """Every log record of the process to standard error in `form`: ours at WARNING (INFO with --verbose), the
-    ready/stopping lines always, uvicorn's through the same handler (start uvicorn with `log_config=None`)."""
+    ready/stopping lines always, uvicorn's through the same handler (start uvicorn with `log_config=None`), and
+    the line a SIGTERM or Ctrl-C ends the command with."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormat() if form == "json" else TextFormat())
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler], force=True)
+    _CONFIGURED[:] = [(form, verbose)]
+
+    def last_line(line: str) -> None:
+        # Written by the handler itself: the command has silenced logging (logging.disable) by then.
+        handler.handle(logging.makeLogRecord({"name": _READY.name, "levelno": 30, "levelname": "WARNING", "msg": line}))
+
+    write_interrupted_with(last_line)
     _READY.setLevel(logging.INFO)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logger = logging.getLogger(name)

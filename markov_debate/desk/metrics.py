@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -24,20 +24,25 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 Reading = tuple[str, str, list[tuple[dict[str, str], float]]]
-"""A gauge read at scrape time: (name, help, [(labels, value)])."""
+"""A figure read at scrape time: (name, help, [(labels, value)]). A name ending in `_total` is a counter (a count
+since start, which only grows: what rate() and increase() take), any other a gauge."""
 
 
 class Readings(Collector):
-    """Gauges read when Prometheus scrapes: `read()` gives each (name, help, samples); a failing read leaves its
-    gauges out of that scrape (the scrape still answers: `*_up`-style gauges say what is down)."""
+    """Figures read when Prometheus scrapes: `read()` gives each (name, help, samples); a failing read leaves its
+    figures out of that scrape (the scrape still answers: `*_up`-style gauges say what is down)."""
 
     def __init__(self, read: Callable[[], Iterable[Reading]]) -> None:
         self.read = read
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         for name, text, samples in self.read():
             labels = sorted({key for sample, _ in samples for key in sample})
-            family = GaugeMetricFamily(name, text, labels=labels)
+            family: GaugeMetricFamily | CounterMetricFamily = (
+                CounterMetricFamily(name.removesuffix("_total"), text, labels=labels)
+                if name.endswith("_total")
+                else GaugeMetricFamily(name, text, labels=labels)
+            )
             for sample, value in samples:
                 family.add_metric([sample.get(key, "") for key in labels], value)
             yield family

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from debate.types import ClaimLabel, Evidence, Report
-from markov_debate.desk.requests import AuditRequest
+from markov_debate.desk.requests import AuditRequest, StorableText
 
 __all__ = [
     "AuditDetail",
@@ -72,7 +72,7 @@ class ReviewIn(BaseModel):
     """confirm: the engine's label is right; overturn: it is wrong (give the right label)."""
     label: ClaimLabel | None = None
     """The right label: required to overturn; when confirming it must be the engine's (or left out)."""
-    note: str = Field(default="", max_length=5000)
+    note: StorableText = Field(default="", max_length=5000)
     """Why (shown in the trail)."""
     seen_label: EngineLabel | None = None
     """The claim's label as the reviewer saw it (its latest review's label, else the engine's). When given and the

@@ -1,11 +1,12 @@
 """What the desk's /metrics reads when Prometheus scrapes (markov_debate.desk.metrics): audits by status, the model
-endpoint as this server's worker last found it, and the calibration against the reviewers."""
+endpoint as the workers find it, and the calibration against the reviewers."""
 
 from __future__ import annotations
 
 import logging
 import math
 from collections.abc import Iterator
+from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy.exc import SQLAlchemyError
@@ -35,10 +36,27 @@ def desk_readings(app: FastAPI) -> Iterator[Reading]:
         "Audits by status (pending: waiting for a worker; running: being debated)",
         [({"status": status}, float(counts.get(status, 0))) for status in _STATUSES],
     )
-    if worker is not None:
-        up = 0.0 if worker.endpoint_down else 1.0
-        yield "desk_model_endpoint_up", "1 unless this server's worker finds the model endpoint down", [({}, up)]
+    yield "desk_model_endpoint_up", _ENDPOINT_HELP, [({}, _endpoint_up(app, store, worker))]
     yield from _calibration(app, store)
+
+
+_ENDPOINT_HELP = (
+    "1 unless the model endpoint is failing: this server's worker finds it down, or (--jobs 0, the workers in "
+    "processes of their own) the store shows audits being deferred and none finished since"
+)
+
+
+def _endpoint_up(app: FastAPI, store: Store, worker: Any) -> float:
+    """The endpoint as the workers find it, wherever they run: a server with no worker of its own (the documented
+    deployment) reads it from the store's trail, as its /v1/health does."""
+    if worker is not None:
+        return 0.0 if worker.endpoint_down else 1.0
+    try:
+        run = store.deferral_run()
+    except (SQLAlchemyError, OSError):
+        return math.nan  # the store did not answer: desk_store_up says so; nothing is known of the endpoint
+    stall_s: float = app.state.settings.stall_s
+    return 0.0 if run is not None and run.last_s <= stall_s else 1.0
 
 
 def _calibration(app: FastAPI, store: Store) -> Iterator[Reading]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticSerializationError
 
 from debate.calls import PROMPT_SETS
@@ -20,8 +20,10 @@ __all__ = [
     "AuditOverrides",
     "AuditRequest",
     "BatchLine",
+    "StorableText",
     "checked_request",
     "load_request",
+    "unstorable",
 ]
 
 _TEXT_LIMIT = 200_000
@@ -107,19 +109,36 @@ def checked_request(request: AuditRequest, *, max_claims: int | None) -> str:
     return text
 
 
+def unstorable(text: str) -> str | None:
+    """Why no store can keep `text` (a NUL, a lone surrogate), or None: the desk's one rule for what it refuses."""
+    if "\x00" in text:
+        return "NUL characters are not allowed"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a lone surrogate (not valid Unicode text)"
+    return None
+
+
+def _storable(text: str) -> str:
+    why = unstorable(text)
+    if why is not None:
+        raise ValueError(why)
+    return text
+
+
+StorableText = Annotated[str, AfterValidator(_storable)]
+"""Text a body field may hold: what every store keeps (refused with 422 naming the field otherwise)."""
+
+
 def _unstorable_text(value: Any, path: str, depth: int = 0) -> str | None:
     """Where a request holds what no store keeps (a NUL, a lone surrogate) or nests too deep to read back."""
     if depth > MAX_DEPTH:
         top = ".".join(path.split(".")[:3])
         return f"{top or 'request'}: nested more than {MAX_DEPTH} levels deep"
     if isinstance(value, str):
-        if "\x00" in value:
-            return f"{path}: NUL characters are not allowed"
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return f"{path}: a lone surrogate (not valid Unicode text)"
-        return None
+        why = unstorable(value)
+        return None if why is None else f"{path}: {why}"
     children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, child in children:
         found = _unstorable_text(child, f"{path}.{key}" if path else str(key), depth + 1)

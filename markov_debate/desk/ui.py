@@ -34,7 +34,7 @@ from markov_debate.desk.deps import (
     validated,
 )
 from markov_debate.desk.models import EngineLabel, ReviewIn, ReviewInfo
-from markov_debate.desk.requests import AuditOverrides, AuditRequest
+from markov_debate.desk.requests import AuditOverrides, AuditRequest, StorableText
 from markov_debate.desk.routes.batches import upload_batch
 from markov_debate.desk.security import SESSION_COOKIE
 from markov_debate.desk.stats import stats as compute_stats
@@ -203,7 +203,7 @@ def review_form(
     claim_id: str,
     decision: Annotated[Literal["confirm", "overturn"], Form()],
     label: Annotated[str, Form()] = "",
-    note: Annotated[str, Form(max_length=5000)] = "",
+    note: Annotated[StorableText, Form(max_length=5000)] = "",
     back: Annotated[str, Form()] = "",
     seen_label: Annotated[EngineLabel | None, Form()] = None,
 ) -> Response:

@@ -24,7 +24,7 @@ from contextlib import AsyncExitStack
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_delay, wait_random_exponential
 
 from debate.errors import DebateError, InputError, ModelRequestError
@@ -36,6 +36,7 @@ from markov_debate.desk.requests import AuditRequest
 from markov_debate.desk.runnable import work_item
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import Job, Store
+from markov_debate.desk.store.db import store_away, store_cause
 
 __all__ = ["Worker", "WorkerHealth"]
 
@@ -107,7 +108,7 @@ class Worker:
                     try:
                         last_renew = await self._pass(last_renew, renew_every)
                     except (SQLAlchemyError, OSError) as exc:
-                        self._trouble("store-unavailable", f"the audit store fails: {_cause(exc)}")
+                        self._trouble("store-unavailable", f"the audit store fails: {store_cause(exc)}")
                         await _wait(stop, pause.next())
                         continue
                     pause.reset()
@@ -261,7 +262,7 @@ class Worker:
             stored = await self._store(self.store.finish, job.audit_id, self.name, report)
         except SQLAlchemyError as exc:
             # The store refuses this result (e.g. PostgreSQL and a NUL in a model's reply): an attempt spent.
-            await self._defer(job, f"the result could not be stored: {_cause(exc)}", keep_attempt=False)
+            await self._defer(job, f"the result could not be stored: {store_cause(exc)}", keep_attempt=False)
             return
         if not stored:
             log.info("audit %s: result discarded (cancelled or taken over meanwhile)", job.audit_id)
@@ -299,28 +300,16 @@ class Worker:
 
         def waiting(state: RetryCallState) -> None:
             if state.outcome is not None and (exc := state.outcome.exception()) is not None:
-                self._trouble("store-unavailable", f"the audit store fails: {_cause(exc)}")
+                self._trouble("store-unavailable", f"the audit store fails: {store_cause(exc)}")
 
         retrying = AsyncRetrying(
-            retry=retry_if_exception(_unavailable),
+            retry=retry_if_exception(store_away),
             wait=wait_random_exponential(multiplier=0.2, max=5.0),
             stop=stop_after_delay(self.settings.lease_s / 2),
             before_sleep=waiting,
             reraise=True,
         )
         return await retrying(asyncio.to_thread, call, *args, **kwargs)
-
-
-def _unavailable(exc: BaseException) -> bool:
-    """Whether a store error means "not reachable now" (worth waiting for), not "refused this write"."""
-    return isinstance(exc, OSError | OperationalError | InterfaceError) or bool(
-        isinstance(exc, DBAPIError) and exc.connection_invalidated
-    )
-
-
-def _cause(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
 
 
 class _Backoff:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, get_args
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from debate import telemetry
 from markov_debate.desk.metrics import HttpMetrics, Reading, Readings, metrics_response
+from markov_debate.desk.models import GuardAction
 from markov_debate.desk.probes import LIVE, PROBE_PATHS, store_problem
 from markov_debate.desk.security import host_of
 from markov_debate.desk.serving import ACCEPT_BACKLOG, guarded_protocol, server_limits
@@ -212,12 +213,14 @@ def _readings(app: FastAPI) -> Iterator[Reading]:
     if guard is None:  # not started yet
         return
     recorder = guard.recorder
-    actions = [({"action": action}, float(n)) for action, n in sorted(recorder.actions.items())]
-    yield "guard_actions", "Answers by what the guard did with them, since start", actions
+    # every action from the start, at 0 until it happens: a ratio of rates needs its series to exist
+    actions = [({"action": action}, float(recorder.actions.get(action, 0))) for action in get_args(GuardAction)]
+    yield "guard_actions_total", "Answers by what the guard did with them, since start", actions
     yield "guard_decisions_waiting", "Decisions not yet written to the store", [({}, float(recorder.pending))]
-    yield "guard_decisions_stored", "Decisions written to the store since start", [({}, float(recorder.stored))]
+    stored: list[tuple[dict[str, str], float]] = [({}, float(recorder.stored))]
+    yield "guard_decisions_stored_total", "Decisions written to the store since start", stored
     yield (
-        "guard_decisions_dropped",
+        "guard_decisions_dropped_total",
         "Decisions lost (the store away too long, a writer killed)",
         [({}, float(recorder.dropped))],
     )

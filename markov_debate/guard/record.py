@@ -37,18 +37,17 @@ from multiprocessing.context import SpawnProcess
 from typing import Any, BinaryIO, Protocol
 
 from rich.console import Console
-from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError, SQLAlchemyError
-from tenacity import Retrying, retry_if_exception_type, wait_random_exponential
+from sqlalchemy.exc import SQLAlchemyError
+from tenacity import Retrying, retry_if_exception, wait_random_exponential
 
 from debate.cli.conventions import log_handler
+from markov_debate.desk.logs import configure_server_logging, server_logging
 from markov_debate.desk.store import GuardRecord, GuardRows, Store, StoreError
+from markov_debate.desk.store.db import store_away, store_cause
 
 __all__ = ["Recorder", "RowStore", "Writer"]
 
 log = logging.getLogger("markov_debate.guard")
-
-STORE_AWAY = (OperationalError, InterfaceError, DisconnectionError)
-"""A store that is away (a restart, a failover): retried. Any other error refuses the rows and is not retried."""
 
 _HEAD = struct.Struct("!I")
 """A frame's length, before the frame (a pickled list of rows as (audit, decision) column values)."""
@@ -109,7 +108,7 @@ class Writer:
         # Retried without end while the guard runs (a decision is not dropped because the database restarts);
         # once it stops, for 10 s at most, then what is left is counted in the log.
         retrying = Retrying(
-            retry=retry_if_exception_type(STORE_AWAY),
+            retry=retry_if_exception(store_away),  # away (a restart): retried; refused rows are not (below)
             wait=wait_random_exponential(multiplier=0.2, max=5.0),
             stop=lambda state: self._ended() and (state.seconds_since_start or 0.0) > 10,
             before_sleep=waiting,
@@ -119,11 +118,11 @@ class Writer:
             for attempt in retrying:
                 with attempt:
                     stored = self._store.record_rows(rows)
-        except STORE_AWAY as exc:
-            log.error("guard: %d decision(s) could not be stored before shutdown: %s", len(rows), _first_line(exc))
-            self._tally[_GIVEN_UP] += len(rows)
-            return
-        except (SQLAlchemyError, ValueError, TypeError) as exc:
+        except (SQLAlchemyError, OSError, ValueError, TypeError) as exc:
+            if store_away(exc):
+                log.error("guard: %d decision(s) could not be stored before shutdown: %s", len(rows), _first_line(exc))
+                self._tally[_GIVEN_UP] += len(rows)
+                return
             # The store is there and refuses these rows: retried, they would hold every decision behind them for
             # ever. One at a time; the one refused is dropped, counted and named (never the statement: it holds
             # the caller's text).
@@ -144,11 +143,14 @@ class Writer:
             self._tally[_FAILING_SINCE] = 0.0
 
 
-def _serve(db_url: str, rows: Connection, level: int, batch: int, linger_s: float, tally: Any) -> None:
-    """The writer process."""
+def _serve(db_url: str, rows: Connection, logs: tuple[int, Any], batch: int, linger_s: float, tally: Any) -> None:
+    """The writer process; its log as the guard's (`debate guard`'s format, timestamps, one line a record)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    logging.basicConfig(level=level, handlers=[log_handler(Console(stderr=True))], force=True)
+    if logs[1] is not None:
+        configure_server_logging(logs[1][0], verbose=logs[1][1])
+    else:  # a guard run in process (tests): the engine's console
+        logging.basicConfig(level=logs[0], handlers=[log_handler(Console(stderr=True))], force=True)
     taken: queue.Queue[GuardRows] = queue.Queue()
     ended = threading.Event()
     # The pipe is read on a thread of its own, so it never fills while a batch waits for the database.
@@ -183,11 +185,11 @@ def _open(db_url: str, tally: Any, stopping: Callable[[], bool]) -> Store | None
             return Store(db_url)
         except (SQLAlchemyError, StoreError) as exc:
             if stopping():
-                log.error("guard: the store cannot be opened to write decisions: %s", exc)
+                log.error("guard: the store cannot be opened to write decisions: %s", _first_line(exc))
                 return None
             if not tally[_FAILING_SINCE]:
                 tally[_FAILING_SINCE] = time.monotonic()
-                log.error("guard: the store cannot be opened to write decisions (%s); they wait", exc)
+                log.error("guard: the store cannot be opened to write decisions (%s); they wait", _first_line(exc))
             time.sleep(1.0)
 
 
@@ -237,7 +239,7 @@ class Recorder:
     async def _new_child(self) -> _Child:
         reader, writer = self._context.Pipe(duplex=False)
         tally = self._context.Array("d", 3, lock=False)
-        args = (self._db_url, reader, log.getEffectiveLevel(), self._batch, self._linger_s, tally)
+        args = (self._db_url, reader, (log.getEffectiveLevel(), server_logging()), self._batch, self._linger_s, tally)
         process = self._context.Process(target=_serve, args=args, name="guard-recorder", daemon=True)
         process.start()
         reader.close()  # only the writer holds the reading end: the pipe ends when the guard's end closes
@@ -387,14 +389,10 @@ class Recorder:
         return left
 
 
-def _first_line(exc: BaseException) -> str:
-    """An error in one line without the statement: a database error's own message (SQLAlchemy's text adds the SQL
-    and its parameters, the caller's words among them)."""
-    said = str(getattr(exc, "orig", None) or exc)
-    return f"{type(exc).__name__}: {(said.splitlines() or [''])[0][:200]}"
-
-
-def _cause(state: object) -> str:
-    outcome = getattr(state, "outcome", None)
-    exc = outcome.exception() if outcome is not None else None
+def _cause(state: Any) -> str:
+    exc = state.outcome.exception() if getattr(state, "outcome", None) is not None else None
     return _first_line(exc) if exc else "unknown"
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {store_cause(exc, 200)}"

@@ -11,6 +11,7 @@ The answer cites them as `[doc-1]`. A `sources` field wins over the messages.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -140,6 +141,11 @@ def read_request(body: Any) -> RequestText:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise GuardRequestError("messages", "expected a non-empty list of messages")
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        # The guard reads `stream` itself (whole or streamed): anything else would reach the upstream to be refused
+        # there, after the guard had taken the request for a whole one.
+        raise GuardRequestError("stream", f"expected true or false, got {json.dumps(stream)[:40]}")
     origin: Origin
     forwarded = {k: v for k, v in body.items() if k != "sources"}
     notes: list[str] = []

@@ -345,6 +345,14 @@ def test_keys_roles_and_attribution(tmp_path: Path, model: FakeOpenAI) -> None:
             "/v1/batches", files={"file": ("b.jsonl", jsonl([{"id": "1", **RIGHT}]))}, data={"task": "qa"}
         )
         assert upload.status_code == 202 and upload.json()["name"] == "b.jsonl"
+        # Two file parts: refused, naming the rule (the second was once used silently).
+        two = [
+            ("file", ("a.jsonl", jsonl([{"id": "a", **RIGHT}]))),
+            ("file", ("b.jsonl", jsonl([{"id": "b", **RIGHT}]))),
+        ]
+        doubled = sam.post("/v1/batches", files=two, data={"task": "qa"})
+        assert doubled.status_code == 400 and "files" in doubled.json()["detail"].lower(), doubled.text
+        assert len(root.get("/v1/batches").json()) == 1
         audit = root.get(f"/v1/audits/{audit_id}").json()
         assert audit["submitted_by"] == "sam" and audit["reviews"][0]["reviewer"] == "alice"
         assert api_keys()[0].sha256 not in json.dumps(audit)

@@ -227,7 +227,9 @@ def test_an_endpoint_outage_pauses_work_and_failed_audits_come_back(tmp_path: Pa
             assert wait_done(client, first)["status"] == "done"
 
 
-def test_a_full_sqlite_store_pauses_the_worker_until_there_is_room(tmp_path: Path, model: FakeOpenAI) -> None:
+def test_a_full_sqlite_store_pauses_the_worker_until_there_is_room(
+    tmp_path: Path, model: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
     with ThreadedDesk(settings_for(f"sqlite:///{tmp_path}/d.sqlite", model.base_url)) as desk:
         client = desk.client()
         first = client.post("/v1/audits", json=RIGHT).json()["id"]
@@ -242,8 +244,14 @@ def test_a_full_sqlite_store_pauses_the_worker_until_there_is_room(tmp_path: Pat
         event.listen(engine, "connect", full)
         engine.dispose()
         try:
-            refused = client.post("/v1/audits", json={**RIGHT, "response": "x" * 100_000})
-            assert refused.status_code == 503 and "database or disk is full" in refused.json()["detail"]
+            with caplog.at_level("WARNING", logger="markov_debate.desk"):
+                refused = [client.post("/v1/audits", json={**RIGHT, "response": "x" * 100_000}) for _ in range(5)]
+            # the caller: try again later, nothing of the store's insides; the operator: the cause, once a while
+            assert {r.status_code for r in refused} == {503} and all(r.headers["Retry-After"] for r in refused)
+            assert "try again shortly" in refused[0].json()["detail"]
+            assert "database or disk is full" not in refused[0].text
+            said = [r.getMessage() for r in caplog.records if "audit store error" in r.getMessage()]
+            assert len(said) == 1 and "database or disk is full" in said[0], said
             page = client.get(f"/audits/{first}", headers={"Accept": "text/html"})
             assert page.status_code == 200  # reading still works while writes cannot
         finally:

@@ -34,6 +34,28 @@ def test_a_nul_in_the_url_is_a_400_naming_where_not_a_store_outage(
         assert client.get("/v1/health").json()["ok"] is True
 
 
+def test_text_no_store_holds_in_a_body_is_a_422_naming_the_field_on_postgres(postgres: str) -> None:
+    """Issue 73: a review note holding a NUL was answered 503 "try again shortly" with Retry-After (PostgreSQL
+    refused the write), so a client retried forever. The desk's one rule (`unstorable`) refuses it at the door, in
+    every body that reaches a column: a review's note (API and form) and a batch's name."""
+    settings = settings_for(fresh_database(postgres), "http://127.0.0.1:9/v1", jobs=0, keys=api_keys())
+    with ThreadedDesk(settings) as desk:
+        client = desk.client("root")
+        note = client.post("/v1/audits/1/claims/c0/reviews", json={"decision": "confirm", "note": "a\u0000b"})
+        assert note.status_code == 422 and note.json()["detail"].startswith("note: "), note.text
+        assert "NUL" in note.json()["detail"] and "Retry-After" not in note.headers
+        surrogate = client.post(
+            "/v1/audits/1/claims/c0/reviews",
+            content=b'{"decision": "confirm", "note": "\\ud800"}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert surrogate.status_code == 422 and surrogate.json()["detail"].startswith("note: "), surrogate.text
+        line = json.dumps({"id": "1", **FRANCE, "response": "Paris."}) + "\n"
+        upload = client.post("/v1/batches", files={"file": ("ok.jsonl", line)}, data={"task": "qa", "name": "a\x00b"})
+        assert upload.status_code == 422 and upload.json()["detail"].startswith("name: "), upload.text
+        assert client.get("/v1/batches").json() == [] and client.get("/v1/health").json()["ok"] is True
+
+
 def test_blank_lines_count_toward_the_upload_limit(tmp_path: Path) -> None:
     """A body of newlines is refused at the line limit, not read to its end; blank lines below it are skipped."""
     item = {"id": "a", "question": "Where is Paris?", "response": "Paris is in France.", "reference": "France."}

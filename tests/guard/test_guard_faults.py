@@ -4,6 +4,7 @@ one line says the guard stopped)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import threading
@@ -114,6 +115,8 @@ def test_sigterm_lets_the_request_in_flight_finish_and_keeps_its_decision(tmp_pa
             "0",
             "--debate.max-rounds",
             "0",
+            "--log-format",
+            "json",
         ]
         guard = subprocess.Popen(argv, env=cli_env(), stderr=subprocess.PIPE, text=True)
         try:
@@ -138,7 +141,10 @@ def test_sigterm_lets_the_request_in_flight_finish_and_keeps_its_decision(tmp_pa
                 guard.kill()
     assert response.status_code == 200 and response.json()["verification"]["verdict"] == "factual"
     assert guard.returncode == 143 and _stored(db_url) == 1
-    assert stderr.strip().splitlines()[-1] == "debate: terminated; 1 decision(s) stored, 0 not", stderr
+    # every line of every process of the guard (its decision writer's too) in the log's format, the last one too
+    records = [json.loads(line) for line in stderr.strip().splitlines()]
+    assert all(set(r) == {"time", "level", "logger", "message"} for r in records), stderr
+    assert records[-1]["message"] == "debate: terminated; 1 decision(s) stored, 0 not", stderr
     for noise in ("Traceback", "ERROR", "CancelledError"):
         assert noise not in stderr, stderr
 

@@ -58,9 +58,9 @@ def test_the_guard_s_metrics_count_what_happened(guard_for: Any) -> None:
             assert httpx.post(guard.base_url + "/chat/completions", json=body, timeout=30).status_code == 200
         assert httpx.get(guard.base_url.removesuffix("/v1") + "/readyz").status_code == 200
         found = _samples(httpx.get(guard.base_url.removesuffix("/v1") + "/metrics").text)
-    assert found[("guard_actions", (("action", "annotated"),))] == 2
+    assert found[("guard_actions_total", (("action", "annotated"),))] == 2
     chat = (("method", "POST"), ("route", "/v1/chat/completions"), ("status", "200"))
     assert found[("guard_http_requests_total", chat)] == 2
     assert found[("guard_http_requests_total", (("method", "GET"), ("route", "/readyz"), ("status", "200")))] == 1
-    assert found[("guard_judge_up", ())] == 1 and found[("guard_decisions_dropped", ())] == 0
-    assert ("guard_decisions_waiting", ()) in found and ("guard_decisions_stored", ()) in found
+    assert found[("guard_judge_up", ())] == 1 and found[("guard_decisions_dropped_total", ())] == 0
+    assert ("guard_decisions_waiting", ()) in found and ("guard_decisions_stored_total", ()) in found

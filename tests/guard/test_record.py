@@ -207,6 +207,38 @@ def test_a_guard_that_exits_without_closing_its_recorder_still_exits(tmp_path: P
     assert _count(db_url) == 2  # the writer stored what reached it, then left with the guard
 
 
+_JSON_LOG = """
+import asyncio, sys
+from markov_debate.desk.logs import configure_server_logging
+from markov_debate.guard.record import Recorder
+
+configure_server_logging("json", verbose=False)  # as `debate guard --log-format json` does
+
+async def main():
+    recorder = Recorder(sys.argv[1])
+    await recorder.start()
+    while recorder.failing_since is None:  # the writer has said it cannot open the store
+        await asyncio.sleep(0.05)
+    await recorder.close(timeout_s=10)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+def test_the_writer_process_logs_in_the_guard_s_format() -> None:
+    """Issue 73: the decision writer (a process of its own) wrote rich console lines without timestamps, ignoring
+    --log-format json, with the database's multi-line text. Its lines now read as the guard's: one JSON object a
+    line, the store's cause on one line."""
+    nowhere = "postgresql+psycopg://nobody@127.0.0.1:9/none?connect_timeout=2"
+    done = subprocess.run([sys.executable, "-c", _JSON_LOG, nowhere], timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stderr.strip().splitlines()]
+    said = [r for r in records if "cannot be opened to write decisions" in r["message"]]
+    assert said and all(set(r) == {"time", "level", "logger", "message"} for r in records), done.stderr
+    assert said[0]["level"] == "ERROR" and "OperationalError" in said[0]["message"]
+
+
 def test_a_retried_batch_is_stored_once(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'desk.sqlite'}")
     try:

@@ -31,7 +31,10 @@ _MESSAGE = st.fixed_dictionaries(
 @given(
     body=st.one_of(
         _JSON,
-        st.fixed_dictionaries({"messages": st.lists(_MESSAGE, max_size=4)}, optional={"sources": _JSON}),
+        st.fixed_dictionaries(
+            {"messages": st.lists(_MESSAGE, max_size=4)},
+            optional={"sources": _JSON, "stream": st.one_of(st.booleans(), _JSON)},
+        ),
     )
 )
 @example(body={"messages": [{"role": "system", "content": "[a] x\x00y \ud800"}]})
@@ -46,6 +49,7 @@ def test_any_body_is_read_or_refused_naming_the_field(body: Any, reached: Reache
         return
     reached("read")
     assert "sources" not in text.forwarded and text.forwarded["messages"] == body["messages"]
+    assert text.forwarded.get("stream") in (None, True, False)  # the guard reads it as the upstream will
     assert len({s.id for s in text.sources}) == len(text.sources) <= MAX_SOURCES
     assert all(s.text.strip() for s in text.sources)
     assert (text.origin == "none") == (not text.sources)
@@ -84,6 +88,14 @@ def test_malformed_sources_name_the_field(sources: Any, param: str) -> None:
     with pytest.raises(GuardRequestError) as caught:
         read_request({"messages": [{"role": "user", "content": "q"}], "sources": sources})
     assert caught.value.param == param
+
+
+@pytest.mark.parametrize("stream", ["yes", 1, "true", [], {}])
+def test_a_stream_flag_that_is_not_a_boolean_is_refused_naming_it(stream: Any) -> None:
+    """Issue 73: `"stream": "yes"` went upstream unchecked, answered 502 after 5.7 s."""
+    with pytest.raises(GuardRequestError) as caught:
+        read_request({"messages": [{"role": "user", "content": "q"}], "stream": stream})
+    assert caught.value.param == "stream" and "true or false" in str(caught.value)
 
 
 def test_repeated_ids_and_too_many_sources_are_said() -> None:

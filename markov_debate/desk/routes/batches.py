@@ -11,7 +11,8 @@ from debate.plugins import TASKS
 from markov_debate.desk.bodies import OffLoopJson
 from markov_debate.desk.deps import Canceller, Reader, RowId, StoreDep, Submitter, csrf
 from markov_debate.desk.models import BatchInfo
-from markov_debate.desk.security import Guard
+from markov_debate.desk.requests import unstorable
+from markov_debate.desk.security import FORM_LIMITS, Guard
 from markov_debate.desk.uploads import UploadPool
 
 __all__ = ["NAME_LIMIT", "router", "upload_batch"]
@@ -49,6 +50,8 @@ async def upload_batch(
             else:
                 async for chunk in request.stream():
                     out.write(chunk)
+        if name is not None and (why := unstorable(name)) is not None:
+            raise HTTPException(422, f"name: {why}")  # a form field or a file name: kept in the batch's row
         pool: UploadPool = request.app.state.uploads
         return await pool.ingest(
             path, principal=principal, task=task, name=(name or "upload")[:NAME_LIMIT], idempotency_key=idempotency_key
@@ -70,7 +73,7 @@ async def submit_batch(
     request.app.state.guard.require(request, "submit")  # before the body is read: a stranger spools nothing
     upload: UploadFile | None = None
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
-        form = await request.form()
+        form = await request.form(**FORM_LIMITS)  # one file part: a second is refused, never silently used
         file = form.get("file")
         if not isinstance(file, UploadFile):
             raise HTTPException(422, "file: a multipart upload needs a `file` field")

@@ -14,6 +14,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, CursorResult, Result, make_url
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.orm import sessionmaker
 
 from debate.errors import DebateError
@@ -32,11 +33,28 @@ __all__ = [
     "count",
     "engine_label",
     "sha",
+    "store_away",
+    "store_cause",
     "utcnow",
 ]
 
 _MIGRATIONS = Path(__file__).parent.parent / "migrations"
 _MIGRATION_LOCK = threading.Lock()
+
+
+def store_away(exc: BaseException) -> bool:
+    """Whether a store error means "not reachable now" (worth waiting for: a restart, a full disk, a failover), not
+    "refused this write" (a value it cannot hold, a constraint): the one rule the worker and the API answer by."""
+    return isinstance(exc, OSError | OperationalError | InterfaceError | DisconnectionError) or bool(
+        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    )
+
+
+def store_cause(exc: BaseException, limit: int = 300) -> str:
+    """A store error in one line without its statement: the database's own message (SQLAlchemy's text adds the SQL
+    and its parameters, a caller's words among them, over several lines)."""
+    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return text[0][:limit] if text and text[0] else type(exc).__name__
 
 
 class StoreError(DebateError):
