@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import re
 import secrets
+import tomllib
 from pathlib import Path
 from typing import Literal
 
@@ -22,6 +24,7 @@ __all__ = [
     "Principal",
     "Role",
     "find_key",
+    "guard_key_table",
     "hash_key",
     "key_line",
     "key_name",
@@ -107,6 +110,15 @@ def key_line(name: str, role: Role, key: str) -> str:
     parsed = _parse(line, "the new line")
     assert (parsed.name, parsed.role, parsed.sha256) == (name, role, hash_key(key)), line  # one parser reads it
     return line
+
+
+def guard_key_table(name: str, key: str) -> str:
+    """The guard's form of `key` (its sha256 only): a `[keys.NAME]` table for --guard-config, checked to read back
+    as exactly this name and hash. (The name is quoted: TOML's bare keys take no `.` or `@`.)"""
+    table = f'[keys.{json.dumps(key_name(name))}]\nsha256 = "{hash_key(key)}"'
+    read = tomllib.loads(table)["keys"]
+    assert read == {name: {"sha256": hash_key(key)}}, table  # the guard's reader gets back what was written
+    return table
 
 
 def _parse(entry: str, where: str) -> ApiKey:

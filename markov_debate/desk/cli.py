@@ -15,14 +15,31 @@ from debate.cli import add_verifier_arguments, examples, secret_from_file, verif
 from debate.cli.conventions import Subcommands
 from debate.errors import DebateError, UsageError
 from debate.extras import require_extra
-from markov_debate.desk.auth import ROLE_PERMISSIONS, Principal, key_line, key_name, load_keys, new_key
-from markov_debate.desk.flags import check_limits, connection_arguments, log_format_argument, quota_arguments
+from markov_debate.desk.auth import (
+    ROLE_PERMISSIONS,
+    Principal,
+    guard_key_table,
+    key_line,
+    key_name,
+    load_keys,
+    new_key,
+)
+from markov_debate.desk.flags import (
+    check_limits,
+    connection_arguments,
+    limits_from,
+    log_format_argument,
+    quota_arguments,
+    server_limit_arguments,
+)
 from markov_debate.desk.logs import announce, configure_server_logging, run_server, serve_when_ready
 from markov_debate.desk.settings import DeskSettings, default_db_url
 
 __all__ = ["register"]
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
+DESK_BODY_MB = 10.0
+"""The desk's largest request body by default, in MiB (a batch upload is one body)."""
 log = logging.getLogger(__name__)
 
 
@@ -68,7 +85,6 @@ def _register_serve(sub: Subcommands) -> None:
         default=2,
         help="audits the in-process worker runs at once; 0: none, use `debate worker` (default: 2)",
     )
-    serve.add_argument("--max-body-mb", type=float, default=10.0, help="largest request body in MiB (default: 10)")
     serve.add_argument(
         "--max-bodies-mb",
         type=float,
@@ -81,6 +97,15 @@ def _register_serve(sub: Subcommands) -> None:
         default=2_000,
         help="longest claim a request may give; longer is a 422 (default: 2000)",
     )
+    serve.add_argument(
+        "--session-secret-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the secret UI sessions are signed with, first line of FILE, so a restart signs no one out and several "
+        "servers share sessions (default: DEBATE_SESSION_SECRET, else a new one each start)",
+    )
+    server_limit_arguments(serve, body_mb=DESK_BODY_MB)
     connection_arguments(serve)
     quota_arguments(serve)
     log_format_argument(serve)
@@ -108,16 +133,24 @@ def _register_worker(sub: Subcommands) -> None:
     worker.set_defaults(handler=_worker)
     key = sub.add_parser(
         "new-key",
-        help="make an API key for the audit desk: its keys-file line on standard output, the key itself on "
-        "standard error",
-        epilog=examples("debate new-key alice reviewer >> keys.txt"),
+        help="make an API key for the audit desk or the guard: the line (or table) its file needs on standard "
+        "output, its SHA-256 only; the key itself once, on standard error",
+        epilog=examples("debate new-key alice reviewer >> keys.txt", "debate new-key app --for guard >> guard.toml"),
     )
     key.add_argument(
         "name",
         type=_key_name,
         help="who holds it (recorded with every request made with it): 1 to 64 of A-Z, a-z, 0-9, _ . @ -",
     )
-    key.add_argument("role", choices=list(ROLE_PERMISSIONS), help="what it may do")
+    key.add_argument("role", nargs="?", choices=list(ROLE_PERMISSIONS), help="what it may do on the desk")
+    key.add_argument(
+        "--for",
+        dest="target",
+        choices=("desk", "guard"),
+        default="desk",
+        help="desk: a NAME:ROLE:sha256:HEX line for --api-keys-file; guard: a [keys.NAME] table for --guard-config "
+        "(no role: a guard key may set its own policy in the table) (default: desk)",
+    )
     key.set_defaults(handler=_new_key)
 
 
@@ -182,7 +215,7 @@ def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
         keys=api_keys,
         jobs=args.jobs,
         lease_s=args.lease,
-        max_body_bytes=int(getattr(args, "max_body_mb", 10.0) * 1024 * 1024),
+        max_body_bytes=int((getattr(args, "max_body_mb", None) or DESK_BODY_MB) * 1024 * 1024),
         max_bodies_in_flight_bytes=int(getattr(args, "max_bodies_mb", 128.0) * 1024 * 1024),
         max_claim_chars=getattr(args, "max_claim_chars", 2_000),
         **{
@@ -192,8 +225,15 @@ def _settings(args: argparse.Namespace, *, keys: bool) -> DeskSettings:
         },
         price_prompt_per_mtok=getattr(args, "price_prompt", 0.0),
         price_completion_per_mtok=getattr(args, "price_completion", 0.0),
-        session_secret=os.environ.get("DEBATE_SESSION_SECRET") or None,
+        session_secret=_session_secret(args),
     )
+
+
+def _session_secret(args: argparse.Namespace) -> str | None:
+    path = getattr(args, "session_secret_file", None)
+    if path is not None:
+        return secret_from_file(path, "--session-secret-file")
+    return os.environ.get("DEBATE_SESSION_SECRET") or None
 
 
 def _db_url(args: argparse.Namespace) -> str:
@@ -230,7 +270,6 @@ def _serve(args: argparse.Namespace) -> int:
         guarded_protocol,
         limit_accept_errors,
         limit_invalid_request_logs,
-        server_limits,
     )
 
     check_limits(args)
@@ -241,13 +280,7 @@ def _serve(args: argparse.Namespace) -> int:
         f"audit desk on {where} (store {make_url(settings.db_url).render_as_string(hide_password=True)}; "
         f"auth {'keys' if settings.keys else 'off, loopback only'})"
     )
-    limits = server_limits(
-        max_connections=args.max_connections,
-        header_timeout_s=args.header_timeout,
-        body_min_rate=args.body_min_rate,
-        body_timeout_s=args.body_timeout,
-        reserved_files=2 * settings.max_uploads,  # an upload holds a spooled file and our copy of it
-    )
+    limits = limits_from(args, reserved_files=2 * settings.max_uploads)  # an upload: a spooled file and our copy
     config = uvicorn.Config(
         app,
         host=args.host,
@@ -343,8 +376,10 @@ def _key_name(value: str) -> str:
 def _new_key(args: argparse.Namespace) -> int:
     # Standard output is the keys-file line alone (`>> keys.txt` appends exactly it); the key, which nothing
     # stores, goes to standard error: the terminal, once.
+    if (args.target == "desk") == (args.role is None):
+        raise UsageError("a desk key needs a ROLE" if args.role is None else "a guard key has no ROLE (--for guard)")
     key = new_key()
-    line = key_line(args.name, args.role, key)
+    line = key_line(args.name, args.role, key) if args.role is not None else guard_key_table(args.name, key)
     print(f"key for {args.name} (give it to them; it is not stored anywhere): {key}", file=sys.stderr)
     print(line)
     return 0

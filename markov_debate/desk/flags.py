@@ -1,19 +1,33 @@
-"""The flags of `debate serve` that say what its clients may take: connections and their deadlines, which proxies
-name the client, prices, uploads and per-key quotas; and their checks."""
+"""The flags that say what a server's clients may take: connections, their deadlines and body sizes (the same on
+`debate serve` and `debate guard`), and the desk's own: which proxies name the client, prices, uploads and per-key
+quotas; and their checks."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from debate.errors import UsageError
 from markov_debate.desk.logs import LOG_FORMATS
 
-__all__ = ["check_limits", "connection_arguments", "log_format_argument", "quota_arguments"]
+if TYPE_CHECKING:  # the server's modules need the desk extra; the flags are read without it (--help)
+    from markov_debate.desk.serving import ServerLimits
+
+__all__ = [
+    "check_limits",
+    "connection_arguments",
+    "limits_from",
+    "log_format_argument",
+    "quota_arguments",
+    "server_limit_arguments",
+]
 
 
-def connection_arguments(serve: argparse.ArgumentParser) -> None:
-    """What the server allows its clients: connections, the header deadline, which proxies name the client."""
-    serve.add_argument(
+def server_limit_arguments(parser: argparse.ArgumentParser, *, body_mb: float) -> None:
+    """What a server we start (`debate serve`, `debate guard`) allows its clients, the same flags on both:
+    connections, the header deadline, how a body must arrive, and its size. (A request's line and headers are 64
+    KiB at most on both, `ServerLimits.header_bytes`.)"""
+    parser.add_argument(
         "--max-connections",
         type=int,
         default=None,
@@ -21,22 +35,14 @@ def connection_arguments(serve: argparse.ArgumentParser) -> None:
         help="open client connections at most; at the cap the longest-idle one is closed for a new one (default: the "
         "open-file limit, raised to its hard limit, less 352 kept for the store, the model endpoint and accepts)",
     )
-    serve.add_argument(
-        "--trusted-proxy",
-        action="append",
-        default=[],
-        metavar="IP",
-        help="a reverse proxy whose X-Forwarded-For names the client (repeatable); from anyone else the header is "
-        "ignored, so it cannot buy a fresh sign-in throttle (default: none)",
-    )
-    serve.add_argument(
+    parser.add_argument(
         "--header-timeout",
         type=float,
         default=10.0,
         metavar="S",
         help="seconds a client has to send a request's line and headers before its connection is closed (default: 10)",
     )
-    serve.add_argument(
+    parser.add_argument(
         "--body-min-rate",
         type=float,
         default=1024.0,
@@ -44,12 +50,54 @@ def connection_arguments(serve: argparse.ArgumentParser) -> None:
         help="bytes a second a request body must average over each 10 s while it is read, or its connection is "
         "closed (default: 1024)",
     )
-    serve.add_argument(
+    parser.add_argument(
         "--body-timeout",
         type=float,
         default=300.0,
         metavar="S",
         help="seconds the server spends reading one request body at most (default: 300)",
+    )
+    parser.add_argument(
+        "--max-body-mb",
+        type=float,
+        default=None,
+        metavar="MB",
+        help=f"largest request body in MiB; past it 413 (default: {body_mb:g})",
+    )
+
+
+def limits_from(args: argparse.Namespace, *, reserved_files: int = 0) -> ServerLimits:
+    """The limits the flags of `server_limit_arguments` ask for (checked: a UsageError naming the flag)."""
+    from markov_debate.desk.serving import server_limits
+
+    if args.max_connections is not None and args.max_connections < 1:
+        raise UsageError("--max-connections must be at least 1")
+    for flag, value in (
+        ("--header-timeout", args.header_timeout),
+        ("--body-timeout", args.body_timeout),
+        ("--body-min-rate", args.body_min_rate),
+        ("--max-body-mb", args.max_body_mb if args.max_body_mb is not None else 1.0),
+    ):
+        if value <= 0:
+            raise UsageError(f"{flag} must be more than 0")
+    return server_limits(
+        max_connections=args.max_connections,
+        header_timeout_s=args.header_timeout,
+        body_min_rate=args.body_min_rate,
+        body_timeout_s=args.body_timeout,
+        reserved_files=reserved_files,
+    )
+
+
+def connection_arguments(serve: argparse.ArgumentParser) -> None:
+    """What only the desk's server takes besides: which proxies name the client, prices."""
+    serve.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="IP",
+        help="a reverse proxy whose X-Forwarded-For names the client (repeatable); from anyone else the header is "
+        "ignored, so it cannot buy a fresh sign-in throttle (default: none)",
     )
     serve.add_argument(
         "--price-prompt",
@@ -99,15 +147,6 @@ def check_limits(args: argparse.Namespace) -> None:
     """Every number `debate serve` takes, checked before anything is opened (a UsageError naming the flag)."""
     if args.jobs < 0:
         raise UsageError("--jobs must be 0 or more")
-    if args.max_connections is not None and args.max_connections < 1:
-        raise UsageError("--max-connections must be at least 1")
-    for flag, value in (
-        ("--header-timeout", args.header_timeout),
-        ("--body-timeout", args.body_timeout),
-        ("--body-min-rate", args.body_min_rate),
-    ):
-        if value <= 0:
-            raise UsageError(f"{flag} must be more than 0")
     for flag, count in (
         ("--max-uploads", args.max_uploads),
         ("--max-uploads-per-key", args.max_uploads_per_key),

@@ -26,7 +26,7 @@ from markov_debate.desk.metrics import HttpMetrics, Reading, Readings, metrics_r
 from markov_debate.desk.models import GuardAction
 from markov_debate.desk.probes import LIVE, PROBE_PATHS, store_problem
 from markov_debate.desk.security import host_of
-from markov_debate.desk.serving import ACCEPT_BACKLOG, guarded_protocol, server_limits
+from markov_debate.desk.serving import ACCEPT_BACKLOG, ServerLimits, guarded_protocol, server_limits
 from markov_debate.desk.store import Store
 from markov_debate.guard.check import Checker
 from markov_debate.guard.core import Guard, new_request_id
@@ -356,17 +356,24 @@ def serving(app: FastAPI) -> ASGIApp:
 
 
 def server_config(
-    app: FastAPI, *, host: str, port: int, drain_s: float = 30.0, verbose: bool = False
+    app: FastAPI,
+    *,
+    host: str,
+    port: int,
+    drain_s: float = 30.0,
+    verbose: bool = False,
+    limits: ServerLimits | None = None,
 ) -> uvicorn.Config:
     """How `debate guard` serves `app`: httptools' parser (h11's costs ~0.6 ms more CPU a request, measured with
-    benchmarks/bench_guard.py) under the desk's limits against slow and silent clients, a 10 s header deadline."""
+    benchmarks/bench_guard.py) under `limits`, the same flags as the desk's (default: theirs, a 10 s header
+    deadline)."""
     return uvicorn.Config(
         serving(app),
         host=host,
         port=port,
         log_level="info" if verbose else "warning",
         log_config=None,  # uvicorn's lines in the log's one format (markov_debate.desk.logs)
-        http=guarded_protocol(server_limits(max_connections=None, header_timeout_s=10.0), "httptools"),
+        http=guarded_protocol(limits or server_limits(max_connections=None, header_timeout_s=10.0), "httptools"),
         timeout_keep_alive=5,
         timeout_graceful_shutdown=int(drain_s),
         backlog=ACCEPT_BACKLOG,

@@ -16,9 +16,9 @@ from debate.cli.conventions import Subcommands, mark_brief, on_interrupt
 from debate.errors import DebateError, UsageError, validation_problem
 from debate.extras import require_extra
 from debate.files import read_text_file
-from markov_debate.desk.flags import log_format_argument
+from markov_debate.desk.flags import limits_from, log_format_argument, server_limit_arguments
 from markov_debate.desk.logs import configure_server_logging, run_server, serve_when_ready
-from markov_debate.guard.settings import GuardSettings
+from markov_debate.guard.settings import GUARD_BODY_MB, GuardSettings
 
 __all__ = ["register"]
 
@@ -53,13 +53,14 @@ def register(sub: Subcommands) -> None:
         "against the sources its request carried (a `sources` field, or `[id] passage` lines in system and tool "
         "messages) and annotated, flagged or blocked. Every decision is an audit in the desk's store.",
         epilog=examples(
-            "debate guard --upstream http://127.0.0.1:8000/v1                 # annotate, on the embedded judge",
+            "debate guard --upstream http://127.0.0.1:8080/v1                 # annotate, on the embedded judge",
             "debate guard --upstream http://llm:8000/v1 --policy block --on-failure closed "
             "--model.base-url http://judge:8000/v1",
             "debate guard --upstream https://api.example.com/v1 --upstream-key-file key.txt --stream pass",
         ),
     )
     _arguments(guard)
+    server_limit_arguments(guard, body_mb=GUARD_BODY_MB)
     log_format_argument(guard)
     _policy_arguments(guard)
     add_verifier_arguments(guard, batch=False)
@@ -193,6 +194,7 @@ def settings_from(args: argparse.Namespace) -> GuardSettings:
         "block_message": args.block_message,
         "upstream_timeout_s": args.upstream_timeout,
         "check_timeout_s": args.check_timeout,
+        "max_body_bytes": int(args.max_body_mb * 1024 * 1024) if args.max_body_mb is not None else None,
     }
     data.update({k: v for k, v in flags.items() if v is not None})
     if args.allowed_host:
@@ -232,6 +234,7 @@ def _guard(args: argparse.Namespace) -> int:
 
     from markov_debate.guard.app import create_app, server_config
 
+    limits = limits_from(args)  # first: a bad limit is named by its flag
     settings = settings_from(args)
     app = create_app(settings)
     # SIGTERM or Ctrl-C: uvicorn drains the requests in flight, the lifespan writes the waiting decisions, then the
@@ -244,8 +247,9 @@ def _guard(args: argparse.Namespace) -> int:
         f"{make_url(settings.db_url).render_as_string(hide_password=True)})"
     )
     config = server_config(
-        app, host=args.host, port=args.port, drain_s=args.drain, verbose=getattr(args, "verbose", False)
+        app, host=args.host, port=args.port, drain_s=args.drain, verbose=getattr(args, "verbose", False), limits=limits
     )
-    if not run_server(serve_when_ready(uvicorn.Server(config), ready)):
+    body = f"{settings.max_body_bytes / 1024 / 1024:g} MiB bodies"
+    if not run_server(serve_when_ready(uvicorn.Server(config), f"{ready}; limits: {limits.describe()}, {body}")):
         raise DebateError("the guard did not start (the line above says why)")
     return 0

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from debate.config import VerifierConfig
 
 __all__ = [
+    "GUARD_BODY_MB",
     "ActAt",
     "DebateMode",
     "FailureMode",
@@ -67,6 +68,10 @@ class GuardKey(RouteSettings):
     """The key's SHA-256, hex (`debate new-key` prints one)."""
 
 
+GUARD_BODY_MB = 4.0
+"""The guard's largest request body by default, in MiB (a chat request with its sources)."""
+
+
 class GuardSettings(_Settings):
     """Everything the guard needs besides the Verifier's own configuration."""
 
@@ -92,8 +97,8 @@ class GuardSettings(_Settings):
     """Seconds the upstream may take to answer (for a stream: to start, and between two chunks)."""
     check_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     """Seconds the verification in the request path may take; past it, on_failure decides."""
-    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
-    """The largest request body accepted."""
+    max_body_bytes: int = Field(default=int(GUARD_BODY_MB * 1024 * 1024), ge=1024)
+    """The largest request body accepted (`--max-body-mb`; past it 413)."""
     routes: dict[str, RouteSettings] = Field(default_factory=dict)
     """Per-route settings, by route name."""
     keys: list[GuardKey] = Field(default_factory=list)

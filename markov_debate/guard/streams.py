@@ -156,7 +156,7 @@ async def _passed(
     except UpstreamError as exc:
         # Part of the answer is out already: the caller learns that it broke off, and nothing is verified.
         log.warning("guard %s: %s (after %d events)", request_id, exc, len(events))
-        yield error_event(str(exc))
+        yield error_event(str(exc), kind="upstream_malformed" if exc.cause == "malformed" else "upstream_unavailable")
         return
     finally:
         await _close(rest)
@@ -165,9 +165,10 @@ async def _passed(
     yield done_event()
 
 
-def error_event(message: str) -> bytes:
-    """An `error` event, which the OpenAI clients raise as an APIError."""
-    return f"data: {json.dumps({'error': {'message': message, 'type': 'upstream_unavailable'}})}\n\n".encode()
+def error_event(message: str, *, kind: str = "upstream_unavailable") -> bytes:
+    """An `error` event, which the OpenAI clients raise as an APIError: the fault's type as a whole answer's 502
+    names it (the status is out already)."""
+    return f"data: {json.dumps({'error': {'message': message, 'type': kind}})}\n\n".encode()
 
 
 async def _close(events: AsyncIterator[StreamEvent]) -> None:

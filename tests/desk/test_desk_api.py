@@ -387,6 +387,23 @@ def test_ui_session_login_and_csrf(tmp_path: Path, model: FakeOpenAI) -> None:
         assert logout.status_code == 303
 
 
+@pytest.mark.parametrize("secret", ["kept-across-restarts", None])
+def test_a_session_outlives_a_restart_with_the_deployment_s_secret(
+    tmp_path: Path, model: FakeOpenAI, secret: str | None
+) -> None:
+    """With --session-secret-file (the docs' unit sets it) a restart signs no one out; without one, each start
+    makes its own secret and the old session is refused (issue 73: the unit did not set it)."""
+    settings = settings_for(f"sqlite:///{tmp_path}/d.sqlite", model.base_url, keys=api_keys(), jobs=0)
+    settings = settings.model_copy(update={"session_secret": secret})
+    with ThreadedDesk(settings) as first, httpx.Client(base_url=first.url) as browser:
+        assert browser.post("/login", data={"key": "root-secret-key", "next": "/"}).status_code == 303
+        cookies = dict(browser.cookies)
+    with ThreadedDesk(settings) as second, httpx.Client(base_url=second.url, cookies=cookies) as browser:
+        page = browser.get("/submit")
+    signed_in = page.status_code == 200 and "Signed in as" in page.text
+    assert signed_in is (secret is not None), (page.status_code, page.headers.get("location"))
+
+
 def test_open_desk_still_needs_csrf_for_forms(desk: ThreadedDesk) -> None:
     with httpx.Client(base_url=desk.url) as browser:
         form = {"task": "qa", "response": "An answer."}

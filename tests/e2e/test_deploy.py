@@ -239,7 +239,19 @@ def test_each_service_unit_starts_and_stops_as_its_unit_says(tmp_path: Path, pag
     toml = tmp_path / "guard.toml"
     sam = next(k for k in api_keys() if k.name == "sam")
     toml.write_text(f'[keys.sam]\nsha256 = "{sam.sha256}"\n')
-    files = {"keys.txt": str(keys), "db.url": str(db), "upstream.key": str(secret), "guard.toml": str(toml)}
+    session = tmp_path / "session.secret"
+    session.write_text("a-session-secret-of-this-deployment\n")
+    files = {
+        "keys.txt": str(keys),
+        "db.url": str(db),
+        "upstream.key": str(secret),
+        "guard.toml": str(toml),
+        "session.secret": str(session),
+    }
+    if "--host" in argv:  # behind nginx, as the docs deploy it: a network address would bypass its limits
+        assert argv[argv.index("--host") + 1] == "127.0.0.1", argv
+    if name == "desk":  # a restart must not sign everyone out
+        assert "--session-secret-file" in argv, argv
     port = free_port()
     with FakeOpenAI(routes={"*": lambda call: Reply(content=op(True))}) as model:
         command = _machine(argv, files, model.base_url, port)

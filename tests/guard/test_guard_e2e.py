@@ -169,6 +169,24 @@ def test_stream_pass_streams_as_it_comes_and_a_block_becomes_a_flag(guard_for: A
     assert any("could not be blocked" in note for note in found["notes"])
 
 
+@pytest.mark.parametrize("stream", ["hold", "pass"])
+def test_a_stream_cut_before_done_is_upstream_malformed_in_both_modes(guard_for: Any, stream: str) -> None:
+    """A stream that ends without [DONE]: `hold` answers 502 upstream_malformed (nothing was sent yet); `pass` has
+    sent the 200 and the first chunks already, so the same type comes in band, as an error event, and nothing is
+    verified (issue 73: pass said upstream_unavailable, the docs' table 502)."""
+    with _upstream(GOOD, stream_cut=True) as upstream, _judge() as judge:
+        guard = guard_for(upstream.base_url, judge.base_url, stream=stream)
+        body = {"model": "m", "messages": [{"role": "user", "content": "Capital?"}], "sources": SOURCES, "stream": True}
+        answer = httpx.post(guard.base_url + "/chat/completions", json=body, timeout=30)
+    if stream == "hold":
+        assert answer.status_code == 502 and answer.json()["error"]["type"] == "upstream_malformed", answer.text
+        return
+    assert answer.status_code == 200
+    events = [line.removeprefix("data: ") for line in answer.text.splitlines() if line.startswith("data: ")]
+    assert json.loads(events[-1])["error"]["type"] == "upstream_malformed", events[-1]
+    assert "[DONE]" not in events and not any('"verification"' in e for e in events)
+
+
 def test_fail_open_passes_an_unverified_answer_marked_so(guard_for: Any) -> None:
     down = FakeOpenAI(responder=lambda body: Reply(status=503, error_message="judge overloaded"))
     with _upstream(GOOD) as upstream, down:
