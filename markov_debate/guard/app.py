@@ -168,7 +168,12 @@ def _lifespan(settings: GuardSettings, store: Store) -> Any:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         guard = Guard(
             settings=settings,
-            upstream=Upstream(settings.upstream, key=key, timeout_s=settings.upstream_timeout_s),
+            upstream=Upstream(
+                settings.upstream,
+                key=key,
+                timeout_s=settings.upstream_timeout_s,
+                max_answer_bytes=settings.max_answer_bytes,
+            ),
             checker=Checker(settings.verifier),
             recorder=Recorder(store.url),
         )

@@ -99,6 +99,9 @@ class GuardSettings(_Settings):
     """Seconds the verification in the request path may take; past it, on_failure decides."""
     max_body_bytes: int = Field(default=int(GUARD_BODY_MB * 1024 * 1024), ge=1024)
     """The largest request body accepted (`--max-body-mb`; past it 413)."""
+    max_answer_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    """The largest upstream answer, whole or streamed (each is held whole to be verified); past it 502
+    upstream_malformed, or that error in band once a `pass` stream has started."""
     routes: dict[str, RouteSettings] = Field(default_factory=dict)
     """Per-route settings, by route name."""
     keys: list[GuardKey] = Field(default_factory=list)

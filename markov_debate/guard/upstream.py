@@ -64,9 +64,20 @@ class Upstream:
     """One connection pool to the upstream, shared by every request (aiohttp: under many concurrent requests its
     pool costs a fraction of what httpx's did, which was most of the guard's own time per request)."""
 
-    def __init__(self, base_url: str, *, key: str | None, timeout_s: float, connections: int = 256) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        key: str | None,
+        timeout_s: float,
+        connections: int = 256,
+        max_answer_bytes: int = 8 * 1024 * 1024,
+    ) -> None:
         self._base = base_url.rstrip("/")
         self._key = key
+        self._limit = max_answer_bytes
+        """An answer's bytes at most (whole or streamed): each is held whole to be verified, so this bounds a
+        request's memory (a 20 MB answer raised the guard's RSS by 170 MB, which Python's allocator kept)."""
         # Per connect and per read, as a client library's timeout usually is: a long stream that keeps sending is
         # not cut, one that stalls for timeout_s is.
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(timeout_s, 10.0), sock_read=timeout_s)
@@ -104,7 +115,7 @@ class Upstream:
                 headers=self._headers(auth, request_id),
                 proxy=self._proxy,
             ) as response:
-                status, content = response.status, await response.read()
+                status, content = response.status, await _read(response, self._limit)
         except _DOWN as exc:
             raise UpstreamError("down", f"the upstream did not answer: {_said(exc)}") from exc
         if status >= 400:
@@ -133,7 +144,7 @@ class Upstream:
                 raise UpstreamError(
                     "status", f"the upstream answered {response.status}", status=response.status, body=content
                 )
-            async for event in _events(response):
+            async for event in _events(response, self._limit):
                 yield event
         except _DOWN as exc:
             raise UpstreamError("down", f"the upstream's stream broke: {_said(exc)}") from exc
@@ -169,11 +180,29 @@ def _json(body: dict[str, Any]) -> bytes:
     return json.dumps(body).encode()
 
 
-async def _lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
-    """The body's lines as they arrive (\n, \r\n or \r ends one), decoded as UTF-8 with replacement, as a
-    stream's text is; no length limit on a line (one event may carry a long chunk)."""
-    pending = b""
+def _too_large(limit: int) -> UpstreamError:
+    return UpstreamError("malformed", f"the upstream's answer is over {limit:,} bytes, more than the guard verifies")
+
+
+async def _read(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The whole body, refused once it passes `limit` bytes (an error status's body too: it is passed on)."""
+    parts, size = [], 0
     async for data in response.content.iter_any():
+        size += len(data)
+        if size > limit:
+            raise _too_large(limit)
+        parts.append(data)
+    return b"".join(parts)
+
+
+async def _lines(response: aiohttp.ClientResponse, limit: int) -> AsyncIterator[str]:
+    """The body's lines as they arrive (\n, \r\n or \r ends one), decoded as UTF-8 with replacement, as a
+    stream's text is; no length limit on a line (one event may carry a long chunk), `limit` bytes in all."""
+    pending, size = b"", 0
+    async for data in response.content.iter_any():
+        size += len(data)
+        if size > limit:
+            raise _too_large(limit)
         pending += data
         # A \r last may be the first half of a \r\n split across reads: it waits for the next read.
         cut = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
@@ -190,10 +219,10 @@ def _split_lines(data: bytes) -> list[bytes]:
     return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
 
 
-async def _events(response: aiohttp.ClientResponse) -> AsyncIterator[StreamEvent]:
+async def _events(response: aiohttp.ClientResponse, limit: int) -> AsyncIterator[StreamEvent]:
     """Server-sent events, one `data:` payload each; a stream that ends without `[DONE]` is malformed."""
     lines: list[str] = []
-    async for line in _lines(response):
+    async for line in _lines(response, limit):
         if line:
             lines.append(line)
             continue

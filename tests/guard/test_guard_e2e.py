@@ -187,6 +187,25 @@ def test_a_stream_cut_before_done_is_upstream_malformed_in_both_modes(guard_for:
     assert "[DONE]" not in events and not any('"verification"' in e for e in events)
 
 
+@pytest.mark.parametrize("stream", [None, "hold", "pass"])
+def test_an_answer_past_the_limit_is_refused_not_held(guard_for: Any, stream: str | None) -> None:
+    """An upstream answer over `max_answer_bytes` (whole or streamed) is not held to be verified: 502
+    upstream_malformed naming the limit, or that error in band once a `pass` stream is out (issue 73: a 20 MB
+    streamed answer raised the guard's RSS by 170 MB, never given back)."""
+    with _upstream("Paris is the capital of France. " * 400) as upstream, _judge() as judge:
+        guard = guard_for(upstream.base_url, judge.base_url, stream=stream or "hold", max_answer_bytes=4096)
+        body = {"model": "m", "messages": [{"role": "user", "content": "Capital?"}], "sources": SOURCES}
+        answer = httpx.post(guard.base_url + "/chat/completions", json={**body, "stream": bool(stream)}, timeout=30)
+    if stream == "pass":
+        events = [line.removeprefix("data: ") for line in answer.text.splitlines() if line.startswith("data: ")]
+        error = json.loads(events[-1])["error"]
+        assert answer.status_code == 200 and "[DONE]" not in events
+    else:
+        assert answer.status_code == 502, answer.text
+        error = answer.json()["error"]
+    assert error["type"] == "upstream_malformed" and "over 4,096 bytes" in error["message"], error
+
+
 def test_fail_open_passes_an_unverified_answer_marked_so(guard_for: Any) -> None:
     down = FakeOpenAI(responder=lambda body: Reply(status=503, error_message="judge overloaded"))
     with _upstream(GOOD) as upstream, down:

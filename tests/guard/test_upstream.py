@@ -33,7 +33,7 @@ class _Response:
 
 def _read(parts: list[bytes]) -> list[StreamEvent]:
     async def run() -> list[StreamEvent]:
-        return [e async for e in _events(cast(aiohttp.ClientResponse, _Response(parts)))]
+        return [e async for e in _events(cast(aiohttp.ClientResponse, _Response(parts)), 1 << 30)]
 
     return asyncio.run(run())
 
