@@ -56,12 +56,12 @@ PAGE_MAX = 1_000_000
 RowId = Annotated[int, FastPath(ge=1, le=ID_MAX)]
 
 
-def _store(request: Request) -> Store:
+async def _store(request: Request) -> Store:
     store: Store = request.app.state.store
     return store
 
 
-def _settings(request: Request) -> DeskSettings:
+async def _settings(request: Request) -> DeskSettings:
     settings: DeskSettings = request.app.state.settings
     return settings
 
@@ -71,9 +71,15 @@ def _guard(request: Request) -> Guard:
     return guard
 
 
+async def _guard_dep(request: Request) -> Guard:
+    return _guard(request)
+
+
+# A sync dependency takes a thread of the routes' pool for each request: these lookups are async so that a burst
+# of requests does not spend the pool on them.
 StoreDep = Annotated[Store, Depends(_store)]
 SettingsDep = Annotated[DeskSettings, Depends(_settings)]
-GuardDep = Annotated[Guard, Depends(_guard)]
+GuardDep = Annotated[Guard, Depends(_guard_dep)]
 
 
 def worker_of(request: Request) -> Worker | None:

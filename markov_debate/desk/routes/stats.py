@@ -1,7 +1,10 @@
 """Figures: counts, reviewer agreement over time, usage; and whether audits are being processed at all."""
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
+import anyio
+import anyio.to_thread
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -11,8 +14,10 @@ from markov_debate.desk.deps import GuardDep, Reader, SettingsDep, StoreDep, wor
 from markov_debate.desk.metrics import CONTENT_TYPE, metrics_response
 from markov_debate.desk.models import Stats
 from markov_debate.desk.probes import LIVE, store_problem
+from markov_debate.desk.security import Guard
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.stats import stats as compute_stats
+from markov_debate.desk.store import Store
 from markov_debate.desk.store.reporting import DeferralRun
 from markov_debate.desk.worker import WorkerHealth
 
@@ -36,13 +41,28 @@ def calibration(principal: Reader, store: StoreDep, settings: SettingsDep) -> Ca
     return calibration_panel(store, settings.verifier.debate.calibration, owner=principal.owner)
 
 
+_PROBE_THREADS: list[anyio.CapacityLimiter] = []
+
+
+async def _probe_thread(call: Callable[[], Any]) -> Any:
+    """`call` on threads of the probes' own: the routes' shared pool can be taken by a burst of keyed requests (200
+    at once made health take 2 s), and a load balancer must still get its answer at once."""
+    if not _PROBE_THREADS:
+        _PROBE_THREADS.append(anyio.CapacityLimiter(4))
+    return await anyio.to_thread.run_sync(call, limiter=_PROBE_THREADS[0])
+
+
 @router.get("/health")
-def health(request: Request, response: Response, store: StoreDep, settings: SettingsDep, guard: GuardDep) -> Any:
+async def health(request: Request, response: Response, store: StoreDep, settings: SettingsDep, guard: GuardDep) -> Any:
     """Whether audits are being processed: the store, the in-process worker's state, the queue (pending audits
     that are due, the oldest one's wait, the last worker activity). 503 when the store does not answer, when audits
     are due and no worker has made progress for `stall_s` seconds, or when the worker has found the model endpoint
     down for `outage_s` seconds. Open without a key, so a supervisor can ask: it then shows states and counts only;
     the causes (error texts, which may name hosts) are for admins."""
+    return await _probe_thread(lambda: _health(request, response, store, settings, guard))
+
+
+def _health(request: Request, response: Response, store: Store, settings: DeskSettings, guard: Guard) -> Any:
     principal = guard.principal(request)
     detailed = principal is not None and principal.role == "admin"
     worker = worker_of(request)
@@ -122,7 +142,7 @@ probes = APIRouter(tags=["health"], route_class=OffLoopJson)
 
 
 @probes.get("/livez")
-def livez() -> dict[str, str]:
+async def livez() -> dict[str, str]:
     """200 while the process serves HTTP (a service manager restarts it otherwise); nothing else is asked."""
     return LIVE
 
@@ -140,9 +160,9 @@ async def readyz(request: Request, response: Response, store: StoreDep) -> dict[
 
 
 @probes.get("/healthz")
-def healthz(request: Request, response: Response, store: StoreDep, settings: SettingsDep, guard: GuardDep) -> Any:
+async def healthz(request: Request, response: Response, store: StoreDep, settings: SettingsDep, guard: GuardDep) -> Any:
     """The same answer as `/v1/health` (the guard's health path, so one check fits both servers)."""
-    return health(request, response, store, settings, guard)
+    return await health(request, response, store, settings, guard)
 
 
 # The 200's media type is declared alone (a response_class would make every error answer text/plain as well, and
