@@ -58,6 +58,35 @@ def _exclude_nul(schema: dict[str, Any]) -> None:
         schema["pattern"] = _NO_NUL
 
 
+_BODIES = ("AuditRequest", "ReviewIn", "AuditOverrides")
+"""The request bodies' models: every text in them reaches a store column, which cannot hold a NUL."""
+
+
+def _body_nul_refusal(schema: dict[str, Any], _: DeskSettings) -> None:
+    """The desk refuses a NUL anywhere in a request body (422 naming the field, `unstorable`): said on each of the
+    bodies' strings, and on an object's keys, so a client generating requests from the schema never sends one."""
+    components = schema.get("components", {}).get("schemas", {})
+    for name in _BODIES:
+        if name in components:
+            _no_nul_inside(components[name])
+
+
+def _no_nul_inside(node: Any) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _no_nul_inside(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "string" and not {"pattern", "enum", "const", "format"} & set(node):
+        node["pattern"] = _NO_NUL
+    if node.get("type") == "object" and "additionalProperties" in node and "propertyNames" not in node:
+        node["propertyNames"] = {"pattern": _NO_NUL}
+    for key, child in node.items():
+        if key not in ("not", "examples", "default", "const", "enum"):
+            _no_nul_inside(child)
+
+
 def _round_rules(schema: dict[str, Any], settings: DeskSettings) -> None:
     """min_rounds may not pass max_rounds, where a missing one is this desk's own value: JSON Schema cannot compare
     two fields, but min_rounds takes few values, so one rule per value says it."""
@@ -195,5 +224,6 @@ _COMPLETIONS: tuple[Callable[[dict[str, Any], DeskSettings], None], ...] = (
     _round_rules,
     _batch_body,  # before _claim_limits: it adds BatchLine to the components
     _claim_limits,
+    _body_nul_refusal,  # after the others: it marks every string they left
     _links,
 )
