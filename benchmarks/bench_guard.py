@@ -55,7 +55,7 @@ SOURCES = {"doc1": "Paris is the capital of France.", "doc2": "The Seine flows t
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
@@ -81,7 +81,7 @@ def _steal_s() -> float:
     return int(fields[8]) / TICKS if len(fields) > 8 else 0.0
 
 
-def _wait(url: str, process: subprocess.Popen[bytes]) -> None:
+def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -121,7 +121,7 @@ def start_upstream(token_ms: float, cpus: set[int] | None) -> tuple[subprocess.P
 
 
 def _guard(upstream: str, db: str, stream: str, cpus: set[int] | None) -> tuple[subprocess.Popen[bytes], str]:
-    port = _port()
+    port = free_port()
     argv = [
         "debate",
         "guard",
@@ -143,7 +143,7 @@ def _guard(upstream: str, db: str, stream: str, cpus: set[int] | None) -> tuple[
         "fake-model",
     ]
     process = _start(argv, cpus, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _wait(f"http://127.0.0.1:{port}/healthz", process)
+    wait_ready(f"http://127.0.0.1:{port}/healthz", process)
     return process, f"http://127.0.0.1:{port}/v1"
 
 
@@ -300,10 +300,10 @@ def _phases(
 
 def _floor(args: argparse.Namespace, upstream: tuple[subprocess.Popen[bytes], str], cpus: set[int] | None) -> list[str]:
     """Whole requests through bare_proxy.py (the guard's server and upstream client, nothing else) on `cpus`."""
-    port = _port()
+    port = free_port()
     argv = [sys.executable, str(ROOT / "benchmarks" / "bare_proxy.py"), "--upstream", upstream[1], "--port", str(port)]
     process = _start(argv, cpus, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _wait(f"http://127.0.0.1:{port}/healthz", process)
+    wait_ready(f"http://127.0.0.1:{port}/healthz", process)
     try:
         proxy = (process, f"http://127.0.0.1:{port}/v1")
         return _measure(args, upstream, proxy, name="floor", kind="whole", stream=False)

@@ -113,7 +113,7 @@ def _fit_file(log: Path, save: Path, base_rate: float | None, model: str = "auto
 
 def _said(calibration: Calibration) -> str:
     labels = calibration.labels
-    said = "labelled fit" if labels is None else labels.orientation
+    said: str = "labelled fit" if labels is None else labels.orientation
     if labels is not None and labels.recalibration is not None:
         said = "corrected by labels"
     if not calibration.calibrated:
