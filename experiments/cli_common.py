@@ -19,7 +19,8 @@ from debate.cli import (
     progress_bar,
     verifier_config,
 )
-from debate.cli.conventions import err, kept_records, on_interrupt
+from debate.cli.conventions import err
+from debate.cli.interrupts import kept_records, on_interrupt
 from debate.concurrency import run_blocking
 from debate.config import ClaimConfig, VerifierConfig
 from debate.extras import require_extra

@@ -26,14 +26,13 @@ from debate.cli.conventions import (
     err,
     examples,
     log_handler,
-    on_interrupt,
     output_folder,
     package_version,
     progress_bar,
-    say_interrupted,
     walk,
 )
 from debate.cli.inputs import secret_from_file
+from debate.cli.interrupts import on_interrupt, say_interrupted
 from debate.cli.options import add_verifier_arguments, items_in_flight, verifier_config
 from debate.concurrency import Terminated, cancel_on_sigterm
 from debate.errors import DebateError, InputError, UsageError

@@ -17,14 +17,13 @@ from debate.cli.conventions import (
     add_command,
     err,
     examples,
-    kept_records,
     mark_brief,
-    on_interrupt,
     out,
     progress_bar,
 )
 from debate.cli.cost import CostGate, add_cost_arguments, cost_gate, cost_line, run_estimate
 from debate.cli.inputs import check_input, check_output, one_input
+from debate.cli.interrupts import kept_records, on_interrupt
 from debate.cli.options import add_verifier_arguments, items_in_flight, positive_int, verifier_config
 from debate.cli.render import render_report
 from debate.concurrency import run_blocking

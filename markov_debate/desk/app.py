@@ -5,7 +5,7 @@ under /v1, `ui.py` for the pages); and the in-process worker for the app's lifet
 import asyncio
 import gc
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import get_args
 
@@ -184,24 +184,7 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
             return html_error(request, status, detail)
         return JSONResponse({"detail": detail, "errors": errors}, status_code=status)
 
-    reports = Every(10.0)
-
-    @app.exception_handler(SQLAlchemyError)
-    async def _store_failed(request: Request, exc: SQLAlchemyError) -> Response:
-        # The cause is the operator's (it names the database's host and port): in the log, once a while with a
-        # count during an outage (every request meets it), never in the answer.
-        cause = settings.redact(store_cause(exc))
-        if (count := reports.due()) is not None:
-            where = f"{request.method} {request.url.path}"
-            log.warning("audit store error (the last on %s: %s; %d time(s) since the last report)", where, cause, count)
-        if store_away(exc):
-            # A database restarting, a read-only or full disk: the request may succeed later.
-            message = "the audit store cannot take this request now; try again shortly"
-            return _error(request, 503, message, headers={"Retry-After": "5"})
-        if isinstance(exc, DataError):
-            # The store refused this request's data (a value out of range): sending it again cannot help.
-            return _error(request, 422, "the audit store cannot hold a value of this request")
-        return _error(request, 500, "the audit store refused this request (the desk's log says why)")
+    app.exception_handler(SQLAlchemyError)(_store_failed(settings))
 
     # Starlette's class, which FastAPI's subclasses: FastAPI raises Starlette's own for a body it cannot parse
     # and for unknown routes, and those must get this handler too.
@@ -217,6 +200,29 @@ def _error_model(app: FastAPI, settings: DeskSettings) -> None:
             allowed = ", ".join(allowed_methods(app.router.routes, request.scope))
             return _error(request, 405, exc.detail, headers={"Allow": allowed})
         return _error(request, exc.status_code, exc.detail, headers=exc.headers)
+
+
+def _store_failed(settings: DeskSettings) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """The answer to a store error: 503 with Retry-After while the store is away, 422 for a value it cannot hold,
+    500 otherwise. The cause is the operator's (it names the database's host and port): in the log, once a while
+    with a count during an outage (every request meets it), never in the answer."""
+    reports = Every(10.0)
+
+    async def handler(request: Request, exc: Exception) -> Response:
+        cause = settings.redact(store_cause(exc))
+        if (count := reports.due()) is not None:
+            where = f"{request.method} {request.url.path}"
+            log.warning("audit store error (the last on %s: %s; %d time(s) since the last report)", where, cause, count)
+        if store_away(exc):
+            # A database restarting, a read-only or full disk: the request may succeed later.
+            message = "the audit store cannot take this request now; try again shortly"
+            return _error(request, 503, message, headers={"Retry-After": "5"})
+        if isinstance(exc, DataError):
+            # The store refused this request's data (a value out of range): sending it again cannot help.
+            return _error(request, 422, "the audit store cannot hold a value of this request")
+        return _error(request, 500, "the audit store refused this request (the desk's log says why)")
+
+    return handler
 
 
 def _bounded(message: str, limit: int = 500) -> str:

@@ -97,14 +97,6 @@ def _register_serve(sub: Subcommands) -> None:
         default=2_000,
         help="longest claim a request may give; longer is a 422 (default: 2000)",
     )
-    serve.add_argument(
-        "--session-secret-file",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="the secret UI sessions are signed with, first line of FILE, so a restart signs no one out and several "
-        "servers share sessions (default: DEBATE_SESSION_SECRET, else a new one each start)",
-    )
     server_limit_arguments(serve, body_mb=DESK_BODY_MB)
     connection_arguments(serve)
     quota_arguments(serve)

@@ -5,6 +5,7 @@ quotas; and their checks."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from debate.errors import UsageError
@@ -90,7 +91,15 @@ def limits_from(args: argparse.Namespace, *, reserved_files: int = 0) -> ServerL
 
 
 def connection_arguments(serve: argparse.ArgumentParser) -> None:
-    """What only the desk's server takes besides: which proxies name the client, prices."""
+    """What only the desk's server takes besides: which proxies name the client, the sessions' secret, prices."""
+    serve.add_argument(
+        "--session-secret-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="the secret UI sessions are signed with, first line of FILE, so a restart signs no one out and several "
+        "servers share sessions (default: DEBATE_SESSION_SECRET, else a new one each start)",
+    )
     serve.add_argument(
         "--trusted-proxy",
         action="append",

@@ -19,7 +19,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any, Literal
 
-from debate.cli.conventions import write_interrupted_with
+from debate.cli.interrupts import write_interrupted_with
 
 __all__ = [
     "LOG_FORMATS",

@@ -12,7 +12,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from debate.cli import add_verifier_arguments, examples, secret_from_file, verifier_config
-from debate.cli.conventions import Subcommands, mark_brief, on_interrupt
+from debate.cli.conventions import Subcommands, mark_brief
+from debate.cli.interrupts import on_interrupt
 from debate.errors import DebateError, UsageError, validation_problem
 from debate.extras import require_extra
 from debate.files import read_text_file
