@@ -41,15 +41,14 @@ def calibration(principal: Reader, store: StoreDep, settings: SettingsDep) -> Ca
     return calibration_panel(store, settings.verifier.debate.calibration, owner=principal.owner)
 
 
-_PROBE_THREADS: list[anyio.CapacityLimiter] = []
-
-
-async def _probe_thread(call: Callable[[], Any]) -> Any:
-    """`call` on threads of the probes' own: the routes' shared pool can be taken by a burst of keyed requests (200
-    at once made health take 2 s), and a load balancer must still get its answer at once."""
-    if not _PROBE_THREADS:
-        _PROBE_THREADS.append(anyio.CapacityLimiter(4))
-    return await anyio.to_thread.run_sync(call, limiter=_PROBE_THREADS[0])
+async def _probe_thread(request: Request, call: Callable[[], Any]) -> Any:
+    """`call` on threads of the probes' own (one limiter per app, made in its event loop): the routes' shared pool
+    can be taken by a burst of keyed requests (200 at once made health take 2 s), and a load balancer must still get
+    its answer at once."""
+    state = request.app.state
+    if getattr(state, "probe_threads", None) is None:
+        state.probe_threads = anyio.CapacityLimiter(4)
+    return await anyio.to_thread.run_sync(call, limiter=state.probe_threads)
 
 
 @router.get("/health")
@@ -59,7 +58,7 @@ async def health(request: Request, response: Response, store: StoreDep, settings
     are due and no worker has made progress for `stall_s` seconds, or when the worker has found the model endpoint
     down for `outage_s` seconds. Open without a key, so a supervisor can ask: it then shows states and counts only;
     the causes (error texts, which may name hosts) are for admins."""
-    return await _probe_thread(lambda: _health(request, response, store, settings, guard))
+    return await _probe_thread(request, lambda: _health(request, response, store, settings, guard))
 
 
 def _health(request: Request, response: Response, store: Store, settings: DeskSettings, guard: Guard) -> Any:
