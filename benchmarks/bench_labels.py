@@ -28,6 +28,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from statistics import mean, stdev
 
 from debate.calibration import Calibration, load_calibration
 from debate.cli import main as debate
@@ -124,21 +125,31 @@ def _said(calibration: Calibration) -> str:
 
 
 def _population(
-    name: str, population: Population, n: int, test_n: int, percents: list[float], rates: list[float], model: str
-) -> list[str]:
-    labels = labels_for(n, 0.5, 1, prefix="sim")
+    name: str,
+    population: Population,
+    n: int,
+    test_n: int,
+    percents: list[float],
+    rates: list[float],
+    model: str,
+    seed: int = 0,
+) -> list[tuple[str, str, float]]:
+    """Per fit: its table row, what it is (population, labelled, base rate) and its ECE."""
+    # seed 0 is the docs' draw; another seed draws other claims (ids, labels, the labelled sample, the test run)
+    tag = "" if seed == 0 else str(seed)
+    labels = labels_for(n, 0.5, 1 + 10 * seed, prefix=f"sim{tag}")
     reports = asyncio.run(
         simulated_reports(
             population, chain=CHAIN, min_rounds=MIN_ROUNDS, max_rounds=MAX_ROUNDS, labels=labels, concurrency=64
         )
     )
-    test = _seen(population, test_n, 2, "test")
-    rows = []
+    test = _seen(population, test_n, 2 + 10 * seed, f"test{tag}")
+    rows: list[tuple[str, str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         fits: list[tuple[str, float | None, Path]] = []
         for percent in percents:
-            kept = set(random.Random(0).sample(list(labels), round(len(labels) * percent / 100)))
+            kept = set(random.Random(seed).sample(list(labels), round(len(labels) * percent / 100)))
             log = folder / f"log-{percent:g}.jsonl"
             write_results_log(log, {k: (v if k in kept else None) for k, v in labels.items()}, reports)
             fits.append((f"{percent:g}%", None, log))
@@ -169,11 +180,12 @@ def _population(
                 share += " (stated)"
             elif lab is not None and lab.share_interval is not None:
                 share += f" [{lab.share_interval[0]:.3f}, {lab.share_interval[1]:.3f}]"
-            rows.append(
-                f"| {name} | {n:,} | {said} | {stated} | {len(calibration.classes)} | "
+            row = (
+                f"| {name} | {n:,} | {seed} | {said} | {stated} | {len(calibration.classes)} | "
                 f"{share} | {ece:.3f} | {brier:.3f} | {accuracy:.3f} | posterior:{threshold:g} | {figures} | "
                 f"{_said(calibration)} | {took:.1f} s |"
             )
+            rows.append((row, f"| {name} | {n:,} | {said} | {stated} |", ece))
     return rows
 
 
@@ -187,17 +199,30 @@ def main() -> int:
     parser.add_argument(
         "--model", default="auto", choices=["auto", "one-class", "mixture"], help="`debate dynamics fit --model`"
     )
+    parser.add_argument("--seeds", default="0", help="comma-separated draws (0: the docs' draw); several: a summary")
     args = parser.parse_args()
     percents = [float(p) for p in args.labels.split(",")]
     rates = [float(r) for r in args.base_rates.split(",") if r]
+    seeds = [int(s) for s in args.seeds.split(",")]
     print(
-        "| population | claims | labelled | base rate | classes | share factual [95%] | ECE | Brier | "
+        "| population | claims | seed | labelled | base rate | classes | share factual [95%] | ECE | Brier | "
         "accuracy of p's side | stop | stop: accuracy / turns | what the file says | fit time |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    eces: dict[str, list[float]] = defaultdict(list)
     for name in args.populations.split(","):
-        for row in _population(name, CALIBRATION_EXAMPLES[name], args.n, args.test_n, percents, rates, args.model):
-            print(row, flush=True)
+        for seed in seeds:
+            for row, key, ece in _population(
+                name, CALIBRATION_EXAMPLES[name], args.n, args.test_n, percents, rates, args.model, seed
+            ):
+                print(row, flush=True)
+                eces[key].append(ece)
+    if len(seeds) > 1:
+        print(f"\nECE over {len(seeds)} draws (seeds {args.seeds}):\n")
+        print("| population | claims | labelled | base rate | ECE mean | sd | min | max |")
+        print("|---|---|---|---|---|---|---|---|")
+        for key, values in eces.items():
+            print(f"{key} {mean(values):.3f} | {stdev(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
     return 0
 
 

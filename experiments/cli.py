@@ -174,6 +174,12 @@ def _register_report(sub: Subcommands) -> None:
     )
     rep.add_argument("--format", choices=["md", "csv", "json"], default="md", help="output format")
     rep.add_argument(
+        "--with-gone",
+        action="store_true",
+        help="results logs: also count the records whose input line is gone (kept in LOG's history since a re-run "
+        "over an input without them)",
+    )
+    rep.add_argument(
         "--recompute",
         action="store_true",
         help="first recompute each finished run's metrics.json and results.md from its results.jsonl "

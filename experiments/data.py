@@ -8,6 +8,7 @@ away (see the data README).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections.abc import Iterator
@@ -74,6 +75,12 @@ class Item(BaseModel):
     """Annotated claims to verify instead of extracting them (FactPrompts)."""
     source_line: int = Field(ge=1)
     """Line of the record in its file."""
+
+    def content_sha256(self) -> str:
+        """The digest of what decides this item's prediction (all but its label and line): its record keeps it, so
+        a run resumed over a changed data file redoes the items whose data changed."""
+        decided = self.model_dump(mode="json", exclude={"label_factual", "source_line"})
+        return hashlib.sha256(json.dumps(decided, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 def default_data_dir(dataset: DatasetName | None = None) -> Path:

@@ -16,6 +16,7 @@ from debate.concurrency import run_blocking
 from debate.pipeline import Verifier
 from debate.results import scan_results
 from experiments.data import Item
+from experiments.resume import settled_ids
 from experiments.runner import RunSpec, items_for, make_method, method_config, process_items
 
 __all__ = ["merge_parts", "run_with_ray", "shard_items"]
@@ -32,7 +33,7 @@ def _part(run_dir: Path, shard: int) -> Path:
 
 
 async def _run_shard(spec: RunSpec, run_dir: Path, shard: int, shards: int, concurrency: int) -> int:
-    skip = set(scan_results(run_dir / "results.jsonl").final)
+    skip = settled_ids(scan_results(run_dir / "results.jsonl"), items_for(spec))
     async with Verifier(config=method_config(spec)) as verifier:
         method, _ = make_method(spec, verifier)
         return await process_items(
@@ -46,7 +47,7 @@ async def _run_shard(spec: RunSpec, run_dir: Path, shard: int, shards: int, conc
 def merge_parts(spec: RunSpec, run_dir: Path, shards: int) -> int:
     """Append the shards' records to results.jsonl in input order (each part is already in input order)."""
     results = run_dir / "results.jsonl"
-    done = set(scan_results(results).final)
+    done = settled_ids(scan_results(results), items_for(spec))
     parts = [_part(run_dir, k) for k in range(shards)]
     for part in parts:
         scan_results(part)  # drops a torn last line

@@ -37,7 +37,7 @@ def report(args: argparse.Namespace) -> int:
             if (run / "metrics.json").is_file() and (run / "config.json").is_file():
                 evaluate_run(run, _recorded_spec(json.loads((run / "config.json").read_text())["spec"]))
     rows = report_rows(folders, skipped=_say_skipped)
-    summaries, monitoring = log_rows(logs)
+    summaries, monitoring = log_rows(logs, with_gone=args.with_gone)
     if not rows and not summaries:
         raise UsageError(
             "no finished run among the folders given (each needs config.json and metrics.json), and no "

@@ -4,12 +4,13 @@ their records the figures leave out; and a RefChecker array given in place of it
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any, get_args
 
 from debate.errors import UsageError
-from debate.results import ErrorRecord, Record, ResultRecord, rag_monitoring, read_records
+from debate.results import ErrorRecord, Record, ResultRecord, history_path, parse_record, rag_monitoring, read_records
 from debate.types import ReportVerdict
 
 __all__ = ["log_rows", "logs_table", "unique"]
@@ -44,11 +45,32 @@ def _records(log: Path) -> list[Record]:
         raise UsageError(f"{log}: cannot read it as a results log ({exc})") from exc
 
 
-def log_rows(logs: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(one summary row per log, one RAG monitoring row per log with RAG answers)."""
+def _gone(log: Path, current: list[Record]) -> list[Record]:
+    """The records of `log`'s history whose line is gone from its input (and not back since), latest first kept."""
+    history = history_path(log)
+    if not history.is_file():
+        return []
+    keys = {r.key for r in current}
+    found: dict[str, Record] = {}
+    with history.open("rb") as fh:
+        for raw in fh:
+            entry = json.loads(raw) if raw.strip() else None
+            if isinstance(entry, dict) and entry.get("superseded", {}).get("why") == "line gone":
+                record = parse_record(entry["record"])
+                if record.key is not None and record.key not in keys:
+                    found[record.key] = record
+    return list(found.values())
+
+
+def log_rows(logs: list[Path], *, with_gone: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(one summary row per log, one RAG monitoring row per log with RAG answers). The records whose input line is
+    gone (kept in the log's history) are counted apart, and in the figures only `with_gone`."""
     summaries, monitoring = [], []
     for log in logs:
         records = _records(log)
+        gone = _gone(log, records)
+        if with_gone:
+            records = records + gone
         results = [r for r in records if isinstance(r, ResultRecord)]
         verdicts: Counter[str] = Counter(str(r.result.verdict) for r in results if r.result.failure is None)
         tasks = Counter(r.result.task for r in results)
@@ -60,6 +82,8 @@ def log_rows(logs: list[Path]) -> tuple[list[dict[str, Any]], list[dict[str, Any
                 "failed": sum(1 for r in results if r.result.failure is not None),
                 "input_errors": sum(1 for r in records if isinstance(r, ErrorRecord)),
                 "tasks": ", ".join(f"{task} {n}" for task, n in sorted(tasks.items())) or "-",
+                "gone": len(gone),
+                "gone_counted": with_gone,
             }
         )
         figures = rag_monitoring(records)
@@ -76,6 +100,12 @@ def logs_table(summaries: list[dict[str, Any]], monitored: set[str]) -> str:
         "| log | " + " | ".join(c.replace("_", " ") for c in columns) + " |",
         "|---" * (len(columns) + 1) + "|",
         *(f"| {row['log']} | " + " | ".join(str(row[c]) for c in columns) + " |" for row in summaries),
+    ]
+    lines += [
+        f"\n{row['log']}: {row['gone']} record(s) whose input line is gone (in its history), "
+        + ("counted above" if row["gone_counted"] else "not counted (--with-gone counts them)")
+        for row in summaries
+        if row["gone"]
     ]
     lines += [
         f"\n{row['log']}: no RAG answers (tasks: {row['tasks']}): no RAG monitoring figures"

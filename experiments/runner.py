@@ -18,12 +18,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from debate.config import VerifierConfig
 from debate.errors import UsageError
 from debate.llm import ChatClient
-from debate.results import OutputLock, PredictionRecord, Record, compact, differences, run_ordered, scan_results
+from debate.results import OutputLock, PredictionRecord, Record, compact_keeping, differences, run_ordered, scan_results
 from debate.workers import Job
 from experiments.baselines import Baselines, tuning_pairs
 from experiments.data import Item, factprompts_items, halueval_items
 from experiments.methods import METHODS, Method, MethodName, Prediction
 from experiments.metrics import Outcome, summarize
+from experiments.resume import resume_items
 
 if TYPE_CHECKING:
     from debate.pipeline import Verifier
@@ -151,10 +152,9 @@ async def process_items(
     `order`, compact the file to one record per item. Returns how many were written. Given a `job` (the same
     method, rebuilt in each process), the items run on its worker processes."""
     with OutputLock(results_path):
-        done = scan_results(results_path, retry_failed=retry_failed).final
-
+        state = scan_results(results_path, retry_failed=retry_failed)
+        pending = resume_items(items, state, results_path)
         written = 0
-        pending = (i for i in items if i.id not in done)
         records = run_ordered(
             pending,
             functools.partial(_record, method),
@@ -166,7 +166,7 @@ async def process_items(
         async for _ in records:
             written += 1
         if order is not None:
-            compact(results_path, order())
+            compact_keeping(results_path, list(order()))
     return written
 
 
@@ -190,6 +190,7 @@ async def _record(method: Method, item: Item) -> Record:
         transient=prediction.transient,
         report=prediction.report,
         p_factual=(prediction.report or {}).get("p_factual"),
+        input_sha256=item.content_sha256(),
     )
 
 

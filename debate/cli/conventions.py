@@ -156,7 +156,12 @@ def did_you_mean(message: str, options: Sequence[str]) -> str:
                 typed = word.split("=")[0]
                 # Compared without the dashes every option shares, which would make any two look alike.
                 others = {o[2:]: o for o in options if o != typed}
-                close = [others[c] for c in difflib.get_close_matches(typed[2:], list(others), n=1, cutoff=0.6)]
+                # an abbreviation names the one option it starts (options are never abbreviated: Parser)
+                starting = sorted(o for o in options if o.startswith(typed) and o != typed)
+                close = starting[:1] if len(starting) == 1 else []
+                close = close or [
+                    others[c] for c in difflib.get_close_matches(typed[2:], list(others), n=1, cutoff=0.6)
+                ]
                 if close:
                     guesses.append(f"{close[0]} for {word}")
         if guesses:
@@ -169,6 +174,9 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", Formatter)
+        # no abbreviations: `--debate.cal` must not stand for `--debate.calibration`, or a later option with the
+        # same start would change what an old command means (the error names the full option instead)
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
     _argv: Sequence[str] = ()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -41,17 +42,33 @@ def _claim_label(claim: ClaimVerdict) -> str:
     return claim.status if claim.status == "unverifiable" or claim.label is None else claim.label
 
 
+NEXT_STEP = (
+    "next: your own model (--model.base-url URL --model.model NAME), a batch (--input FILE --output LOG), "
+    "or the tour (debate tour)"
+)
+"""The verdict box's last line on the embedded model: where a first contact goes from here."""
+
+
 def render_report(
-    report: Report, console: Console, *, brief: bool = False, show_prompts: bool = False, banner: str | None = None
+    report: Report,
+    console: Console,
+    *,
+    brief: bool = False,
+    show_prompts: bool = False,
+    banner: str | None = None,
+    next_step: bool = False,
 ) -> None:
     """The readable report, in the order an auditor reads it: the verdict, a summary of every claim with where it
     sits in the response, then (unless `brief`) per claim the evidence the agents saw, the chain with why it
-    moved, and the opinions. A `banner` (e.g. that the agents were simulated) is in the verdict's own title."""
+    moved, and the opinions. A `banner` (e.g. that the agents were simulated) is in the verdict's own title;
+    `next_step` ends the box with where to go next when the embedded model answered (a first contact)."""
     score = "n/a" if report.score is None else f"{report.score:.2f}"
     colour = _COLOUR[report.verdict]
     probability = "" if report.p_factual is None else f"  p_factual {report.p_factual:.3f}"
     lines = [f"[bold {colour}]{report.verdict.upper()}[/]  score {score}{probability}  (rollup {report.rollup})"]
     lines += [escape(line) for line in verdict_caveats(report)]
+    if next_step and report.meta.embedded:
+        lines.append(f"[dim]{escape(NEXT_STEP)}[/]")
     console.print(Panel.fit("\n".join(lines), title="verdict" if banner is None else f"verdict: {banner}"))
     _plain(console, f"task: {report.task}   claims: {len(report.claims)} ({report.extraction.method})")
     if report.failure is not None:
@@ -63,6 +80,7 @@ def render_report(
     for dropped in report.extraction.dropped:
         _plain(console, f"dropped (nothing in the response supports it): {dropped!r}")
     if brief:
+        _failed_claims(console, report)
         _usage_line(console, report)
         return
     if report.prefilter is not None:
@@ -120,12 +138,41 @@ def verdict_caveats(report: Report) -> list[str]:
             caveats.append(f"{check.name} rated the risk {check.risk_level}: {_excerpt(check.reason, 100)}")
     if report.meta.embedded:
         caveats.append("a 135M demonstration model (embedded): its verdicts say nothing about the method's accuracy")
+    contradicting, turns = _contradicting_turns(report)
+    if contradicting:
+        caveats.append(
+            f"{contradicting} of {turns} agent replies open their text with the opposite of their verdict field "
+            '(e.g. "False, but..." with factuality true); the verdict field is what counts'
+        )
     if report.calibration is not None:
         if report.calibration.warning:
             caveats.append(report.calibration.warning)
         if report.p_factual is None and report.calibration.response_note:
             caveats.append(f"no p_factual for the response: {report.calibration.response_note}")
     return caveats
+
+
+_OPENING = re.compile(r"^\W*(\w+)\W*?(?:[,.:;!]|$)")
+"""A reply's opening word when it stands alone ("False, but...", "Yes."), not when it starts a sentence ("No
+doubt...")."""
+_SAYS_TRUE = frozenset({"true", "yes", "correct", "factual", "accurate"})
+_SAYS_FALSE = frozenset({"false", "no", "incorrect", "wrong", "inaccurate", "hallucinated"})
+
+
+def _contradicting_turns(report: Report) -> tuple[int, int]:
+    """(replies whose text opens with a yes/no word against their factuality field, replies): the parse reads the
+    field only, and a reader of the opinion column would otherwise take the text's word for the verdict."""
+    contradicting = turns = 0
+    for claim in report.claims:
+        for state in claim.debate.states if claim.debate is not None else []:
+            for turn in state.turns:
+                if turn.factuality is None or not turn.opinion:
+                    continue
+                turns += 1
+                opening = _OPENING.match(turn.opinion.split("\n", 1)[0])
+                word = opening.group(1).lower() if opening is not None else ""
+                contradicting += word in (_SAYS_FALSE if turn.factuality else _SAYS_TRUE)
+    return contradicting, turns
 
 
 def _report_chain(report: Report) -> MarkovChain | None:
@@ -222,6 +269,23 @@ def _render_claim(
                 for message in turn.call.messages or []:
                     _plain(console, f"    --- {message.role} ---")
                     _plain(console, "\n".join(f"    {line}" for line in message.content.splitlines()))
+
+
+def _failed_claims(console: Console, report: Report) -> None:
+    """--brief: each unverifiable claim's reason and the calls it got (a call that failed is not counted as
+    made, so a claim whose endpoint never answered reads 0, and says why)."""
+    for index, claim in enumerate(report.claims, 1):
+        if claim.status != "unverifiable":
+            continue
+        failure = claim.failure
+        why = claim.reason or (failure.message if failure is not None else "no reason recorded")
+        kind = f" ({failure.kind}, {failure.stage})" if failure is not None else ""
+        calls = claim.usage.llm_calls
+        _plain(
+            console,
+            f"claim {index} unverifiable{kind}: {why}; {calls} model call(s) answered for it"
+            + ("" if calls else " (failed attempts are not counted)"),
+        )
 
 
 def _usage_line(console: Console, report: Report) -> None:

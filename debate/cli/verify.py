@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 from rich.progress import TextColumn
 
+from debate.cli.batch_summary import batch_exit, changes_said
 from debate.cli.conventions import (
     EXIT_CODES,
     Subcommands,
@@ -41,6 +42,7 @@ from debate.results import (
     read_records,
     refuse_other_finished,
     run_batch,
+    settle_batch,
     transient_failure,
     write_refchecker,
 )
@@ -159,6 +161,19 @@ def _batch_options(parser: argparse.ArgumentParser) -> None:
         "since (default: on)",
     )
     batch.add_argument(
+        "--redo",
+        action="store_true",
+        help="on a re-run, take changed settings (a changed option or a calibration, sources or prompt file changed "
+        "in place): the records made with the old ones are verified again, the old records kept in the log's "
+        "history (default: refuse)",
+    )
+    batch.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start the log over: every record moves to its history (<output>.history.jsonl) and every line is "
+        "verified again",
+    )
+    batch.add_argument(
         "--max-consecutive-failures",
         type=positive_int,
         default=5,
@@ -264,7 +279,7 @@ async def _verify_one(args: argparse.Namespace, config: VerifierConfig, item: Ta
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
-        render_report(report, out, brief=args.brief, show_prompts=args.show_prompts)
+        render_report(report, out, brief=args.brief, show_prompts=args.show_prompts, next_step=True)
     transient = transient_failure(report)
     if transient is not None:
         raise ModelUnavailableError(f"the endpoint is unavailable ({transient.message}); no verdict was reached")
@@ -274,13 +289,24 @@ async def _verify_one(args: argparse.Namespace, config: VerifierConfig, item: Ta
 async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths: BatchPaths) -> int:
     from debate.pipeline import Verifier
 
-    todo, done = count_pending(paths.input, paths.results_log, retry_failed=args.retry_failed)
-    if todo == 0:
-        # Nothing to do: no model is started and no endpoint is asked; but "already done" is said only of records
-        # made with these settings.
-        refuse_other_finished(paths.results_log, args.task, config.model_dump(mode="json"))
+    config_json = config.model_dump(mode="json")
+    if not args.redo and not args.fresh:
+        # records made with other settings (judged without starting the model) are refused before any endpoint
+        # is asked, whatever is left to do
+        refuse_other_finished(paths.results_log, args.task, config_json)
+    todo, done = count_pending(
+        paths.input,
+        paths.results_log,
+        retry_failed=args.retry_failed,
+        task=args.task,
+        config=config_json if args.redo else None,
+    )
+    if todo == 0 and not args.fresh:
+        # Nothing to verify: no model is started and no endpoint is asked. Labels and fields edited since are
+        # updated, records whose line is gone retired to the history.
+        summary = settle_batch(paths.input, paths.results_log, retry_failed=args.retry_failed)
         paths.write_output_format()
-        print(f"done: 0 written, {done} already done -> {paths.output}", file=sys.stderr)
+        print(f"done: 0 written{changes_said(summary)}, {done} already done -> {paths.output}", file=sys.stderr)
         return 0
     on_interrupt(kept_records(paths.results_log))
     async with Verifier(config=config) as verifier:
@@ -293,28 +319,11 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
         f"done: {summary.processed} written ({summary.factual} factual, {summary.non_factual} non-factual, "
         + (f"{summary.not_enough_evidence} not enough evidence, " if summary.not_enough_evidence else "")
         + (f"{summary.no_claims} with no checkable claim, " if summary.no_claims else "")
-        + f"{summary.unverifiable} unverifiable, {summary.failed} failed, {summary.errors} errors), "
-        f"{summary.redone} redone, {summary.skipped_done} already done -> {paths.output}",
+        + f"{summary.unverifiable} unverifiable, {summary.failed} failed, {summary.errors} errors)"
+        f"{changes_said(summary)}, {summary.redone} redone, {summary.skipped_done} already done -> {paths.output}",
         file=sys.stderr,
     )
-    price = price_for(config.model, name=model, embedded=embedded)
-    print(f"usage: {cost_line(summary.usage, price)}", file=sys.stderr)
-    if summary.no_model_answered:
-        print(
-            f"debate: error: no model call succeeded in this run ({summary.unfinished} item(s) unfinished; last: "
-            f"{summary.last_failure}); check the endpoint, then re-run the same command to redo them",
-            file=sys.stderr,
-        )
-        return 1
-    if summary.stopped is not None:
-        print(
-            f"{summary.stopped}; finished records are kept, re-run with a higher --max-cost to resume", file=sys.stderr
-        )
-        return 4
-    if summary.fail_on_matched:
-        print(f"--fail-on {args.fail_on}: {summary.fail_on_matched} record(s) matched", file=sys.stderr)
-        return 3
-    return 0
+    return batch_exit(args, summary, config, model, embedded)
 
 
 class BatchProgress(logging.Handler):
@@ -367,6 +376,8 @@ async def _run_batch(
                 fail_on=args.fail_on,
                 on_record=advance,
                 gate=gate,
+                redo=args.redo,
+                fresh=args.fresh,
             )
             progress.update(task, completed=summary.processed + summary.skipped_done)
     finally:

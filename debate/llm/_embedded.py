@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import importlib.util
 import logging
 import os
@@ -82,13 +83,32 @@ def _write_measure(name: str, value: float) -> None:
         log.debug("cannot record %s: %s", name, exc)
 
 
+def _start_measure() -> str:
+    """The start-up measurement's name, for this model file: a start of another file (another version, a test's
+    stand-in) is not this one's last start."""
+    try:
+        path = embedded_model_path()
+        identity = f"{path}:{path.stat().st_size}"
+    except (EmbeddedModelError, OSError):
+        identity = "unknown"
+    return f"embedded-start-seconds-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
+def start_note(last: float | None) -> str:
+    """How long the start will take, as the start-up message says it: the last start of this model file here, or
+    that this is its first."""
+    if last is None:
+        return "its first start on this machine (none recorded here): up to a minute"
+    return f"takes ~{max(last, 1):.0f} s (the last start here)"
+
+
 def _last_start_s() -> float | None:
     """How long the embedded model took to start last time on this machine (for the start-up message)."""
-    return _read_measure("embedded-start-seconds")
+    return _read_measure(_start_measure())
 
 
 def _record_start_s(seconds: float) -> None:
-    _write_measure("embedded-start-seconds", seconds)
+    _write_measure(_start_measure(), seconds)
 
 
 def last_call_rate() -> float | None:
@@ -170,8 +190,7 @@ class EmbeddedServer:
             "--cache_size",
             str(256 * 1024 * 1024),
         ]
-        last = _last_start_s()
-        takes = f"takes ~{last:.0f} s (the last start here)" if last else "takes up to a minute the first time"
+        takes = start_note(_last_start_s())
         # A warning, not info: it is visible without any logging set up (a notebook), and verdicts from a 135M
         # model are not what a user who forgot to configure an endpoint wants.
         log.warning(

@@ -22,7 +22,7 @@ from debate.llm import (
     TracedChatClient,
 )
 from debate.plugins import PREFILTERS, RETRIEVERS, SEARCH_BACKENDS, TASKS, Prefilter, Retriever, SearchBackend, Task
-from debate.provenance import git_commit, package_version
+from debate.provenance import depended_files, git_commit, package_version
 from debate.types import RunMeta
 
 __all__ = ["Runtime"]
@@ -125,7 +125,8 @@ class Runtime:
                 model=self.client.model_name,
                 base_url=self.model_config.base_url,
                 embedded=self.embedded,
-                config=resolved.model_dump(mode="json"),
+                config=(config := resolved.model_dump(mode="json")),
+                files=depended_files(config),
                 prompt_set=self._prompts_dir or "paper",
                 prompts=prompts,
                 seed=self.model_config.seed,

@@ -9,10 +9,19 @@ from debate.results._batch import (
     count_pending,
     refuse_other_finished,
     run_batch,
+    settle_batch,
 )
 from debate.results._frames import load_run
 from debate.results._items import BatchItem, InputTooLongError, read_items, read_items_with_fields
-from debate.results._jsonl import OutputLock, ResultsLog, ResumeState, compact, run_ordered, scan_results
+from debate.results._jsonl import (
+    OutputLock,
+    ResultsLog,
+    ResumeState,
+    compact,
+    fields_sha256,
+    run_ordered,
+    scan_results,
+)
 from debate.results._monitoring import RagMonitoring, rag_monitoring
 from debate.results._records import (
     TRANSIENT_ERROR_KINDS,
@@ -28,6 +37,7 @@ from debate.results._records import (
     transient_failure,
 )
 from debate.results._refchecker import Aggregator, EvaluationRates, evaluation_rates, refchecker_item, write_refchecker
+from debate.results._resume import compact_keeping, history_path
 from debate.results._settings import differences, setting_of
 from debate.results._severity import SEVERITY, SEVERITY_KEY, severity_text
 
@@ -53,10 +63,13 @@ __all__ = [
     "ResultsLog",
     "ResumeState",
     "compact",
+    "compact_keeping",
     "count_pending",
     "differences",
     "evaluation_rates",
     "fails_on",
+    "fields_sha256",
+    "history_path",
     "load_run",
     "parse_record",
     "rag_monitoring",
@@ -69,6 +82,7 @@ __all__ = [
     "run_ordered",
     "scan_results",
     "setting_of",
+    "settle_batch",
     "severity_text",
     "transient_failure",
     "write_refchecker",

@@ -21,9 +21,10 @@ from debate.errors import (
 )
 from debate.plugins import TaskInput
 from debate.results._items import BatchItem, Work, read_input
-from debate.results._jsonl import OutputLock, ResumeState, compact, run_ordered, scan_results
+from debate.results._jsonl import OutputLock, ResultsLog, ResumeState, run_ordered, scan_results
 from debate.results._records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord, fails_on
-from debate.results._settings import setting_of, startless_differences
+from debate.results._resume import Retired, classify, compact_keeping, history_path, retire, write_updates
+from debate.results._settings import setting_of, shown_differences, startless_differences
 from debate.types import Usage
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ __all__ = [
     "count_pending",
     "refuse_other_finished",
     "run_batch",
+    "settle_batch",
 ]
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,18 @@ class BatchSummary:
     """Records a transient failure left unfinished (redone on a re-run)."""
     last_failure: str | None = None
     """The last such record's failure."""
+    changed: int = 0
+    """Lines whose content changed since their record: verified again (the old record kept in the history)."""
+    labels_updated: int = 0
+    """Records whose label alone changed: updated without a debate."""
+    updated: int = 0
+    """Records whose other carried fields or line number alone changed: updated without a debate."""
+    setting_redone: int = 0
+    """Records made with other settings, redone under --redo."""
+    gone: int = 0
+    """Records whose input line is gone: moved to the log's history, out of the log and its counts."""
+    history: Path | None = None
+    """The log's history (debate.results._resume.history_path), when a record was moved there."""
 
     @property
     def no_model_answered(self) -> bool:
@@ -115,6 +129,8 @@ async def run_batch(
     on_record: Callable[[Record], None] | None = None,
     workers: int = 1,
     gate: Callable[[BatchItem | None, BatchSummary], str | None] | None = None,
+    redo: bool = False,
+    fresh: bool = False,
 ) -> BatchSummary:
     """Verify every line of `input_path` not yet finished in `output_path`, appending results in input order, then
     compact the output to one record per input line.
@@ -127,16 +143,19 @@ async def run_batch(
     summary's `stopped` (the cost limit: see debate.cli.cost)."""
     summary = BatchSummary()
     with OutputLock(output_path):
+        if fresh:
+            _start_over(output_path, summary)
         on_written = _EndpointWatch(summary, fail_on, max_consecutive_failures, on_record)
         handler = functools.partial(_line_handler, input_path.name, task)
         job = verifier.job(workers, handler)
+        state = scan_results(output_path, retry_failed=retry_failed)
+        other = _same_settings(state, output_path, verifier, task, redo=redo)
+        _update_in_place(input_path, output_path, state, summary)
         first = True
         while True:
             state = scan_results(output_path, retry_failed=retry_failed and first)
-            if first:
-                _same_settings(state, output_path, verifier, task)
             before = summary.processed
-            works = _pending(input_path, state, summary, gate, count=first)
+            works = _pending(input_path, state, summary, gate, count=first, other=other)
             records = run_ordered(
                 works, handler(verifier), output=output_path, limit=items_in_flight, on_record=on_written, job=job
             )
@@ -147,21 +166,66 @@ async def run_batch(
             if summary.stopped is None or summary.processed == before:
                 break
             summary.stopped, first = None, False
-        _, summary.dropped = compact(output_path, (work.key for work in _dedupe(read_input(input_path))))
+        _compact(input_path, output_path, summary)
     return summary
 
 
-def _same_settings(state: ResumeState, output: Path, verifier: Verifier, task: str) -> None:
+def settle_batch(input_path: Path, output_path: Path, *, retry_failed: bool = True) -> BatchSummary:
+    """A batch with nothing left to verify (count_pending said so): its label and field updates, and its
+    compaction (records whose line is gone to the history), with no model."""
+    summary = BatchSummary()
+    with OutputLock(output_path):
+        state = scan_results(output_path, retry_failed=retry_failed)
+        _update_in_place(input_path, output_path, state, summary)
+        _compact(input_path, output_path, summary)
+    return summary
+
+
+def _start_over(output: Path, summary: BatchSummary) -> None:
+    """--fresh: every record of the log to its history, the log emptied."""
+    if not output.exists():
+        return
+    retired = Retired()
+    scan_results(output)  # drops a torn last line
+    history = history_path(output)
+    retire(history, ((raw, "fresh start") for raw in output.open("rb") if raw.strip()), retired)
+    if retired.fresh:
+        summary.history = history
+    output.write_bytes(b"")
+
+
+def _update_in_place(input_path: Path, output: Path, state: ResumeState, summary: BatchSummary) -> None:
+    with ResultsLog(output) as log:
+        labels, other = write_updates(log, output, state, _dedupe(read_input(input_path)))
+    summary.labels_updated += labels
+    summary.updated += other
+
+
+def _compact(input_path: Path, output: Path, summary: BatchSummary) -> None:
+    """One record per input line, in input order; the final records this leaves out kept in the history."""
+    keys, lines = [], set()
+    for work in _dedupe(read_input(input_path)):
+        keys.append(work.key)
+        lines.add(work.line)
+    summary.dropped, retired = compact_keeping(output, keys, lines)
+    summary.gone = retired.gone
+    if retired.gone or retired.superseded:
+        summary.history = history_path(output)
+
+
+def _same_settings(state: ResumeState, output: Path, verifier: Verifier, task: str, *, redo: bool) -> frozenset[int]:
     """Refuse to resume an output whose finished reports were made with other settings: the output would hold
-    two configurations' verdicts under one name."""
+    two configurations' verdicts under one name. With `redo`, the indices of those settings (their records are
+    done again)."""
     current = setting_of(task, verifier.meta())
     count, found = state.other_settings(current)
-    if count:
-        shown = "; ".join(found[:4]) + (f"; and {len(found) - 4} more" if len(found) > 4 else "")
+    if count and not redo:
         raise UsageError(
-            f"{output} holds {count} finished record(s) made with other settings ({shown}); resume with the "
-            "options they were made with, or write to another --output"
+            f"{output} holds {count} finished record(s) made with other settings ({shown_differences(found)}); "
+            "resume with the options they were made with, take the new settings with --redo, or write to another "
+            "--output"
         )
+    return frozenset(i for i, shown in enumerate(state.setting_list) if state.settings[shown][1] != current and redo)
 
 
 def _pending(
@@ -171,19 +235,30 @@ def _pending(
     gate: Callable[[BatchItem | None, BatchSummary], str | None] | None,
     *,
     count: bool,
+    other: frozenset[int] = frozenset(),
 ) -> Iterator[Work]:
     """The input's work not finished in `state`, until the gate stops it (`count`: tally skipped and redone)."""
     for work in _dedupe(read_input(input_path)):
-        if state.done(work.key, work.sha):
-            summary.skipped_done += count
+        change = classify(work, state, other)
+        if change in ("done", "update"):
+            summary.skipped_done += count and change == "done"
             continue
         if gate is not None and (reason := gate(work.item, summary)) is not None:
             summary.stopped = f"stopped before line {work.line}: {reason}"
             return
-        line_key = f"line:{work.line}"  # an earlier error record for this line: the line was fixed
-        if count and (work.key in state.redo or line_key in state.final or line_key in state.redo):
-            summary.redone += 1
+        if count:
+            _tally(change, work, state, summary)
         yield work
+
+
+def _tally(change: str, work: Work, state: ResumeState, summary: BatchSummary) -> None:
+    line_key = f"line:{work.line}"  # an earlier error record for this line: the line was fixed
+    if change == "changed" and work.item is not None:
+        summary.changed += 1
+    elif change == "setting":
+        summary.setting_redone += 1
+    elif change in ("redo", "changed") or line_key in state.final or line_key in state.redo:
+        summary.redone += 1
 
 
 class _EndpointWatch:
@@ -241,7 +316,9 @@ async def _process(verifier: Verifier, input_name: str, task: str, work: Work) -
         return error(exc.kind, f"line {work.line}: {exc}")
     except DebateError as exc:
         return error(exc.kind, f"line {work.line}: {exc}")
-    return ResultRecord.model_validate({**base, "line": work.line, "result": report})
+    return ResultRecord.model_validate(
+        {**base, "line": work.line, "result": report, "input_sha256": work.item.content_sha256()}
+    )
 
 
 def _line_handler(input_name: str, task: str, verifier: Verifier) -> Callable[[Work], Awaitable[Record]]:
@@ -255,19 +332,33 @@ def refuse_other_finished(output: Path, task: str, config: dict[str, Any]) -> No
     for count, setting in scan_results(output).settings.values():
         found = startless_differences(setting, task, config)
         if found:
-            shown = "; ".join(found[:4]) + (f"; and {len(found) - 4} more" if len(found) > 4 else "")
             raise UsageError(
-                f"{output} holds {count} finished record(s) made with other settings ({shown}); run with the "
-                "options they were made with, or write to another --output"
+                f"{output} holds {count} finished record(s) made with other settings ({shown_differences(found)}); "
+                "run with the options they were made with, take the new settings with --redo, or write to another "
+                "--output"
             )
 
 
-def count_pending(input_path: Path, output_path: Path, *, retry_failed: bool = True) -> tuple[int, int]:
-    """(items still to do, items already finished): a batch with nothing to do needs no model at all."""
+def count_pending(
+    input_path: Path,
+    output_path: Path,
+    *,
+    retry_failed: bool = True,
+    task: str | None = None,
+    config: dict[str, Any] | None = None,
+) -> tuple[int, int]:
+    """(items to verify, items whose record stands, updated or not): a batch with nothing to verify needs no
+    model. Given the run's `task` and `config`, records made with other settings (judged without the model) are
+    to verify (--redo)."""
     state = scan_results(output_path, retry_failed=retry_failed)
+    other = frozenset(
+        i
+        for i, shown in enumerate(state.setting_list)
+        if task is not None and config is not None and startless_differences(state.settings[shown][1], task, config)
+    )
     todo = done = 0
     for work in _dedupe(read_input(input_path)):
-        if state.done(work.key, work.sha):
+        if classify(work, state, other) in ("done", "update"):
             done += 1
         else:
             todo += 1

@@ -75,6 +75,12 @@ class BatchItem(BaseModel):
                 raise ValueError(f"claim {index} has {len(claim)} parts; a triplet is [subject, predicate, object]")
         return value
 
+    def content_sha256(self) -> str:
+        """The digest of what decides this item's verdict (every field but the label): a record keeps it, so a
+        re-run sees an edited line (a corrected response, another reference) and verifies it again."""
+        decided = self.model_dump(mode="json", exclude={"label_factual"})
+        return hashlib.sha256(json.dumps(decided, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
     def claim_texts(self) -> list[str] | None:
         if self.claims is None:
             return None

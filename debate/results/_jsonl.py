@@ -8,6 +8,7 @@ key wins; `compact` rewrites the file atomically with exactly one record per inp
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -23,11 +24,12 @@ from pydantic import ValidationError
 
 from debate.concurrency import ordered_map
 from debate.errors import UsageError
-from debate.results._records import ErrorRecord, Record, ResultRecord, parse_record
+from debate.results._records import ErrorRecord, PredictionRecord, Record, ResultRecord, parse_record, record_content
 from debate.results._settings import differences, setting_of
 from debate.workers import Job, process_map
 
 __all__ = [
+    "Finished",
     "OutputLock",
     "ResultsLog",
     "ResumeState",
@@ -41,12 +43,38 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+@dataclass(slots=True)
+class Finished:
+    """Where a final record is and what it answered, without holding the record (memory stays flat)."""
+
+    offset: int
+    """Its byte offset in the log."""
+    content: str | None
+    """The digest of the input fields that decided it (BatchItem.content_sha256 or the record's own); None when
+    its fields are not an item's (an error record of an unreadable line)."""
+    fields: str
+    """The digest of its input line as carried (every field, the label included) and its line number."""
+    setting: int
+    """Index into ResumeState.setting_list of the settings it was made with; -1 for no report."""
+
+
+def fields_sha256(line: int | None, raw: dict[str, Any] | None) -> str:
+    """The digest of an input line's fields as a record carries them, with its line number: a label or a note
+    edited, or a line moved, changes it without changing what decides the verdict."""
+    text = json.dumps([line, raw or {}], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 @dataclass
 class ResumeState:
     """What an output already holds: final keys (with the hash of the input line they answered) and the rest."""
 
     final: dict[str, str | None] = field(default_factory=dict)
     """Key -> sha256 of the input line the record answered (None when not recorded)."""
+    entries: dict[str, Finished] = field(default_factory=dict)
+    """Key -> where its final record is and what it answered."""
+    setting_list: list[str] = field(default_factory=list)
+    """The settings of the finished reports (JSON), indexed by Finished.setting."""
     redo: set[str] = field(default_factory=set)
     """Keys whose last record is not final: done again."""
     settings: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
@@ -79,6 +107,7 @@ def scan_results(output: Path, *, retry_failed: bool = True) -> ResumeState:
         for number, raw_line in enumerate(fh, start=1):
             if not raw_line.endswith(b"\n"):
                 break  # a record torn by an interruption: dropped below and redone
+            offset = good_end
             good_end += len(raw_line)
             if not raw_line.strip():
                 continue
@@ -98,13 +127,19 @@ def scan_results(output: Path, *, retry_failed: bool = True) -> ResumeState:
                 continue
             if typed.is_final or not retry_failed:
                 state.final[key] = typed.line_sha256 if isinstance(typed, ErrorRecord) else None
+                index = -1
                 if isinstance(typed, ResultRecord):
                     setting = setting_of(typed.result.task, typed.result.meta)
                     shown = json.dumps(setting, sort_keys=True)
                     state.settings[shown] = (state.settings.get(shown, (0, setting))[0] + 1, setting)
+                    if shown not in state.setting_list:
+                        state.setting_list.append(shown)
+                    index = state.setting_list.index(shown)
+                state.entries[key] = Finished(offset, record_content(typed), _fields_of(typed), index)
                 state.redo.discard(key)
             else:
                 state.final.pop(key, None)
+                state.entries.pop(key, None)
                 state.redo.add(key)
     size = output.stat().st_size
     if good_end < size:
@@ -116,6 +151,12 @@ def scan_results(output: Path, *, retry_failed: bool = True) -> ResumeState:
     return state
 
 
+def _fields_of(record: Record) -> str:
+    if isinstance(record, PredictionRecord):
+        return fields_sha256(record.source_line, {"label_factual": record.label_factual})
+    return fields_sha256(record.line, dict(record.model_extra or {}))
+
+
 def _key(raw_line: bytes) -> str | None:
     try:
         return parse_record(json.loads(raw_line)).key
@@ -123,9 +164,17 @@ def _key(raw_line: bytes) -> str | None:
         return None  # not a record: compact drops it
 
 
-def compact(output: Path, keys_in_order: Iterable[str]) -> tuple[int, int]:
+def compact(
+    output: Path,
+    keys_in_order: Iterable[str],
+    *,
+    retire_to: Callable[[list[tuple[bytes, str]]], None] | None = None,
+    why: Callable[[str], str] | None = None,
+) -> tuple[int, int]:
     """Rewrite `output` atomically: the last record of each key, in the given order. Records of keys not given
-    (superseded error records, ids no longer in the input) are dropped. Returns (kept, dropped)."""
+    (superseded records, ids no longer in the input) are dropped; given `retire_to`, each dropped final record is
+    first handed to it with `why(key)` (debate.results._resume keeps them in the log's history). Returns (kept,
+    dropped)."""
     if not output.exists():
         return 0, 0
     latest: dict[str, tuple[int, int]] = {}
@@ -140,7 +189,7 @@ def compact(output: Path, keys_in_order: Iterable[str]) -> tuple[int, int]:
                     latest[key] = (offset, len(raw_line))
             offset += len(raw_line)
     tmp = output.with_name(output.name + ".compact.tmp")
-    kept = 0
+    kept_at: set[int] = set()
     with output.open("rb") as source, tmp.open("wb") as target:
         for key in keys_in_order:
             where = latest.pop(key, None)
@@ -148,11 +197,29 @@ def compact(output: Path, keys_in_order: Iterable[str]) -> tuple[int, int]:
                 continue
             source.seek(where[0])
             target.write(source.read(where[1]))
-            kept += 1
+            kept_at.add(where[0])
         target.flush()
         os.fsync(target.fileno())
+    if retire_to is not None:
+        retire_to(list(_dropped_finals(output, kept_at, why or (lambda key: "superseded"))))
     os.replace(tmp, output)
-    return kept, total - kept
+    return len(kept_at), total - len(kept_at)
+
+
+def _dropped_finals(output: Path, kept_at: set[int], why: Callable[[str], str]) -> Iterable[tuple[bytes, str]]:
+    """Each final record of `output` not at a kept offset, with why it leaves (unfinished ones are not work)."""
+    with output.open("rb") as fh:
+        offset = 0
+        for raw_line in fh:
+            at, offset = offset, offset + len(raw_line)
+            if at in kept_at or not raw_line.strip():
+                continue
+            try:
+                record = parse_record(json.loads(raw_line))
+            except (ValidationError, json.JSONDecodeError):
+                continue  # not a record: nothing to keep
+            if record.is_final and record.key is not None:
+                yield raw_line, why(record.key)
 
 
 class ResultsLog:
@@ -191,8 +258,12 @@ class ResultsLog:
         self._last_sync = time.monotonic()
 
     def write(self, record: Record) -> None:
+        self.write_line(record.to_json())
+
+    def write_line(self, line: str) -> None:
+        """One record already serialized (debate.results._resume's updated records)."""
         assert self._fh is not None, "use ResultsLog as a context manager"
-        self._fh.write(record.to_json() + "\n")
+        self._fh.write(line + "\n")
         self._fh.flush()
         self._unsynced += 1
         if self._unsynced >= self._sync_every or time.monotonic() - self._last_sync >= self._sync_interval_s:

@@ -88,6 +88,12 @@ class ResultRecord(_Record):
     """The input line (1-based); None when the caller has no lines."""
     result: Report
     """The report."""
+    input_sha256: str | None = None
+    """The digest of the input line's fields that decide the verdict (BatchItem.content_sha256): a re-run redoes a
+    line whose content changed since. None in records made before it was kept."""
+
+    def _omit_when_none(self) -> set[str]:
+        return {"input_sha256"} if self.input_sha256 is None else set()
 
     @property
     def key(self) -> str | None:
@@ -187,6 +193,12 @@ class PredictionRecord(_Record):
     """The prediction is missing for a reason that may pass: a re-run redoes it."""
     report: dict[str, Any] | None = None
     """The full report (or a judge's transcript); left out when only the scalars are read."""
+    input_sha256: str | None = None
+    """The digest of the item's fields that decide its prediction (Item.content_sha256): a resumed run redoes an
+    item whose data changed since. None in records made before it was kept."""
+
+    def _omit_when_none(self) -> set[str]:
+        return {"input_sha256"} if self.input_sha256 is None else set()
 
     @property
     def key(self) -> str:
@@ -205,6 +217,21 @@ class PredictionRecord(_Record):
     @property
     def failure_message(self) -> str | None:
         return self.error
+
+
+def record_content(record: Record) -> str | None:
+    """The digest of the input fields that decided `record`: the one it keeps, else (a record made before it was
+    kept) the one its carried input fields give; None for an error record or fields that are not an item's."""
+    if isinstance(record, ErrorRecord):
+        return None
+    if record.input_sha256 is not None or isinstance(record, PredictionRecord):
+        return record.input_sha256
+    from debate.results._items import BatchItem
+
+    try:
+        return BatchItem.model_validate(record.model_extra or {}).content_sha256()
+    except ValidationError:
+        return None
 
 
 def _kind(value: Any) -> str | None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from debate.provenance import depended_files
 from debate.types import RunMeta
 
-__all__ = ["differences", "setting_of", "startless_differences"]
+__all__ = ["differences", "setting_of", "shown_differences", "startless_differences"]
 
 _NO_EFFECT: tuple[tuple[str, ...], ...] = (
     ("claim_concurrency",),
@@ -38,7 +39,24 @@ def setting_of(task: str, meta: RunMeta) -> dict[str, Any]:
             holder = holder.get(name) if isinstance(holder, dict) else None
         if isinstance(holder, dict):
             holder.pop(path[-1], None)
-    return {"task": task, "model": meta.model, "prompts": meta.prompts, "config": config}
+    setting: dict[str, Any] = {"task": task, "model": meta.model, "prompts": meta.prompts, "config": config}
+    if meta.files:
+        setting["files"] = meta.files
+    return setting
+
+
+def shown_differences(found: list[str], most: int = 4) -> str:
+    """The first differences, in a line; a file's changed content named as such."""
+    shown = [_file_change(line) for line in found[:most]]
+    return "; ".join(shown) + (f"; and {len(found) - most} more" if len(found) > most else "")
+
+
+def _file_change(line: str) -> str:
+    if not line.startswith("files."):
+        return line
+    name, _, change = line.removeprefix("files.").partition(": ")
+    old, _, new = change.partition(" -> ")
+    return f"the file of {name} changed (sha256 {old.strip(chr(34))[:12]} -> {new.strip(chr(34))[:12]})"
 
 
 def differences(old: Any, new: Any, where: str = "") -> list[str]:
@@ -63,6 +81,9 @@ def startless_differences(setting: dict[str, Any], task: str, config: dict[str, 
             recorded.pop(path[0], None)
             current.pop(path[0], None)
     found = differences({"task": setting.get("task"), "config": recorded}, {"task": task, "config": current})
+    if setting.get("files"):
+        # files recorded by an older release are not compared (they were not kept)
+        found += differences({"files": setting["files"]}, {"files": depended_files(config)})
     # The model as the configuration named it (the endpoint may answer under another name: an alias, a dated
     # version), compared only when this run names one.
     named = (config.get("model") or {}).get("model")

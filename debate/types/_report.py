@@ -171,6 +171,9 @@ class RunMeta(_Model):
     """The agents' prompt set (a packaged set name or a directory)."""
     prompts: dict[str, str]
     """Prompt name -> sha256 of the prompt file (and the texts it includes)."""
+    files: dict[str, str] = Field(default_factory=dict)
+    """Each file the verdicts depend on, by the setting that names it (debate.calibration, search.collection, a
+    prompt_set folder) -> sha256 of its content: a resumed batch refuses one changed in place."""
     seed: int | None
     """Seed sent to the endpoint."""
     package_version: str

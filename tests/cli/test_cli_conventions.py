@@ -100,6 +100,9 @@ def test_version_and_global_options_anywhere() -> None:
         (["verfy"], "invalid choice: 'verfy'; did you mean 'verify'?"),
         (["verify", "--rollup", "majr", "--answer", "x"], "did you mean 'major'?"),
         (["verify", "--taks", "qa"], "did you mean --task for --taks?"),
+        # abbreviations are refused, naming the full option: a later option of the same start cannot change them
+        (["verify", "--answer", "x", "--debate.cal", "c.json"], "did you mean --debate.calibration for --debate.cal?"),
+        (["verify", "--answ", "x"], "unrecognized arguments: --answ x; did you mean --answer for --answ?"),
     ],
 )
 def test_usage_errors_are_one_line_with_did_you_mean(args: list[str], line: str) -> None:

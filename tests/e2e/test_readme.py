@@ -245,12 +245,18 @@ def _run_block(
         _check_report_keys(block.body)
     elif block.marker == "layout":
         _check_layout(block.body)
+    elif block.marker == "output":
+        # an output the page shows as its command's: every line of it is a line of what the command printed
+        printed = {line.rstrip() for line in addresses.get(LAST_OUTPUT, "").splitlines()}
+        missing = [line for line in block.body.splitlines() if line.strip() and line.rstrip() not in printed]
+        assert not missing, f"the page shows lines its command does not print: {missing}"
     elif block.lang == "bash":
         if "curl " in body:
             assert "serve" in addresses, "a curl block before `debate serve`"
             body = body.replace("localhost:8000", addresses["serve"])
         out = _run(["bash", "-e", "-o", "pipefail", "-c", body], work, env, block)
         assert "Traceback" not in out and "Internal Server Error" not in out, out
+        addresses[LAST_OUTPUT] = out
     elif block.lang == "python" and "def test_" in body:
         # as a user runs it: plain pytest, nothing configured, so the test's debate_script marker answers
         script = work / f"test_readme_block_{_slug(block)}.py"
@@ -268,6 +274,10 @@ def _run_block(
         raise AssertionError(f"a {block.lang} block with no readme marker")
     # any other block (text) is an output excerpt
     return None
+
+
+LAST_OUTPUT = "last output"
+"""Where _run_block keeps the last bash block's output, for an `output` block to be checked against."""
 
 
 def _slug(block: Block) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -465,3 +466,36 @@ async def test_methods_are_a_registry_a_plugin_method_runs(tmp_path: Path) -> No
         METHODS._entries.pop("always-factual")
     rows = records(tmp_path)
     assert [r["pred_factual"] for r in rows] == [True] * 4 and metrics["llm_calls_per_item"] == 0.0
+
+
+async def test_a_run_resumed_over_a_changed_data_file_redoes_the_changed_items(tmp_path: Path) -> None:
+    """An edited record of the data file is predicted again (its old record kept in the run's history); a label
+    that differs from the data's is rewritten with no call; the rest stand."""
+    data = tmp_path / "data"
+    shutil.copytree(DATA, data)
+    s = spec("single").model_copy(update={"data_dir": str(data)})
+    folder = tmp_path / "run"
+    await run(s, folder, ScriptedChatClient([agree] * 4))
+    first = records(folder)
+    assert all(r["input_sha256"] for r in first)
+    items = list(items_for(s))
+    qa = data / "halueval" / "qa_data.jsonl"
+    lines = qa.read_text().splitlines()
+    edited = json.loads(lines[items[0].source_line - 1])
+    edited["knowledge"] += " Edited since."
+    lines[items[0].source_line - 1] = json.dumps(edited)
+    qa.write_text("\n".join(lines) + "\n")
+    # a record whose label no longer matches the data (as after a corrected label): rewritten, not predicted
+    log = folder / "results.jsonl"
+    rows = records(folder)
+    rows[1]["label_factual"] = not rows[1]["label_factual"]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    client = ScriptedChatClient([agree])
+    await run(s, folder, client)
+    assert len(client.calls) == 1 and "Edited since." in client.calls[0].request.messages[-1].content
+    after = records(folder)
+    assert [r["id"] for r in after] == [r["id"] for r in first]
+    assert after[1]["label_factual"] == first[1]["label_factual"]
+    assert after[0]["input_sha256"] != first[0]["input_sha256"] and after[2:] == first[2:]
+    history = [json.loads(line) for line in (folder / "results.history.jsonl").read_text().splitlines()]
+    assert [h["record"]["id"] for h in history] == [first[0]["id"], first[1]["id"]]

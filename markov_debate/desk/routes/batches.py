@@ -5,7 +5,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException as FormError
 
 from debate.plugins import TASKS
 from markov_debate.desk.bodies import OffLoopJson
@@ -73,7 +74,7 @@ async def submit_batch(
     request.app.state.guard.require(request, "submit")  # before the body is read: a stranger spools nothing
     upload: UploadFile | None = None
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
-        form = await request.form(**FORM_LIMITS)  # one file part: a second is refused, never silently used
+        form = await _one_file_form(request)
         file = form.get("file")
         if not isinstance(file, UploadFile):
             raise HTTPException(422, "file: a multipart upload needs a `file` field")
@@ -85,6 +86,17 @@ async def submit_batch(
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     return info
+
+
+async def _one_file_form(request: Request) -> FormData:
+    """The upload's form, with one file part at most: a second is refused (422 naming `file`), never silently
+    used. Starlette says so as a 400 of its own (its limit); the other form errors stay as it words them."""
+    try:
+        return await request.form(**FORM_LIMITS)
+    except FormError as exc:
+        if exc.status_code == 400 and "files" in str(exc.detail).lower():
+            raise HTTPException(422, f"file: one file part per upload ({exc.detail})") from exc
+        raise
 
 
 @router.get("")

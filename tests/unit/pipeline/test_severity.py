@@ -22,3 +22,12 @@ def test_the_readable_report_explains_the_severity_column_and_line() -> None:
     text = out.getvalue()
     assert SEVERITY_KEY in text and "0 no error, 1 minor, 2 moderate, 3 significant, 4 severe, 5 made up" in text
     assert "error severity: " in text and "/5 (" in text.split("error severity: ", 1)[1].splitlines()[0]
+
+
+def test_brief_names_a_failed_claims_reason_and_its_calls() -> None:
+    out = io.StringIO()
+    render_report(sample_report(["factual", None]), Console(file=out, width=200, force_terminal=False), brief=True)
+    text = out.getvalue()
+    line = "claim 2 unverifiable (model_unavailable, debate): the endpoint was unavailable; 0 model call(s) answered"
+    assert line + " for it (failed attempts are not counted)" in text
+    assert "claim 1 unverifiable" not in text

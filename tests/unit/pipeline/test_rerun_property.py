@@ -1,0 +1,127 @@
+"""A re-run over an edited input leaves the log a fresh run on the new input would write: generated edits (change,
+add, remove, relabel, reorder lines; a calibration changed in place), run_batch with a deterministic scripted
+client, the two logs compared debate for debate; the old records all kept in the history."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from debate import DebateConfig, Verifier, VerifierConfig
+from debate.results import run_batch
+from debate.testing import ScriptedChatClient
+from tests.support.calibration import calibration, save_calibration
+from tests.support.helpers import op
+from tests.support.properties import Reached, examples
+
+ANSWERS = ("Paris", "Lyon", "Marseille is the capital")
+_VOLATILE = {"created_at", "latency_s", "wall_s", "elapsed_s", "duration_s", "git_commit"}
+
+
+def _client() -> ScriptedChatClient:
+    # the same claim gets the same reply whatever ran before: the endpoint is deterministic
+    def answer(request: Any) -> str:
+        return op("Paris" in request.messages[-1].content and "Lyon" not in request.messages[-1].content)
+
+    return ScriptedChatClient({"debate": [answer] * 400})
+
+
+async def _run(source: Path, out: Path, cal: Path | None, *, redo: bool = False) -> None:
+    config = VerifierConfig(
+        debate=DebateConfig(min_rounds=0, max_rounds=1, calibration=None if cal is None else str(cal))
+    )
+    async with Verifier(config=config, client=_client()) as verifier:
+        await run_batch(verifier=verifier, input_path=source, output_path=out, items_in_flight=2, redo=redo)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if k not in _VOLATILE}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _lines(path: Path) -> list[Any]:
+    return [_plain(json.loads(line)) for line in path.read_text().splitlines()]
+
+
+rows = st.lists(
+    st.fixed_dictionaries(
+        {"response": st.sampled_from(ANSWERS), "label_factual": st.sampled_from([None, True, False])}
+    ),
+    min_size=1,
+    max_size=5,
+)
+edits = st.lists(
+    st.tuples(st.sampled_from(["change", "add", "remove", "relabel", "reorder", "reference"]), st.integers(0, 9)),
+    max_size=4,
+)
+
+
+def _edit(items: list[dict[str, Any]], edits: list[tuple[str, int]], next_id: int) -> list[dict[str, Any]]:
+    items = [dict(i) for i in items]
+    for kind, at in edits:
+        if kind == "add" or not items:
+            items.insert(at % (len(items) + 1), {"id": f"n{next_id}", "response": "Paris", "question": "Capital?"})
+            next_id += 1
+            continue
+        i = at % len(items)
+        if kind == "change":
+            items[i]["response"] = ANSWERS[(ANSWERS.index(items[i]["response"]) + 1) % len(ANSWERS)]
+        elif kind == "remove":
+            items.pop(i)
+        elif kind == "relabel":
+            items[i]["label_factual"] = not items[i].get("label_factual")
+        elif kind == "reorder":
+            items.append(items.pop(i))
+        else:
+            items[i]["reference"] = "Paris is on the Seine." if "reference" not in items[i] else None
+    return items
+
+
+def _write(path: Path, items: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps({k: v for k, v in i.items() if v is not None}) + "\n" for i in items))
+
+
+@settings(
+    max_examples=examples(0.3, why="each example runs three batches"),
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(rows=rows, edits=edits, recalibrate=st.booleans(), calibrated=st.booleans())
+def test_a_rerun_over_edits_is_a_fresh_run_of_the_new_input(
+    rows: list[dict[str, Any]], edits: list[tuple[str, int]], recalibrate: bool, calibrated: bool, reached: Reached
+) -> None:
+    reached.require(edited=0.5)
+    first = [{"id": f"q{i}", "question": "Capital?", **r} for i, r in enumerate(rows)]
+    second = _edit(first, edits, len(first))
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        cal = Path(save_calibration(folder, calibration())) if calibrated else None
+        source, log, fresh = folder / "in.jsonl", folder / "log.jsonl", folder / "fresh.jsonl"
+        _write(source, first)
+        asyncio.run(_run(source, log, cal))
+        before = _lines(log)
+        _write(source, second)
+        changed_file = cal is not None and recalibrate
+        if cal is not None and recalibrate:
+            cal.write_text(calibration().model_copy(update={"model_reason": "refitted"}).model_dump_json())
+        asyncio.run(_run(source, log, cal, redo=changed_file))
+        asyncio.run(_run(source, fresh, cal))
+        assert _lines(log) == _lines(fresh)
+        history = log.with_name("log.history.jsonl")
+        kept = (
+            [_plain(json.loads(line)["record"]) for line in history.read_text().splitlines()]
+            if history.exists()
+            else []
+        )
+        now = _lines(log)
+        for record in before:  # every record of the first run is in the log as it was, or in the history
+            assert record in now or record in kept
+    reached("edited" if edits or changed_file else "unchanged")
