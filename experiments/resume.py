@@ -20,9 +20,9 @@ def resume_items(items: Iterator[Item], state: ResumeState, results_path: Path) 
     with ResultsLog(results_path) as log:
         for item in items:
             entry = state.entries.get(item.id)
-            if entry is None or (entry.content is not None and entry.content != item.content_sha256()):
+            if entry is None or entry.content_differs(item.content_sha256()):
                 yield item
-            elif entry.fields != fields_sha256(item.source_line, {"label_factual": item.label_factual}):
+            elif entry.fields_differ(fields_sha256(item.source_line, {"label_factual": item.label_factual})):
                 with results_path.open("rb") as fh:
                     fh.seek(entry.offset)
                     old = json.loads(fh.readline())
@@ -36,6 +36,6 @@ def settled_ids(state: ResumeState, items: Iterable[Item]) -> set[str]:
     settled = set()
     for item in items:
         entry = state.entries.get(item.id)
-        if entry is not None and (entry.content is None or entry.content == item.content_sha256()):
+        if entry is not None and not entry.content_differs(item.content_sha256()):
             settled.add(item.id)
     return settled

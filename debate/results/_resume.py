@@ -35,11 +35,11 @@ def classify(work: Work, state: ResumeState, other_settings: frozenset[int] = fr
         # an unreadable line's error record answers the line as it was: a fixed or replaced line is done again
         recorded = state.final.get(work.key)
         return "done" if recorded is None or recorded == work.sha else "changed"
-    if entry.content is not None and entry.content != work.item.content_sha256():
+    if entry.content_differs(work.item.content_sha256()):
         return "changed"
     if entry.setting in other_settings:
         return "setting"
-    if entry.fields != fields_sha256(work.line, work.raw):
+    if entry.fields_differ(fields_sha256(work.line, work.raw)):
         return "update"
     return "done"
 
