@@ -22,7 +22,7 @@ from debate.plugins import Reference
 from debate.sources import read_sources
 from debate.types import Evidence, Source
 
-__all__ = ["BatchItem", "InputTooLongError", "Work", "read_input", "read_items"]
+__all__ = ["CSV_LABELS", "BatchItem", "InputTooLongError", "Work", "read_input", "read_items"]
 
 
 class BatchItem(BaseModel):
@@ -48,11 +48,11 @@ class BatchItem(BaseModel):
     @field_validator("label_factual", mode="before")
     @classmethod
     def _label(cls, value: Any) -> Any:
-        # true or false only: 1, "yes" or "0" are not labels anyone should guess at (a CSV cell says "true"/"false")
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
+        # a JSON boolean only: "true" as text, 1 or "yes" are not labels anyone should guess at (a CSV cell's words
+        # are read by the table reader, CSV_LABELS); anything else is refused, never kept as text and ignored
         if value is not None and not isinstance(value, bool):
-            raise ValueError("must be true or false")
+            shown = f"the text {value!r}" if isinstance(value, str) else repr(value)
+            raise ValueError(f"must be true or false (a JSON boolean; in a CSV or TSV cell, the word), got {shown}")
         return value
 
     @field_validator("id", mode="before")
@@ -118,6 +118,10 @@ def _describe_validation(line: int, exc: ValidationError) -> str:
         parts.append(f"field {where!r}: {err['msg']}")
     return f"line {line}: " + "; ".join(parts)
 
+
+CSV_LABELS = {"true": True, "false": False}
+"""The words a CSV/TSV `label_factual` cell may hold (any case, blanks around them ignored); an empty cell is no
+label, any other word is refused naming its line."""
 
 _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
@@ -222,6 +226,8 @@ def _read_table(path: Path, delimiter: str, max_lines: int | None) -> Iterator[W
             yield Work(start, sha, None, None, f"line {start}: {len(row)} cells, but the header names {len(names)}")
             continue
         raw: dict[str, Any] = {name: cell for name, cell in zip(names, row, strict=False) if name and cell != ""}
+        if "label_factual" in raw:
+            raw["label_factual"] = CSV_LABELS.get(raw["label_factual"].strip().lower(), raw["label_factual"])
         if "claims" in raw:
             try:
                 raw["claims"] = load_json(raw["claims"], f"line {start}: field 'claims'")

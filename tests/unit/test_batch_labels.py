@@ -1,5 +1,7 @@
-"""A batch line's `label_factual`, as `debate dynamics fit` reads it: any JSON value is either a label (true or
-false, or a CSV cell saying so) or an error naming the field and the line, never a guess; and a response's label
+"""A batch line's `label_factual`, as `debate dynamics fit` reads it: any JSON value is either a label (a JSON
+boolean; a CSV cell's words are tests/unit/pipeline/test_label_forms.py's) or an error naming the field and the
+line, never a guess and never text kept and ignored (issue 75: "true" as JSON text was kept so, and the fit
+ignored it); and a response's label
 says which of its claims it labels."""
 
 from __future__ import annotations
@@ -35,12 +37,10 @@ def test_a_label_is_true_or_false_or_an_error_naming_the_field(
     path = Path(tmp_path_factory.mktemp("labels")) / "batch.jsonl"
     path.write_text(json.dumps({"id": "a", "response": "x", "label_factual": value}) + "\n", encoding="utf-8")
     [work] = list(read_input(path))
-    said = value.strip().lower() if isinstance(value, str) else None
-    if value is None or isinstance(value, bool) or said in ("true", "false"):
+    if value is None or isinstance(value, bool):
         reached("label")
-        assert work.error is None and work.item is not None
-        expected = value if not isinstance(value, str) else said == "true"
-        assert work.item.label_factual is expected
+        assert work.error is None and work.item is not None and work.raw is not None
+        assert work.item.label_factual is value and work.raw["label_factual"] is value  # the record carries it so
     else:
         reached("refused")
         assert work.item is None and work.error is not None
