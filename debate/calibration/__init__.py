@@ -19,10 +19,12 @@ from debate.calibration._file import (
     not_calibrated,
 )
 from debate.calibration._parts import (
+    HELD_OUT_LEVEL,
     MAX_SHARE_WIDTH,
     MIN_LABELS,
     SMOOTHING,
     Check,
+    HeldOut,
     Labels,
     Recalibration,
     Reliability,
@@ -36,6 +38,7 @@ from debate.types import StopRule, parse_stop
 __all__ = [
     "CALIBRATION_FORMAT",
     "CALIBRATION_VERSION",
+    "HELD_OUT_LEVEL",
     "MAX_SHARE_WIDTH",
     "MIN_LABELS",
     "SMOOTHING",
@@ -45,6 +48,7 @@ __all__ = [
     "Check",
     "ContextCount",
     "FittedOn",
+    "HeldOut",
     "Labels",
     "LiveCalibration",
     "Recalibration",

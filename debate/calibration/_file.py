@@ -216,7 +216,7 @@ def not_calibrated(checks: list[Check], classes: int, labels: Labels | None = No
         return why[check.name] + (" or items of unequal difficulty" if shared else "")
 
     lines = [f"the {c.name} check fails ({cause(c)}: {c.detail})" for c in checks if c.rejected and c.name in names]
-    for line in (labels.em_line(), labels.base_rate_line()) if labels is not None else ():
+    for line in (labels.em_line(), labels.base_rate_line(), labels.rejection_line()) if labels is not None else ():
         if line is not None:
             lines.append(line)
     if labels is not None and labels.orientation == "assumption" and classes > 1:

@@ -63,6 +63,29 @@ class Recalibration(_Model):
     p_value: float
 
 
+class HeldOut(_Model):
+    """The labels' test of the p_factual a file gives, each label scored by a fit that did not see it: the fit
+    itself (labelled claims stay out of EM) and, where a correction is kept, the correction fitted on the other
+    folds (k-fold cross-validation)."""
+
+    labelled: int
+    """The labelled claims scored."""
+    folds: int
+    """Folds of the correction's cross-validation (0: no correction was fitted)."""
+    z: float
+    """Spiegelhalter's Z of the held-out labels against their held-out p_factual."""
+    p_value: float
+    """Its two-sided p-value; under HELD_OUT_LEVEL the labels reject the file's p_factual."""
+    log_loss: float
+    """Mean held-out log loss of the p_factual the file gives."""
+    log_loss_uncorrected: float
+    """The same of the fit's p_factual with no correction (a correction is kept only when it is lower)."""
+
+
+HELD_OUT_LEVEL = 0.05
+"""The level under which held-out labels reject a file's p_factual: it is then not calibrated."""
+
+
 class Labels(_Model):
     """What a fit knew of its claims' truth: labels, or the assumption that stands in for them."""
 
@@ -95,6 +118,19 @@ class Labels(_Model):
     """EM steps the fit took."""
     em_converged: bool = True
     """False: EM stopped at its cap before converging (the fit is not its maximum)."""
+    held_out: HeldOut | None = None
+    """The labels' held-out test of the file's p_factual (None: no labelled claim, or a file from before it)."""
+
+    def rejection_line(self) -> str | None:
+        """Why held-out labels say p_factual is not calibrated (None: they do not reject it)."""
+        test = self.held_out
+        if test is None or test.p_value >= HELD_OUT_LEVEL:
+            return None
+        scored = "by corrections fitted on the other folds" if test.folds else "by the fit, which did not see them"
+        return (
+            f"the {test.labelled} labelled claims reject the fitted p_factual, each scored {scored} "
+            f"(Spiegelhalter Z = {test.z:.2f}, p = {test.p_value:.3g}, at {HELD_OUT_LEVEL:g})"
+        )
 
     def share_width(self) -> float | None:
         """The width of the share's interval (None: stated, or not recorded)."""

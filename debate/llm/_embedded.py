@@ -98,7 +98,7 @@ def start_note(last: float | None) -> str:
     """How long the start will take, as the start-up message says it: the last start of this model file here, or
     that this is its first."""
     if last is None:
-        return "its first start on this machine (none recorded here): up to a minute"
+        return "its first start on this machine (none recorded here): it takes up to a minute"
     return f"takes ~{max(last, 1):.0f} s (the last start here)"
 
 

@@ -3,8 +3,11 @@
 Without labels, a class of items that fools the agents is the mirror image of the other label's items, and the fit
 cannot see it (docs/dynamics.md, "A fit without labels"). Labels can: they are compared with the fitted p_factual
 (Spiegelhalter's Z: is sum (label - p) what the p's own variance allows?), and a logistic regression of the label on
-the fit's log-odds corrects it (slope and shift), kept when it fits the labels better than the fit alone. The label
-is regressed on the log-odds, so claims chosen by their p_factual (the desk's queue, `to_label`) do not bias it.
+the fit's log-odds corrects it (slope and shift), kept when it fits the labels better than the fit alone and lowers
+the log loss of labels it did not see (k-fold cross-validation). The p_factual the file gives is then tested on
+held-out labels (each scored by the fit, which never sees labels, or by a correction fitted on the other folds): a
+rejection leaves the file not calibrated. The label is regressed on the log-odds, so claims chosen by their
+p_factual (the desk's queue, `to_label`) do not bias it.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from debate.calibration import MIN_LABELS, Labels, Recalibration
+from debate.calibration import MIN_LABELS, HeldOut, Labels, Recalibration
 from debate.engine import PosteriorModel, TurnContext
 from experiments.dynamics.observe import Observation
 
@@ -42,14 +45,19 @@ def _turns(seen: Sequence[Observation]) -> dict[str, list[TurnContext]]:
     return turns
 
 
-def _agreement(p: np.ndarray, y: np.ndarray) -> str:
-    """Spiegelhalter's Z of the labels against the probabilities, in a line."""
+def _spiegelhalter(p: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Spiegelhalter's Z of labels `y` against probabilities `p`, and its two-sided p-value."""
     from scipy.stats import norm  # the experiments extra
 
     weight = 1 - 2 * p
     spread = math.sqrt(float((weight**2 * p * (1 - p)).sum()))
     z = float(((y - p) * weight).sum()) / spread if spread > 0 else 0.0
-    p_value = float(2 * norm.sf(abs(z)))
+    return z, float(2 * norm.sf(abs(z)))
+
+
+def _agreement(p: np.ndarray, y: np.ndarray) -> str:
+    """Spiegelhalter's Z of the labels against the probabilities, in a line."""
+    z, p_value = _spiegelhalter(p, y)
     said = "agree with" if p_value >= _LEVEL else "disagree with"
     return f"the {len(y)} labelled claims {said} the fitted p_factual (Spiegelhalter Z = {z:.2f}, p = {p_value:.3g})"
 
@@ -72,6 +80,43 @@ def _correction(x: np.ndarray, y: np.ndarray) -> Recalibration | None:
     return Recalibration(slope=slope, shift=shift, labelled=len(y), statistic=statistic, p_value=p_value)
 
 
+FOLDS = 5
+"""Folds of the correction's cross-validation (fewer when there are fewer labelled claims of a label)."""
+
+
+def _mean_log_loss(y: np.ndarray, odds: np.ndarray) -> float:
+    return -_loglik(y, odds) / max(1, len(y))
+
+
+def _held_out(x: np.ndarray, y: np.ndarray, correct: bool) -> tuple[HeldOut, bool]:
+    """The labels' test of the p_factual the file will give, and whether the correction is kept: each label's
+    log-odds corrected by the correction fitted on the other folds (identity where none beats no correction),
+    kept when that lowers the held-out log loss. Folds are dealt by rank of the log-odds, so each spans them."""
+    uncorrected = _mean_log_loss(y, x)
+    folds = min(FOLDS, int(min(y.sum(), len(y) - y.sum()))) if correct else 0
+    corrected = x.copy()
+    if folds >= 2:
+        fold = np.empty(len(x), dtype=int)
+        fold[np.argsort(x, kind="stable")] = np.arange(len(x)) % folds
+        for k in range(folds):
+            train = fold != k
+            found = _correction(x[train], y[train]) if min(y[train].sum(), (1 - y[train]).sum()) >= 2 else None
+            if found is not None:
+                corrected[~train] = found.slope * x[~train] + found.shift
+    keep = folds >= 2 and _mean_log_loss(y, corrected) < uncorrected
+    odds = corrected if keep else x
+    z, p_value = _spiegelhalter(1 / (1 + np.exp(-odds)), y)
+    test = HeldOut(
+        labelled=len(y),
+        folds=folds if keep else 0,
+        z=z,
+        p_value=p_value,
+        log_loss=_mean_log_loss(y, odds),
+        log_loss_uncorrected=uncorrected,
+    )
+    return test, keep
+
+
 def _spread(candidates: list[tuple[float, str]], count: int) -> list[str]:
     """`count` claims at evenly spaced ranks of p_factual."""
     ranked = [item for _, item in sorted(candidates)]
@@ -89,13 +134,15 @@ def labels_of(seen: Sequence[Observation], labels: Mapping[str, bool | None], mo
     known = [(item, label) for item, label in labels.items() if label is not None and p.get(item) is not None]
     counts = [sum(label is flag for _, label in known) for flag in (True, False)]
     enough = len(known) >= MIN_LABELS and min(counts) >= MIN_EACH
-    agreement = correction = None
+    agreement = correction = held_out = None
     if known:
         probabilities = np.array([p[item] for item, _ in known], dtype=np.float64)
         y = np.array([float(label) for _, label in known])
         agreement = _agreement(probabilities, y)
-        if enough:
-            correction = _correction(np.array([_log_odds(float(v)) for v in probabilities]), y)
+        x = np.array([_log_odds(float(v)) for v in probabilities])
+        held_out, keep = _held_out(x, y, enough)
+        if enough and keep:
+            correction = _correction(x, y)
     needed = 0 if enough else max(MIN_LABELS - len(known), *(MIN_EACH - c for c in counts), 1)
     unlabelled = [(float(v), item) for item, v in p.items() if labels.get(item) is None and v is not None]
     return Labels(
@@ -104,6 +151,7 @@ def labels_of(seen: Sequence[Observation], labels: Mapping[str, bool | None], mo
         orientation="labels" if enough else "assumption",
         agreement=agreement,
         recalibration=correction,
+        held_out=held_out,
         needed=needed,
         to_label=_spread(unlabelled, needed) if needed else [],
     )
