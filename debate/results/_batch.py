@@ -225,7 +225,7 @@ def _same_settings(state: ResumeState, output: Path, verifier: Verifier, task: s
             "resume with the options they were made with, take the new settings with --redo, or write to another "
             "--output"
         )
-    return frozenset(i for i, shown in enumerate(state.setting_list) if state.settings[shown][1] != current and redo)
+    return state.other_indices(current) if redo else frozenset()
 
 
 def _pending(

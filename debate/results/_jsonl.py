@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from debate.concurrency import ordered_map
 from debate.errors import UsageError
 from debate.results._records import ErrorRecord, PredictionRecord, Record, ResultRecord, parse_record, record_content
-from debate.results._settings import differences, setting_of
+from debate.results._settings import comparable, differences, same_setting, setting_of
 from debate.workers import Job, process_map
 
 __all__ = [
@@ -119,10 +119,16 @@ class ResumeState:
         """How many finished reports were made with settings other than `current`, and the first differences."""
         count, found = 0, list[str]()
         for records, setting in self.settings.values():
-            if setting != current:
+            if not same_setting(setting, current):
                 count += records
-                found = found or differences(setting, current)
+                found = found or differences(setting, comparable(setting, current))
         return count, found
+
+    def other_indices(self, current: dict[str, Any]) -> frozenset[int]:
+        """The indices (Finished.setting) of the settings other than `current`: their records are redone (--redo)."""
+        return frozenset(
+            i for i, shown in enumerate(self.setting_list) if not same_setting(self.settings[shown][1], current)
+        )
 
     def done(self, key: str, line_sha: str | None = None) -> bool:
         if key not in self.final:

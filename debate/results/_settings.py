@@ -9,7 +9,7 @@ from typing import Any
 from debate.provenance import depended_files
 from debate.types import RunMeta
 
-__all__ = ["differences", "setting_of", "shown_differences", "startless_differences"]
+__all__ = ["comparable", "differences", "same_setting", "setting_of", "shown_differences", "startless_differences"]
 
 _NO_EFFECT: tuple[tuple[str, ...], ...] = (
     ("claim_concurrency",),
@@ -43,6 +43,19 @@ def setting_of(task: str, meta: RunMeta) -> dict[str, Any]:
     if meta.files:
         setting["files"] = meta.files
     return setting
+
+
+def comparable(recorded: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """`current` as `recorded` can be compared with: without the files' digests when the record has none (made by
+    a release that did not keep them: a log it made still resumes)."""
+    if "files" in recorded:
+        return current
+    return {k: v for k, v in current.items() if k != "files"}
+
+
+def same_setting(recorded: dict[str, Any], current: dict[str, Any]) -> bool:
+    """Whether a record made with `recorded` was made with the settings `current` (see `comparable`)."""
+    return recorded == comparable(recorded, current)
 
 
 def shown_differences(found: list[str], most: int = 4) -> str:

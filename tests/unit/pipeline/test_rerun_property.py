@@ -127,3 +127,26 @@ def test_a_rerun_over_edits_is_a_fresh_run_of_the_new_input(
         for record in before:  # every record of the first run is in the log as it was, or in the history
             assert record in now or record in kept
     reached("redone" if summary.processed else "updated_only")
+
+
+async def test_a_log_made_before_records_kept_digests_still_resumes(tmp_path: Path) -> None:
+    """Records with no `input_sha256` and no `meta.files` (an earlier release's) resume under the same settings: the
+    content digest is taken from their carried fields, the files' digests are not compared; an edit is still seen."""
+    cal = Path(save_calibration(tmp_path, calibration()))
+    source, log = tmp_path / "in.jsonl", tmp_path / "log.jsonl"
+    items = [{"id": f"q{i}", "question": "Capital?", "response": ANSWERS[i % 2]} for i in range(3)]
+    _write(source, items)
+    await _run(source, log, cal)
+    old = []
+    for line in log.read_text().splitlines():
+        record = json.loads(line)
+        record.pop("input_sha256")
+        record["result"]["meta"].pop("files")
+        old.append(json.dumps(record))
+    log.write_text("\n".join(old) + "\n")
+    again = await _run(source, log, cal)
+    assert (again.processed, again.skipped_done) == (0, 3)
+    items[1]["response"] = "Paris"
+    _write(source, items)
+    edited = await _run(source, log, cal)
+    assert (edited.processed, edited.changed, edited.skipped_done) == (1, 1, 2)
