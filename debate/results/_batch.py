@@ -150,10 +150,11 @@ async def run_batch(
         job = verifier.job(workers, handler)
         state = scan_results(output_path, retry_failed=retry_failed)
         other = _same_settings(state, output_path, verifier, task, redo=redo)
-        _update_in_place(input_path, output_path, state, summary)
+        updated = _update_in_place(input_path, output_path, state, summary)
         first = True
         while True:
-            state = scan_results(output_path, retry_failed=retry_failed and first)
+            if updated or not first:  # the log changed since it was read
+                state = scan_results(output_path, retry_failed=retry_failed and first)
             before = summary.processed
             works = _pending(input_path, state, summary, gate, count=first, other=other)
             records = run_ordered(
@@ -188,17 +189,20 @@ def _start_over(output: Path, summary: BatchSummary) -> None:
     retired = Retired()
     scan_results(output)  # drops a torn last line
     history = history_path(output)
-    retire(history, ((raw, "fresh start") for raw in output.open("rb") if raw.strip()), retired)
+    with output.open("rb") as fh:
+        retire(history, ((raw, "fresh start") for raw in fh if raw.strip()), retired)
     if retired.fresh:
         summary.history = history
     output.write_bytes(b"")
 
 
-def _update_in_place(input_path: Path, output: Path, state: ResumeState, summary: BatchSummary) -> None:
+def _update_in_place(input_path: Path, output: Path, state: ResumeState, summary: BatchSummary) -> int:
+    """Rewrite the records whose label, carried fields or line alone changed (no debate); how many."""
     with ResultsLog(output) as log:
         labels, other = write_updates(log, output, state, _dedupe(read_input(input_path)))
     summary.labels_updated += labels
     summary.updated += other
+    return labels + other
 
 
 def _compact(input_path: Path, output: Path, summary: BatchSummary) -> None:
