@@ -11,6 +11,7 @@ from debate.results._batch import (
     run_batch,
     settle_batch,
 )
+from debate.results._finished import fields_sha256
 from debate.results._frames import load_run
 from debate.results._items import BatchItem, InputTooLongError, read_items, read_items_with_fields
 from debate.results._jsonl import (
@@ -18,7 +19,6 @@ from debate.results._jsonl import (
     ResultsLog,
     ResumeState,
     compact,
-    fields_sha256,
     run_ordered,
     scan_results,
 )

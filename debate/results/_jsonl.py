@@ -8,13 +8,12 @@ key wins; `compact` rewrites the file atomically with exactly one record per inp
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -24,12 +23,12 @@ from pydantic import ValidationError
 
 from debate.concurrency import ordered_map
 from debate.errors import UsageError
+from debate.results._finished import Finished, fields_sha256, finals, short
 from debate.results._records import ErrorRecord, PredictionRecord, Record, ResultRecord, parse_record, record_content
 from debate.results._settings import comparable, differences, same_setting, setting_of
 from debate.workers import Job, process_map
 
 __all__ = [
-    "Finished",
     "OutputLock",
     "ResultsLog",
     "ResumeState",
@@ -41,60 +40,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-def _short(digest: str) -> bytes:
-    # 16 bytes of a sha256 tell lines apart as surely as 64 hex characters, in a quarter of the memory per record
-    return bytes.fromhex(digest[:32])
-
-
-@dataclass(slots=True)
-class Finished:
-    """Where a final record is and what it answered, without holding the record (memory stays flat)."""
-
-    offset: int
-    """Its byte offset in the log."""
-    content: bytes | None
-    """The digest of the input fields that decided it (BatchItem.content_sha256 or the record's own, shortened);
-    None when its fields are not an item's (an error record of an unreadable line)."""
-    fields: bytes
-    """The digest of its input line as carried (every field, the label included) and its line number, shortened."""
-    setting: int
-    """Index into ResumeState.setting_list of the settings it was made with; -1 for no report."""
-    line_sha: str | None = None
-    """For an input error record: the sha256 of the line as it was."""
-
-    def content_differs(self, content_sha256: str) -> bool:
-        """Whether the input's content now (its digest) is not what this record answered (False when unknown)."""
-        return self.content is not None and self.content != _short(content_sha256)
-
-    def fields_differ(self, fields: str) -> bool:
-        """Whether the input line's carried fields or place (fields_sha256) changed since this record."""
-        return self.fields != _short(fields)
-
-
-class _Finals(Mapping[str, str | None]):
-    """Final keys -> the sha256 of the input line an error record answered (None for a report): a view of the
-    entries, so no key is held twice."""
-
-    def __init__(self, entries: dict[str, Finished]) -> None:
-        self._entries = entries
-
-    def __getitem__(self, key: str) -> str | None:
-        return self._entries[key].line_sha
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-def fields_sha256(line: int | None, raw: dict[str, Any] | None) -> str:
-    """The digest of an input line's fields as a record carries them, with its line number: a label or a note
-    edited, or a line moved, changes it without changing what decides the verdict."""
-    text = json.dumps([line, raw or {}], sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass
@@ -113,7 +58,7 @@ class ResumeState:
     @property
     def final(self) -> Mapping[str, str | None]:
         """Key -> sha256 of the input line the record answered (None when not recorded)."""
-        return _Finals(self.entries)
+        return finals(self.entries)
 
     def other_settings(self, current: dict[str, Any]) -> tuple[int, list[str]]:
         """How many finished reports were made with settings other than `current`, and the first differences."""
@@ -178,7 +123,7 @@ def scan_results(output: Path, *, retry_failed: bool = True) -> ResumeState:
                 content = record_content(typed)
                 line_sha = typed.line_sha256 if isinstance(typed, ErrorRecord) else None
                 state.entries[key] = Finished(
-                    offset, None if content is None else _short(content), _short(_fields_of(typed)), index, line_sha
+                    offset, None if content is None else short(content), short(_fields_of(typed)), index, line_sha
                 )
                 state.redo.discard(key)
             else:

@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from debate.results._finished import fields_sha256
 from debate.results._items import Work
-from debate.results._jsonl import ResultsLog, ResumeState, compact, fields_sha256
+from debate.results._jsonl import ResultsLog, ResumeState, compact
 from debate.results._records import parse_record
 
 __all__ = ["Change", "Retired", "classify", "compact_keeping", "history_path", "retire", "updated_record"]
