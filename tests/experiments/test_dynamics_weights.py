@@ -67,7 +67,12 @@ def test_weight_k_is_k_copies_and_weight_0_is_no_item(
 ) -> None:
     reached.require(dropped=0.2, copied=0.2)
     items = list(dict.fromkeys(o.item for o in seen))
-    k = {item: data.draw(st.integers(0, 3), label=item) for item in items}
+    # half the examples drop an item (a weight 0), half only copy: with weights drawn alike for every item, most
+    # examples held a 0 and "copied" was reached by 9 of 100
+    least = data.draw(st.sampled_from([0, 1]), label="least weight")
+    k = {item: data.draw(st.integers(least, 3), label=item) for item in items}
+    if least == 0 and len(items) > 1:
+        k[items[-1]] = 0
     if not any(k.values()):
         k[items[0]] = 1
     weighted = Indexed(seen, weights={item: float(w) for item, w in k.items()})
@@ -119,7 +124,7 @@ def test_each_unlabelled_turn_counts_once_over_both_labels(
 ) -> None:
     """Whatever the responsibilities, an unlabelled claim's turn is one turn in all: split between its labels by
     P(label | turns), never counted fully under both (what the version 2 calibration files did)."""
-    reached.require(split=0.5)
+    reached.require(split=0.2)  # floats(0, 1) often draws the ends: 38 of 100 split once; set well below that
     hidden = [replace(o, label=None) for o in seen]
     items = list(dict.fromkeys(o.item for o in seen))
     p = np.array([data.draw(st.floats(0.0, 1.0), label=item) for item in items])
