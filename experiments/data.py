@@ -192,11 +192,13 @@ def halueval_items(
         if task in PAIRED_FIELDS:
             right, wrong, question_field, reference_field = PAIRED_FIELDS[task]
             is_knowledge = reference_field == "knowledge"
+            # both answers are read, whichever is shown: a record missing one is malformed, not half an item
+            answers = {name: _field(record, name, path, line) for name in (right, wrong)}
             yield Item(
                 id=f"halueval-{task}-{line}",
                 task=task,
                 label_factual=not hallucinated,
-                response=_field(record, wrong if hallucinated else right, path, line),
+                response=answers[wrong if hallucinated else right],
                 question=_field(record, question_field, path, line) if question_field else None,
                 reference=_field(record, reference_field, path, line) if knowledge or not is_knowledge else None,
                 source_line=line,
