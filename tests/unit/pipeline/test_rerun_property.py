@@ -100,7 +100,7 @@ def _write(path: Path, items: list[dict[str, Any]]) -> None:
 def test_a_rerun_over_edits_is_a_fresh_run_of_the_new_input(
     rows: list[dict[str, Any]], edits: list[tuple[str, int]], recalibrate: bool, calibrated: bool, reached: Reached
 ) -> None:
-    reached.require(redone=0.2, updated_only=0.2)
+    reached.require(redone=0.2, updated_only=0.05)  # updated_only: about 1 in 4 (half the edits, and no refit)
     first = [{"id": f"q{i}", "question": "Capital?", **r} for i, r in enumerate(rows)]
     second = _edit(first, edits, len(first))
     with tempfile.TemporaryDirectory() as tmp:
