@@ -3,11 +3,10 @@ alone changed, rewritten (debate.results' rule for a results log, applied to pre
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from debate.results import ResultsLog, ResumeState, fields_sha256, parse_record
+from debate.results import ResultsLog, ResumeState, fields_sha256, parse_record, record_at
 from experiments.data import Item
 
 __all__ = ["resume_items", "settled_ids"]
@@ -23,9 +22,7 @@ def resume_items(items: Iterator[Item], state: ResumeState, results_path: Path) 
             if entry is None or entry.content_differs(item.content_sha256()):
                 yield item
             elif entry.fields_differ(fields_sha256(item.source_line, {"label_factual": item.label_factual})):
-                with results_path.open("rb") as fh:
-                    fh.seek(entry.offset)
-                    old = json.loads(fh.readline())
+                old = record_at(results_path, entry.offset)
                 fresh = {**old, "label_factual": item.label_factual, "source_line": item.source_line}
                 log.write_line(parse_record({**fresh, "input_sha256": item.content_sha256()}).to_json())
 

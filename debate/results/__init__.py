@@ -37,7 +37,7 @@ from debate.results._records import (
     transient_failure,
 )
 from debate.results._refchecker import Aggregator, EvaluationRates, evaluation_rates, refchecker_item, write_refchecker
-from debate.results._resume import compact_keeping, history_path
+from debate.results._resume import compact_keeping, history_path, record_at
 from debate.results._settings import differences, setting_of
 from debate.results._severity import SEVERITY, SEVERITY_KEY, severity_text
 
@@ -76,6 +76,7 @@ __all__ = [
     "read_items",
     "read_items_with_fields",
     "read_records",
+    "record_at",
     "refchecker_item",
     "refuse_other_finished",
     "run_batch",

@@ -19,7 +19,7 @@ from debate.results._items import Work
 from debate.results._jsonl import ResultsLog, ResumeState, compact
 from debate.results._records import parse_record
 
-__all__ = ["Change", "Retired", "classify", "compact_keeping", "history_path", "retire", "updated_record"]
+__all__ = ["Change", "Retired", "classify", "compact_keeping", "history_path", "record_at", "retire", "updated_record"]
 
 Change = Literal["new", "redo", "done", "changed", "update", "setting"]
 """new: no record; redo: its last record is unfinished; done: answered as it is; changed: its content changed
@@ -49,15 +49,21 @@ def updated_record(output: Path, offset: int, work: Work) -> tuple[str, bool]:
     """The record at `offset` of `output` with the input fields and line of `work` (its verdict untouched, as a
     fresh run of the same content would write it), as a log line; and whether its label changed."""
     assert work.item is not None
-    with output.open("rb") as fh:
-        fh.seek(offset)
-        old = json.loads(fh.readline())
+    old = record_at(output, offset)
     record = parse_record(old)
     carried = set(record.model_extra or {})
     ours = {k: v for k, v in old.items() if k not in carried and k != "line"}
     fresh = {**(work.raw or {}), "line": work.line, **ours, "input_sha256": work.item.content_sha256()}
     relabelled = old.get("label_factual") != (work.raw or {}).get("label_factual")
     return parse_record(fresh).to_json(), relabelled
+
+
+def record_at(output: Path, offset: int) -> dict[str, Any]:
+    """The record (as JSON) that starts at `offset` of a results log (Finished.offset)."""
+    with output.open("rb") as fh:
+        fh.seek(offset)
+        found: dict[str, Any] = json.loads(fh.readline())
+    return found
 
 
 def history_path(output: Path) -> Path:
