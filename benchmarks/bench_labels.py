@@ -180,8 +180,9 @@ def _population(
                 share += " (stated)"
             elif lab is not None and lab.share_interval is not None:
                 share += f" [{lab.share_interval[0]:.3f}, {lab.share_interval[1]:.3f}]"
+            kind = f"{len(calibration.classes)} {calibration.classes[0].family}"
             row = (
-                f"| {name} | {n:,} | {seed} | {said} | {stated} | {len(calibration.classes)} | "
+                f"| {name} | {n:,} | {seed} | {said} | {stated} | {kind} | "
                 f"{share} | {ece:.3f} | {brier:.3f} | {accuracy:.3f} | posterior:{threshold:g} | {figures} | "
                 f"{_said(calibration)} | {took:.1f} s |"
             )
@@ -205,7 +206,7 @@ def main() -> int:
     rates = [float(r) for r in args.base_rates.split(",") if r]
     seeds = [int(s) for s in args.seeds.split(",")]
     print(
-        "| population | claims | seed | labelled | base rate | classes | share factual [95%] | ECE | Brier | "
+        "| population | claims | seed | labelled | base rate | classes, family | share factual [95%] | ECE | Brier | "
         "accuracy of p's side | stop | stop: accuracy / turns | what the file says | fit time |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -15,6 +15,8 @@ from debate.calibration._file import (
     CalibrationClass,
     ContextCount,
     FittedOn,
+    OwnCount,
+    PullCount,
     load_calibration,
     not_calibrated,
 )
@@ -51,6 +53,8 @@ __all__ = [
     "HeldOut",
     "Labels",
     "LiveCalibration",
+    "OwnCount",
+    "PullCount",
     "Recalibration",
     "Reliability",
     "StopRule",

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, ValidationError
 
 from debate.calibration._parts import SMOOTHING, Check, Labels, _Model, first
-from debate.engine import MarkovChain, PosteriorModel, RoleTables, chain_digest
+from debate.engine import MarkovChain, PosteriorModel, PulledRoles, RoleModel, RoleTables, chain_digest
 from debate.errors import CalibrationError
 from debate.provenance import package_version
 
@@ -26,18 +26,22 @@ __all__ = [
     "CalibrationClass",
     "ContextCount",
     "FittedOn",
+    "OwnCount",
+    "PullCount",
     "load_calibration",
     "not_calibrated",
 ]
 
 CALIBRATION_FORMAT = "markov-debate-calibration"
-CALIBRATION_VERSION = 3
-_READS = (1, 2, 3)
+CALIBRATION_VERSION = 4
+_READS = (1, 2, 3, 4)
 """Version 2 added `labels` (fits without every label) and `Check.reference`; a version 1 file reads as fully
 labelled, checked on the pooled turns. Version 3 weighs each unlabelled claim's turns by its label's probability
 in the stored counts (version 2 counted them fully under both labels, so every claim scored alike) and records the
 share's interval, a stated base rate and EM's convergence: a version 2 file of a fit with unlabelled claims is
-refused, a fully labelled one reads."""
+refused, a fully labelled one reads. Version 4 fits its labelled claims inside EM, may hold the pulled family
+(`CalibrationClass.family`) and records the labels' cross-validated test and the classes no label reaches; a
+version 3 file reads as the tables family, its labels' test as it was."""
 
 UNCALIBRATING_CHECKS = ("markov", "state")
 """Checks whose failure leaves p_factual uncalibrated whatever the model (memory; behaviour that differs by state).
@@ -59,10 +63,46 @@ class ContextCount(_Model):
     """Weighted turns (a mixture splits an item's turns over classes by its responsibilities)."""
 
 
+class OwnCount(_Model):
+    """In the pulled family: a role's turns decided on its own (not repeating what it was shown), within one class
+    of items and label."""
+
+    role: str
+    label: bool
+    true: float = Field(ge=0)
+    n: float = Field(ge=0)
+
+
+class PullCount(_Model):
+    """In the pulled family: a role's turns shown a verdict, and those that repeated the last one shown."""
+
+    role: str
+    repeated: float = Field(ge=0)
+    shown: float = Field(ge=0)
+
+
 class CalibrationClass(_Model):
-    """One latent class of items: its role behaviour as counts per context."""
+    """One latent class of items: its role behaviour as counts per context (tables), or as each role's own rates
+    and pull (pulled)."""
 
     counts: list[ContextCount]
+    """The weighted verdicts per context (what the tables family reads; kept for the pulled one too)."""
+    family: Literal["tables", "pulled"] = "tables"
+    """tables: a rate per context from `counts`; pulled: a role repeats the last verdict shown (`pull`) or decides
+    with its own rate (`own`), whatever the state."""
+    own: list[OwnCount] = Field(default_factory=list)
+    pull: list[PullCount] = Field(default_factory=list)
+
+    def roles(self) -> RoleModel:
+        """The behaviour p_factual reads, each rate smoothed (`SMOOTHING`)."""
+        if self.family == "pulled":
+            return PulledRoles(
+                own={(c.role, c.label): (c.true + SMOOTHING) / (c.n + 2 * SMOOTHING) for c in self.own},
+                pull={c.role: (c.repeated + SMOOTHING) / (c.shown + 2 * SMOOTHING) for c in self.pull},
+            )
+        return RoleTables.from_counts(
+            (((c.role, c.state, c.label, tuple(c.shown)), c.true, c.n) for c in self.counts), pseudo=SMOOTHING
+        )
 
 
 class FittedOn(_Model):
@@ -91,7 +131,7 @@ class Calibration(_Model):
     """A fitted debate model, saved by `debate dynamics fit RUN --save FILE` (docs/schema.md)."""
 
     format: Literal["markov-debate-calibration"] = "markov-debate-calibration"
-    version: Literal[1, 2, 3] = 3
+    version: Literal[1, 2, 3, 4] = 4
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     package_version: str = Field(default_factory=package_version)
     fitted_on: FittedOn
@@ -142,12 +182,7 @@ class Calibration(_Model):
         correction by labels. Every context's rate is smoothed (`SMOOTHING`)."""
         if prior in self._models:
             return self._models[prior]
-        classes = [
-            RoleTables.from_counts(
-                (((c.role, c.state, c.label, tuple(c.shown)), c.true, c.n) for c in k.counts), pseudo=SMOOTHING
-            )
-            for k in self.classes
-        ]
+        classes = [k.roles() for k in self.classes]
         shares = {True: self.shares["factual"], False: self.shares["hallucinated"]}
         fitted = self.fitted_on.factual_share
         fix = self.labels.recalibration if self.labels is not None else None
@@ -216,7 +251,11 @@ def not_calibrated(checks: list[Check], classes: int, labels: Labels | None = No
         return why[check.name] + (" or items of unequal difficulty" if shared else "")
 
     lines = [f"the {c.name} check fails ({cause(c)}: {c.detail})" for c in checks if c.rejected and c.name in names]
-    for line in (labels.em_line(), labels.base_rate_line(), labels.rejection_line()) if labels is not None else ():
+    for line in (
+        (labels.em_line(), labels.base_rate_line(), labels.rejection_line(), labels.unreached_line())
+        if labels is not None
+        else ()
+    ):
         if line is not None:
             lines.append(line)
     if labels is not None and labels.orientation == "assumption" and classes > 1:

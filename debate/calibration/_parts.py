@@ -64,12 +64,14 @@ class Recalibration(_Model):
 
 
 class HeldOut(_Model):
-    """The labels' test of the p_factual a file gives, each label scored by a fit that did not see it: the fit
-    itself (labelled claims stay out of EM) and, where a correction is kept, the correction fitted on the other
-    folds (k-fold cross-validation)."""
+    """The labels' test of the p_factual a file gives, each label scored by a fit that did not see it (k-fold
+    cross-validation: the fit with its fold's labels hidden) and, where a correction is kept, by the correction
+    fitted on the other folds."""
 
     labelled: int
     """The labelled claims scored."""
+    fit_folds: int = 0
+    """Folds of the fit's cross-validation (0: a fit that saw no label scored them all, as files before it did)."""
     folds: int
     """Folds of the correction's cross-validation (0: no correction was fitted)."""
     z: float
@@ -104,8 +106,9 @@ class Labels(_Model):
     needed: int = Field(default=0, ge=0)
     """More labelled claims needed before the labels decide (0: enough)."""
     to_label: list[str] = Field(default_factory=list)
-    """The claims (item/claim id) to label first: spread over the fitted p_factual, which fits the correction with
-    the fewest labels (choosing by p_factual does not bias it: the label is regressed on it)."""
+    """The claims (item/claim id) to label first: the most typical claims of each class no label reaches
+    (`unreached`), then, while labels are too few, claims spread over the fitted p_factual, which fits the
+    correction with the fewest labels (choosing by p_factual does not bias it: the label is regressed on it)."""
     base_rate: float | None = Field(default=None, gt=0, lt=1)
     """The share of factual claims as the user stated it (`debate dynamics fit --base-rate P`), held fixed in EM
     (None: fitted from the turns)."""
@@ -115,18 +118,36 @@ class Labels(_Model):
     share_standard_error: float | None = Field(default=None, ge=0)
     """The fitted share's standard error (observed Fisher information); it shrinks as 1 / sqrt(claims)."""
     em_steps: int | None = Field(default=None, ge=0)
-    """EM steps the fit took."""
+    """EM steps the fit took (and the quasi-Newton search's evaluations after EM's cap, where it went on)."""
     em_converged: bool = True
-    """False: EM stopped at its cap before converging (the fit is not its maximum)."""
+    """False: neither EM nor the quasi-Newton search after its cap converged (the fit is not its maximum)."""
     held_out: HeldOut | None = None
     """The labels' held-out test of the file's p_factual (None: no labelled claim, or a file from before it)."""
+    unreached: list[str] = Field(default_factory=list)
+    """The clusters of claims (label and class) no labelled claim falls in: which verdicts are right there rests on
+    the assumption, and the file is not calibrated until labels reach them."""
+
+    def unreached_line(self) -> str | None:
+        """Why labels do not settle every class (None: they reach each, or there are too few to decide at all)."""
+        if not self.unreached or self.orientation == "assumption":
+            return None
+        return (
+            f"no labelled claim falls in {', '.join(self.unreached)}: which verdicts are right there is the "
+            f"assumption's, not the labels' (label claims from {'it' if len(self.unreached) == 1 else 'them'}: "
+            f"{first(self.to_label)})"
+        )
 
     def rejection_line(self) -> str | None:
         """Why held-out labels say p_factual is not calibrated (None: they do not reject it)."""
         test = self.held_out
         if test is None or test.p_value >= HELD_OUT_LEVEL:
             return None
-        scored = "by corrections fitted on the other folds" if test.folds else "by the fit, which did not see them"
+        if test.folds:
+            scored = "by corrections fitted on the other folds"
+        elif test.fit_folds:
+            scored = f"by a fit that did not see them ({test.fit_folds} folds)"
+        else:
+            scored = "by the fit, which did not see them"
         return (
             f"the {test.labelled} labelled claims reject the fitted p_factual, each scored {scored} "
             f"(Spiegelhalter Z = {test.z:.2f}, p = {test.p_value:.3g}, at {HELD_OUT_LEVEL:g})"
@@ -159,7 +180,10 @@ class Labels(_Model):
         """Why the fit is not its maximum (None: EM converged)."""
         if self.em_converged:
             return None
-        return f"EM stopped at its cap of {self.em_steps} steps before converging: the fit is not the maximum"
+        return (
+            f"EM and the quasi-Newton search after it stopped after {self.em_steps} steps before converging: the fit "
+            "is not the maximum"
+        )
 
     def share_said(self, share: float) -> str:
         """The share of factual claims the fit starts from, with what stands behind it."""

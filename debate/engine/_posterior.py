@@ -32,6 +32,7 @@ __all__ = [
     "Counts",
     "GovernedPath",
     "PosteriorModel",
+    "PulledRoles",
     "RoleTables",
     "TurnContext",
     "backoff_keys",
@@ -103,6 +104,25 @@ class RoleTables:
 
     def p(self, role: str, state: str, label: bool, shown: tuple[bool, ...]) -> float:
         return self.lookup(role, state, label, shown)[0]
+
+
+@dataclass(frozen=True)
+class PulledRoles:
+    """A class's behaviour in the pulled family (`debate dynamics fit` may choose it): a role shown verdicts repeats
+    the last one with its pull, and otherwise decides with its own rate for the claim's label; the state does not
+    matter."""
+
+    own: Mapping[tuple[str, bool], float]
+    """(role, label) -> P(true) when it decides on its own."""
+    pull: Mapping[str, float]
+    """role -> P(repeating the last verdict shown)."""
+
+    def p(self, role: str, state: str, label: bool, shown: tuple[bool, ...]) -> float:
+        own = self.own.get((role, label), 0.5)
+        if not shown:
+            return own
+        pull = self.pull.get(role, 0.0)
+        return pull * float(shown[-1]) + (1 - pull) * own
 
 
 def _log(p: float) -> float:

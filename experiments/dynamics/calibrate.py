@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from debate.calibration import (
     Calibration,
     CalibrationClass,
     ContextCount,
     FittedOn,
+    OwnCount,
+    PullCount,
     Reliability,
     not_calibrated,
     reliability,
@@ -58,7 +61,8 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
             counts=[
                 ContextCount(role=role, state=state, label=label, shown=list(shown), true=t, n=n)
                 for (role, state, label, shown), t, n in fitted.class_counts(c)
-            ]
+            ],
+            **_family(fitted, c),
         )
         for c in range(point.classes)
     ]
@@ -84,6 +88,30 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
         not_calibrated=not_calibrated(checks, point.classes, fitted.choice.labels),
         labels=fitted.choice.labels,
     )
+
+
+def _family(fitted: FittedModel, c: int) -> dict[str, Any]:
+    """Class `c`'s fields of the pulled family (none for the tables)."""
+    rates = fitted.pulled
+    if rates is None:
+        return {}
+    return {
+        "family": "pulled",
+        "own": [
+            OwnCount(
+                role=role,
+                label=bool(label),
+                true=float(rates.own_true[i, label, c]),
+                n=float(rates.own_turns[i, label, c]),
+            )
+            for i, role in enumerate(rates.roles)
+            for label in (1, 0)
+        ],
+        "pull": [
+            PullCount(role=role, repeated=float(rates.pulled[i]), shown=float(rates.shown[i]))
+            for i, role in enumerate(rates.roles)
+        ],
+    }
 
 
 def plot_reliability(rel: Reliability, folder: Path, title: str) -> list[Path]:

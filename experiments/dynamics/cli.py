@@ -121,6 +121,14 @@ def _add_fit(dyn: Any) -> Any:
         help="the share of factual claims, where you know it (a labelled sample, an audit history): held fixed in the "
         "fit of unlabelled claims instead of estimated from their turns, and recorded as given",
     )
+    f.add_argument(
+        "--family",
+        choices=["auto", "tables", "pulled"],
+        default="auto",
+        help="how a fit with unlabelled claims ties each class's rates: tables (a rate per context), pulled (each "
+        "role's own rate per class and its pull toward the last verdict shown: far fewer parameters), or auto "
+        "(BIC chooses); pulled also fits a fully labelled run",
+    )
     f.set_defaults(handler=_fit)
     return f
 

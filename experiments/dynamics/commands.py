@@ -182,6 +182,7 @@ def fit_command(args: argparse.Namespace) -> int:
         runs=per_run,
         designs=[design_of(run) for run in runs],
         base_rate=args.base_rate,
+        family=args.family,
     )
     result = fit(
         seen,

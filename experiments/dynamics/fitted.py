@@ -4,14 +4,13 @@ replicates, and the diagnostics every command prints above its tables."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from debate.calibration import SMOOTHING, Labels
-from debate.engine import PosteriorModel
+from debate.engine import PosteriorModel, PulledRoles, RoleModel
 from experiments.dynamics.diagnostics import (
     Check,
     fitted_checks,
@@ -20,17 +19,29 @@ from experiments.dynamics.diagnostics import (
     overdispersion_check,
     state_check,
 )
-from experiments.dynamics.labelled import labels_of
-from experiments.dynamics.latent import LatentFit, ShareInterval, expand, fit_latent, share_interval
-from experiments.dynamics.mixture import choose_classes, fit_mixture, mixture_from
-from experiments.dynamics.model import Behaviour, Context, Floats, Indexed, Mixture, multiplicities
+from experiments.dynamics.family import FamilyName, PulledRates
+from experiments.dynamics.mixture import choose_classes, fit_mixture
+from experiments.dynamics.model import Context, Floats, Indexed, Mixture, multiplicities
 from experiments.dynamics.observe import Observation
 from experiments.dynamics.replicate import Design
 
-__all__ = ["Diagnostics", "FittedModel", "ModelChoice", "ModelKind", "diagnose", "fit_model"]
+__all__ = [
+    "Diagnostics",
+    "FamilyChoice",
+    "FittedModel",
+    "ModelChoice",
+    "ModelKind",
+    "diagnose",
+    "diagnostics_of",
+    "fit_model",
+    "posterior_of",
+    "pulled_roles",
+]
 
 ModelKind = Literal["auto", "one-class", "mixture"]
 """auto: classes of items by BIC over 1..3; one-class: every item alike; mixture: BIC over 2..3."""
+FamilyChoice = Literal["auto", "tables", "pulled"]
+"""How a partly labelled fit ties each class's rates (experiments.dynamics.family); auto: BIC over both."""
 
 
 class ModelChoice(BaseModel):
@@ -46,12 +57,16 @@ class ModelChoice(BaseModel):
     reason: str
     labels: Labels | None = None
     """What the fit knew of the truth (None: every claim labelled)."""
+    family: FamilyName = "tables"
+    """How each class's rates are tied (experiments.dynamics.family)."""
 
     def describe(self) -> str:
         if self.classes == 1:
-            return f"one class of items (every item alike): {self.reason}"
+            tied = "" if self.family == "tables" else f", {self.family} family"
+            return f"one class of items (every item alike{tied}): {self.reason}"
         shares = "; ".join(f"{label} {', '.join(f'{s:.2f}' for s in v)}" for label, v in self.shares.items())
-        return f"a mixture of {self.classes} item classes, easiest first (shares: {shares}): {self.reason}"
+        tied = "" if self.family == "tables" else f" ({self.family} family)"
+        return f"a mixture of {self.classes} item classes{tied}, easiest first (shares: {shares}): {self.reason}"
 
 
 class Diagnostics(BaseModel):
@@ -82,6 +97,8 @@ class FittedModel:
     prior: float
     """The share of factual claims the posterior starts from: the labels' share, the latent fit's estimate, or the
     base rate stated for it."""
+    pulled: PulledRates | None = None
+    """The pulled family's counts, when it was chosen (None: each class's weighted tables)."""
 
     @property
     def choice(self) -> ModelChoice:
@@ -102,11 +119,38 @@ class FittedModel:
         smoothed by the file's pseudo-counts (debate.calibration.SMOOTHING), the fit's prior and any correction by
         labels. The one posterior of a fit: the recalibration is fitted on it, validate and the predictions of the
         posterior stop use it, and a file re-read gives it back."""
-        return _posterior(self.indexed, self.point, self.prior, self.choice.labels)
+        return posterior_of(self.indexed, self.point, self.prior, self.choice.labels, self.pulled)
 
 
-def _posterior(ix: Indexed, point: Mixture, prior: float, labels: Labels | None) -> PosteriorModel:
-    classes = [ix.behaviour(point.responsibilities[:, c], pseudo=SMOOTHING) for c in range(point.classes)]
+def pulled_roles(rates: PulledRates, roles: Sequence[str]) -> list[RoleModel]:
+    """Each class's behaviour in the pulled family, smoothed as the file reads it (debate.calibration.SMOOTHING)."""
+
+    def rate(true: float, n: float) -> float:
+        return (true + SMOOTHING) / (n + 2 * SMOOTHING)
+
+    pull = {role: rate(rates.pulled[i], rates.shown[i]) for i, role in enumerate(roles)}
+    return [
+        PulledRoles(
+            own={
+                (role, bool(label)): rate(rates.own_true[i, label, c], rates.own_turns[i, label, c])
+                for i, role in enumerate(roles)
+                for label in (0, 1)
+            },
+            pull=pull,
+        )
+        for c in range(rates.own_true.shape[2])
+    ]
+
+
+def posterior_of(
+    ix: Indexed, point: Mixture, prior: float, labels: Labels | None, pulled: PulledRates | None = None
+) -> PosteriorModel:
+    """P(factual | turns) of a fit: the pulled family's classes, or each class's weighted tables, smoothed."""
+    classes: Sequence[RoleModel] = (
+        pulled_roles(pulled, pulled.roles)
+        if pulled is not None
+        else [ix.behaviour(point.responsibilities[:, c], pseudo=SMOOTHING) for c in range(point.classes)]
+    )
     fix = labels.recalibration if labels is not None else None
     return PosteriorModel(
         classes=classes,
@@ -150,19 +194,28 @@ def fit_model(
     runs: Sequence[Sequence[Observation]] = (),
     designs: Sequence[Design] = (),
     base_rate: float | None = None,
+    family: FamilyChoice = "auto",
 ) -> FittedModel:
     """Fit the chosen model to `seen` and to `bootstrap` replicates of its items. auto: a mixture of item classes
     when a heterogeneity check fails (`runs`: every run on these items, for the cross-run one), else the number of
     classes BIC prefers. With the runs' `designs`, the markov, heterogeneity and state checks test the model that
     was fitted (against runs of it); without them, the pooled turns (chi-square). Claims without a label (`label`
     None) make the truth latent too (experiments.dynamics.latent), which needs the designs; `base_rate` then holds
-    the share of factual claims fixed in EM (None: fitted)."""
-    if any(o.label is None for o in seen):
+    the share of factual claims fixed in EM (None: fitted), and `family` ties each class's rates (experiments.dynamics.
+    family; auto: BIC chooses)."""
+    if any(o.label is None for o in seen) or (family == "pulled" and designs):
         if not designs:
             raise ValueError("a fit with unlabelled claims needs the runs' designs: its checks test the fitted model")
-        return _fit_latent(seen, model=model, bootstrap=bootstrap, seed=seed, designs=designs, base_rate=base_rate)
+        # the partly labelled fit builds on this module's types: imported here, where it is needed, not at the top
+        from experiments.dynamics.partly import fit_partly
+
+        return fit_partly(
+            seen, model=model, bootstrap=bootstrap, seed=seed, designs=designs, base_rate=base_rate, family=family
+        )
     if base_rate is not None:
         raise ValueError("a stated base rate is for a fit with unlabelled claims: every claim here is labelled")
+    if family == "pulled":
+        raise ValueError("the pulled family needs the runs' designs: its checks test the fitted model")
     ix = Indexed(seen)
     pooled = _checks(seen, runs)
     uneven = [c for c in pooled if c.name in ("heterogeneity", "overdispersion") and c.rejected]
@@ -182,97 +235,7 @@ def fit_model(
             *(c for c in pooled if c.name == "overdispersion"),
         ]
     return FittedModel(
-        ix, point, weights, replicates, ix.calls_per_turn(), _diagnostics(checks, choice), ix.factual_share()
-    )
-
-
-def _latent_choice(
-    seen: Sequence[Observation], model: ModelKind, designs: Sequence[Design], seed: int, base_rate: float | None
-) -> tuple[LatentFit, dict[int, float], str]:
-    tried = (1,) if model == "one-class" else (1, 2, 3)
-    fits = {c: fit_latent(seen, c, seed=seed, base_rate=base_rate) for c in tried}
-    bics = {c: f.bic() for c, f in fits.items()}
-    if model == "one-class":
-        return fits[1], bics, "set by --model one-class"
-    candidates = {c: b for c, b in bics.items() if model == "auto" or c > 1}
-    chosen = min(candidates, key=lambda c: candidates[c])
-    why = "set by --model mixture; " if model == "mixture" else ""
-    if chosen == 1:
-        # BIC's penalty for a whole second table can keep one class where the items differ: the one-class model's
-        # own heterogeneity check decides, as the pooled one does for a labelled run
-        one = fits[1]
-        fitted = PosteriorModel(classes=_classes(one, seen), shares=one.shares, prior=one.prior)
-        [_, uneven, _] = fitted_checks(seen, fitted, designs, described="the one-class model", seed=seed, runs=100)
-        if uneven.rejected:
-            candidates = {c: b for c, b in bics.items() if c > 1}
-            chosen = min(candidates, key=lambda c: candidates[c])
-            why = f"the one-class model's heterogeneity check fails ({uneven.detail}); "
-    listed = ", ".join(f"{c} class{'es' if c > 1 else ''} {b:.1f}" for c, b in candidates.items())
-    return fits[chosen], bics, f"{why}BIC over the latent truth and classes: {listed}; {chosen} chosen"
-
-
-def _classes(fit: LatentFit, seen: Sequence[Observation]) -> list[Behaviour]:
-    """Each class's behaviour (both labels) from the latent fit's responsibilities."""
-    pseudo, weight, origin = expand(seen, fit)
-    ix = Indexed(pseudo, weights=weight, origin=origin)
-    return mixture_from(ix, _pseudo_responsibilities(ix, fit)).components
-
-
-def _pseudo_responsibilities(ix: Indexed, fit: LatentFit) -> Floats:
-    """Per pseudo-item, P(class | its label, its claim's turns)."""
-    where = {item: i for i, item in enumerate(fit.items)}
-    r = fit.responsibilities[[where[ix.claims[c]] for c in ix.claim_of], ix.label.astype(int), :]
-    return np.asarray(r / np.maximum(r.sum(1, keepdims=True), 1e-12), dtype=np.float64)
-
-
-def _fit_latent(
-    seen: Sequence[Observation],
-    *,
-    model: ModelKind,
-    bootstrap: int,
-    seed: int,
-    designs: Sequence[Design],
-    base_rate: float | None,
-) -> FittedModel:
-    labels = {o.item: o.label for o in seen}
-    # the labels are held out of the fit: they test it and correct it (experiments.dynamics.labelled)
-    seen = [replace(o, label=None) for o in seen]
-    latent, bics, reason = _latent_choice(seen, model, designs, seed, base_rate)
-    pseudo, weight, origin = expand(seen, latent)
-    ix = Indexed(pseudo, weights=weight, origin=origin)
-    start = _pseudo_responsibilities(ix, latent)
-    point = mixture_from(ix, start)
-    weights = [ix.replicate(m) for m in multiplicities(len(ix.claims), bootstrap, seed)]
-    replicates = [
-        (
-            fit_mixture(ix, point.classes, scale=m, start=start if point.classes > 1 else None, iterations=60),
-            ix.calls_per_turn(m),
-        )
-        for m in weights
-    ]
-    interval = share_interval(seen, latent) if base_rate is None else None
-    told = _latent_labels(labels_of(seen, labels, _posterior(ix, point, latent.prior, None)), latent, interval)
-    shares = {"factual": point.shares[True], "hallucinated": point.shares[False]}
-    choice = ModelChoice(classes=point.classes, shares=shares, bic=bics, reason=reason, labels=told)
-    described = "the fitted one-class model" if point.classes == 1 else f"the fitted {point.classes}-class mixture"
-    described += " (truth latent)"
-    fitted = PosteriorModel(classes=point.components, shares=point.shares, prior=latent.prior)
-    checks = fitted_checks(seen, fitted, designs, described=described, seed=seed)
-    return FittedModel(
-        ix, point, weights, replicates, ix.calls_per_turn(), _diagnostics(checks, choice, latent.prior), latent.prior
-    )
-
-
-def _latent_labels(told: Labels, latent: LatentFit, interval: ShareInterval | None) -> Labels:
-    """What the labels said, with what the turns say of the share and how EM ended."""
-    return told.model_copy(
-        update={
-            "base_rate": latent.base_rate,
-            "share_interval": (interval.low, interval.high) if interval is not None else None,
-            "share_standard_error": interval.standard_error if interval is not None else None,
-            "em_steps": latent.steps,
-            "em_converged": latent.converged,
-        }
+        ix, point, weights, replicates, ix.calls_per_turn(), diagnostics_of(checks, choice), ix.factual_share()
     )
 
 
@@ -281,7 +244,7 @@ def _warnings(checks: dict[str, Check], choice: ModelChoice, share: float | None
     labels = choice.labels
     if labels is not None and labels.orientation == "assumption":
         lines.append(str(labels.assumption(choice.classes, share)))
-    for line in (labels.em_line(), labels.base_rate_line()) if labels is not None else ():
+    for line in (labels.em_line(), labels.base_rate_line(), labels.unreached_line()) if labels is not None else ():
         if line is not None:
             lines.append(line)
     if labels is not None and labels.agreement is not None and " disagree " in labels.agreement:
@@ -292,7 +255,11 @@ def _warnings(checks: dict[str, Check], choice: ModelChoice, share: float | None
                 f"p_factual is corrected by them (log-odds x {fix.slope:.2f} {fix.shift:+.2f}; likelihood ratio "
                 f"{fix.statistic:.1f}, p = {fix.p_value:.3g}); items that fool the agents would do this"
                 if fix is not None
-                else "too few labels to correct it"
+                else (
+                    "no correction fitted on some folds lowers the log loss of the others"
+                    if labels.orientation == "labels"
+                    else "too few labels to correct it"
+                )
             )
         )
     against = checks["markov"].reference == "fitted model"
@@ -338,7 +305,8 @@ def _checks(seen: Sequence[Observation], runs: Sequence[Sequence[Observation]]) 
     return [*checks, overdispersion_check(runs)] if len(runs) > 1 else checks
 
 
-def _diagnostics(checks: list[Check], choice: ModelChoice, share: float | None = None) -> Diagnostics:
+def diagnostics_of(checks: list[Check], choice: ModelChoice, share: float | None = None) -> Diagnostics:
+    """The checks, the model chosen and the warnings they raise."""
     warnings = _warnings({c.name: c for c in checks}, choice, share)
     return Diagnostics(checks=checks, model=choice, warnings=warnings)
 
@@ -348,4 +316,4 @@ def diagnose(
 ) -> Diagnostics:
     """Every check that applies: on the fitted turns `seen`, and across `runs` (every run on these items, the fitted
     one included) when there are two or more. `fit_model` does this once for its own choice (`.diagnostics`)."""
-    return _diagnostics(_checks(seen, runs), choice)
+    return diagnostics_of(_checks(seen, runs), choice)

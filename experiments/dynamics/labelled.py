@@ -1,13 +1,12 @@
 """What the labelled claims of a partly labelled run say about its fit (experiments.dynamics.latent).
 
-Without labels, a class of items that fools the agents is the mirror image of the other label's items, and the fit
-cannot see it (docs/dynamics.md, "A fit without labels"). Labels can: they are compared with the fitted p_factual
-(Spiegelhalter's Z: is sum (label - p) what the p's own variance allows?), and a logistic regression of the label on
-the fit's log-odds corrects it (slope and shift), kept when it fits the labels better than the fit alone and lowers
-the log loss of labels it did not see (k-fold cross-validation). The p_factual the file gives is then tested on
-held-out labels (each scored by the fit, which never sees labels, or by a correction fitted on the other folds): a
-rejection leaves the file not calibrated. The label is regressed on the log-odds, so claims chosen by their
-p_factual (the desk's queue, `to_label`) do not bias it.
+Labelled claims enter the fit with their label fixed, so an in-sample test would flatter it: each labelled claim is
+scored by a fit with its fold's labels hidden (k-fold cross-validation, `folds_of`), and those held-out p_factual
+are compared with the labels (Spiegelhalter's Z: is sum (label - p) what the p's own variance allows?). A logistic
+regression of the label on the held-out log-odds corrects the file's p_factual (slope and shift), kept when it fits
+the labels better than none and lowers the log loss of labels it did not see (a second cross-validation, over the
+held-out scores). A rejection leaves the file not calibrated. The label is regressed on the log-odds, so claims
+chosen by their p_factual (the desk's queue, `to_label`) do not bias it.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from debate.calibration import MIN_LABELS, HeldOut, Labels, Recalibration
 from debate.engine import PosteriorModel, TurnContext
 from experiments.dynamics.observe import Observation
 
-__all__ = ["MIN_EACH", "labels_of"]
+__all__ = ["FOLDS", "MIN_EACH", "folds_of", "labels_of"]
 
 MIN_EACH = 5
 """Labelled claims of each label among the `MIN_LABELS` (a correction fitted on one label says nothing of the
@@ -88,7 +87,7 @@ def _mean_log_loss(y: np.ndarray, odds: np.ndarray) -> float:
     return -_loglik(y, odds) / max(1, len(y))
 
 
-def _held_out(x: np.ndarray, y: np.ndarray, correct: bool) -> tuple[HeldOut, bool]:
+def _held_out(x: np.ndarray, y: np.ndarray, correct: bool, fit_folds: int) -> tuple[HeldOut, bool]:
     """The labels' test of the p_factual the file will give, and whether the correction is kept: each label's
     log-odds corrected by the correction fitted on the other folds (identity where none beats no correction),
     kept when that lowers the held-out log loss. Folds are dealt by rank of the log-odds, so each spans them."""
@@ -108,6 +107,7 @@ def _held_out(x: np.ndarray, y: np.ndarray, correct: bool) -> tuple[HeldOut, boo
     z, p_value = _spiegelhalter(1 / (1 + np.exp(-odds)), y)
     test = HeldOut(
         labelled=len(y),
+        fit_folds=fit_folds,
         folds=folds if keep else 0,
         z=z,
         p_value=p_value,
@@ -126,21 +126,47 @@ def _spread(candidates: list[tuple[float, str]], count: int) -> list[str]:
     return [ranked[i] for i in dict.fromkeys(picks.tolist())]
 
 
-def labels_of(seen: Sequence[Observation], labels: Mapping[str, bool | None], model: PosteriorModel) -> Labels:
-    """What the run's labels say about `model` (fitted on it): their agreement with its p_factual, the correction
-    they bring, or, with too few, the assumption that stands in and the claims to label first."""
+def folds_of(labels: Mapping[str, bool | None], seed: int) -> list[set[str]]:
+    """The labelled claims dealt into at most `FOLDS` folds, each label spread evenly over them (seeded)."""
+    known = [(item, label) for item, label in labels.items() if label is not None]
+    count = min(FOLDS, len(known))
+    if count < 2:
+        return []
+    rng = np.random.default_rng(seed)
+    folds: list[set[str]] = [set() for _ in range(count)]
+    dealt = 0
+    for flag in (True, False):
+        mine = [item for item, label in known if label is flag]
+        for item in (mine[i] for i in rng.permutation(len(mine))):
+            folds[dealt % count].add(item)
+            dealt += 1
+    return folds
+
+
+def labels_of(
+    seen: Sequence[Observation],
+    labels: Mapping[str, bool | None],
+    model: PosteriorModel,
+    held: Mapping[str, float] | None = None,
+    folds: int = 0,
+) -> Labels:
+    """What the run's labels say about `model` (fitted on it): their agreement with the p_factual each was given by
+    a fit that did not see it (`held`: per labelled claim, from `folds` folds; None: `model` itself never saw them),
+    the correction they
+    bring, or, with too few, the assumption that stands in and the claims to label first."""
     turns = _turns(seen)
     p = {item: model.p_factual(t) for item, t in turns.items()}
-    known = [(item, label) for item, label in labels.items() if label is not None and p.get(item) is not None]
+    scored = p if held is None else {**p, **held}
+    known = [(item, label) for item, label in labels.items() if label is not None and scored.get(item) is not None]
     counts = [sum(label is flag for _, label in known) for flag in (True, False)]
     enough = len(known) >= MIN_LABELS and min(counts) >= MIN_EACH
     agreement = correction = held_out = None
     if known:
-        probabilities = np.array([p[item] for item, _ in known], dtype=np.float64)
+        probabilities = np.array([scored[item] for item, _ in known], dtype=np.float64)
         y = np.array([float(label) for _, label in known])
         agreement = _agreement(probabilities, y)
         x = np.array([_log_odds(float(v)) for v in probabilities])
-        held_out, keep = _held_out(x, y, enough)
+        held_out, keep = _held_out(x, y, enough, folds)
         if enough and keep:
             correction = _correction(x, y)
     needed = 0 if enough else max(MIN_LABELS - len(known), *(MIN_EACH - c for c in counts), 1)

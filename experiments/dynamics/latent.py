@@ -10,11 +10,14 @@ item's majority verdict, which is the assumption that the agents are right more 
 class of items that fools the agents breaks it and is, without labels, invisible: its items look like items of the
 other label, and a one-class fit explains them as well as the truth does.
 
-So the fit never reads the labels a run has: they are held out, to test the fitted p_factual and correct it
-(experiments.dynamics.labelled), which an in-sample fit would flatter. The fitted clusters become pseudo-items
-(`expand`): an unlabelled item is counted as factual with weight P(factual | its turns) and as hallucinated with the
-rest, so every other part of the dynamics (the tables, the calibration file, the predictions, the checks) reads a
-weighted labelled run.
+Labels break the symmetry. A labelled claim enters EM with its label fixed (semi-supervised: its clusters of the
+other label are impossible), so every cluster labelled claims fall in is oriented by them, the class that fools the
+agents included; a cluster no labelled claim reaches keeps the assumption (`unreached`). The labels' test of the fit
+is then cross-validated (experiments.dynamics.labelled): each fold of labelled claims is scored by a fit that did not
+see its labels (`held_out_fits`). The fitted clusters become pseudo-items (`expand`): an unlabelled item is counted
+as factual with weight P(factual | its turns) and as hallucinated with the rest (a labelled one as its label), so
+every other part of the dynamics (the tables, the calibration file, the predictions, the checks) reads a weighted
+labelled run.
 """
 
 from __future__ import annotations
@@ -25,16 +28,33 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from experiments.dynamics.em import run_em
+from experiments.dynamics.em import MAX_EVALUATIONS, run_em
+from experiments.dynamics.family import FamilyName, Pulled, PulledRates, family_of
 from experiments.dynamics.model import Floats
 from experiments.dynamics.observe import Observation
 
-__all__ = ["CHI2_95", "LatentFit", "ShareInterval", "expand", "fit_latent", "share_interval"]
+__all__ = [
+    "CHI2_95",
+    "MIN_REACHED",
+    "LatentFit",
+    "ShareInterval",
+    "expand",
+    "fit_latent",
+    "held_out_fits",
+    "share_interval",
+    "typical",
+    "unreached",
+    "unreached_clusters",
+]
 
 _TINY = 1e-300
 """Logs of rates and weights are taken at least at this (a rate of exactly 0 times no turn adds nothing)."""
-_CLIP = 1e-12
-"""Rates are carried within [_CLIP, 1 - _CLIP] between EM steps (their logits stay finite for the acceleration)."""
+_GRADIENT = 1e-7
+"""The quasi-Newton search stops when no gradient component exceeds this times the number of claims (a rate off its
+maximum by about this much per claim's turn)."""
+_LOGIT = 27.6
+"""Logits are carried within +-_LOGIT between EM steps (rates within 1e-12 of 0 and 1: finite for the
+acceleration)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +76,12 @@ class LatentFit:
     """False: EM reached its cap (experiments.dynamics.em.MAX_EVALUATIONS) first."""
     base_rate: float | None = None
     """The share of factual claims stated by the user and held fixed in EM (None: fitted)."""
+    labelled: Floats | None = None
+    """label x class: the labelled claims' summed responsibilities (how many labels reach each cluster)."""
+    family: FamilyName = "tables"
+    """How each cluster's rates are tied (experiments.dynamics.family)."""
+    pulled: PulledRates | None = None
+    """The pulled family's fitted counts (None: the tables)."""
 
     @property
     def classes(self) -> int:
@@ -66,13 +92,23 @@ class LatentFit:
 
 
 class _Data:
-    """The turns by item and context (role, state, shown): no label anywhere."""
+    """The turns by item and context (role, state, shown), and each item's label where it has one."""
 
     def __init__(self, seen: Sequence[Observation]) -> None:
         self.items = list(dict.fromkeys(o.item for o in seen))
         where = {item: i for i, item in enumerate(self.items)}
+        known = np.full(len(self.items), -1)
+        for o in seen:
+            if o.label is not None:
+                known[where[o.item]] = int(o.label)
+        self.known = known
+        """Per item: 1 factual, 0 hallucinated, -1 not labelled."""
+        # the E step's log-weight of each label per item: a labelled item's other label is impossible
+        self.mask = np.where((known[:, None] < 0) | (known[:, None] == np.arange(2)[None, :]), 0.0, -np.inf)
         contexts: dict[tuple[str, str, tuple[bool, ...]], int] = {}
         column = [contexts.setdefault((o.role, o.state, o.shown), len(contexts)) for o in seen]
+        self.keys = list(contexts)
+        """Each column's context: role, state, verdicts shown."""
         row = [where[o.item] for o in seen]
         self.true = np.zeros((len(self.items), len(contexts)))
         self.turns = np.zeros((len(self.items), len(contexts)))
@@ -81,76 +117,120 @@ class _Data:
         self.false = self.turns - self.true
 
     def majority(self) -> Floats:
-        """P(factual) per item from its share of "true" verdicts: the agents right more often than wrong."""
-        share = self.true.sum(1) / np.maximum(self.turns.sum(1), 1)
-        return np.asarray(np.clip(share, 0.05, 0.95), dtype=np.float64)
+        """P(factual) per item from its share of "true" verdicts (the agents right more often than wrong), or its
+        label."""
+        share = np.clip(self.true.sum(1) / np.maximum(self.turns.sum(1), 1), 0.05, 0.95)
+        return np.asarray(np.where(self.known >= 0, self.known, share), dtype=np.float64)
 
 
 class _Em:
     """EM over (label, class) clusters of `data`, in the unconstrained coordinates the acceleration moves in:
-    the rates' logits and the cluster weights' logs (a stated base rate fixes each label's total weight)."""
+    the family's parameters (logits) and the cluster weights' logs (a stated base rate fixes each label's total
+    weight)."""
 
-    def __init__(self, data: _Data, classes: int, base_rate: float | None) -> None:
+    def __init__(self, data: _Data, classes: int, base_rate: float | None, family: FamilyName = "tables") -> None:
         self.data, self.classes, self.base_rate = data, classes, base_rate
         self.contexts = data.true.shape[1]
-        self.size = 2 * classes * self.contexts
+        self.family = family_of(family, data.keys)
+        self.size = len(self.family.refit(*self.counted(self._even()), None))
 
-    def mstep(self, r: Floats) -> tuple[Floats, Floats]:
-        """Rates (label x class x context) and cluster weights (label x class), by maximum likelihood."""
+    def _even(self) -> Floats:
+        return np.full((len(self.data.items), 2, self.classes), 1.0 / (2 * self.classes))
+
+    def counted(self, r: Floats) -> tuple[Floats, Floats]:
+        """Weighted "true" verdicts and turns per label x class x context."""
         # matrix products (BLAS) rather than einsum: EM's every step is these two and the E step's two
         flat = r.reshape(len(self.data.items), -1).T
         shape = (2, self.classes, self.contexts)
-        counted_true = (flat @ self.data.true).reshape(shape)
-        counted = (flat @ self.data.turns).reshape(shape)
-        p = np.divide(counted_true, counted, out=np.full_like(counted, 0.5), where=counted > 0)
+        return (flat @ self.data.true).reshape(shape), (flat @ self.data.turns).reshape(shape)
+
+    def mstep(self, r: Floats, current: Floats | None = None) -> tuple[Floats, Floats]:
+        """The family's parameters (from `current`) and cluster weights (label x class), by maximum likelihood."""
+        x = self.family.refit(*self.counted(r), current)
         mass = r.sum(0)
         if self.base_rate is None:
-            return p, mass / mass.sum()
+            return x, mass / mass.sum()
         within = mass / np.maximum(mass.sum(1, keepdims=True), _TINY)
         rate = np.array([[1 - self.base_rate], [self.base_rate]])
-        return p, within * rate
+        return x, within * rate
 
-    def estep(self, p: Floats, weights: Floats) -> tuple[Floats, float]:
+    def estep(self, x: Floats, weights: Floats) -> tuple[Floats, float]:
         data = self.data
+        p = self.family.rates(x, self.classes)
         said_true = np.log(np.maximum(p, _TINY)).reshape(-1, self.contexts).T
         said_false = np.log(np.maximum(1 - p, _TINY)).reshape(-1, self.contexts).T
         log = (data.true @ said_true + data.false @ said_false).reshape(len(data.items), 2, self.classes) + np.log(
             np.maximum(weights, _TINY)
         )[None]
+        log = log + data.mask[:, :, None]
         flat = log.reshape(len(data.items), -1)
         top = flat.max(1, keepdims=True)
         total = top[:, 0] + np.log(np.exp(flat - top).sum(1))
         return np.exp(log - total[:, None, None]), float(total.sum())
 
-    def pack(self, p: Floats, weights: Floats) -> Floats:
-        q = np.clip(p, _CLIP, 1 - _CLIP)
-        return np.concatenate([np.log(q / (1 - q)).ravel(), np.log(np.maximum(weights, _TINY)).ravel()])
+    def pack(self, x: Floats, weights: Floats) -> Floats:
+        return np.concatenate([np.clip(x, -_LOGIT, _LOGIT), np.log(np.maximum(weights, _TINY)).ravel()])
 
-    def unpack(self, x: Floats) -> tuple[Floats, Floats]:
-        p = 1 / (1 + np.exp(-np.clip(x[: self.size], -700, 700)))
-        logs = x[self.size :].reshape(2, self.classes)
+    def unpack(self, v: Floats) -> tuple[Floats, Floats]:
+        x = v[: self.size]
+        logs = v[self.size :].reshape(2, self.classes)
         if self.base_rate is None:
             flat = np.exp(logs - logs.max())
-            return p.reshape(2, self.classes, self.contexts), flat / flat.sum()
+            return x, flat / flat.sum()
         within = np.exp(logs - logs.max(1, keepdims=True))
         within /= within.sum(1, keepdims=True)
-        return p.reshape(2, self.classes, self.contexts), within * np.array([[1 - self.base_rate], [self.base_rate]])
+        return x, within * np.array([[1 - self.base_rate], [self.base_rate]])
 
-    def natural(self, x: Floats) -> Floats:
+    def natural(self, v: Floats) -> Floats:
         """The rates and weights themselves (the stop measures a step on their scale)."""
-        p, weights = self.unpack(x)
-        return np.concatenate([p.ravel(), weights.ravel()])
+        x, weights = self.unpack(v)
+        return np.concatenate([1 / (1 + np.exp(-np.clip(x, -700, 700))), weights.ravel()])
 
-    def step(self, x: Floats) -> tuple[Floats, float]:
-        r, loglik = self.estep(*self.unpack(x))
-        return self.pack(*self.mstep(r)), loglik
+    def step(self, v: Floats) -> tuple[Floats, float]:
+        x, weights = self.unpack(v)
+        r, loglik = self.estep(x, weights)
+        return self.pack(*self.mstep(r, x)), loglik
+
+    def loss(self, v: Floats) -> tuple[float, Floats]:
+        """Minus the log-likelihood at `v` and its gradient (Fisher's identity: the E step's expected counts)."""
+        x, weights = self.unpack(v)
+        r, loglik = self.estep(x, weights)
+        mass = r.sum(0)
+        if self.base_rate is None:
+            pulled = mass - mass.sum() * weights
+        else:
+            pulled = mass - mass.sum(1, keepdims=True) * weights / weights.sum(1, keepdims=True)
+        return -loglik, -np.concatenate([self.family.gradient(*self.counted(r), x), pulled.ravel()])
 
     def run(self, r: Floats) -> tuple[Floats, float, int, bool]:
         """EM from responsibilities `r` to convergence: the responsibilities there, the log-likelihood, the steps
-        taken and whether it converged before the cap."""
-        done = run_em(self.step, self.pack(*self.mstep(r)), len(self.data.items), natural=self.natural)
-        r, loglik = self.estep(*self.unpack(done.point))
-        return r, loglik, done.steps, done.converged
+        taken and whether it converged. Where EM reaches the family's cap first, a quasi-Newton search (L-BFGS-B on
+        the same likelihood and its gradient) goes on from there."""
+        claims = len(self.data.items)
+        done = run_em(self.step, self.pack(*self.mstep(r)), claims, natural=self.natural, cap=self.family.em_cap)
+        point, steps, converged = done.point, done.steps, done.converged
+        if not converged:
+            from scipy.optimize import minimize  # the experiments extra
+
+            bounds = [(-_LOGIT, _LOGIT)] * self.size + [(None, None)] * (len(point) - self.size)
+            found = minimize(
+                self.loss,
+                point,
+                jac=True,
+                method="L-BFGS-B",
+                bounds=bounds,
+                options={
+                    "maxiter": MAX_EVALUATIONS,
+                    "maxfun": MAX_EVALUATIONS,
+                    "ftol": 0.0,
+                    "gtol": _GRADIENT * claims,
+                },
+            )
+            point, steps = found.x, steps + int(found.nfev)
+            converged = float(np.abs(self.loss(point)[1][: self.size]).max(initial=0.0)) < _GRADIENT * claims * 10
+        x, weights = self.unpack(point)
+        r, loglik = self.estep(x, weights)
+        return r, loglik, steps, converged
 
 
 def _start(data: _Data, classes: int, rng: np.random.Generator, split: bool, mirrored: bool = False) -> Floats:
@@ -162,8 +242,7 @@ def _start(data: _Data, classes: int, rng: np.random.Generator, split: bool, mir
         guess = np.stack(
             [np.stack([1 - factual, factual], 1)] * (classes - 1) + [np.stack([factual, 1 - factual], 1)], 2
         )
-        r = guess * klass[:, None, :]
-        return np.asarray(r / r.sum((1, 2), keepdims=True), dtype=np.float64)
+        return _allowed(data, guess * klass[:, None, :])
     if split:
         # within each label, items by how decided their debate was: unanimous ones first
         agreement = np.abs(data.true.sum(1) / np.maximum(data.turns.sum(1), 1) - 0.5)
@@ -173,6 +252,12 @@ def _start(data: _Data, classes: int, rng: np.random.Generator, split: bool, mir
     else:
         klass = rng.dirichlet(np.ones(classes), len(data.items))
     r = np.stack([(1 - factual)[:, None] * klass, factual[:, None] * klass], axis=1)
+    return _allowed(data, r)
+
+
+def _allowed(data: _Data, r: Floats) -> Floats:
+    """`r` with each labelled item's other label taken out, normalised per item."""
+    r = r * np.exp(data.mask)[:, :, None]
     return np.asarray(r / r.sum((1, 2), keepdims=True), dtype=np.float64)
 
 
@@ -191,8 +276,8 @@ def _ordered(data: _Data, r: Floats) -> Floats:
 
 def _oriented(data: _Data, r: Floats) -> Floats:
     """The one-class fit as the assumption has it: the factual cluster is the one whose turns say "true" more often
-    (EM from the majority start lands there; this makes it so whatever the start)."""
-    if r.shape[2] != 1:
+    (EM from the majority start lands there; this makes it so whatever the start). Labels orient a fit themselves."""
+    if r.shape[2] != 1 or (data.known >= 0).any():
         return r
     said = data.true.sum(1) / np.maximum(data.turns.sum(1), 1)
     factual_says_true = (r[:, 1, 0] * said).sum() / max(r[:, 1, 0].sum(), 1e-12)
@@ -201,13 +286,20 @@ def _oriented(data: _Data, r: Floats) -> Floats:
 
 
 def fit_latent(
-    seen: Sequence[Observation], classes: int, *, seed: int = 0, base_rate: float | None = None
+    seen: Sequence[Observation],
+    classes: int,
+    *,
+    seed: int = 0,
+    base_rate: float | None = None,
+    family: FamilyName = "tables",
 ) -> LatentFit:
-    """EM over (label, class) clusters to convergence, every label taken as unknown: the best of a start split by
-    agreement, a random one and one whose last class is the mirror image, each from the majority verdict.
-    `base_rate`: the share of factual claims, stated and held fixed (None: fitted by maximum likelihood)."""
+    """EM over (label, class) clusters to convergence, each labelled claim fixed to its label and every other label
+    taken as unknown: the best of a start split by agreement, a random one and one whose last class is the mirror
+    image, each from the majority verdict (a labelled claim's own label). `base_rate`: the share of factual claims,
+    stated and held fixed (None: fitted by maximum likelihood). `family`: how each cluster's rates are tied
+    (experiments.dynamics.family)."""
     data = _Data(seen)
-    em = _Em(data, classes, base_rate)
+    em = _Em(data, classes, base_rate, family)
     rng = np.random.default_rng(seed)
     best: tuple[float, Floats, int, bool] | None = None
     starts = [_start(data, classes, rng, True)]
@@ -224,21 +316,79 @@ def fit_latent(
         # with the share held fixed the mirror image is no longer as likely: fit the oriented one under it
         oriented, loglik, more, converged = em.run(oriented)
         steps += more
-    r = _oriented(data, _ordered(data, oriented))
-    _, weights = em.mstep(r)
-    prior = float(weights[1].sum() / weights.sum())
-    free = 2 * classes - 1 - (1 if base_rate is not None else 0)
+    return _latent(data, em, _oriented(data, _ordered(data, oriented)), loglik, steps, converged)
+
+
+def _latent(data: _Data, em: _Em, r: Floats, loglik: float, steps: int, converged: bool) -> LatentFit:
+    x, weights = em.mstep(r)
+    free = 2 * em.classes - 1 - (1 if em.base_rate is not None else 0)
+    labelled = data.known >= 0
+    family = em.family
     return LatentFit(
         items=data.items,
         responsibilities=r,
-        prior=prior,
+        prior=float(weights[1].sum() / weights.sum()),
         shares={bool(label): (weights[label] / weights[label].sum()).tolist() for label in (0, 1)},
         loglik=loglik,
-        parameters=2 * classes * data.true.shape[1] + free,
+        parameters=family.parameters(em.classes) + free,
         steps=steps,
         converged=converged,
-        base_rate=base_rate,
+        base_rate=em.base_rate,
+        labelled=r[labelled].sum(0),
+        family=family.name,
+        pulled=family.counts(*em.counted(r), x, em.classes) if isinstance(family, Pulled) else None,
     )
+
+
+def held_out_fits(seen: Sequence[Observation], fit: LatentFit, folds: list[set[str]]) -> list[LatentFit]:
+    """Per fold of labelled items, the fit (as many classes as `fit`) with that fold's labels hidden: EM to
+    convergence under the fold's own likelihood, started from `fit` with the fold's items scored unlabelled."""
+    out = []
+    for fold in folds:
+        data = _Data([replace(o, label=None) if o.item in fold else o for o in seen])
+        if data.items != fit.items:
+            raise ValueError("held_out_fits needs the observations the fit was made on")
+        em = _Em(data, fit.classes, fit.base_rate, fit.family)
+        start, _ = em.estep(*em.mstep(fit.responsibilities))
+        r, loglik, steps, converged = em.run(start)
+        out.append(_latent(data, em, r, loglik, steps, converged))
+    return out
+
+
+MIN_REACHED = 1.0
+"""Labelled claims (summed responsibilities) a cluster needs for its labels to orient it."""
+
+
+def unreached_clusters(fit: LatentFit, least_share: float = 0.02) -> list[tuple[int, int]]:
+    """The clusters (label, class) holding at least `least_share` of their label's claims that no labelled claim
+    reaches: their orientation is the assumption's (none when there is no labelled claim at all)."""
+    if fit.labelled is None or fit.labelled.sum() < MIN_REACHED:
+        return []
+    return [
+        (label, c)
+        for label in (1, 0)
+        for c, share in enumerate(fit.shares[bool(label)])
+        if share >= least_share and fit.labelled[label, c] < MIN_REACHED
+    ]
+
+
+def unreached(fit: LatentFit, least_share: float = 0.02) -> list[str]:
+    """`unreached_clusters`, each in words."""
+    return [
+        f"{'factual' if label else 'hallucinated'} class {c + 1} of {fit.classes} "
+        f"(share {fit.shares[bool(label)][c]:.2f})"
+        for label, c in unreached_clusters(fit, least_share)
+    ]
+
+
+def typical(fit: LatentFit, clusters: list[tuple[int, int]], each: int, unlabelled: set[str]) -> list[str]:
+    """Per cluster, the `each` unlabelled claims most surely in it (the labels that would reach it first)."""
+    out: list[str] = []
+    for label, c in clusters:
+        order = np.argsort(-fit.responsibilities[:, label, c], kind="stable")
+        mine = [fit.items[i] for i in order if fit.items[i] in unlabelled and fit.items[i] not in out]
+        out += mine[:each]
+    return out
 
 
 CHI2_95 = 3.841458820694124
@@ -268,7 +418,7 @@ def share_interval(seen: Sequence[Observation], fit: LatentFit) -> ShareInterval
         raise ValueError("share_interval needs the observations the fit was made on")
 
     def deviance(share: float) -> float:
-        _, loglik, _, _ = _Em(data, fit.classes, share).run(fit.responsibilities)
+        _, loglik, _, _ = _Em(data, fit.classes, share, fit.family).run(fit.responsibilities)
         return 2 * (fit.loglik - loglik)
 
     from scipy.optimize import brentq  # the experiments extra

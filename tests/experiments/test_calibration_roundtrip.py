@@ -137,7 +137,7 @@ def reports() -> dict[str, tuple[dict[str, bool], list[Report]]]:
 def test_the_saved_file_scores_every_fitted_claim_as_the_fit_does(
     reports: dict[str, tuple[dict[str, bool], list[Report]]], tmp_path: Path
 ) -> None:
-    cases, expected, seen = [], {}, set()
+    cases, expected, seen, families = [], {}, set(), set()
     for name, labelling, kind in _plan():
         labels, debated = reports[name]
         given = _write(kind, tmp_path / f"{name}-{labelling}-{kind}", debated, _kept(labels, labelling))
@@ -162,6 +162,8 @@ def test_the_saved_file_scores_every_fitted_claim_as_the_fit_does(
         labelled = sum(label is not None for label, _, _ in run.finals.values())
         assert (calibration.labels is None) == (labelled == len(run.finals)), (name, labelling)
         seen.add((kind, labelling))
+        families.add(calibration.classes[0].family)
+    assert families == {"tables", "pulled"}  # both families go through the file
     assert seen == {(k, lab) for k in KINDS for lab in LABELLINGS} - {("eval", "unlabelled"), ("eval", "mixed")}
 
     done = subprocess.run(

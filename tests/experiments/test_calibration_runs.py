@@ -39,7 +39,7 @@ def test_fit_save_then_a_governed_run_of_other_items_is_predicted_and_scored(tmp
     saved = debate("dynamics", "fit", str(fitted), "--bootstrap", "10", "--save", str(cal))
     assert saved.returncode == 0, saved.stderr
     data = json.loads(cal.read_text())
-    assert data["format"] == "markov-debate-calibration" and data["version"] == 3
+    assert data["format"] == "markov-debate-calibration" and data["version"] == 4
     assert data["fitted_on"]["model"] == "simulated" and data["fitted_on"]["claims"] == 160
     assert {c["name"] for c in data["checks"]} >= {"markov", "state"}
 

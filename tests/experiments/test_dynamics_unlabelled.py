@@ -1,6 +1,6 @@
 """A fit without every label (experiments.dynamics.latent and .labelled), on populations run through the real engine
 in process: alike items fitted without labels give calibrated probabilities under the stated assumption; a class of
-items that fools the agents is invisible without labels and exposed and corrected by a few; too few labels say how
+items that fools the agents is invisible without labels and exposed by a few in the fit; too few labels say how
 many more and which."""
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from dataclasses import replace
 
 import pytest
 
+from debate.calibration import HELD_OUT_LEVEL
 from debate.engine import TurnContext, load_chain
 from experiments.dynamics import Observation, fit_model, observations
 from experiments.dynamics.calibrate import reliability
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES
-from experiments.dynamics.fitted import FittedModel
+from experiments.dynamics.fitted import FamilyChoice, FittedModel
 from experiments.dynamics.predict import governor_of
 from experiments.dynamics.replicate import Design
 from experiments.dynamics.simulate import labels_for, simulate_debates
@@ -57,9 +58,9 @@ def _hide(seen: list[Observation], keep: int) -> list[Observation]:
     return [o if o.item in kept else replace(o, label=None) for o in seen]
 
 
-def _fit(seen: list[Observation], base_rate: float | None = None) -> FittedModel:
+def _fit(seen: list[Observation], base_rate: float | None = None, family: FamilyChoice = "auto") -> FittedModel:
     design = Design(load_chain(CHAIN), 2, MAX_ROUNDS, tuple(dict.fromkeys(o.item for o in seen)))
-    return fit_model(seen, bootstrap=0, designs=[design], base_rate=base_rate)
+    return fit_model(seen, bootstrap=0, designs=[design], base_rate=base_rate, family=family)
 
 
 def _ece(fitted: FittedModel, test: list[Observation]) -> float:
@@ -78,25 +79,33 @@ def test_alike_items_fitted_without_labels_are_calibrated_under_the_stated_assum
     fitted = _fit(_hide(seen, 0))
     labels = fitted.choice.labels
     assert labels is not None and labels.labelled == 0 and labels.orientation == "assumption"
-    assert fitted.choice.classes == 1 and not any(c.rejected for c in fitted.diagnostics.checks)
+    # these agents repeat or decide (the pulled family is their own model): BIC prefers it to the tables
+    assert (fitted.choice.classes, fitted.choice.family) == (1, "pulled"), fitted.choice.reason
+    assert not any(c.rejected for c in fitted.diagnostics.checks)
     assert any("assumes the agents are right more often than wrong" in w for w in fitted.diagnostics.warnings)
-    # the truth it never saw: half the claims factual, inside the share's interval, which is too wide to calibrate
-    # (the fit says so and what settles it)
+    # the truth it never saw: half the claims factual, inside the share's interval
     assert labels.share_interval is not None and labels.share_interval[0] < 0.5 < labels.share_interval[1]
     assert abs(fitted.prior - 0.5) < 0.1 and labels.em_converged
-    said = [w for w in fitted.diagnostics.warnings if w.startswith("the turns do not pin the share")]
-    assert said and "--base-rate P" in said[0]
     blind = _ece(fitted, test)
     assert blind < 0.1
+    # a rate per context spends more parameters: its interval of the share is too wide to calibrate, and the fit
+    # says so and what settles it
+    tables = _fit(_hide(seen, 0), family="tables")
+    told = tables.choice.labels
+    assert told is not None and told.share_interval is not None
+    width = told.share_interval[1] - told.share_interval[0]
+    assert width > labels.share_interval[1] - labels.share_interval[0]
+    said = [w for w in tables.diagnostics.warnings if w.startswith("the turns do not pin the share")]
+    assert said and "--base-rate P" in said[0] and width > 0.1
     # the base rate stated: held in the fit, and p_factual calibrated on other items
     stated = _fit(_hide(seen, 0), base_rate=0.5)
     told = stated.choice.labels
     assert told is not None and told.base_rate == 0.5 and told.share_interval is None and stated.prior == 0.5
     assert not any(w.startswith("the turns do not pin") for w in stated.diagnostics.warnings)
-    assert _ece(stated, test) < min(0.05, blind)  # 800 claims scored: 10 bins leave about 0.02 of noise
+    assert _ece(stated, test) < 0.05  # 800 claims scored: 10 bins leave about 0.02 of noise
 
 
-def test_a_class_that_fools_the_agents_is_invisible_without_labels_and_labels_expose_and_correct_it(
+def test_a_class_that_fools_the_agents_is_invisible_without_labels_and_labels_in_the_fit_expose_it(
     runs: dict[str, tuple[list[Observation], list[Observation]]],
 ) -> None:
     seen, test = runs["two-class"]
@@ -108,11 +117,17 @@ def test_a_class_that_fools_the_agents_is_invisible_without_labels_and_labels_ex
     told = _fit(_hide(seen, 60))
     labels = told.choice.labels
     assert labels is not None and labels.orientation == "labels" and labels.labelled == 60
-    assert labels.agreement is not None and " disagree " in labels.agreement
-    fix = labels.recalibration
-    assert fix is not None and fix.slope < 0.5 and fix.labelled == 60
-    assert any("p_factual is corrected by them" in w for w in told.diagnostics.warnings)
+    # the labels, fixed in EM, orient a second class: the items that fool the agents
+    assert told.choice.classes == 2 and not labels.unreached, told.choice.reason
     assert _ece(told, test) < before / 2
+    # each label scored by a fit that did not see it; where they reject it, the file is not calibrated
+    test_of = labels.held_out
+    assert test_of is not None and test_of.fit_folds == 5 and test_of.labelled == 60
+    assert (labels.rejection_line() is not None) == (test_of.p_value < HELD_OUT_LEVEL)
+    # with a rate per context, 800 claims keep one class; the held-out labels correct it instead
+    tables = _fit(_hide(seen, 60), family="tables").choice.labels
+    assert tables is not None and tables.recalibration is not None and tables.recalibration.slope < 0.5
+    assert tables.held_out is not None and tables.held_out.log_loss < tables.held_out.log_loss_uncorrected
 
 
 def test_labels_that_agree_leave_the_fit_alone(runs: dict[str, tuple[list[Observation], list[Observation]]]) -> None:

@@ -11,7 +11,7 @@ from experiments.dynamics.labelled import _held_out
 
 
 def _labels(x: np.ndarray, y: np.ndarray, enough: bool) -> tuple[Labels, bool]:
-    test, keep = _held_out(x, y, enough)
+    test, keep = _held_out(x, y, enough, 0)
     labels = Labels(claims=len(x) * 10, labelled=len(x), orientation="labels" if enough else "assumption")
     return labels.model_copy(update={"held_out": test}), keep
 
