@@ -93,7 +93,7 @@ def test_a_batch_with_a_few_labels_becomes_a_calibration_and_a_verdict_carries_i
     # the header counts claims (not the two pseudo-items each unlabelled claim becomes) and says what the turns tell
     assert "300 debated claims" in head and "95% profile-likelihood interval" in head and "EM converged in" in head
     blind_cal = json.loads((tmp_path / "blind-cal.json").read_text())
-    assert blind_cal["version"] == 3 and blind_cal["labels"]["orientation"] == "assumption"
+    assert blind_cal["version"] == 4 and blind_cal["labels"]["orientation"] == "assumption"
     assert blind_cal["labels"]["needed"] == 30 and len(blind_cal["labels"]["to_label"]) == 30
     assert all(claim.split("/")[0] in LABELS for claim in blind_cal["labels"]["to_label"])
     assert {c["reference"] for c in blind_cal["checks"]} == {"fitted model"}
@@ -102,10 +102,13 @@ def test_a_batch_with_a_few_labels_becomes_a_calibration_and_a_verdict_carries_i
     assert told.returncode == 0, told.stderr
     cal = json.loads((tmp_path / "cal.json").read_text())
     assert cal["labels"]["labelled"] == LABELLED and cal["labels"]["orientation"] == "labels"
-    # the labels either agree with the blind fit or correct it: 300 claims leave its base rate loose
+    # the labels, in the fit, test it held out (each fold by a fit without its labels): they agree, or a correction
+    # they bring is kept, or the file says they reject it
     assert cal["labels"]["agreement"].startswith(f"the {LABELLED} labelled claims ")
+    assert cal["labels"]["held_out"]["fit_folds"] == 5 and cal["labels"]["held_out"]["labelled"] == LABELLED
     if " disagree " in cal["labels"]["agreement"]:
-        assert cal["labels"]["recalibration"]["labelled"] == LABELLED
+        rejected = any(" labelled claims reject the fitted p_factual" in line for line in cal["not_calibrated"])
+        assert cal["labels"]["recalibration"] is not None or rejected, cal["not_calibrated"]
 
     # one line scored with the blind calibration, then with the traffic's base rate given
     (tmp_path / "one.jsonl").write_text(_line("sim-0", False) + "\n")
