@@ -12,12 +12,11 @@ other label, and a one-class fit explains them as well as the truth does.
 
 Labels break the symmetry. A labelled claim enters EM with its label fixed (semi-supervised: its clusters of the
 other label are impossible), so every cluster labelled claims fall in is oriented by them, the class that fools the
-agents included; a cluster no labelled claim reaches keeps the assumption (`unreached`). The labels' test of the fit
-is then cross-validated (experiments.dynamics.labelled): each fold of labelled claims is scored by a fit that did not
-see its labels (`held_out_fits`). The fitted clusters become pseudo-items (`expand`): an unlabelled item is counted
-as factual with weight P(factual | its turns) and as hallucinated with the rest (a labelled one as its label), so
-every other part of the dynamics (the tables, the calibration file, the predictions, the checks) reads a weighted
-labelled run.
+agents included; a cluster no labelled claim reaches keeps the assumption (experiments.dynamics.clusters). The
+labels' test of the fit is cross-validated (experiments.dynamics.labelled): each fold of labelled claims is scored
+by a fit that did not see its labels (`held_out_fits`). The fitted clusters become weighted labelled pseudo-items
+(clusters.expand), which every other part of the dynamics (the tables, the calibration file, the predictions, the
+checks) reads.
 """
 
 from __future__ import annotations
@@ -35,16 +34,11 @@ from experiments.dynamics.observe import Observation
 
 __all__ = [
     "CHI2_95",
-    "MIN_REACHED",
     "LatentFit",
     "ShareInterval",
-    "expand",
     "fit_latent",
     "held_out_fits",
     "share_interval",
-    "typical",
-    "unreached",
-    "unreached_clusters",
 ]
 
 _TINY = 1e-300
@@ -355,42 +349,6 @@ def held_out_fits(seen: Sequence[Observation], fit: LatentFit, folds: list[set[s
     return out
 
 
-MIN_REACHED = 1.0
-"""Labelled claims (summed responsibilities) a cluster needs for its labels to orient it."""
-
-
-def unreached_clusters(fit: LatentFit, least_share: float = 0.02) -> list[tuple[int, int]]:
-    """The clusters (label, class) holding at least `least_share` of their label's claims that no labelled claim
-    reaches: their orientation is the assumption's (none when there is no labelled claim at all)."""
-    if fit.labelled is None or fit.labelled.sum() < MIN_REACHED:
-        return []
-    return [
-        (label, c)
-        for label in (1, 0)
-        for c, share in enumerate(fit.shares[bool(label)])
-        if share >= least_share and fit.labelled[label, c] < MIN_REACHED
-    ]
-
-
-def unreached(fit: LatentFit, least_share: float = 0.02) -> list[str]:
-    """`unreached_clusters`, each in words."""
-    return [
-        f"{'factual' if label else 'hallucinated'} class {c + 1} of {fit.classes} "
-        f"(share {fit.shares[bool(label)][c]:.2f})"
-        for label, c in unreached_clusters(fit, least_share)
-    ]
-
-
-def typical(fit: LatentFit, clusters: list[tuple[int, int]], each: int, unlabelled: set[str]) -> list[str]:
-    """Per cluster, the `each` unlabelled claims most surely in it (the labels that would reach it first)."""
-    out: list[str] = []
-    for label, c in clusters:
-        order = np.argsort(-fit.responsibilities[:, label, c], kind="stable")
-        mine = [fit.items[i] for i in order if fit.items[i] in unlabelled and fit.items[i] not in out]
-        out += mine[:each]
-    return out
-
-
 CHI2_95 = 3.841458820694124
 """The chi-square quantile (1 df) of a 95% profile-likelihood interval."""
 _EDGE = 1e-3
@@ -436,22 +394,3 @@ def share_interval(seen: Sequence[Observation], fit: LatentFit) -> ShareInterval
         standard_error=h / math.sqrt(curvature),
         claims=len(fit.items),
     )
-
-
-def expand(seen: Sequence[Observation], fit: LatentFit) -> tuple[list[Observation], dict[str, float], dict[str, str]]:
-    """The run as labelled pseudo-items: each item twice, as factual and as hallucinated (`item#factual`,
-    `item#hallucinated`), each copy weighted by P(that label | its turns) under the fit. Returns the observations,
-    each pseudo-item's weight and the item it came from."""
-    where = {item: i for i, item in enumerate(fit.items)}
-    weight: dict[str, float] = {}
-    origin: dict[str, str] = {}
-    out: list[Observation] = []
-    for o in seen:
-        factual = float(fit.responsibilities[where[o.item], 1].sum())
-        for label, w in ((True, factual), (False, 1.0 - factual)):
-            if w <= 1e-9:
-                continue
-            name = f"{o.item}#{'factual' if label else 'hallucinated'}"
-            weight[name], origin[name] = w, o.item
-            out.append(replace(o, item=name, label=label))
-    return out, weight, origin

@@ -104,7 +104,7 @@ class Indexed:
         self.calls = np.array([o.calls for o in seen], dtype=np.float64)
         labels = {o.item: o.label for o in seen}
         if any(label is None for label in labels.values()):
-            raise ValueError("Indexed needs every item labelled: expand an unlabelled run first (latent.expand)")
+            raise ValueError("Indexed needs every item labelled: expand an unlabelled run first (clusters.expand)")
         self.label = np.array([labels[item] for item in self.items], dtype=bool)
         self.keys: list[list[tuple[object, ...]]] = []
         self.index: list[NDArray[np.int64]] = []

@@ -11,6 +11,7 @@ import numpy as np
 
 from debate.calibration import Labels
 from debate.engine import PosteriorModel, RoleModel, TurnContext
+from experiments.dynamics.clusters import expand, typical, unreached, unreached_clusters
 from experiments.dynamics.diagnostics import Check, fitted_checks
 from experiments.dynamics.family import FAMILIES, FamilyName
 from experiments.dynamics.fitted import (
@@ -23,17 +24,7 @@ from experiments.dynamics.fitted import (
     pulled_roles,
 )
 from experiments.dynamics.labelled import folds_of, labels_of
-from experiments.dynamics.latent import (
-    LatentFit,
-    ShareInterval,
-    expand,
-    fit_latent,
-    held_out_fits,
-    share_interval,
-    typical,
-    unreached,
-    unreached_clusters,
-)
+from experiments.dynamics.latent import LatentFit, ShareInterval, fit_latent, held_out_fits, share_interval
 from experiments.dynamics.mixture import fit_mixture, mixture_from
 from experiments.dynamics.model import Floats, Indexed, Mixture, multiplicities
 from experiments.dynamics.observe import Observation

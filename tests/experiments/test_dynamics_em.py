@@ -70,7 +70,7 @@ def test_a_cap_that_is_hit_is_reported_and_leaves_the_file_uncalibrated() -> Non
     assert not capped.converged and capped.steps >= 4
     labels = Labels(claims=400, labelled=0, orientation="assumption", em_steps=capped.steps, em_converged=False)
     [line] = [line for line in not_calibrated([], 1, labels) if line.startswith("EM ")]
-    assert "stopped after 4 steps before converging" in line and "not the maximum" in line
+    assert f"stopped after {capped.steps} steps before converging" in line and "not the maximum" in line
 
 
 def test_a_stated_base_rate_is_held_fixed() -> None:

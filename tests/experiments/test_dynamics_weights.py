@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from experiments.dynamics.latent import LatentFit, expand
+from experiments.dynamics.clusters import expand
+from experiments.dynamics.latent import LatentFit
 from experiments.dynamics.model import Indexed
 from experiments.dynamics.observe import Observation
 from tests.support.properties import Reached

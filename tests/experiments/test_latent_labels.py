@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 from debate.calibration import Labels, not_calibrated, reliability
 from debate.engine import PosteriorModel
 from experiments.dynamics import family, latent
+from experiments.dynamics.clusters import typical, unreached
 from experiments.dynamics.em import run_em
 from experiments.dynamics.family import Pulled
 from experiments.dynamics.labelled import folds_of
-from experiments.dynamics.latent import LatentFit, fit_latent, typical, unreached
+from experiments.dynamics.latent import LatentFit, fit_latent
 from experiments.dynamics.observe import Observation
 from experiments.dynamics.partly import _roles
 from tests.support.properties import Reached, examples
