@@ -12,8 +12,6 @@ from debate.calibration import (
     CalibrationClass,
     ContextCount,
     FittedOn,
-    OwnCount,
-    PullCount,
     Reliability,
     not_calibrated,
     reliability,
@@ -21,7 +19,7 @@ from debate.calibration import (
 from debate.engine import chain_digest, load_chain
 from debate.errors import UsageError
 from debate.plugins import TEAMS
-from experiments.dynamics.fitted import FittedModel
+from experiments.dynamics.fitted import FittedModel, pulled_parts
 from experiments.dynamics.observe import RunObservations
 
 __all__ = ["Reliability", "calibration_of", "plot_reliability", "reliability"]
@@ -92,26 +90,10 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
 
 def _family(fitted: FittedModel, c: int) -> dict[str, Any]:
     """Class `c`'s fields of the pulled family (none for the tables)."""
-    rates = fitted.pulled
-    if rates is None:
+    if fitted.pulled is None:
         return {}
-    return {
-        "family": "pulled",
-        "own": [
-            OwnCount(
-                role=role,
-                label=bool(label),
-                true=float(rates.own_true[i, label, c]),
-                n=float(rates.own_turns[i, label, c]),
-            )
-            for i, role in enumerate(rates.roles)
-            for label in (1, 0)
-        ],
-        "pull": [
-            PullCount(role=role, repeated=float(rates.pulled[i]), shown=float(rates.shown[i]))
-            for i, role in enumerate(rates.roles)
-        ],
-    }
+    own, pull = pulled_parts(fitted.pulled, c)
+    return {"family": "pulled", "own": own, "pull": pull}
 
 
 def plot_reliability(rel: Reliability, folder: Path, title: str) -> list[Path]:

@@ -47,6 +47,10 @@ class Family(Protocol):
 
     def parameters(self, classes: int) -> int: ...
 
+    def size(self, classes: int) -> int:
+        """The length of the packed parameters (free or not)."""
+        ...
+
     def refit(self, true: Floats, turns: Floats, current: Floats | None) -> Floats:
         """Parameters (packed, unconstrained) from weighted counts (label x class x context), from `current`."""
         ...
@@ -84,6 +88,9 @@ class Tables:
 
     def parameters(self, classes: int) -> int:
         return 2 * classes * self.contexts
+
+    def size(self, classes: int) -> int:
+        return self.parameters(classes)
 
     def refit(self, true: Floats, turns: Floats, current: Floats | None) -> Floats:
         return _logit(np.divide(true, turns, out=np.full_like(turns, 0.5), where=turns > 0)).ravel()
@@ -130,6 +137,10 @@ class Pulled:
     def parameters(self, classes: int) -> int:
         pulled_roles = int((self.onehot.T @ self.shown > 0).sum())
         return len(self.roles) * 2 * classes + pulled_roles
+
+    def size(self, classes: int) -> int:
+        # every role has a pull slot; one never shown a verdict keeps it at 0 (not a free parameter)
+        return len(self.roles) * (2 * classes + 1)
 
     def _split(self, x: Floats, classes: int) -> tuple[Floats, Floats]:
         own = _sigmoid(x[: len(self.roles) * 2 * classes]).reshape(len(self.roles), 2, classes)

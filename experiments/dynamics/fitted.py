@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from debate.calibration import SMOOTHING, Labels
-from debate.engine import PosteriorModel, PulledRoles, RoleModel
+from debate.calibration import SMOOTHING, CalibrationClass, Labels, OwnCount, PullCount
+from debate.engine import PosteriorModel, RoleModel
 from experiments.dynamics.diagnostics import (
     Check,
     fitted_checks,
@@ -35,6 +35,7 @@ __all__ = [
     "diagnostics_of",
     "fit_model",
     "posterior_of",
+    "pulled_parts",
     "pulled_roles",
 ]
 
@@ -122,24 +123,29 @@ class FittedModel:
         return posterior_of(self.indexed, self.point, self.prior, self.choice.labels, self.pulled)
 
 
-def pulled_roles(rates: PulledRates, roles: Sequence[str]) -> list[RoleModel]:
-    """Each class's behaviour in the pulled family, smoothed as the file reads it (debate.calibration.SMOOTHING)."""
-
-    def rate(true: float, n: float) -> float:
-        return (true + SMOOTHING) / (n + 2 * SMOOTHING)
-
-    pull = {role: rate(rates.pulled[i], rates.shown[i]) for i, role in enumerate(roles)}
-    return [
-        PulledRoles(
-            own={
-                (role, bool(label)): rate(rates.own_true[i, label, c], rates.own_turns[i, label, c])
-                for i, role in enumerate(roles)
-                for label in (0, 1)
-            },
-            pull=pull,
+def pulled_parts(rates: PulledRates, c: int) -> tuple[list[OwnCount], list[PullCount]]:
+    """Class `c` of the pulled family as the calibration file stores it."""
+    own = [
+        OwnCount(
+            role=role, label=bool(label), true=float(rates.own_true[i, label, c]), n=float(rates.own_turns[i, label, c])
         )
-        for c in range(rates.own_true.shape[2])
+        for i, role in enumerate(rates.roles)
+        for label in (1, 0)
     ]
+    pull = [
+        PullCount(role=role, repeated=float(rates.pulled[i]), shown=float(rates.shown[i]))
+        for i, role in enumerate(rates.roles)
+    ]
+    return own, pull
+
+
+def pulled_roles(rates: PulledRates) -> list[RoleModel]:
+    """Each class's behaviour in the pulled family, read as the file reads it (one conversion, one smoothing)."""
+    classes = []
+    for c in range(rates.own_true.shape[2]):
+        own, pull = pulled_parts(rates, c)
+        classes.append(CalibrationClass(counts=[], family="pulled", own=own, pull=pull).roles())
+    return classes
 
 
 def posterior_of(
@@ -147,7 +153,7 @@ def posterior_of(
 ) -> PosteriorModel:
     """P(factual | turns) of a fit: the pulled family's classes, or each class's weighted tables, smoothed."""
     classes: Sequence[RoleModel] = (
-        pulled_roles(pulled, pulled.roles)
+        pulled_roles(pulled)
         if pulled is not None
         else [ix.behaviour(point.responsibilities[:, c], pseudo=SMOOTHING) for c in range(point.classes)]
     )

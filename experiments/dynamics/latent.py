@@ -126,10 +126,7 @@ class _Em:
         self.data, self.classes, self.base_rate = data, classes, base_rate
         self.contexts = data.true.shape[1]
         self.family = family_of(family, data.keys)
-        self.size = len(self.family.refit(*self.counted(self._even()), None))
-
-    def _even(self) -> Floats:
-        return np.full((len(self.data.items), 2, self.classes), 1.0 / (2 * self.classes))
+        self.size = self.family.size(classes)
 
     def counted(self, r: Floats) -> tuple[Floats, Floats]:
         """Weighted "true" verdicts and turns per label x class x context."""

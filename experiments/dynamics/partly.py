@@ -108,7 +108,7 @@ def _latent_choice(
 def _roles(fit: LatentFit, seen: Sequence[Observation]) -> list[RoleModel]:
     """Each class's behaviour (both labels) in the fit's family."""
     if fit.pulled is not None:
-        return pulled_roles(fit.pulled, fit.pulled.roles)
+        return pulled_roles(fit.pulled)
     return list(_pseudo(seen, fit)[1].components)
 
 
