@@ -146,17 +146,18 @@ class Pulled:
         own = _sigmoid(x[: len(self.roles) * 2 * classes]).reshape(len(self.roles), 2, classes)
         return own, _sigmoid(x[len(self.roles) * 2 * classes :])
 
-    def rates(self, x: Floats, classes: int) -> Floats:
+    def _per_context(self, x: Floats, classes: int) -> tuple[Floats, Floats]:
+        """Each context's own rate (label x class x context) and pull (context; 0 where nothing is shown)."""
         own, pull = self._split(x, classes)
-        theta = np.einsum("kr,rlc->lck", self.onehot, own)
-        gamma = (self.onehot @ pull) * self.shown
+        return np.einsum("kr,rlc->lck", self.onehot, own), (self.onehot @ pull) * self.shown
+
+    def rates(self, x: Floats, classes: int) -> Floats:
+        theta, gamma = self._per_context(x, classes)
         return np.asarray(gamma * np.maximum(self.last, 0) + (1 - gamma) * theta, dtype=np.float64)
 
     def counts(self, true: Floats, turns: Floats, x: Floats, classes: int) -> PulledRates:
         """One inner EM step's counts: each turn split into repeated and decided at the rates `x`."""
-        own, pull = self._split(x, classes)
-        theta = np.einsum("kr,rlc->lck", self.onehot, own)
-        gamma = (self.onehot @ pull) * self.shown
+        theta, gamma = self._per_context(x, classes)
         repeats_true = self.last == 1
         # the share of the turns agreeing with the last verdict shown that repeated it
         agree_own = np.where(repeats_true, theta, 1 - theta)
