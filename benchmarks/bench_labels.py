@@ -12,7 +12,8 @@ with `--base-rate P` for each of `--base-rates` on the unlabelled log; "prior P"
 it, scores `--test-n` other claims run under the paper's rule: the ECE (10 bins) and Brier score of p_factual, and
 the accuracy of its side. Then the posterior stop at the threshold the labelled fit's cheapest matching setting uses
 (as bench_posterior.py chooses it), decided by each file, computed exactly under the true population (every way a
-debate can end, weighed by the population's own rates: no sampling): its accuracy and turns per claim. The memory
+debate can end, weighed by the population's own rates: no sampling): its accuracy and turns per claim, and those
+turns as a share of the paper's rule's (observed on the scoring run, which is debated under it). The memory
 population has no exact outcome and gets "-" there.
 """
 
@@ -47,7 +48,7 @@ CHAIN, MIN_ROUNDS, MAX_ROUNDS = "true-to-skeptic", 2, 5
 THRESHOLDS = (0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.97, 0.99)
 
 
-def _seen(population: Population, n: int, seed: int, prefix: str) -> list[Observation]:
+def seen_of(population: Population, n: int, seed: int, prefix: str) -> list[Observation]:
     results = asyncio.run(
         simulate_debates(
             population,
@@ -61,7 +62,7 @@ def _seen(population: Population, n: int, seed: int, prefix: str) -> list[Observ
     return [o for item, label, r in results for o in observations(r, spec, item=item, label=label)]
 
 
-def _scores(governor: PosteriorModel, test: list[Observation]) -> tuple[float, float, float]:
+def scores_of(governor: PosteriorModel, test: list[Observation]) -> tuple[float, float, float]:
     """ECE, Brier and the accuracy of the posterior's side on the scoring run."""
     turns: dict[str, list[TurnContext]] = defaultdict(list)
     labels: dict[str, bool] = {}
@@ -100,7 +101,7 @@ def _threshold(fitted: FittedModel, seen: list[Observation]) -> float:
     return float(min(reaching, key=lambda r: r.calls_per_claim).stop.partition(":")[2])
 
 
-def _fit_file(log: Path, save: Path, base_rate: float | None, model: str = "auto") -> Calibration:
+def fit_file(log: Path, save: Path, base_rate: float | None, model: str = "auto") -> Calibration:
     """`debate dynamics fit LOG --save FILE [--base-rate P] [--model M]`, then the file as a run reads it."""
     argv = ["dynamics", "fit", str(log), "--bootstrap", "10", "--save", str(save), "--model", model]
     if base_rate is not None:
@@ -112,7 +113,7 @@ def _fit_file(log: Path, save: Path, base_rate: float | None, model: str = "auto
     return load_calibration(save)
 
 
-def _said(calibration: Calibration) -> str:
+def said_of(calibration: Calibration) -> str:
     labels = calibration.labels
     said: str = "labelled fit" if labels is None else labels.orientation
     if labels is not None and labels.recalibration is not None:
@@ -143,7 +144,9 @@ def _population(
             population, chain=CHAIN, min_rounds=MIN_ROUNDS, max_rounds=MAX_ROUNDS, labels=labels, concurrency=64
         )
     )
-    test = _seen(population, test_n, 2 + 10 * seed, f"test{tag}")
+    test = seen_of(population, test_n, 2 + 10 * seed, f"test{tag}")
+    # the paper's rule's turns per claim, observed on the scoring run (debated under it)
+    paper_turns = len(test) / len({o.item for o in test})
     rows: list[tuple[str, str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -162,16 +165,19 @@ def _population(
         scored: list[tuple[str, float | None, Calibration, PosteriorModel, float, str]] = []
         for i, (said, rate, log) in enumerate(fits):
             started = time.perf_counter()
-            calibration = _fit_file(log, folder / f"cal-{i}.json", rate, model)
+            calibration = fit_file(log, folder / f"cal-{i}.json", rate, model)
             took = time.perf_counter() - started
             scored.append((said, rate, calibration, calibration.posterior, took, "-" if rate is None else f"{rate:g}"))
             if said == "0%" and rate is None:
                 # the same rates applied after the free fit, as `--debate.prior P` on verify does
                 scored += [(said, None, calibration, calibration.model(r), took, f"prior {r:g}") for r in rates]
         for said, _, calibration, governor, took, stated in scored:
-            ece, brier, accuracy = _scores(governor, test)
+            ece, brier, accuracy = scores_of(governor, test)
             stop = _stop(population, governor, threshold)
-            figures = f"{stop[0]:.3f} / {stop[1]:.2f}" if stop is not None else "-"
+            figures = "-"
+            if stop is not None:
+                share_of = f"{stop[1] / paper_turns:.0%} of the paper's {paper_turns:.2f}"
+                figures = f"{stop[0]:.3f} / {stop[1]:.2f} ({share_of})"
             lab = calibration.labels
             share = f"{calibration.fitted_on.factual_share:.3f}"
             if stated.startswith("prior"):
@@ -184,7 +190,7 @@ def _population(
             row = (
                 f"| {name} | {n:,} | {seed} | {said} | {stated} | {kind} | "
                 f"{share} | {ece:.3f} | {brier:.3f} | {accuracy:.3f} | posterior:{threshold:g} | {figures} | "
-                f"{_said(calibration)} | {took:.1f} s |"
+                f"{said_of(calibration)} | {took:.1f} s |"
             )
             rows.append((row, f"| {name} | {n:,} | {said} | {stated} |", ece))
     return rows

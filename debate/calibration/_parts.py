@@ -88,6 +88,20 @@ HELD_OUT_LEVEL = 0.05
 """The level under which held-out labels reject a file's p_factual: it is then not calibrated."""
 
 
+class LabelAsk(_Model):
+    """One claim whose label is worth asking for, and why (`Labels.label_next`)."""
+
+    claim: str
+    """The claim as the fit names it (`KEY/CLAIM_ID`: a results log's item key, or `audit-N` for the desk's)."""
+    reason: str
+    """Why it is asked for, in a line."""
+    gain: float | None = Field(default=None, ge=0)
+    """The share of the summed variance of p_factual over the unlabelled claims its label is expected to remove,
+    at its place in the order (None: asked for another reason)."""
+    p_factual: float | None = Field(default=None, ge=0, le=1)
+    """Its p_factual under the fit (None: not computed)."""
+
+
 class Labels(_Model):
     """What a fit knew of its claims' truth: labels, or the assumption that stands in for them."""
 
@@ -126,6 +140,40 @@ class Labels(_Model):
     unreached: list[str] = Field(default_factory=list)
     """The clusters of claims (label and class) no labelled claim falls in: which verdicts are right there rests on
     the assumption, and the file is not calibrated until labels reach them."""
+    label_next: list[LabelAsk] = Field(default_factory=list)
+    """The unlabelled claims worth labelling next, in order, each with its reason: while labels are few a spread
+    over p_factual, then the most typical claims of each class no label reaches, then by the expected fall of
+    p_factual's variance (experiments.dynamics.worth)."""
+    p_error: float | None = Field(default=None, ge=0)
+    """The root-mean-square standard error of p_factual over the unlabelled claims (None: not computed)."""
+    label_next_needed: int | None = Field(default=None, ge=0)
+    """Labels in the `label_next` order (continued past the list) that are expected to bring `p_error` to
+    `target_error` (0: there already; None: not within every unlabelled claim, or not computed)."""
+    target_error: float | None = Field(default=None, gt=0)
+    """The `p_error` the order aims at."""
+    followed: int = Field(default=0, ge=0)
+    """Claims the order was followed for when counting `label_next_needed`."""
+
+    def label_next_line(self) -> str | None:
+        """How many labels, in which order, would settle p_factual (None: no order computed)."""
+        if not self.label_next and self.p_error is None:
+            return None
+        error = "unknown" if self.p_error is None else f"{self.p_error:.3f}"
+        if self.orientation == "assumption":
+            # the variance is the fit's own: it cannot see a class whose verdicts are wrong (experiments.dynamics.worth)
+            error += ", if the assumption holds"
+        target = f"{self.target_error:g}" if self.target_error is not None else "the target"
+        if self.label_next_needed == 0:
+            count = f"within {target} already"
+        elif self.label_next_needed:
+            count = f"about {self.label_next_needed} labels in this order bring it to {target}"
+        else:
+            count = f"{self.followed} labels in this order would not bring it to {target}"
+        first_labels = f"; the first {self.needed} test the fit" if self.needed else ""
+        return (
+            f"label next (p_factual's standard error over the unlabelled claims {error}; {count}{first_labels}): "
+            f"{first([a.claim for a in self.label_next])}"
+        )
 
     def unreached_line(self) -> str | None:
         """Why labels do not settle every class (None: they reach each, or there are too few to decide at all)."""

@@ -34,6 +34,8 @@ from experiments.dynamics.observe import Observation
 
 __all__ = [
     "CHI2_95",
+    "LatentData",
+    "LatentEm",
     "LatentFit",
     "ShareInterval",
     "fit_latent",
@@ -85,7 +87,7 @@ class LatentFit:
         return -2 * self.loglik + self.parameters * float(np.log(max(2, len(self.items))))
 
 
-class _Data:
+class LatentData:
     """The turns by item and context (role, state, shown), and each item's label where it has one."""
 
     def __init__(self, seen: Sequence[Observation]) -> None:
@@ -117,12 +119,12 @@ class _Data:
         return np.asarray(np.where(self.known >= 0, self.known, share), dtype=np.float64)
 
 
-class _Em:
+class LatentEm:
     """EM over (label, class) clusters of `data`, in the unconstrained coordinates the acceleration moves in:
     the family's parameters (logits) and the cluster weights' logs (a stated base rate fixes each label's total
     weight)."""
 
-    def __init__(self, data: _Data, classes: int, base_rate: float | None, family: FamilyName = "tables") -> None:
+    def __init__(self, data: LatentData, classes: int, base_rate: float | None, family: FamilyName = "tables") -> None:
         self.data, self.classes, self.base_rate = data, classes, base_rate
         self.contexts = data.true.shape[1]
         self.family = family_of(family, data.keys)
@@ -224,7 +226,7 @@ class _Em:
         return r, loglik, steps, converged
 
 
-def _start(data: _Data, classes: int, rng: np.random.Generator, split: bool, mirrored: bool = False) -> Floats:
+def _start(data: LatentData, classes: int, rng: np.random.Generator, split: bool, mirrored: bool = False) -> Floats:
     factual = data.majority()
     if mirrored:
         # the last class starts as the mirror image: its items' majority verdict wrong (the items that fool the
@@ -246,13 +248,13 @@ def _start(data: _Data, classes: int, rng: np.random.Generator, split: bool, mir
     return _allowed(data, r)
 
 
-def _allowed(data: _Data, r: Floats) -> Floats:
+def _allowed(data: LatentData, r: Floats) -> Floats:
     """`r` with each labelled item's other label taken out, normalised per item."""
     r = r * np.exp(data.mask)[:, :, None]
     return np.asarray(r / r.sum((1, 2), keepdims=True), dtype=np.float64)
 
 
-def _ordered(data: _Data, r: Floats) -> Floats:
+def _ordered(data: LatentData, r: Floats) -> Floats:
     """Each label's classes easiest first (the share of their turns that are right for that label, each item
     weighed by its responsibility)."""
     out = np.empty_like(r)
@@ -265,7 +267,7 @@ def _ordered(data: _Data, r: Floats) -> Floats:
     return out
 
 
-def _oriented(data: _Data, r: Floats) -> Floats:
+def _oriented(data: LatentData, r: Floats) -> Floats:
     """The one-class fit as the assumption has it: the factual cluster is the one whose turns say "true" more often
     (EM from the majority start lands there; this makes it so whatever the start). Labels orient a fit themselves."""
     if r.shape[2] != 1 or (data.known >= 0).any():
@@ -289,8 +291,8 @@ def fit_latent(
     image, each from the majority verdict (a labelled claim's own label). `base_rate`: the share of factual claims,
     stated and held fixed (None: fitted by maximum likelihood). `family`: how each cluster's rates are tied
     (experiments.dynamics.family)."""
-    data = _Data(seen)
-    em = _Em(data, classes, base_rate, family)
+    data = LatentData(seen)
+    em = LatentEm(data, classes, base_rate, family)
     rng = np.random.default_rng(seed)
     best: tuple[float, Floats, int, bool] | None = None
     starts = [_start(data, classes, rng, True)]
@@ -310,7 +312,7 @@ def fit_latent(
     return _latent(data, em, _oriented(data, _ordered(data, oriented)), loglik, steps, converged)
 
 
-def _latent(data: _Data, em: _Em, r: Floats, loglik: float, steps: int, converged: bool) -> LatentFit:
+def _latent(data: LatentData, em: LatentEm, r: Floats, loglik: float, steps: int, converged: bool) -> LatentFit:
     x, weights = em.mstep(r)
     free = 2 * em.classes - 1 - (1 if em.base_rate is not None else 0)
     labelled = data.known >= 0
@@ -336,10 +338,10 @@ def held_out_fits(seen: Sequence[Observation], fit: LatentFit, folds: list[set[s
     convergence under the fold's own likelihood, started from `fit` with the fold's items scored unlabelled."""
     out = []
     for fold in folds:
-        data = _Data([replace(o, label=None) if o.item in fold else o for o in seen])
+        data = LatentData([replace(o, label=None) if o.item in fold else o for o in seen])
         if data.items != fit.items:
             raise ValueError("held_out_fits needs the observations the fit was made on")
-        em = _Em(data, fit.classes, fit.base_rate, fit.family)
+        em = LatentEm(data, fit.classes, fit.base_rate, fit.family)
         start, _ = em.estep(*em.mstep(fit.responsibilities))
         r, loglik, steps, converged = em.run(start)
         out.append(_latent(data, em, r, loglik, steps, converged))
@@ -368,12 +370,12 @@ def share_interval(seen: Sequence[Observation], fit: LatentFit) -> ShareInterval
     """The 95% profile-likelihood interval of the factual share of `fit` (fitted on `seen`): every share whose
     best fit, with the share held there and everything else refitted (EM from the fit's own responsibilities),
     loses less than half the chi-square quantile in log-likelihood."""
-    data = _Data(seen)
+    data = LatentData(seen)
     if data.items != fit.items:
         raise ValueError("share_interval needs the observations the fit was made on")
 
     def deviance(share: float) -> float:
-        _, loglik, _, _ = _Em(data, fit.classes, share, fit.family).run(fit.responsibilities)
+        _, loglik, _, _ = LatentEm(data, fit.classes, share, fit.family).run(fit.responsibilities)
         return 2 * (fit.loglik - loglik)
 
     from scipy.optimize import brentq  # the experiments extra

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from debate.calibration import Labels
+from debate.calibration import LabelAsk, Labels
 from debate.engine import PosteriorModel, RoleModel, TurnContext
 from experiments.dynamics.clusters import expand, typical, unreached, unreached_clusters
 from experiments.dynamics.diagnostics import Check, fitted_checks
@@ -29,6 +29,7 @@ from experiments.dynamics.mixture import fit_mixture, mixture_from
 from experiments.dynamics.model import Floats, Indexed, Mixture, multiplicities
 from experiments.dynamics.observe import Observation
 from experiments.dynamics.replicate import Design
+from experiments.dynamics.worth import ASKED, TARGET_ERROR, Worth, worth
 
 __all__ = ["fit_partly"]
 
@@ -173,7 +174,7 @@ def fit_partly(
     held = _held_out_p(seen, latent, folds)
     posterior = posterior_of(ix, point, latent.prior, None, latent.pulled)
     told = labels_of(seen, labels, posterior, held, len(folds) if held else 0)
-    told = _latent_labels(told, latent, interval, labels)
+    told = _latent_labels(seen, told, latent, interval, labels)
     shares = {"factual": point.shares[True], "hallucinated": point.shares[False]}
     choice = ModelChoice(
         classes=point.classes, shares=shares, bic=bics, reason=reason, labels=told, family=latent.family
@@ -200,13 +201,28 @@ TYPICAL = 5
 
 
 def _latent_labels(
-    told: Labels, latent: LatentFit, interval: ShareInterval | None, labels: dict[str, bool | None]
+    seen: Sequence[Observation],
+    told: Labels,
+    latent: LatentFit,
+    interval: ShareInterval | None,
+    labels: dict[str, bool | None],
 ) -> Labels:
     """What the labels said, with what the turns say of the share, how EM ended and the classes no label reaches
     (their most typical claims first among those to label)."""
     clusters = unreached_clusters(latent)
     unlabelled = {item for item, label in labels.items() if label is None}
     first = typical(latent, clusters, TYPICAL, unlabelled)
+    asked: dict[str, object] = {}
+    if unlabelled:
+        # a fully labelled run (the pulled family's route comes here too) has nothing to ask for
+        found = worth(seen, latent)
+        asked = {
+            "label_next": _label_next(told, latent, clusters, found, unlabelled),
+            "p_error": found.error,
+            "label_next_needed": found.needed,
+            "target_error": TARGET_ERROR,
+            "followed": found.followed,
+        }
     return told.model_copy(
         update={
             "base_rate": latent.base_rate,
@@ -216,5 +232,28 @@ def _latent_labels(
             "em_converged": latent.converged,
             "unreached": unreached(latent),
             "to_label": first + [item for item in told.to_label if item not in first],
+            **asked,
         }
     )
+
+
+def _label_next(
+    told: Labels, latent: LatentFit, clusters: list[tuple[int, int]], found: Worth, unlabelled: set[str]
+) -> list[LabelAsk]:
+    """The order of the labels worth asking for (see `Labels.label_next`), each claim once, at most `ASKED`."""
+    asks: dict[str, LabelAsk] = {}
+    if told.needed:
+        why = (
+            f"the first labels are spread over p_factual (label {told.needed} more to test the fit and find a class "
+            "that fools the agents)"
+        )
+        for claim in told.to_label:
+            asks.setdefault(claim, LabelAsk(claim=claim, reason=why))
+    for (label, c), said in zip(clusters, unreached(latent), strict=True):
+        why = f"no labelled claim falls in {said}: one of its most typical claims"
+        for claim in typical(latent, [(label, c)], TYPICAL, unlabelled - set(asks)):
+            asks.setdefault(claim, LabelAsk(claim=claim, reason=why))
+    for claim, gain, p in zip(found.claims, found.gains, found.p_factual, strict=True):
+        why = f"its label is expected to remove {gain:.1%} of p_factual's variance over the unlabelled claims"
+        asks.setdefault(claim, LabelAsk(claim=claim, reason=why, gain=gain, p_factual=p))
+    return list(asks.values())[:ASKED]

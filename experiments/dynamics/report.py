@@ -78,6 +78,25 @@ def _share_line(result: DynamicsFit) -> str:
     return f"{told}; EM {ended} in {labels.em_steps} steps"
 
 
+LISTED = 10
+"""Rows of the label-next order the fit's table shows (the saved file and --json keep them all)."""
+
+
+def _label_next_lines(result: DynamicsFit) -> list[str]:
+    """The labels worth asking for: how many, and the first `LISTED` with their reasons."""
+    labels = result.diagnostics.model.labels
+    line = labels.label_next_line() if labels is not None else None
+    if labels is None or line is None:
+        return []
+    rows = [
+        f"| {a.claim} | {'-' if a.p_factual is None else f'{a.p_factual:.3f}'} | {a.reason} |"
+        for a in labels.label_next[:LISTED]
+    ]
+    more = len(labels.label_next) - LISTED
+    tail = [f"({more} more in the saved file's labels.label_next)"] if more > 0 else []
+    return [line, "", "| claim | p_factual | why |", "|---|---|---|", *rows, *tail, ""] if rows else [line, ""]
+
+
 def fit_table(result: DynamicsFit) -> str:
     """The fit as markdown, under its checks."""
     lines = [
@@ -90,6 +109,7 @@ def fit_table(result: DynamicsFit) -> str:
         *diagnostics_lines(result.diagnostics),
         *[self_check_line(check) for check in result.self_checks],
         *([""] if result.self_checks else []),
+        *_label_next_lines(result),
         "| role | state | label | shown | n | P(verdict true) [95% CI] |",
         "|---|---|---|---|---|---|",
     ]

@@ -3,6 +3,7 @@ holds up against the reviewers' verdicts, in all and since the fit (drift)."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
@@ -10,8 +11,10 @@ from pydantic import BaseModel, ConfigDict
 from debate.calibration import Labels, Reliability, load_calibration, reliability
 from debate.errors import CalibrationError
 from markov_debate.desk.store import Store
+from markov_debate.desk.store.db import ConflictError
+from markov_debate.desk.store.reviews import Ask
 
-__all__ = ["DRIFT_ECE", "DRIFT_MIN_CLAIMS", "CalibrationPanel", "calibration_panel"]
+__all__ = ["DRIFT_ECE", "DRIFT_MIN_CLAIMS", "CalibrationPanel", "calibration_panel", "label_next"]
 
 DRIFT_ECE = 0.1
 """The ECE of p_factual, on claims reviewed since the fit, past which the desk warns: twice what a fit from a few
@@ -79,3 +82,37 @@ def calibration_panel(store: Store, path: str | None, *, owner: str | None = Non
         since_fit=since_fit,
         drift=drift,
     )
+
+
+_DESK_CLAIM = re.compile(r"audit-(\d+)/(.+)")
+"""How a fit from the desk's store or export names a claim (experiments.dynamics.observe)."""
+
+
+def label_next(path: str | None) -> list[Ask]:
+    """The claims the calibration at `path` asks labels for, as this desk's (audit id, claim id, why), in its order
+    (read again whenever the file changes, so a new fit's order replaces the last one's). A claim a fit names
+    otherwise (a results log's) is not the desk's and is left out.
+
+    Raises:
+        ConflictError: the desk scores without a calibration, the file cannot be read, or its fit made no order
+            (every claim labelled, or a file from before the order).
+    """
+    fit = "fit one from the reviews (`debate dynamics fit --db URL --save FILE`)"
+    if path is None:
+        raise ConflictError(f"order=label-next needs a calibration and the desk scores without one: {fit}")
+    try:
+        calibration = load_calibration(path)
+    except CalibrationError as exc:
+        raise ConflictError(f"order=label-next: {exc}") from exc
+    labels = calibration.labels
+    if labels is None or not labels.label_next:
+        raise ConflictError(
+            f"order=label-next: the calibration {path} asks for no label (its fit had every claim labelled, or it "
+            f"was saved before the order was kept): {fit}"
+        )
+    asks: list[Ask] = []
+    for ask in labels.label_next:
+        named = _DESK_CLAIM.fullmatch(ask.claim)
+        if named is not None:
+            asks.append((int(named.group(1)), named.group(2), ask.reason))
+    return asks

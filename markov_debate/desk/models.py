@@ -162,8 +162,9 @@ class QueueItem(BaseModel):
 
     audit_id: int
     claim_id: str
-    reason: Literal["needs-review", "spot-check"]
-    """needs-review: the engine did not find it factual; spot-check: a seeded sample of confident decisions."""
+    reason: Literal["needs-review", "spot-check", "label-next"]
+    """needs-review: the engine did not find it factual; spot-check: a seeded sample of confident decisions;
+    label-next: the calibration asks for its label (`order=label-next`; `why` says why)."""
     text: str
     engine_label: EngineLabel
     decided_by: str
@@ -176,6 +177,8 @@ class QueueItem(BaseModel):
     p_factual: float | None = None
     """P(factual | its debate) under the desk's calibration (`debate serve --debate.calibration FILE`); None
     without one."""
+    why: str | None = None
+    """Why the calibration asks for this claim's label (label-next only), as its fit said it."""
 
 
 class BatchInfo(BaseModel):

@@ -15,7 +15,7 @@ from debate.errors import UsageError
 from debate.extras import install_command
 from debate.types import ClaimLabel
 from markov_debate.desk.bodies import OffLoopJson
-from markov_debate.desk.calibrated import calibration_panel
+from markov_debate.desk.calibrated import calibration_panel, label_next
 from markov_debate.desk.deps import (
     ID_MAX,
     PAGE_MAX,
@@ -38,7 +38,8 @@ from markov_debate.desk.requests import AuditOverrides, AuditRequest, StorableTe
 from markov_debate.desk.routes.batches import upload_batch
 from markov_debate.desk.security import SESSION_COOKIE
 from markov_debate.desk.stats import stats as compute_stats
-from markov_debate.desk.store.reviews import QueueOrder
+from markov_debate.desk.store.db import ConflictError
+from markov_debate.desk.store.reviews import Ask, QueueOrder
 from markov_debate.desk.views import (
     Segment,
     agreement_png,
@@ -225,8 +226,18 @@ def cancel_form(request: Request, audit_id: RowId, principal: UiCanceller, store
 def queue_page(
     request: Request, principal: UiReviewer, store: StoreDep, settings: SettingsDep, order: QueueOrder = "oldest"
 ) -> HTMLResponse:
-    items = store.review_queue(limit=100, sample_rate=settings.queue_sample_rate, seed=settings.queue_seed, order=order)
-    return render(request, "queue.html", principal, items=items, labels=_LABELS, order=order)
+    asks: list[Ask] = []
+    notice = None
+    if order == "label-next":
+        try:
+            asks = label_next(settings.verifier.debate.calibration)
+        except ConflictError as exc:
+            # the page still serves the queue; it says why it is not in the order asked for
+            notice, order = str(exc), "oldest"
+    items = store.review_queue(
+        limit=100, sample_rate=settings.queue_sample_rate, seed=settings.queue_seed, order=order, asks=asks
+    )
+    return render(request, "queue.html", principal, items=items, labels=_LABELS, order=order, notice=notice)
 
 
 @router.get("/dashboard")

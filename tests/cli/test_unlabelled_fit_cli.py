@@ -97,6 +97,15 @@ def test_a_batch_with_a_few_labels_becomes_a_calibration_and_a_verdict_carries_i
     assert blind_cal["labels"]["needed"] == 30 and len(blind_cal["labels"]["to_label"]) == 30
     assert all(claim.split("/")[0] in LABELS for claim in blind_cal["labels"]["to_label"])
     assert {c["reference"] for c in blind_cal["checks"]} == {"fitted model"}
+    # the labels worth asking for: while labels are too few, the spread first; then by the expected fall of
+    # p_factual's variance, each with its reason; the fit says how many and shows the first
+    asks = blind_cal["labels"]["label_next"]
+    assert [a["claim"] for a in asks[:30]] == blind_cal["labels"]["to_label"]
+    assert all("spread over p_factual" in a["reason"] for a in asks[:30])
+    assert len({a["claim"] for a in asks}) == len(asks) > 30
+    assert all(a["gain"] > 0 and "expected to remove" in a["reason"] for a in asks[30:])
+    assert "label next (p_factual's standard error over the unlabelled claims " in fitted.stdout
+    assert "| claim | p_factual | why |" in fitted.stdout and f"| {asks[0]['claim']} |" in fitted.stdout
 
     told = debate("dynamics", "fit", str(log), "--bootstrap", "10", "--save", str(tmp_path / "cal.json"))
     assert told.returncode == 0, told.stderr
@@ -106,6 +115,11 @@ def test_a_batch_with_a_few_labels_becomes_a_calibration_and_a_verdict_carries_i
     # they bring is kept, or the file says they reject it
     assert cal["labels"]["agreement"].startswith(f"the {LABELLED} labelled claims ")
     assert cal["labels"]["held_out"]["fit_folds"] == 5 and cal["labels"]["held_out"]["labelled"] == LABELLED
+    # with labels enough, the order is by what each label is expected to buy, and never names a labelled claim
+    labelled = {item for item in list(LABELS)[:LABELLED]}
+    asks = cal["labels"]["label_next"]
+    assert asks and all(a["claim"].split("/")[0] not in labelled and a["gain"] > 0 for a in asks)
+    assert cal["labels"]["p_error"] > 0 and cal["labels"]["followed"] >= len(asks)
     if " disagree " in cal["labels"]["agreement"]:
         rejected = any(" labelled claims reject the fitted p_factual" in line for line in cal["not_calibrated"])
         assert cal["labels"]["recalibration"] is not None or rejected, cal["not_calibrated"]

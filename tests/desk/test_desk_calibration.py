@@ -6,11 +6,15 @@ since the fit."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+from sqlalchemy import select
 
 from debate.calibration import Calibration
 from debate.cli import main
@@ -21,6 +25,9 @@ from experiments.dynamics.observe import read_log, read_store
 from experiments.dynamics.replicate import design_of
 from markov_debate.desk.calibrated import DRIFT_ECE, DRIFT_MIN_CLAIMS
 from markov_debate.desk.store import Store
+from markov_debate.desk.tables import AuditRow, GuardDecisionRow
+from markov_debate.guard.settings import GuardSettings
+from tests.guard.conftest import GOOD, SOURCES, GuardServer
 from tests.support.calibration import calibration, save_calibration
 from tests.support.desk import ThreadedDesk, api_keys, settings_for, wait_done
 from tests.support.fakes import Call, FakeOpenAI, Reply
@@ -132,3 +139,96 @@ def test_a_fit_from_a_store_that_is_not_there_says_so(tmp_path: Path, capsys: An
     assert main(["dynamics", "fit", "--db", "postgresql://ann:s3cret@127.0.0.1:1/desk"]) == 2
     err = capsys.readouterr().err
     assert "s3cret" not in err and "127.0.0.1:1" in err
+
+
+def _upstream_answer() -> FakeOpenAI:
+    """The model the guard protects: it answers every question with the cited answer."""
+    return FakeOpenAI(responder=lambda body: Reply(content=GOOD))
+
+
+def _population(call: Call) -> Reply:
+    """Claim i is factual when i is even; the agents get most claims right (each verdict 90%) and every fifth one
+    wrong (80%), each verdict drawn from the hash of what the agent is asked (a rule on what it is asked)."""
+    found = re.search(r"Claim (\d+) is", call.asked)
+    if found is None:
+        return Reply(content=op(True))
+    i = int(found.group(1))
+    truth, right = i % 2 == 0, 0.2 if i % 5 == 0 else 0.9
+    draw = int(hashlib.sha256(f"{call.purpose}|{call.asked}".encode()).hexdigest()[:8], 16) / 16**8
+    return Reply(content=op(truth if draw < right else not truth))
+
+
+def _review_in_order(client: httpx.Client, count: int) -> list[tuple[int, str]]:
+    """The first `count` claims of the label-next order, each reviewed with its truth."""
+    queue = client.get("/v1/review-queue", params={"order": "label-next", "limit": count, "sample": 0}).json()
+    assert len(queue) == count and {q["reason"] for q in queue} == {"label-next"} and all(q["why"] for q in queue)
+    for q in queue:
+        truth = "factual" if int(re.findall(r"\d+", q["text"])[0]) % 2 == 0 else "non_factual"
+        body = {"decision": "confirm"} if truth == q["engine_label"] else {"decision": "overturn", "label": truth}
+        done = client.post(f"/v1/audits/{q['audit_id']}/claims/{q['claim_id']}/reviews", json=body)
+        assert done.status_code == 201, done.text
+    return [(q["audit_id"], q["claim_id"]) for q in queue]
+
+
+def _fit_db(url: str, cal: Path) -> Calibration:
+    """`debate dynamics fit --db URL --save FILE` over the desk's own calibration file, then the file."""
+    assert main(["dynamics", "fit", "--db", url, "--bootstrap", "10", "--save", str(cal)]) == 0
+    stat = cal.stat()
+    os.utime(cal, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))  # a new file, whatever the clock
+    return Calibration.model_validate_json(cal.read_text())
+
+
+@pytest.mark.slow
+def test_reviews_in_the_label_next_order_fit_the_file_the_desk_and_a_running_guard_score_with(tmp_path: Path) -> None:
+    """The loop a team with no labels runs: audits scored, a blind fit from the store asks for labels; reviews given
+    in its order become the next fit's labels; the desk and a running guard score with the new file, whose order
+    asks for other claims; drift since the fit is shown."""
+    cal = Path(save_calibration(tmp_path, calibration(model="fake-model")))
+    with FakeOpenAI(routes={"debate": _population}) as model, _upstream_answer() as upstream:
+        settings = settings_for(f"sqlite:///{tmp_path}/desk.sqlite", model.base_url, keys=api_keys())
+        verifier = settings.verifier.model_copy(update={"debate": DebateConfig(calibration=str(cal))})
+        with ThreadedDesk(settings.model_copy(update={"verifier": verifier})) as desk:
+            sam, alice = desk.client("sam"), desk.client("alice")
+            for audit in _submit(sam, 80):
+                wait_done(sam, audit)
+            blind = _fit_db(settings.db_url, cal)
+            assert blind.labels is not None and blind.labels.labelled == 0 and blind.labels.needed == 30
+            reviewed = _review_in_order(alice, 30)
+            told = _fit_db(settings.db_url, cal)
+            assert told.labels is not None and told.labels.labelled == 30
+            asked = [a.claim for a in told.labels.label_next]
+            assert asked and not {f"audit-{a}/{c}" for a, c in reviewed} & set(asked)
+            new_sha = hashlib.sha256(cal.read_bytes()).hexdigest()
+
+            # the desk and a guard running on the same store score their next answers with the new file
+            [later] = _submit(sam, 1)
+            assert wait_done(sam, later)["report"]["calibration"]["sha256"] == new_sha
+            guard = GuardServer(GuardSettings(upstream=upstream.base_url, db_url=settings.db_url, verifier=verifier))
+            with guard:
+                answered = httpx.post(
+                    f"{guard.base_url}/chat/completions",
+                    json={
+                        "model": "fake-model",
+                        "messages": [{"role": "user", "content": "Capital?"}],
+                        "sources": SOURCES,
+                    },
+                    timeout=60,
+                )
+            assert answered.status_code == 200, answered.text
+            decided = answered.json()["verification"]
+            assert decided["p_factual"] is not None
+            # the guard's decision is stored (flushed as it closed) with the report that names the file scoring it
+            store = Store(settings.db_url)
+            try:
+                with store._session() as s:
+                    [report] = s.scalars(select(AuditRow.report_json).join(GuardDecisionRow)).all()
+            finally:
+                store.close()
+            assert json.loads(report or "{}")["calibration"]["sha256"] == new_sha
+
+            # the next reviews follow the new order, and the panel shows how p_factual holds since the fit
+            _review_in_order(alice, 30)
+            panel = alice.get("/v1/calibration").json()
+            assert panel["sha256"] == new_sha and panel["labels"]["labelled"] == 30
+            assert panel["since_fit"]["claims"] == 30
+            assert (panel["drift"] is not None) == (panel["since_fit"]["ece"] > DRIFT_ECE)

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import event, text
 
+from debate.calibration import Labels
 from debate.config import DebateConfig
 from markov_debate.desk.store import Store
 from markov_debate.desk.store.queueing import claim_draw, sample_window
@@ -248,3 +249,54 @@ def test_the_queue_orders_by_p_factual_with_a_calibration_and_keeps_it_across_mi
         assert [q.p_factual for q in again] == pytest.approx(ps)
     finally:
         store.close()
+
+
+def _asking(tmp_path: Path, *claims: str) -> str:
+    """The hand-written calibration asking labels for `claims` (as a fit names them), in that order."""
+    asks = [{"claim": claim, "reason": f"asked for {claim}", "gain": 0.1} for claim in claims]
+    labels = {"claims": 100, "labelled": 40, "orientation": "labels", "label_next": asks, "p_error": 0.08}
+    cal = calibration(model="fake-model").model_copy(update={"labels": Labels.model_validate(labels)})
+    return save_calibration(tmp_path, cal)
+
+
+def test_the_label_next_order_leads_the_queue_with_its_reasons_and_follows_a_new_fit(
+    db_url: str, tmp_path: Path
+) -> None:
+    cal = save_calibration(tmp_path, calibration(model="fake-model"))  # a fit that asks for no label
+    with FakeOpenAI(routes={"debate": _doubting}) as model:
+        settings = settings_for(db_url, model.base_url, keys=api_keys())
+        verifier = settings.verifier.model_copy(update={"debate": DebateConfig(calibration=cal)})
+        with ThreadedDesk(settings.model_copy(update={"verifier": verifier})) as desk:
+            sam, alice = desk.client("sam"), desk.client("alice")
+            nice = _submit(sam, {**FRANCE, "response": "x", "claims": ["Nice is the capital of France."]})
+            lyon = _submit(sam, {**FRANCE, "response": "x", "claims": [f"{WRONG} is the capital of France."]})
+            right = _submit(sam, RIGHT)
+            for audit in (nice, lyon, right):
+                wait_done(sam, audit)
+            refused = alice.get("/v1/review-queue", params={"order": "label-next"})
+            assert refused.status_code == 409 and "asks for no label" in refused.json()["detail"]
+            # the order names a claim of no audit here and one of a results log: both left out
+            _asking(tmp_path, f"audit-{right}/c0", "run-7/c0", f"audit-{nice}/c0", "audit-999/c0")
+            queue = alice.get("/v1/review-queue", params={"order": "label-next", "sample": 0}).json()
+            assert [(q["audit_id"], q["reason"], q["why"]) for q in queue] == [
+                (right, "label-next", f"asked for audit-{right}/c0"),
+                (nice, "label-next", f"asked for audit-{nice}/c0"),
+                (lyon, "needs-review", None),  # then the rest, oldest first, each claim once
+            ]
+            page = alice.get("/queue", params={"order": "label-next"}, headers={"Accept": "text/html"}).text
+            assert f"Why its label: asked for audit-{right}/c0" in page and "labels worth most first" in page
+            # a review takes its claim out of the order
+            confirm = {"decision": "confirm", "seen_label": queue[0]["engine_label"]}
+            assert alice.post(f"/v1/audits/{right}/claims/c0/reviews", json=confirm).status_code == 201
+            after = alice.get("/v1/review-queue", params={"order": "label-next", "sample": 0}).json()
+            assert [q["audit_id"] for q in after] == [nice, lyon]
+            # a new fit written over the file brings its own order at the next request
+            _asking(tmp_path, f"audit-{lyon}/c0")
+            newer = alice.get("/v1/review-queue", params={"order": "label-next", "sample": 0, "limit": 1}).json()
+            assert [(q["audit_id"], q["reason"]) for q in newer] == [(lyon, "label-next")]
+            # a desk without a calibration says what the order needs, on the API and on the page
+            (tmp_path / "cal.json").unlink()
+            gone = alice.get("/v1/review-queue", params={"order": "label-next"})
+            assert gone.status_code == 409 and "cannot be read" in gone.json()["detail"]
+            page = alice.get("/queue", params={"order": "label-next"}, headers={"Accept": "text/html"}).text
+            assert "Not in the label-next order:" in page and f"audit {lyon}" in page

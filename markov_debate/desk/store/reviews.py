@@ -4,9 +4,10 @@ deciding opinion from its stored report)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, exists, or_, select, tuple_
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -23,10 +24,13 @@ from markov_debate.desk.store.queueing import QueueName, sample_window
 from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow, ReviewRow
 from markov_debate.desk.views import reviewed_verdict
 
-__all__ = ["QueueOrder", "ReviewStore"]
+__all__ = ["Ask", "QueueOrder", "ReviewStore"]
 
-QueueOrder = Literal["oldest", "p_factual"]
-"""The review queue's order within each part: oldest audit first, or least likely factual first."""
+QueueOrder = Literal["oldest", "p_factual", "label-next"]
+"""The review queue's order: within each part oldest audit first, or least likely factual first; or the claims the
+calibration's fit asks labels for first (its label-next order), then the rest oldest first."""
+Ask = tuple[int, str, str]
+"""A claim the calibration asks a label for: audit id, claim id, why."""
 
 
 class ReviewStore(AuditStore):
@@ -85,19 +89,49 @@ class ReviewStore(AuditStore):
             return review_info(row)
 
     def review_queue(
-        self, *, limit: int = 50, sample_rate: float = 0.1, seed: int = 0, order: QueueOrder = "oldest"
+        self,
+        *,
+        limit: int = 50,
+        sample_rate: float = 0.1,
+        seed: int = 0,
+        order: QueueOrder = "oldest",
+        asks: Sequence[Ask] = (),
     ) -> list[QueueItem]:
         """Unreviewed claims: those the engine did not find factual first, then a seeded sample of its confident
         factual decisions (prefilter decisions included) for re-checking; within each, oldest audit first, or with
         `order` "p_factual" least likely factual first (claims without one last). Two reads of a queue index, each
-        stopping at `limit`: the cost follows `limit`, not the store's size."""
+        stopping at `limit`: the cost follows `limit`, not the store's size. With `order` "label-next", the
+        unreviewed claims of `asks` come first, in its order, then the rest oldest first."""
+        asked = self._asked(asks, limit) if order == "label-next" else []
         with self._read() as s:
-            rows = self._waiting(s, "needs-review", limit, order)
+            within: QueueOrder = "oldest" if order == "label-next" else order
+            rows = self._waiting(s, "needs-review", limit, within)
             windows = sample_window(seed, sample_rate)
             if len(rows) < limit and windows:
                 drawn = or_(*(and_(ClaimRow.draw >= lo, ClaimRow.draw < hi) for lo, hi in windows))
-                rows += self._waiting(s, "spot-check", limit - len(rows), order, drawn)
-        return [_queue_item(c, t) for c, t in rows]
+                rows += self._waiting(s, "spot-check", limit - len(rows), within, drawn)
+        listed = {(q.audit_id, q.claim_id) for q in asked}
+        rest = [_queue_item(c, t) for c, t in rows if (c.audit_id, c.claim_id) not in listed]
+        return (asked + rest)[:limit]
+
+    def _asked(self, asks: Sequence[Ask], limit: int) -> list[QueueItem]:
+        """The claims of `asks` on this desk that no one has reviewed, in its order, at most `limit`."""
+        if not asks:
+            return []
+        reviewed = exists().where(ReviewRow.audit_id == ClaimRow.audit_id, ReviewRow.claim_id == ClaimRow.claim_id)
+        query = (
+            select(ClaimRow, AuditRow.task)
+            .join(AuditRow, AuditRow.id == ClaimRow.audit_id)
+            .where(tuple_(ClaimRow.audit_id, ClaimRow.claim_id).in_([(a, c) for a, c, _ in asks]), ~reviewed)
+        )
+        with self._read() as s:
+            found = {(c.audit_id, c.claim_id): (c, t) for c, t in s.execute(query).all()}
+        out = [
+            _queue_item(*found[(a, c)]).model_copy(update={"reason": "label-next", "why": why})
+            for a, c, why in asks
+            if (a, c) in found
+        ]
+        return out[:limit]
 
     @classmethod
     def _waiting(
