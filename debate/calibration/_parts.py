@@ -143,7 +143,7 @@ class Labels(_Model):
     label_next: list[LabelAsk] = Field(default_factory=list)
     """The unlabelled claims worth labelling next, in order, each with its reason: while labels are few a spread
     over p_factual, then the most typical claims of each class no label reaches, then by the expected fall of
-    p_factual's variance (experiments.dynamics.worth)."""
+    p_factual's variance, spread over p_factual (experiments.dynamics.worth)."""
     p_error: float | None = Field(default=None, ge=0)
     """The root-mean-square standard error of p_factual over the unlabelled claims (None: not computed)."""
     label_next_needed: int | None = Field(default=None, ge=0)

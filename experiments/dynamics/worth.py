@@ -5,9 +5,15 @@ What a fit does not know is its parameters' uncertainty, and what a user feels o
 p_factual it gives: the sum over the unlabelled claims of Var(p_factual), through the observed information (the
 claims' scores' outer products, at the fit). A claim's missing label is missing information (Louis 1982): labelling
 claim i adds to the information v_i d_i d_i', where v_i = p_i (1 - p_i) and d_i is the difference of its scores
-given each label. The expected fall of the summed variance follows in closed form (Sherman-Morrison), and the claims
-are taken greedily, the information updated after each, so a batch does not ask the same thing twice (claims with
-the same turns are one candidate, taken as often as it has claims).
+given each label. The expected fall of the summed variance follows in closed form (Sherman-Morrison), and the
+information is updated after each claim taken, so a batch does not ask the same thing twice (claims with the same
+turns are one candidate, taken as often as it has claims).
+
+The claims are not taken by that gain alone: the j-th is the most informative claim near the j-th point of a van
+der Corput sequence over the claims' ranks by p_factual, so any first k of the order are spread over p_factual as
+the claims are. Taken by gain alone, labels pile onto a few kinds of turns, and where the fitted family is not the
+population's (fewer classes than the items have) a fit to such labels is worse than a fit to as many random ones
+(docs/dynamics.md, "The labels worth asking for").
 
 This is a local measure: it cannot see a class whose verdicts are all wrong, which looks, unlabelled, like claims of
 the other label. Those are found by the labels that come first (a spread over p_factual) and by the most typical
@@ -95,22 +101,19 @@ class _Greedy:
     r: Floats
     left: Floats
     total: float
-    cap: float = np.inf
-    taken: Floats | None = None
 
     def gains(self) -> Floats:
         q = (self.w * self.u).sum(1)
-        open_ = (self.left > 0) & ((self.taken if self.taken is not None else 0) < self.cap)
-        if not open_.any():
-            open_ = self.left > 0
         return np.asarray(
-            np.where(open_, self.v * q / (1 + self.v * np.maximum(self.r, 0.0)), -np.inf), dtype=np.float64
+            np.where(self.left > 0, self.v * q / (1 + self.v * np.maximum(self.r, 0.0)), -np.inf), dtype=np.float64
         )
 
-    def take(self) -> tuple[int, float]:
-        """The pattern whose label removes most of the summed variance, and how much; the information updated
-        (Sherman-Morrison) as if its label were known."""
+    def take(self, among: Floats | None = None) -> tuple[int, float]:
+        """The pattern (of `among`, else of all) whose label removes most of the summed variance, and how much; the
+        information updated (Sherman-Morrison) as if its label were known."""
         gain = self.gains()
+        if among is not None:
+            gain = np.where(np.isin(np.arange(len(gain)), among), gain, -np.inf)
         k = int(np.argmax(gain))
         c = self.v[k] / (1 + self.v[k] * max(float(self.r[k]), 0.0))
         a = self.d @ self.u[k]
@@ -120,9 +123,6 @@ class _Greedy:
         self.r = self.r - c * a**2
         self.total -= float(gain[k])
         self.left[k] -= 1
-        if self.taken is None:
-            self.taken = np.zeros_like(self.left)
-        self.taken[k] += 1
         return k, float(gain[k])
 
 
@@ -155,14 +155,27 @@ def _greedy(seen: Sequence[Observation], fit: LatentFit) -> tuple[LatentData, _G
     return data, state, pattern_of, p
 
 
+def _corput(j: int) -> tuple[float, float]:
+    """The j-th point (from 0) of the base-2 van der Corput sequence, and half the width of its level's cells."""
+    at, scale, n = 0.0, 0.5, j + 1
+    while n:
+        n, bit = divmod(n, 2)
+        at += bit * scale
+        scale /= 2
+    level = int(np.floor(np.log2(j + 1))) + 1
+    return at, 0.5 / 2 ** (level - 1)
+
+
 def worth(
-    seen: Sequence[Observation], fit: LatentFit, asked: int = ASKED, followed: int = FOLLOWED, cap: float = np.inf
+    seen: Sequence[Observation],
+    fit: LatentFit,
+    asked: int = ASKED,
+    followed: int = FOLLOWED,
 ) -> Worth:
     """The unlabelled claims of `fit` (fitted on `seen`) in the order their labels would most narrow p_factual:
     the first `asked` of them, and how many of that order bring the error to `TARGET_ERROR` (followed for at most
     `followed` claims)."""
     data, state, pattern_of, p = _greedy(seen, fit)
-    state.cap = cap
     unlabelled = np.flatnonzero(data.known < 0)
     grouped = unlabelled[np.argsort(pattern_of[unlabelled], kind="stable")]
     bounds = np.cumsum(state.left.astype(int))
@@ -178,11 +191,20 @@ def worth(
     claims: list[str] = []
     gains: list[float] = []
     steps = 0
+    # the claims by p_factual: pick j is taken near the j-th point of a van der Corput sequence over their ranks, so
+    # any first k picks are spread over p_factual (representative of it) and each is the most informative there
+    by_p = unlabelled[np.argsort(p[pattern_of[unlabelled]], kind="stable")]
+    free = np.ones(len(by_p), dtype=bool)
     while steps < followed and state.left.any() and (needed is None or len(claims) < asked):
-        k, gain = state.take()
+        at, half = _corput(steps)
+        lo, hi = int((at - half) * len(by_p)), int(np.ceil((at + half) * len(by_p)))
+        window = by_p[max(lo, 0) : hi][free[max(lo, 0) : hi]]
+        k, gain = state.take(np.unique(pattern_of[window]) if len(window) else None)
+        claim = members[k][len(members[k]) - 1 - int(state.left[k])]
+        free[np.flatnonzero(by_p == claim)] = False
         steps += 1
         if len(claims) < asked:
-            claims.append(data.items[members[k][len(members[k]) - 1 - int(state.left[k])]])
+            claims.append(data.items[claim])
             gains.append(gain / start)
         if needed is None and error() <= TARGET_ERROR:
             needed = steps
