@@ -17,7 +17,6 @@ whose mean ECE is at most what random labels reach at the largest count.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import random
 import sys
 import tempfile
@@ -25,12 +24,12 @@ from collections import defaultdict
 from pathlib import Path
 from statistics import mean, stdev
 
-from bench_labels import CHAIN, MAX_ROUNDS, MIN_ROUNDS, fit_file, said_of, scores_of, seen_of
+from bench_labels import draw, fit_file, said_of, scores_of
 
 from debate.calibration import Calibration
 from debate.types import Report
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES
-from experiments.dynamics.simulate import Population, labels_for, simulated_reports
+from experiments.dynamics.simulate import Population
 from experiments.dynamics.simulate_run import write_results_log
 
 
@@ -64,14 +63,7 @@ def _population(
     name: str, population: Population, n: int, test_n: int, counts: list[int], step: int, seed: int
 ) -> list[tuple[str, int, float, str]]:
     """Per count and order: the order, the count, the ECE and what the file is."""
-    tag = "" if seed == 0 else str(seed)
-    labels = labels_for(n, 0.5, 1 + 10 * seed, prefix=f"sim{tag}")
-    reports = asyncio.run(
-        simulated_reports(
-            population, chain=CHAIN, min_rounds=MIN_ROUNDS, max_rounds=MAX_ROUNDS, labels=labels, concurrency=64
-        )
-    )
-    test = seen_of(population, test_n, 2 + 10 * seed, f"test{tag}")
+    labels, reports, test = draw(population, n, test_n, seed)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -34,6 +34,7 @@ from statistics import mean, stdev
 from debate.calibration import Calibration, load_calibration
 from debate.cli import main as debate
 from debate.engine import PosteriorModel, TurnContext, governed_outcome, governed_paths, load_chain
+from debate.types import Report
 from experiments.dynamics import Observation, fit_model, observations
 from experiments.dynamics.calibrate import reliability
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES
@@ -125,6 +126,22 @@ def said_of(calibration: Calibration) -> str:
     return said
 
 
+def draw(
+    population: Population, n: int, test_n: int, seed: int
+) -> tuple[dict[str, bool], list[Report], list[Observation]]:
+    """The `n` claims to fit (their true labels and reports, debated by the engine under the paper's rule) and the
+    `test_n` other claims that score the files. Seed 0 is the docs' draw; another seed draws other claims (ids,
+    labels, the labelled sample, the test run)."""
+    tag = "" if seed == 0 else str(seed)
+    labels = labels_for(n, 0.5, 1 + 10 * seed, prefix=f"sim{tag}")
+    reports = asyncio.run(
+        simulated_reports(
+            population, chain=CHAIN, min_rounds=MIN_ROUNDS, max_rounds=MAX_ROUNDS, labels=labels, concurrency=64
+        )
+    )
+    return labels, reports, seen_of(population, test_n, 2 + 10 * seed, f"test{tag}")
+
+
 def _population(
     name: str,
     population: Population,
@@ -136,15 +153,7 @@ def _population(
     seed: int = 0,
 ) -> list[tuple[str, str, float]]:
     """Per fit: its table row, what it is (population, labelled, base rate) and its ECE."""
-    # seed 0 is the docs' draw; another seed draws other claims (ids, labels, the labelled sample, the test run)
-    tag = "" if seed == 0 else str(seed)
-    labels = labels_for(n, 0.5, 1 + 10 * seed, prefix=f"sim{tag}")
-    reports = asyncio.run(
-        simulated_reports(
-            population, chain=CHAIN, min_rounds=MIN_ROUNDS, max_rounds=MAX_ROUNDS, labels=labels, concurrency=64
-        )
-    )
-    test = seen_of(population, test_n, 2 + 10 * seed, f"test{tag}")
+    labels, reports, test = draw(population, n, test_n, seed)
     # the paper's rule's turns per claim, observed on the scoring run (debated under it)
     paper_turns = len(test) / len({o.item for o in test})
     rows: list[tuple[str, str, float]] = []

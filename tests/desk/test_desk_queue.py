@@ -3,8 +3,10 @@ stale view is refused with the current label, over the API and in the UI."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -215,10 +217,10 @@ def _doubting(call: Call) -> Reply:
     return Reply(content=op(call.purpose == "debate:initial" and "Nice" in asked, 3))
 
 
-def test_the_queue_orders_by_p_factual_with_a_calibration_and_keeps_it_across_migrations(
-    db_url: str, tmp_path: Path
-) -> None:
-    cal = save_calibration(tmp_path, calibration(model="fake-model"))
+@contextlib.contextmanager
+def _three_audits(db_url: str, cal: str) -> Iterator[tuple[httpx.Client, int, int, int]]:
+    """A desk scoring with the calibration at `cal`, after three audits (Nice, Lyon, Paris) finished: the
+    reviewer's client and the audits' ids."""
     with FakeOpenAI(routes={"debate": _doubting}) as model:
         settings = settings_for(db_url, model.base_url, keys=api_keys())
         verifier = settings.verifier.model_copy(update={"debate": DebateConfig(calibration=cal)})
@@ -229,9 +231,17 @@ def test_the_queue_orders_by_p_factual_with_a_calibration_and_keeps_it_across_mi
             right = _submit(sam, RIGHT)
             for audit in (nice, lyon, right):
                 wait_done(sam, audit)
-            oldest = alice.get("/v1/review-queue", params={"sample": 1}).json()
-            ranked = alice.get("/v1/review-queue", params={"sample": 1, "order": "p_factual"}).json()
-            page = alice.get("/queue", params={"order": "p_factual"}, headers={"Accept": "text/html"}).text
+            yield alice, nice, lyon, right
+
+
+def test_the_queue_orders_by_p_factual_with_a_calibration_and_keeps_it_across_migrations(
+    db_url: str, tmp_path: Path
+) -> None:
+    cal = save_calibration(tmp_path, calibration(model="fake-model"))
+    with _three_audits(db_url, cal) as (alice, nice, lyon, right):
+        oldest = alice.get("/v1/review-queue", params={"sample": 1}).json()
+        ranked = alice.get("/v1/review-queue", params={"sample": 1, "order": "p_factual"}).json()
+        page = alice.get("/queue", params={"order": "p_factual"}, headers={"Accept": "text/html"}).text
     assert [q["audit_id"] for q in oldest] == [nice, lyon, right]
     # needs-review least likely factual first, then the spot-check sample in the same order
     assert [q["audit_id"] for q in ranked] == [lyon, nice, right]
@@ -263,40 +273,31 @@ def test_the_label_next_order_leads_the_queue_with_its_reasons_and_follows_a_new
     db_url: str, tmp_path: Path
 ) -> None:
     cal = save_calibration(tmp_path, calibration(model="fake-model"))  # a fit that asks for no label
-    with FakeOpenAI(routes={"debate": _doubting}) as model:
-        settings = settings_for(db_url, model.base_url, keys=api_keys())
-        verifier = settings.verifier.model_copy(update={"debate": DebateConfig(calibration=cal)})
-        with ThreadedDesk(settings.model_copy(update={"verifier": verifier})) as desk:
-            sam, alice = desk.client("sam"), desk.client("alice")
-            nice = _submit(sam, {**FRANCE, "response": "x", "claims": ["Nice is the capital of France."]})
-            lyon = _submit(sam, {**FRANCE, "response": "x", "claims": [f"{WRONG} is the capital of France."]})
-            right = _submit(sam, RIGHT)
-            for audit in (nice, lyon, right):
-                wait_done(sam, audit)
-            refused = alice.get("/v1/review-queue", params={"order": "label-next"})
-            assert refused.status_code == 409 and "asks for no label" in refused.json()["detail"]
-            # the order names a claim of no audit here and one of a results log: both left out
-            _asking(tmp_path, f"audit-{right}/c0", "run-7/c0", f"audit-{nice}/c0", "audit-999/c0")
-            queue = alice.get("/v1/review-queue", params={"order": "label-next", "sample": 0}).json()
-            assert [(q["audit_id"], q["reason"], q["why"]) for q in queue] == [
-                (right, "label-next", f"asked for audit-{right}/c0"),
-                (nice, "label-next", f"asked for audit-{nice}/c0"),
-                (lyon, "needs-review", None),  # then the rest, oldest first, each claim once
-            ]
-            page = alice.get("/queue", params={"order": "label-next"}, headers={"Accept": "text/html"}).text
-            assert f"Why its label: asked for audit-{right}/c0" in page and "labels worth most first" in page
-            # a review takes its claim out of the order
-            confirm = {"decision": "confirm", "seen_label": queue[0]["engine_label"]}
-            assert alice.post(f"/v1/audits/{right}/claims/c0/reviews", json=confirm).status_code == 201
-            after = alice.get("/v1/review-queue", params={"order": "label-next", "sample": 0}).json()
-            assert [q["audit_id"] for q in after] == [nice, lyon]
-            # a new fit written over the file brings its own order at the next request
-            _asking(tmp_path, f"audit-{lyon}/c0")
-            newer = alice.get("/v1/review-queue", params={"order": "label-next", "sample": 0, "limit": 1}).json()
-            assert [(q["audit_id"], q["reason"]) for q in newer] == [(lyon, "label-next")]
-            # a desk without a calibration says what the order needs, on the API and on the page
-            (tmp_path / "cal.json").unlink()
-            gone = alice.get("/v1/review-queue", params={"order": "label-next"})
-            assert gone.status_code == 409 and "cannot be read" in gone.json()["detail"]
-            page = alice.get("/queue", params={"order": "label-next"}, headers={"Accept": "text/html"}).text
-            assert "Not in the label-next order:" in page and f"audit {lyon}" in page
+    with _three_audits(db_url, cal) as (alice, nice, lyon, right):
+        refused = alice.get("/v1/review-queue", params={"order": "label-next"})
+        assert refused.status_code == 409 and "asks for no label" in refused.json()["detail"]
+        # the order names a claim of no audit here and one of a results log: both left out
+        _asking(tmp_path, f"audit-{right}/c0", "run-7/c0", f"audit-{nice}/c0", "audit-999/c0")
+        queue = alice.get("/v1/review-queue", params={"order": "label-next", "sample": 0}).json()
+        assert [(q["audit_id"], q["reason"], q["why"]) for q in queue] == [
+            (right, "label-next", f"asked for audit-{right}/c0"),
+            (nice, "label-next", f"asked for audit-{nice}/c0"),
+            (lyon, "needs-review", None),  # then the rest, oldest first, each claim once
+        ]
+        page = alice.get("/queue", params={"order": "label-next"}, headers={"Accept": "text/html"}).text
+        assert f"Why its label: asked for audit-{right}/c0" in page and "labels worth most first" in page
+        # a review takes its claim out of the order
+        confirm = {"decision": "confirm", "seen_label": queue[0]["engine_label"]}
+        assert alice.post(f"/v1/audits/{right}/claims/c0/reviews", json=confirm).status_code == 201
+        after = alice.get("/v1/review-queue", params={"order": "label-next", "sample": 0}).json()
+        assert [q["audit_id"] for q in after] == [nice, lyon]
+        # a new fit written over the file brings its own order at the next request
+        _asking(tmp_path, f"audit-{lyon}/c0")
+        newer = alice.get("/v1/review-queue", params={"order": "label-next", "sample": 0, "limit": 1}).json()
+        assert [(q["audit_id"], q["reason"]) for q in newer] == [(lyon, "label-next")]
+        # a desk without a calibration says what the order needs, on the API and on the page
+        (tmp_path / "cal.json").unlink()
+        gone = alice.get("/v1/review-queue", params={"order": "label-next"})
+        assert gone.status_code == 409 and "cannot be read" in gone.json()["detail"]
+        page = alice.get("/queue", params={"order": "label-next"}, headers={"Accept": "text/html"}).text
+        assert "Not in the label-next order:" in page and f"audit {lyon}" in page
