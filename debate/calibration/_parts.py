@@ -153,6 +153,9 @@ class Labels(_Model):
     """The `p_error` the order aims at."""
     followed: int = Field(default=0, ge=0)
     """Claims the order was followed for when counting `label_next_needed`."""
+    label_order: Literal["variance", "random"] = "variance"
+    """How `label_next` goes on past its first two parts: by the expected fall of p_factual's variance, or a seeded
+    random sample (`debate dynamics fit --label-order random`)."""
 
     def label_next_line(self) -> str | None:
         """How many labels, in which order, would settle p_factual (None: no order computed)."""
@@ -163,7 +166,9 @@ class Labels(_Model):
             # the variance is the fit's own: it cannot see a class whose verdicts are wrong (experiments.dynamics.worth)
             error += ", if the assumption holds"
         target = f"{self.target_error:g}" if self.target_error is not None else "the target"
-        if self.label_next_needed == 0:
+        if self.label_order == "random":
+            count = "random past its first part, so how many is not counted"
+        elif self.label_next_needed == 0:
             count = f"within {target} already"
         elif self.label_next_needed:
             count = f"about {self.label_next_needed} labels in this order bring it to {target}"

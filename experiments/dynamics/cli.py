@@ -129,6 +129,14 @@ def _add_fit(dyn: Any) -> Any:
         "role's own rate per class and its pull toward the last verdict shown: far fewer parameters), or auto "
         "(BIC chooses); pulled also fits a fully labelled run",
     )
+    f.add_argument(
+        "--label-order",
+        choices=["variance", "random"],
+        default="variance",
+        help="how the labels worth asking for (labels.label_next) go on past a spread while labels are few and the "
+        "classes no label reaches: by the expected fall of p_factual's variance, or a seeded random sample (which "
+        "did better on one of two simulated populations: docs/dynamics.md)",
+    )
     f.set_defaults(handler=_fit)
     return f
 

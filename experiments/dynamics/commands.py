@@ -183,6 +183,7 @@ def fit_command(args: argparse.Namespace) -> int:
         designs=[design_of(run) for run in runs],
         base_rate=args.base_rate,
         family=args.family,
+        label_order=args.label_order,
     )
     result = fit(
         seen,

@@ -24,6 +24,7 @@ from experiments.dynamics.mixture import choose_classes, fit_mixture
 from experiments.dynamics.model import Context, Floats, Indexed, Mixture, multiplicities
 from experiments.dynamics.observe import Observation
 from experiments.dynamics.replicate import Design
+from experiments.dynamics.worth import LabelOrder
 
 __all__ = [
     "Diagnostics",
@@ -201,6 +202,7 @@ def fit_model(
     designs: Sequence[Design] = (),
     base_rate: float | None = None,
     family: FamilyChoice = "auto",
+    label_order: LabelOrder = "variance",
 ) -> FittedModel:
     """Fit the chosen model to `seen` and to `bootstrap` replicates of its items. auto: a mixture of item classes
     when a heterogeneity check fails (`runs`: every run on these items, for the cross-run one), else the number of
@@ -208,7 +210,7 @@ def fit_model(
     was fitted (against runs of it); without them, the pooled turns (chi-square). Claims without a label (`label`
     None) make the truth latent too (experiments.dynamics.latent), which needs the designs; `base_rate` then holds
     the share of factual claims fixed in EM (None: fitted), and `family` ties each class's rates (experiments.dynamics.
-    family; auto: BIC chooses)."""
+    family; auto: BIC chooses); `label_order` is how the labels worth asking for go on (experiments.dynamics.worth)."""
     if any(o.label is None for o in seen) or (family == "pulled" and designs):
         if not designs:
             raise ValueError("a fit with unlabelled claims needs the runs' designs: its checks test the fitted model")
@@ -216,7 +218,14 @@ def fit_model(
         from experiments.dynamics.partly import fit_partly
 
         return fit_partly(
-            seen, model=model, bootstrap=bootstrap, seed=seed, designs=designs, base_rate=base_rate, family=family
+            seen,
+            model=model,
+            bootstrap=bootstrap,
+            seed=seed,
+            designs=designs,
+            base_rate=base_rate,
+            family=family,
+            label_order=label_order,
         )
     if base_rate is not None:
         raise ValueError("a stated base rate is for a fit with unlabelled claims: every claim here is labelled")

@@ -29,7 +29,7 @@ from experiments.dynamics.mixture import fit_mixture, mixture_from
 from experiments.dynamics.model import Floats, Indexed, Mixture, multiplicities
 from experiments.dynamics.observe import Observation
 from experiments.dynamics.replicate import Design
-from experiments.dynamics.worth import ASKED, TARGET_ERROR, Worth, worth
+from experiments.dynamics.worth import ASKED, TARGET_ERROR, LabelOrder, Worth, worth
 
 __all__ = ["fit_partly"]
 
@@ -155,9 +155,11 @@ def fit_partly(
     designs: Sequence[Design],
     base_rate: float | None,
     family: FamilyChoice = "auto",
+    label_order: LabelOrder = "variance",
 ) -> FittedModel:
     """The fit of a run with unlabelled claims (see the module); its bootstrap replicates refit the weighted tables
-    of the pseudo-items (the predictions' intervals), whatever the family."""
+    of the pseudo-items (the predictions' intervals), whatever the family. `label_order`: how the labels worth
+    asking for go on past their first two parts."""
     labels = {o.item: o.label for o in seen}
     latent, bics, reason = _latent_choice(seen, model, designs, seed, base_rate, family)
     ix, point, start = _pseudo(seen, latent)
@@ -174,7 +176,7 @@ def fit_partly(
     held = _held_out_p(seen, latent, folds)
     posterior = posterior_of(ix, point, latent.prior, None, latent.pulled)
     told = labels_of(seen, labels, posterior, held, len(folds) if held else 0)
-    told = _latent_labels(seen, told, latent, interval, labels)
+    told = _latent_labels(seen, told, latent, interval, labels, (label_order, seed))
     shares = {"factual": point.shares[True], "hallucinated": point.shares[False]}
     choice = ModelChoice(
         classes=point.classes, shares=shares, bic=bics, reason=reason, labels=told, family=latent.family
@@ -206,6 +208,7 @@ def _latent_labels(
     latent: LatentFit,
     interval: ShareInterval | None,
     labels: dict[str, bool | None],
+    order: tuple[LabelOrder, int] = ("variance", 0),
 ) -> Labels:
     """What the labels said, with what the turns say of the share, how EM ended and the classes no label reaches
     (their most typical claims first among those to label)."""
@@ -216,12 +219,14 @@ def _latent_labels(
     if unlabelled:
         # a fully labelled run (the pulled family's route comes here too) has nothing to ask for
         found = worth(seen, latent)
+        random_rest = order[0] == "random"
         asked = {
-            "label_next": _label_next(told, latent, clusters, found, unlabelled),
+            "label_next": _label_next(told, latent, clusters, found, unlabelled, order),
             "p_error": found.error,
-            "label_next_needed": found.needed,
+            "label_next_needed": None if random_rest else found.needed,
             "target_error": TARGET_ERROR,
-            "followed": found.followed,
+            "followed": 0 if random_rest else found.followed,
+            "label_order": order[0],
         }
     return told.model_copy(
         update={
@@ -238,7 +243,12 @@ def _latent_labels(
 
 
 def _label_next(
-    told: Labels, latent: LatentFit, clusters: list[tuple[int, int]], found: Worth, unlabelled: set[str]
+    told: Labels,
+    latent: LatentFit,
+    clusters: list[tuple[int, int]],
+    found: Worth,
+    unlabelled: set[str],
+    order: tuple[LabelOrder, int] = ("variance", 0),
 ) -> list[LabelAsk]:
     """The order of the labels worth asking for (see `Labels.label_next`), each claim once, at most `ASKED`."""
     asks: dict[str, LabelAsk] = {}
@@ -253,6 +263,12 @@ def _label_next(
         why = f"no labelled claim falls in {said}: one of its most typical claims"
         for claim in typical(latent, [(label, c)], TYPICAL, unlabelled - set(asks)):
             asks.setdefault(claim, LabelAsk(claim=claim, reason=why))
+    if order[0] == "random":
+        rest = sorted(unlabelled - set(asks))
+        why = "drawn at random (--label-order random): random labels measure p_factual whatever the fitted family"
+        for i in np.random.default_rng(order[1]).permutation(len(rest))[: max(0, ASKED - len(asks))]:
+            asks.setdefault(rest[i], LabelAsk(claim=rest[i], reason=why))
+        return list(asks.values())[:ASKED]
     for claim, gain, p in zip(found.claims, found.gains, found.p_factual, strict=True):
         why = f"its label is expected to remove {gain:.1%} of p_factual's variance over the unlabelled claims"
         asks.setdefault(claim, LabelAsk(claim=claim, reason=why, gain=gain, p_factual=p))

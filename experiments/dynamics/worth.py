@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -31,7 +32,13 @@ from experiments.dynamics.latent import LatentData, LatentEm, LatentFit
 from experiments.dynamics.model import Floats
 from experiments.dynamics.observe import Observation
 
-__all__ = ["ASKED", "FOLLOWED", "PRIOR", "TARGET_ERROR", "Worth", "worth"]
+__all__ = ["ASKED", "FOLLOWED", "LABEL_ORDERS", "PRIOR", "TARGET_ERROR", "LabelOrder", "Worth", "worth"]
+
+LabelOrder = Literal["variance", "random"]
+"""How the order of the labels worth asking for goes on past its first two parts (a spread while labels are few, the
+classes no label reaches): by the expected fall of p_factual's variance, or a seeded random sample (which measures
+the calibration whatever the fitted family; docs/dynamics.md shows where it did better)."""
+LABEL_ORDERS: tuple[LabelOrder, ...] = ("variance", "random")
 
 TARGET_ERROR = 0.025
 """The root-mean-square standard error of p_factual over the unlabelled claims that settles a calibration: half

@@ -106,6 +106,17 @@ def test_a_batch_with_a_few_labels_becomes_a_calibration_and_a_verdict_carries_i
     assert all(a["gain"] > 0 and "expected to remove" in a["reason"] for a in asks[30:])
     assert "label next (p_factual's standard error over the unlabelled claims " in fitted.stdout
     assert "| claim | p_factual | why |" in fitted.stdout and f"| {asks[0]['claim']} |" in fitted.stdout
+    # the order's named variant: past the spread, a seeded random sample of the other unlabelled claims
+    ran = tmp_path / "random-cal.json"
+    drawn = debate("dynamics", "fit", str(blind), "--bootstrap", "10", "--label-order", "random", "--save", str(ran))
+    assert drawn.returncode == 0, drawn.stderr
+    random_labels = json.loads(ran.read_text())["labels"]
+    assert random_labels["label_order"] == "random" and random_labels["label_next_needed"] is None
+    rest = random_labels["label_next"][30:]
+    assert [a["claim"] for a in random_labels["label_next"][:30]] == blind_cal["labels"]["to_label"]
+    assert len(rest) == 170 and all("drawn at random" in a["reason"] and a["gain"] is None for a in rest)
+    assert len({a["claim"] for a in random_labels["label_next"]}) == 200
+    assert "random past its first part, so how many is not counted" in drawn.stdout
 
     told = debate("dynamics", "fit", str(log), "--bootstrap", "10", "--save", str(tmp_path / "cal.json"))
     assert told.returncode == 0, told.stderr
