@@ -147,15 +147,17 @@ class LatentEm:
         rate = np.array([[1 - self.base_rate], [self.base_rate]])
         return x, within * rate
 
-    def estep(self, x: Floats, weights: Floats) -> tuple[Floats, float]:
-        data = self.data
+    def joint(self, x: Floats, weights: Floats, true: Floats, false: Floats) -> Floats:
+        """Per row of `true`/`false` (verdicts per context) and cluster: log P(those turns, cluster)."""
         p = self.family.rates(x, self.classes)
         said_true = np.log(np.maximum(p, _TINY)).reshape(-1, self.contexts).T
         said_false = np.log(np.maximum(1 - p, _TINY)).reshape(-1, self.contexts).T
-        log = (data.true @ said_true + data.false @ said_false).reshape(len(data.items), 2, self.classes) + np.log(
-            np.maximum(weights, _TINY)
-        )[None]
-        log = log + data.mask[:, :, None]
+        log = (true @ said_true + false @ said_false).reshape(len(true), 2, self.classes)
+        return np.asarray(log + np.log(np.maximum(weights, _TINY))[None], dtype=np.float64)
+
+    def estep(self, x: Floats, weights: Floats) -> tuple[Floats, float]:
+        data = self.data
+        log = self.joint(x, weights, data.true, data.false) + data.mask[:, :, None]
         flat = log.reshape(len(data.items), -1)
         top = flat.max(1, keepdims=True)
         total = top[:, 0] + np.log(np.exp(flat - top).sum(1))

@@ -75,12 +75,8 @@ class Worth:
 
 def _label_logs(em: LatentEm, v: Floats, true: Floats, false: Floats) -> Floats:
     """Per pattern (rows of `true`, `false`) and label: log P(turns, label) under the packed parameters `v`."""
-    x, weights = em.unpack(v)
-    p = em.family.rates(x, em.classes)
-    said_true = np.log(np.clip(p, 1e-300, 1.0)).reshape(-1, em.contexts).T
-    said_false = np.log(np.clip(1 - p, 1e-300, 1.0)).reshape(-1, em.contexts).T
-    log = (true @ said_true + false @ said_false).reshape(len(true), 2, em.classes)
-    return np.asarray(np.logaddexp.reduce(log + np.log(np.maximum(weights, 1e-300))[None], axis=2), dtype=np.float64)
+    joint = em.joint(*em.unpack(v), true, false)
+    return np.asarray(np.logaddexp.reduce(joint, axis=2), dtype=np.float64)
 
 
 def _scores(em: LatentEm, v: Floats, true: Floats, false: Floats) -> tuple[Floats, Floats]:
@@ -120,7 +116,9 @@ class _Greedy:
         information updated (Sherman-Morrison) as if its label were known."""
         gain = self.gains()
         if among is not None:
-            gain = np.where(np.isin(np.arange(len(gain)), among), gain, -np.inf)
+            kept = np.full_like(gain, -np.inf)
+            kept[among] = gain[among]
+            gain = kept
         k = int(np.argmax(gain))
         c = self.v[k] / (1 + self.v[k] * max(float(self.r[k]), 0.0))
         a = self.d @ self.u[k]
@@ -195,12 +193,14 @@ def worth(
 
     first = error()
     needed: int | None = 0 if first <= TARGET_ERROR else None
-    claims: list[str] = []
+    claims: list[int] = []
     gains: list[float] = []
     steps = 0
     # the claims by p_factual: pick j is taken near the j-th point of a van der Corput sequence over their ranks, so
     # any first k picks are spread over p_factual (representative of it) and each is the most informative there
     by_p = unlabelled[np.argsort(p[pattern_of[unlabelled]], kind="stable")]
+    rank = np.empty(len(data.items), dtype=int)
+    rank[by_p] = np.arange(len(by_p))
     free = np.ones(len(by_p), dtype=bool)
     while steps < followed and state.left.any() and (needed is None or len(claims) < asked):
         at, half = _corput(steps)
@@ -208,18 +208,17 @@ def worth(
         window = by_p[max(lo, 0) : hi][free[max(lo, 0) : hi]]
         k, gain = state.take(np.unique(pattern_of[window]) if len(window) else None)
         claim = members[k][len(members[k]) - 1 - int(state.left[k])]
-        free[np.flatnonzero(by_p == claim)] = False
+        free[rank[claim]] = False
         steps += 1
         if len(claims) < asked:
-            claims.append(data.items[claim])
+            claims.append(claim)
             gains.append(gain / start)
         if needed is None and error() <= TARGET_ERROR:
             needed = steps
-    where = {item: i for i, item in enumerate(data.items)}
     return Worth(
-        claims=claims,
+        claims=[data.items[c] for c in claims],
         gains=gains,
-        p_factual=[float(p[pattern_of[where[c]]]) for c in claims],
+        p_factual=[float(p[pattern_of[c]]) for c in claims],
         error=first,
         needed=needed,
         followed=steps,

@@ -102,8 +102,8 @@ class ReviewStore(AuditStore):
         `order` "p_factual" least likely factual first (claims without one last). Two reads of a queue index, each
         stopping at `limit`: the cost follows `limit`, not the store's size. With `order` "label-next", the
         unreviewed claims of `asks` come first, in its order, then the rest oldest first."""
-        asked = self._asked(asks, limit) if order == "label-next" else []
         with self._read() as s:
+            asked = self._asked(s, asks, limit) if order == "label-next" else []
             within: QueueOrder = "oldest" if order == "label-next" else order
             rows = self._waiting(s, "needs-review", limit, within)
             windows = sample_window(seed, sample_rate)
@@ -114,7 +114,8 @@ class ReviewStore(AuditStore):
         rest = [_queue_item(c, t) for c, t in rows if (c.audit_id, c.claim_id) not in listed]
         return (asked + rest)[:limit]
 
-    def _asked(self, asks: Sequence[Ask], limit: int) -> list[QueueItem]:
+    @staticmethod
+    def _asked(s: Session, asks: Sequence[Ask], limit: int) -> list[QueueItem]:
         """The claims of `asks` on this desk that no one has reviewed, in its order, at most `limit`."""
         if not asks:
             return []
@@ -124,8 +125,7 @@ class ReviewStore(AuditStore):
             .join(AuditRow, AuditRow.id == ClaimRow.audit_id)
             .where(tuple_(ClaimRow.audit_id, ClaimRow.claim_id).in_([(a, c) for a, c, _ in asks]), ~reviewed)
         )
-        with self._read() as s:
-            found = {(c.audit_id, c.claim_id): (c, t) for c, t in s.execute(query).all()}
+        found = {(c.audit_id, c.claim_id): (c, t) for c, t in s.execute(query).all()}
         out = [
             _queue_item(*found[(a, c)]).model_copy(update={"reason": "label-next", "why": why})
             for a, c, why in asks
