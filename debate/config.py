@@ -12,6 +12,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -26,6 +27,8 @@ __all__ = [
     "ModelConfig",
     "PrefilterConfig",
     "RetrievalConfig",
+    "RoleConfig",
+    "RoleModelConfig",
     "SearchConfig",
     "StructuredOutputMode",
     "TelemetryConfig",
@@ -84,6 +87,9 @@ class DebateConfig(_Config):
     verdict is the posterior's side."""
     force_calibration: bool = False
     """Let the posterior stop use a calibration whose checks failed (its p_factual is not calibrated)."""
+    force_calibration_team: bool = False
+    """Use a calibration fitted on a team whose roles ran on other models: its p_factual then describes the fitted
+    team's agents, so every verdict it scores says it is not calibrated, naming the role that differs."""
     prior: float | None = Field(default=None, gt=0, lt=1)
     """The share of factual claims in this traffic, where it differs from the calibration's fitted run: p_factual's
     odds scale by (prior / (1 - prior)) / (fitted / (1 - fitted)). None: the fitted share."""
@@ -124,6 +130,15 @@ def _header_safe(value: SecretStr | None) -> SecretStr | None:
     """A key is sent in an HTTP header: printable ASCII without spaces, else refused here (never shown)."""
     if value is not None and not all("\x21" <= char <= "\x7e" for char in value.get_secret_value()):
         raise ValueError("holds a character an HTTP header cannot carry (a space, a control character or non-ASCII)")
+    return value
+
+
+def _http_url(value: str | None) -> str | None:
+    if value is None:
+        return None
+    parsed = urlparse(value)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"must be an http(s) URL with a host, such as http://localhost:8000/v1; got {value!r}")
     return value
 
 
@@ -177,12 +192,7 @@ class ModelConfig(_Config):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parsed = urlparse(value)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise ValueError(f"must be an http(s) URL with a host, such as http://localhost:8000/v1; got {value!r}")
-        return value
+        return _http_url(value)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ModelConfig:
@@ -194,6 +204,77 @@ class ModelConfig(_Config):
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)
+
+
+ENDPOINT_FIELDS = frozenset({"model", "api_key", "price_in", "price_out", "requests_per_minute", "tokens_per_minute"})
+"""`[model]`'s fields a role on another endpoint does not take from it: they hold for `[model]`'s endpoint only."""
+
+
+class RoleModelConfig(_Config):
+    """A role's own model: each field given here replaces `[model]`'s, each one left out is taken from it (the
+    fields and their meaning are `[model]`'s; a test holds the two lists equal)."""
+
+    base_url: str | None = None
+    """OpenAI-compatible endpoint of this role's model."""
+    model: str | None = None
+    """Model name; with its own base_url and no name, that endpoint's only model."""
+    api_key: SecretStr | None = Field(default=None, exclude=True)
+    """The key of this role's endpoint; never written to reports."""
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    """Sampling temperature."""
+    max_tokens: int | None = Field(default=None, ge=16, le=1_000_000)
+    """Completion token limit per call."""
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
+    """Seed sent to the endpoint."""
+    timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    """Per-request timeout."""
+    max_attempts: int | None = Field(default=None, ge=1, le=20)
+    """HTTP attempts per call on retryable errors."""
+    backoff_initial_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    """First backoff step."""
+    backoff_max_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    """Longest single wait."""
+    retry_refused: bool | None = None
+    """Retry a call whose connection was refused."""
+    structured_output: StructuredOutputMode | None = None
+    """Structured output mode."""
+    max_concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
+    """Requests in flight at once to this role's endpoint (an endpoint's own limit, not shared with `[model]`'s)."""
+    requests_per_minute: int | None = Field(default=None, ge=1, le=10**9)
+    """Most HTTP attempts started per minute on this role's endpoint."""
+    tokens_per_minute: int | None = Field(default=None, ge=1, le=10**12)
+    """Most tokens per minute on this role's endpoint."""
+    price_in: float | None = Field(default=None, ge=0, le=1e6)
+    """USD per million input tokens of this role's model."""
+    price_out: float | None = Field(default=None, ge=0, le=1e6)
+    """USD per million output tokens of this role's model."""
+    max_string_chars: int | None = Field(default=None, ge=16, le=1_000_000)
+    """Bound on every string of a structured reply."""
+
+    @field_validator("api_key")
+    @classmethod
+    def _header_safe_key(cls, value: SecretStr | None) -> SecretStr | None:
+        return _header_safe(value)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        return _http_url(value)
+
+    def over(self, base: ModelConfig) -> ModelConfig:
+        """`base` with the fields given here in its place. A role on another endpoint takes none of the fields that
+        belong to `base`'s endpoint (ENDPOINT_FIELDS: its model name, key, prices and rate limits)."""
+        given = {name: getattr(self, name) for name in self.model_fields_set if getattr(self, name) is not None}
+        if "base_url" in given and given["base_url"] != base.base_url:
+            base = base.model_copy(update=dict.fromkeys(ENDPOINT_FIELDS - set(given)))
+        return ModelConfig.model_validate({**base.model_dump(), "api_key": base.api_key, **given})
+
+
+class RoleConfig(_Config):
+    """What one role of the chain runs on, where it differs from the rest of the team."""
+
+    model: RoleModelConfig = Field(default_factory=RoleModelConfig)
+    """The role's model (`[roles.leader.model]`): the fields of `[model]`, each one not given taken from it."""
 
 
 class ClaimConfig(_Config):
@@ -359,6 +440,10 @@ class VerifierConfig(_Config):
     language: str | None = None
     """The responses' language (an ISO 639 code such as en, he, zh) for sentence splitting and for the language of
     the RAG grounding warnings (en or he); None: guessed from each text's dominant script (Latin is read as en)."""
+    roles: dict[str, RoleConfig] = Field(default_factory=dict)
+    """A model per role, by the role's name in the chain (initial, trust, skeptic, leader, or a chain file's own):
+    `[roles.leader.model] model = "gpt-4o"`, `--roles leader.model.model=gpt-4o`. Every other model call (claims,
+    queries, judges, the roles not named) goes to `[model]`."""
     call_cache: str | None = None
     """SQLite file caching model calls; a re-run with the same calls makes no endpoint calls."""
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
@@ -368,6 +453,24 @@ class VerifierConfig(_Config):
     @classmethod
     def _earlier_layouts(cls, data: Any) -> Any:
         return upgrade_verifier(data)
+
+    def model_for(self, role: str) -> ModelConfig:
+        """The model configuration role `role`'s turns run on: `[model]` with the role's own fields in place."""
+        given = self.roles.get(role)
+        return self.model if given is None else given.model.over(self.model)
+
+    @field_serializer("roles")
+    def _roles_given(self, value: dict[str, RoleConfig]) -> dict[str, Any]:
+        # Only what each role sets: the rest is `[model]`'s, and a saved configuration reads as it was written.
+        return {role: {"model": given.model.model_dump(exclude_none=True)} for role, given in value.items()}
+
+    @field_validator("roles")
+    @classmethod
+    def _role_names(cls, value: dict[str, RoleConfig]) -> dict[str, RoleConfig]:
+        for name in value:
+            if not name.strip() or not all(c.isalnum() or c in "_-" for c in name):
+                raise ValueError(f"role {name[:40]!r}: a role's name is letters, digits, - and _ (as a chain names it)")
+        return value
 
     def task_options_for(self, name: str, model: type[_O]) -> _O:
         """Task `name`'s options as its own model (its defaults when none are given)."""

@@ -77,8 +77,14 @@ class RunSpec(BaseModel):
         data["verifier"].pop("telemetry", None)
         for name in ("max_concurrency", "requests_per_minute", "tokens_per_minute", "price_in", "price_out"):
             data["verifier"].get("model", {}).pop(name, None)
+        for role in data["verifier"].get("roles", {}).values():
+            for name in ("max_concurrency", "requests_per_minute", "tokens_per_minute", "price_in", "price_out"):
+                role.get("model", {}).pop(name, None)
+        if not data["verifier"].get("roles"):
+            data["verifier"].pop("roles", None)
         debate = data["verifier"].get("debate", {})
-        for name, default in (("calibration", None), ("stop", "consensus"), ("force_calibration", False)):
+        defaults = (("calibration", None), ("stop", "consensus"), ("force_calibration", False))
+        for name, default in (*defaults, ("force_calibration_team", False)):
             if debate.get(name, default) == default:
                 debate.pop(name, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()

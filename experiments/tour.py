@@ -76,10 +76,11 @@ def register(sub: Subcommands) -> None:
         help="agents of stated accuracies answer instead of a model (none is started)",
     )
     parser.add_argument(
-        "--roles",
+        "--population",
         type=Path,
         metavar="FILE",
-        help="the simulated agents' roles file (as for debate dynamics simulate; default: the tour's own, printed)",
+        help="the simulated agents' roles file (as `debate dynamics simulate --roles` reads; default: the tour's "
+        "own, printed). --roles is the configuration's model per role, as for every command",
     )
     add_verifier_arguments(parser, batch=False)
 
@@ -90,7 +91,7 @@ def _tour(args: argparse.Namespace) -> int:
         return run_blocking(_run(config, None, ANSWERS[:1], banner=None))
     from experiments.dynamics.simulate import SimulatedAgents, load_population
 
-    population = load_population(args.roles) if args.roles is not None else tour_population()
+    population = load_population(args.population) if args.population is not None else tour_population()
     out.print(_population_table(population))
     from debate.engine import load_chain
 

@@ -110,6 +110,9 @@ class FittedOn(_Model):
 
     model: str
     """The model name the fitted run sent."""
+    roles: dict[str, str] = Field(default_factory=dict)
+    """Each role whose turns ran on a model of its own in the fitted run, and that model; every other role ran on
+    `model`."""
     prompts: dict[str, str]
     """Prompt name -> sha256, as the fitted run recorded them."""
     chain: str
@@ -207,12 +210,36 @@ class Calibration(_Model):
             f"{fitted.min_rounds} max {fitted.max_rounds}); {classes}"
         )
 
-    def check_use(self, *, model: str | None, prompts: dict[str, str], chain: MarkovChain, source: str) -> None:
-        """Refuse, in one line naming the difference, a run whose model, prompts or chain differ from the fitted
-        run's (`source`: how to name the calibration in the message; `model` None: not known yet)."""
+    def team_difference(self, model: str, roles: dict[str, str], chain: MarkovChain) -> str | None:
+        """How a run whose roles run on `model` (and `roles`' own models) differs from the fitted team, naming the
+        first role whose model differs; None: the same team."""
         fitted = self.fitted_on
-        if model is not None and model != fitted.model:
-            raise CalibrationError(f"{source} was fitted on model {fitted.model!r}; this run uses {model!r}")
+        for role in chain.spec.all_roles():
+            was, now = fitted.roles.get(role, fitted.model), roles.get(role, model)
+            if was != now:
+                if not roles and not fitted.roles:
+                    return f"was fitted on model {was!r}; this run uses {now!r}"
+                return f"was fitted with the {role} on model {was!r}; this run's {role} runs on {now!r}"
+        return None
+
+    def check_use(
+        self,
+        *,
+        model: str | None,
+        prompts: dict[str, str],
+        chain: MarkovChain,
+        source: str,
+        roles: dict[str, str] | None = None,
+        force_team: bool = False,
+    ) -> str | None:
+        """Refuse, in one line naming the difference, a run whose model (or a role's), prompts or chain differ from
+        the fitted run's (`source`: how to name the calibration in the message; `model` None: not known yet).
+        `force_team`: a team that differs is let through, and the difference returned (its p_factual is then not
+        calibrated)."""
+        fitted = self.fitted_on
+        other_team = self.team_difference(model, roles or {}, chain) if model is not None else None
+        if other_team is not None and not force_team:
+            raise CalibrationError(f"{source} {other_team} (--debate.force-calibration-team to use it anyway)")
         if chain_digest(chain) != fitted.chain_sha256:
             raise CalibrationError(
                 f"{source} was fitted on chain {fitted.chain!r}; this run's chain {chain.name!r} differs "
@@ -223,6 +250,7 @@ class Calibration(_Model):
             raise CalibrationError(
                 f"{source} was fitted on other prompts: {', '.join(changed)} differ (sha256 of the prompt files)"
             )
+        return other_team
 
 
 def not_calibrated(checks: list[Check], classes: int, labels: Labels | None = None) -> list[str]:

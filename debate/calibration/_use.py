@@ -22,12 +22,15 @@ class LiveCalibration:
         assert config.calibration is not None
         self._config, self._chain, self._prompts = config, chain, prompts
         self._model: str | None = None
+        self._roles: dict[str, str] = {}
         self._checked: Calibration | None = None
+        self.other_team: str | None = None
+        """How this run's team differs from the fitted one, when `force_calibration_team` let it through."""
         self.current()
 
-    def bind_model(self, model: str) -> None:
-        """Check against the model too, once the endpoint named it."""
-        self._model, self._checked = model, None
+    def bind_model(self, model: str, roles: dict[str, str] | None = None) -> None:
+        """Check against the model (and each role's own) too, once the endpoints named them."""
+        self._model, self._roles, self._checked = model, dict(roles or {}), None
         self.current()
 
     def current(self) -> Calibration:
@@ -40,7 +43,14 @@ class LiveCalibration:
         calibration = load_calibration(str(config.calibration))
         if calibration is not self._checked:
             source = f"calibration {config.calibration}"
-            calibration.check_use(model=self._model, prompts=self._prompts, chain=self._chain, source=source)
+            self.other_team = calibration.check_use(
+                model=self._model,
+                prompts=self._prompts,
+                chain=self._chain,
+                source=source,
+                roles=self._roles,
+                force_team=config.force_calibration_team,
+            )
             if config.threshold is not None and not calibration.calibrated and not config.force_calibration:
                 raise CalibrationError(
                     f"--debate.stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
@@ -50,13 +60,19 @@ class LiveCalibration:
         return calibration
 
 
-def calibration_note(config: DebateConfig, calibration: Calibration, response_note: str | None) -> CalibrationNote:
-    """The line a report carries about its probabilities."""
+def calibration_note(
+    config: DebateConfig, calibration: Calibration, response_note: str | None, other_team: str | None = None
+) -> CalibrationNote:
+    """The line a report carries about its probabilities (`other_team`: how this run's team differs from the
+    fitted one, when that was forced: not calibrated, and said first)."""
+    warning = calibration.warning()
+    if other_team is not None:
+        warning = f"not calibrated: it {other_team}" + (f"; {warning}" if warning else "")
     return CalibrationNote(
         file=str(config.calibration),
         fitted_on=calibration.describe(),
-        calibrated=calibration.calibrated,
-        warning=calibration.warning(),
+        calibrated=calibration.calibrated and other_team is None,
+        warning=warning,
         response_note=response_note,
         stop=config.stop,
         sha256=calibration.sha256,

@@ -183,4 +183,5 @@ def call_info(
         usage=Usage.total(r.usage for r in responses),
         latency_s=sum(r.latency_s for r in responses),
         finish_reason=responses[-1].finish_reason if responses else None,
+        model=responses[-1].model if responses else None,
     )

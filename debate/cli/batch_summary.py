@@ -7,8 +7,7 @@ import argparse
 import sys
 
 from debate.cli.cost import cost_line
-from debate.config import VerifierConfig
-from debate.pipeline import price_for
+from debate.pipeline import Price
 from debate.results import BatchSummary
 
 __all__ = ["batch_exit", "changes_said"]
@@ -29,11 +28,8 @@ def changes_said(summary: BatchSummary) -> str:
     return f", {said}" if said else ""
 
 
-def batch_exit(
-    args: argparse.Namespace, summary: BatchSummary, config: VerifierConfig, model: str, embedded: bool
-) -> int:
-    price = price_for(config.model, name=model, embedded=embedded)
-    print(f"usage: {cost_line(summary.usage, price)}", file=sys.stderr)
+def batch_exit(args: argparse.Namespace, summary: BatchSummary, prices: dict[str, Price | None]) -> int:
+    print(f"usage: {cost_line(summary.usage_by_model, prices)}", file=sys.stderr)
     if summary.no_model_answered:
         print(
             f"debate: error: no model call succeeded in this run ({summary.unfinished} item(s) unfinished; last: "

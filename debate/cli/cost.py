@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from debate.cli.conventions import out
 from debate.config import VerifierConfig
 from debate.errors import UsageError
-from debate.pipeline import cost_of, price_for  # resolved lazily: the prices alone, no engine
+from debate.pipeline import price_for, team_cost  # resolved lazily: the prices alone, no engine
 from debate.plugins import TASKS, Task, TaskInput
 from debate.results import BatchItem, BatchSummary, PredictionRecord, ResultRecord, read_items, read_records
 from debate.types import Report, Usage
@@ -23,7 +23,7 @@ from debate.types import Report, Usage
 if TYPE_CHECKING:
     from debate.calls import PromptTemplate
     from debate.engine import MarkovChain
-    from debate.pipeline import Behaviour, Estimate, Price, Range
+    from debate.pipeline import Behaviour, Estimate, Price, Range, Verifier
 
 # The engine and the pipeline are imported where they are used: `debate --help` builds this module's options and
 # need not pay for the debate team, the HTTP clients and numpy.
@@ -36,6 +36,7 @@ __all__ = [
     "estimate_lines",
     "print_estimate",
     "run_estimate",
+    "run_prices",
 ]
 
 
@@ -80,13 +81,20 @@ def _prompts(chain: MarkovChain, config: VerifierConfig) -> dict[str, PromptTemp
 
 
 def _figures(
-    args: argparse.Namespace, config: VerifierConfig, items: list[tuple[Task, TaskInput]], price: Price | None
+    args: argparse.Namespace,
+    config: VerifierConfig,
+    items: list[tuple[Task, TaskInput]],
+    price: Price | None,
+    prices: dict[str, Price | None] | None = None,
 ) -> Estimate:
     from debate.engine import load_chain
-    from debate.pipeline import estimate
+    from debate.pipeline import estimate, planned_models, team_prices
 
     chain = load_chain(config.debate.chain)
     _check_calibration(config, chain)
+    if prices is None:
+        planned = {name: model for name, (model, _) in planned_models(config, chain).items()}
+        prices = team_prices(planned, embedded=config.model.base_url is None)
     return estimate(
         items,
         config=config,
@@ -94,6 +102,7 @@ def _figures(
         prompts=_prompts(chain, config),
         behaviour=_behaviour(args, chain),
         price=price,
+        prices=prices,
     )
 
 
@@ -111,8 +120,9 @@ def _check_calibration(config: VerifierConfig, chain: MarkovChain) -> None:
     # the model the run would send: the one named, or the embedded one; an endpoint's only model is not known
     # without asking it, which an estimate does not
     model = config.model.model or (EMBEDDED_MODEL_NAME if config.model.base_url is None else None)
-    if model is not None:
-        live.bind_model(model)
+    roles = {role: config.model_for(role).model for role in config.roles}
+    if model is not None and all(name is not None for name in roles.values()):
+        live.bind_model(model, {role: name for role, name in roles.items() if name is not None and name != model})
 
 
 def _behaviour(args: argparse.Namespace, chain: MarkovChain) -> Behaviour:
@@ -208,22 +218,54 @@ def estimate_lines(figures: Estimate, config: VerifierConfig, notes: Sequence[st
         f"  input tokens: {_fmt(figures.input_tokens)} (about 4 characters per token)",
         f"  output tokens: {_fmt(figures.output_tokens)}",
     ]
-    if figures.cost_usd is not None and figures.price is not None:
+    if len(figures.models) > 1:
+        for model in figures.models:
+            speaks = ", ".join(model.roles) or "no debate role"
+            extra = " and every call outside the debate" if model is figures.models[0] else ""
+            cost = f", {_fmt(model.cost_usd, '$', 4)}" if model.cost_usd is not None else ", no price known"
+            at = f" at {model.price.describe()}" if model.price is not None and model.cost_usd is not None else ""
+            lines.append(f"  model {model.name} ({speaks}{extra}): {_fmt(model.calls)} calls{cost}{at}")
+        if figures.cost_usd is not None:
+            lines.append(f"  cost: {_fmt(figures.cost_usd, '$', 4)}, the sum over the team's models")
+    elif figures.cost_usd is not None and figures.price is not None:
         lines.append(f"  cost: {_fmt(figures.cost_usd, '$', 4)} at {figures.price.describe()}")
     lines += [f"  note: {note}" for note in notes]
     return lines
 
 
-def cost_line(usage: Usage, price: Price | None) -> str:
-    """The run's actual tokens and, with a price, cost."""
-    tokens = (
-        f"{usage.llm_calls} model calls, {usage.prompt_tokens:,} input and {usage.completion_tokens:,} output tokens"
-    )
-    if price is None:
-        return f"{tokens} (no price known: give --model.price-in/--model.price-out for the cost)"
-    if price.source == "local":
-        return f"{tokens} (a local model: no cost)"
-    return f"{tokens}, ${cost_of(usage, price):.4f} at {price.describe()}"
+def _tokens(usage: Usage) -> str:
+    return f"{usage.llm_calls} model calls, {usage.prompt_tokens:,} input and {usage.completion_tokens:,} output tokens"
+
+
+def cost_line(by_model: dict[str, Usage], prices: dict[str, Price | None]) -> str:
+    """The run's actual tokens and, with a price for every model used, cost: one model's at its price, a team's
+    as the sum and each model's part."""
+    used = {name: usage for name, usage in by_model.items() if usage.llm_calls or usage.prompt_tokens}
+    total = Usage.total(by_model.values())
+    if len(used) <= 1:
+        name = next(iter(used), next(iter(by_model), ""))
+        price = prices.get(name)
+        if price is None:
+            return f"{_tokens(total)} (no price known: give --model.price-in/--model.price-out for the cost)"
+        if price.source == "local":
+            return f"{_tokens(total)} (a local model: no cost)"
+        cost, _ = team_cost({name: total}, {name: price})
+        return f"{_tokens(total)}, ${cost:.4f} at {price.describe()}"
+    cost, unpriced = team_cost(used, prices)
+    parts = []
+    for name, usage in used.items():
+        price = prices.get(name)
+        own = f"${team_cost({name: usage}, {name: price})[0]:.4f}" if price is not None else "no price known"
+        parts.append(f"{name}: {usage.llm_calls} calls, {own}")
+    said = f"${cost:.4f}" if cost is not None else f"no cost: no price known for {', '.join(unpriced)}"
+    return f"{_tokens(total)}, {said} ({'; '.join(parts)})"
+
+
+def run_prices(verifier: Verifier) -> dict[str, Price | None]:
+    """Each model of a started Verifier's team by the name its reports give it, at its price."""
+    from debate.pipeline import team_prices
+
+    return team_prices(verifier.runtime.model_configs(), embedded=verifier.embedded)
 
 
 class CostGate:
@@ -232,14 +274,15 @@ class CostGate:
     finished ones), must stay within the limit. Items already running are never cut short: their actual cost may
     differ from the expected one, so a run can end slightly above the limit; the usage line says what was spent."""
 
-    def __init__(self, limit: float, price: Price, expected_item_cost: float) -> None:
+    def __init__(self, limit: float, prices: dict[str, Price | None], expected_item_cost: float) -> None:
         if limit <= 0:
             raise UsageError(f"--max-cost must be positive, got {limit}")
-        self.limit, self.price, self.expected = limit, price, expected_item_cost
+        self.limit, self.prices, self.expected = limit, prices, expected_item_cost
         self.started = 0
 
     def __call__(self, item: BatchItem | None, summary: BatchSummary) -> str | None:
-        spent = cost_of(summary.usage, self.price)
+        spent, _ = team_cost(summary.usage_by_model, self.prices)
+        spent = spent or 0.0
         finished = summary.processed
         per_item = spent / finished if finished else self.expected
         running = max(0, self.started - finished)
@@ -252,16 +295,27 @@ class CostGate:
         return None
 
 
-def cost_gate(args: argparse.Namespace, config: VerifierConfig, model: str, embedded: bool) -> CostGate | None:
-    """The gate for --max-cost, priced for the resolved model (None without --max-cost)."""
+def cost_gate(args: argparse.Namespace, config: VerifierConfig, verifier: Verifier) -> CostGate | None:
+    """The gate for --max-cost, priced for each resolved model of the started team (None without --max-cost)."""
     if args.max_cost is None:
         return None
-    price = price_for(config.model, name=model, embedded=embedded)
-    if price is None:
+    from debate.engine import load_chain
+    from debate.pipeline import planned_models
+
+    prices = run_prices(verifier)
+    unpriced = [name for name, price in prices.items() if price is None]
+    if unpriced:
         raise UsageError(
-            f"--max-cost needs a price: no list price is known for {model}; give --model.price-in/--model.price-out"
+            f"--max-cost needs a price: no list price is known for {', '.join(unpriced)}; give "
+            "--model.price-in/--model.price-out (a role's model: --roles ROLE.model.price_in=USD)"
         )
     items, _ = _batch_inputs(args.input, TASKS.get(args.task)())
-    figures = _figures(args, config, items, price)
+    # The estimate names the models before the run: each by its roles' resolved model here.
+    labels, default = verifier.runtime.role_labels(), verifier.client.model_name
+    planned = planned_models(config, load_chain(config.debate.chain))
+    by_plan = {
+        name: prices[labels.get(roles[0], default) if roles else default] for name, (_, roles) in planned.items()
+    }
+    figures = _figures(args, config, items, prices[default], by_plan)
     expected = (figures.cost_usd.expected if figures.cost_usd else 0.0) / max(1, figures.items)
-    return CostGate(args.max_cost, price, expected)
+    return CostGate(args.max_cost, prices, expected)

@@ -86,6 +86,8 @@ def _is_text(annotation: Any) -> bool:
 
 
 def _submodel(annotation: Any) -> type[BaseModel] | None:
+    if get_origin(annotation) is dict:
+        return None  # a model per name (roles): one NAME.KEY=VALUE option, as the other dicts
     for arg in (annotation, *get_args(annotation)):
         if isinstance(arg, type) and issubclass(arg, BaseModel):
             return arg
@@ -129,6 +131,7 @@ COMMON: dict[str, str] = {
     "prefilter.prefilters": "cheap checks before the debate: none, all or NAME,NAME",
     "prompt_set": "the agents' prompts: paper, tuned, refchecker or a folder",
     "rollup": "claims -> response: any-false (the paper's), strict, major or soft",
+    "roles": "a model per role, e.g. leader.model.model=gpt-4o (other fields: [model]'s)",
 }
 """The options `--help` shows; `--help-all` shows every one."""
 
@@ -195,19 +198,25 @@ def check_utf8(action: argparse.Action, text: str) -> None:
 
 
 def option_entry(options: dict[str, Any], given: str, flag: str) -> dict[str, Any]:
-    """NAME.KEY=VALUE into {NAME: {KEY: VALUE}}; VALUE is JSON when it parses, else text."""
+    """NAME.KEY=VALUE into {NAME: {KEY: VALUE}} (a dotted KEY nests: leader.model.price_in=2 is {leader: {model:
+    {price_in: 2}}}), merged into `options`; VALUE is JSON when it parses, else text."""
     key, sep, raw = given.partition("=")
-    name, dot, leaf = key.partition(".")
-    if not (sep and dot and name.strip() and leaf.strip()):
+    parts = [part.strip() for part in key.split(".")]
+    if not (sep and len(parts) >= 2 and all(parts)):
         raise argparse.ArgumentError(None, f"{flag} {given[:60]!r}: expected NAME.KEY=VALUE, e.g. numbers.min_digits=2")
     try:
         value: Any = json.loads(raw)
     except (ValueError, RecursionError):
         # Not JSON (or past the parser's limits): the option's own validation sees the plain string.
         value = raw
-    entry = dict(options.get(name.strip(), {}))
-    entry[leaf.strip()] = value
-    return {**options, name.strip(): entry}
+    return _merged(options, parts, value)
+
+
+def _merged(options: dict[str, Any], path: list[str], value: Any) -> dict[str, Any]:
+    if len(path) == 1:
+        return {**options, path[0]: value}
+    inner = options.get(path[0])
+    return {**options, path[0]: _merged(inner if isinstance(inner, dict) else {}, path[1:], value)}
 
 
 class _HelpAll(argparse.Action):
@@ -235,6 +244,7 @@ _METAVARS = {
     "telemetry.endpoint": "URL",
     "rollup": "NAME",
     "team": "NAME",
+    "roles": "ROLE.model.FIELD=VALUE",
     "retrieval.retriever": "NAME",
     "search.backend": "NAME",
 }

@@ -198,6 +198,10 @@ def resolve_config(
         for path, value in layer.values.items():
             if layer.name == "environment" and path.startswith("search.") and not searched:
                 continue  # a search key in the environment does not turn search on
+            earlier = merged.get(path)
+            if isinstance(earlier, dict) and isinstance(value, dict) and path in FIELDS:
+                # A table of options by name (roles, task_options): a later layer adds to it, key by key.
+                value = _deep_merge(earlier, value)
             merged[path], where[path] = value, layer.where[path]
             sources[path] = {
                 "file": f"file {file}",
@@ -219,6 +223,14 @@ def resolve_config(
     return ResolvedConfig(config, {p: sources.get(p, "default") for p in FIELDS})
 
 
+def _deep_merge(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(earlier)
+    for key, value in later.items():
+        before = merged.get(key)
+        merged[key] = _deep_merge(before, value) if isinstance(before, dict) and isinstance(value, dict) else value
+    return merged
+
+
 def _every_prefilter() -> list[str]:
     """`all`: the built-ins in the order the RAG rules suggest (rules first), then every installed one."""
     from debate.plugins import PREFILTERS
@@ -235,6 +247,10 @@ def _problem(exc: ValidationError, where: Mapping[str, str]) -> UsageError:
     message = message.removeprefix("Value error, ")
     if loc in where:
         return UsageError(f"{where[loc]}: {message}")
+    table = next((p for p in where if loc.startswith(f"{p}.") and FIELDS.get(p, None) is not None), None)
+    if table is not None:
+        # Inside a table of options by name (roles.leader.model.temperature): the entry, and who set the table.
+        return UsageError(f"{where[table]}: {_shown(loc)}: {message}")
     section = loc.rpartition(".")[0]
     if first["type"] == "missing" and section:
         # search.timeout_s alone turns search on, and search then needs its backend: say which settings did that

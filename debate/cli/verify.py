@@ -22,7 +22,7 @@ from debate.cli.conventions import (
     out,
     progress_bar,
 )
-from debate.cli.cost import CostGate, add_cost_arguments, cost_gate, cost_line, run_estimate
+from debate.cli.cost import CostGate, add_cost_arguments, cost_gate, cost_line, run_estimate, run_prices
 from debate.cli.inputs import check_input, check_output, one_input
 from debate.cli.interrupts import kept_records, on_interrupt
 from debate.cli.options import add_verifier_arguments, items_in_flight, positive_int, verifier_config
@@ -30,7 +30,6 @@ from debate.cli.render import render_report
 from debate.concurrency import run_blocking
 from debate.config import VerifierConfig
 from debate.errors import InputError, ModelUnavailableError, UsageError
-from debate.pipeline import price_for  # resolved lazily: the prices alone, no engine
 from debate.plugins import TASKS, TaskInput
 from debate.results import (
     Aggregator,
@@ -262,7 +261,11 @@ def _config(args: argparse.Namespace) -> VerifierConfig:
 
 def _model_line(verifier: Verifier, config: VerifierConfig) -> None:
     where = "embedded llama.cpp" if verifier.embedded else config.model.base_url
-    err.print(f"[dim]model: {verifier.client.model_name} ({where})[/]")
+    team = "".join(
+        f"; {role} on {name} ({verifier.runtime.role_models[role].base_url or 'embedded'})"
+        for role, name in verifier.runtime.role_labels().items()
+    )
+    err.print(f"[dim]model: {verifier.client.model_name} ({where}){team}[/]", soft_wrap=True)
 
 
 async def _verify_one(args: argparse.Namespace, config: VerifierConfig, item: TaskInput) -> int:
@@ -274,8 +277,8 @@ async def _verify_one(args: argparse.Namespace, config: VerifierConfig, item: Ta
             report = await verifier.verify(item, task=args.task)
         except InputError as exc:
             raise UsageError(str(exc)) from exc
-        price = price_for(config.model, name=report.meta.model, embedded=verifier.embedded)
-    err.print(f"[dim]{cost_line(report.usage, price)}[/]")
+        prices = run_prices(verifier)
+    err.print(f"[dim]{cost_line(report.usage_by_model(), prices)}[/]")
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
@@ -311,8 +314,8 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
     on_interrupt(kept_records(paths.results_log))
     async with Verifier(config=config) as verifier:
         _model_line(verifier, config)
-        model, embedded = verifier.client.model_name, verifier.embedded
-        gate = cost_gate(args, config, model, embedded)
+        prices = run_prices(verifier)
+        gate = cost_gate(args, config, verifier)
         summary = await _run_batch(verifier, args, paths, gate)
     paths.write_output_format()
     print(
@@ -323,7 +326,7 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
         f"{changes_said(summary)}, {summary.redone} redone, {summary.skipped_done} already done -> {paths.output}",
         file=sys.stderr,
     )
-    return batch_exit(args, summary, config, model, embedded)
+    return batch_exit(args, summary, prices)
 
 
 class BatchProgress(logging.Handler):

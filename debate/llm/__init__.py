@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     )
     from debate.llm._openai_client import OpenAIChatClient, env_proxy, is_hosted
     from debate.llm._ratelimit import RateLimiter, SharedRates, adopt_shared, shared_rates
+    from debate.llm._routed import RoleRoutedClient, role_of
     from debate.llm._traced import TracedChatClient
 
 _WHERE = {
@@ -61,12 +62,15 @@ _WHERE = {
             "env_proxy",
             "last_call_rate",
             "record_call_rate",
+            "role_of",
         ],
         "debate.llm._embedded",
     ),
     **dict.fromkeys(["OpenAIChatClient", "env_proxy", "is_hosted"], "debate.llm._openai_client"),
     **dict.fromkeys(["RateLimiter", "SharedRates", "adopt_shared", "shared_rates"], "debate.llm._ratelimit"),
     "TracedChatClient": "debate.llm._traced",
+    "RoleRoutedClient": "debate.llm._routed",
+    "role_of": "debate.llm._routed",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
@@ -91,6 +95,7 @@ __all__ = [
     "ModelUnavailableError",
     "OpenAIChatClient",
     "RateLimiter",
+    "RoleRoutedClient",
     "SharedRates",
     "TokenLogprob",
     "TopLogprob",
@@ -105,5 +110,6 @@ __all__ = [
     "item_scope",
     "last_call_rate",
     "record_call_rate",
+    "role_of",
     "shared_rates",
 ]

@@ -12,6 +12,7 @@ the reset the server gave.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 import threading
 import time
@@ -40,8 +41,33 @@ class SharedRates:
 
     @classmethod
     def for_processes(cls, context: Any) -> SharedRates:
-        """In shared memory, for the processes of `context` (a multiprocessing context)."""
-        return cls(context.RawArray("d", 3), context.Lock())
+        """In shared memory, for the processes of `context` (a multiprocessing context): ENDPOINT_SLOTS schedules,
+        one per endpoint of the run (a team with a model per role has several)."""
+        return cls(context.RawArray("d", 3 * ENDPOINT_SLOTS), context.Lock())
+
+    def slot(self, endpoint: str) -> SharedRates:
+        """The schedule of `endpoint` among a process-shared block's slots (by a digest of its name, so every
+        process picks the same one; two endpoints that share a slot keep one schedule, slower, never faster)."""
+        index = int.from_bytes(hashlib.sha256(endpoint.encode()).digest()[:4], "big") % ENDPOINT_SLOTS
+        return SharedRates(_Offset(self.values, 3 * index), self.lock)
+
+
+ENDPOINT_SLOTS = 16
+"""Endpoints a `--workers` run's shared schedules tell apart."""
+
+
+class _Offset:
+    """Three clocks inside a larger shared array."""
+
+    def __init__(self, values: Any, start: int) -> None:
+        self._values = values
+        self._start = start
+
+    def __getitem__(self, index: int) -> float:
+        return float(self._values[self._start + index])
+
+    def __setitem__(self, index: int, value: float) -> None:
+        self._values[self._start + index] = value
 
 
 _ADOPTED: SharedRates | None = None
@@ -55,10 +81,10 @@ def adopt_shared(rates: SharedRates | None) -> None:
 
 
 def shared_rates(endpoint: str) -> SharedRates:
-    """The schedule of `endpoint`'s limiters in this process: its parent's (a worker's, whose run has one
-    endpoint), else this process's own for that endpoint."""
+    """The schedule of `endpoint`'s limiters in this process: its parent's slot for it (a worker's), else this
+    process's own for that endpoint."""
     if _ADOPTED is not None:
-        return _ADOPTED
+        return _ADOPTED.slot(endpoint)
     return _LOCAL.setdefault(endpoint, SharedRates.local())
 
 

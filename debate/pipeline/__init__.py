@@ -13,6 +13,14 @@ if TYPE_CHECKING:
     from debate.pipeline._prices import PRICE_TABLE, PRICE_TABLE_DATE, Price, cost_of, price_for
     from debate.pipeline._run import Pipeline, checked_input, claim_evaluation, claim_explanation
     from debate.pipeline._runtime import Runtime
+    from debate.pipeline._team_cost import (
+        ModelCost,
+        ModelEstimate,
+        planned_models,
+        role_shares,
+        team_cost,
+        team_prices,
+    )
     from debate.pipeline._verifier import Verifier, VerifierJob, averify, run_blocking, verify
 
 _WHERE = {
@@ -32,6 +40,10 @@ _WHERE = {
     "claim_evaluation": "debate.pipeline._run",
     "claim_explanation": "debate.pipeline._run",
     "Runtime": "debate.pipeline._runtime",
+    **dict.fromkeys(
+        ["ModelCost", "ModelEstimate", "planned_models", "role_shares", "team_cost", "team_prices"],
+        "debate.pipeline._team_cost",
+    ),
     "Verifier": "debate.pipeline._verifier",
     "VerifierJob": "debate.pipeline._verifier",
     "averify": "debate.pipeline._verifier",
@@ -48,6 +60,8 @@ __all__ = [
     "PRICE_TABLE_DATE",
     "Behaviour",
     "Estimate",
+    "ModelCost",
+    "ModelEstimate",
     "Pipeline",
     "Price",
     "Range",
@@ -62,7 +76,11 @@ __all__ = [
     "cost_of",
     "estimate",
     "fitted_behaviour",
+    "planned_models",
     "price_for",
+    "role_shares",
     "run_blocking",
+    "team_cost",
+    "team_prices",
     "verify",
 ]

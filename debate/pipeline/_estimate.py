@@ -19,7 +19,7 @@ model.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,6 +30,8 @@ from debate.config import VerifierConfig
 from debate.engine import MarkovChain, governed_outcome, governed_paths, outcome
 from debate.errors import UsageError
 from debate.pipeline._prices import Price
+from debate.pipeline._range import ZERO, Range
+from debate.pipeline._team_cost import ModelEstimate, split_by_model
 from debate.plugins import PREFILTERS, EstimatesWork, Task, TaskInput, TaskWork
 from debate.sentences import guess_language
 from debate.types import DebateResult, Report
@@ -44,26 +46,7 @@ _OPINION_CHARS = 300.0
 """One shown opinion, rendered, when no pilot says otherwise."""
 
 
-class Range(BaseModel):
-    """An expected value with its low and high ends."""
-
-    model_config = ConfigDict(frozen=True)
-
-    expected: float
-    """Under the stated behaviour."""
-    low: float
-    """Every state agrees as early as the chain allows; nothing is re-asked; prefilters call least."""
-    high: float
-    """No state agrees before max_rounds; every reply is re-asked to the limit; prefilters call most."""
-
-    def __add__(self, other: Range) -> Range:
-        return Range(expected=self.expected + other.expected, low=self.low + other.low, high=self.high + other.high)
-
-    def scaled(self, factor: float) -> Range:
-        return Range(expected=self.expected * factor, low=self.low * factor, high=self.high * factor)
-
-
-_ZERO = Range(expected=0.0, low=0.0, high=0.0)
+_ZERO = ZERO
 
 
 @dataclass(frozen=True)
@@ -219,6 +202,15 @@ class ItemEstimate(BaseModel):
     """Prompt tokens."""
     output_tokens: Range
     """Completion tokens."""
+    debate_calls: Range = ZERO
+    """The debate's part of `calls` (the turns, which a team may spread over several models)."""
+    debate_input_tokens: Range = ZERO
+    """The debate's part of `input_tokens`."""
+    debate_output_tokens: Range = ZERO
+    """The debate's part of `output_tokens`."""
+
+
+_DEBATE_PARTS = ("debate_calls", "debate_input_tokens", "debate_output_tokens")
 
 
 class Estimate(BaseModel):
@@ -243,7 +235,10 @@ class Estimate(BaseModel):
     cost_usd: Range | None
     """Cost, when a price is known."""
     price: Price | None
-    """The price used."""
+    """`[model]`'s price."""
+    models: list[ModelEstimate] = Field(default_factory=list)
+    """Each model of the team: the calls, tokens and cost of its roles' turns (`[model]`'s with every call outside
+    the debate). `cost_usd` is their sum."""
     behaviour: str
     """Where the agents' behaviour comes from (said with the figures)."""
     stop: str = ""
@@ -300,13 +295,22 @@ class _Debate:
         inputs = debate.scaled(turn_in) + Range(expected=other_in, low=other_in, high=other_in * (1 + retries))
         inputs = inputs + prefilter_calls.scaled(_tokens(work.claim_chars + work.evidence_chars + 400))
         max_out = float(self.config.model.max_tokens)
+        reply = self.behaviour.output_tokens
         outputs = Range(
-            expected=(debate.expected + other.expected) * self.behaviour.output_tokens + prefilter_calls.expected,
-            low=(debate.low + other.low) * min(self.behaviour.output_tokens, max_out) + prefilter_calls.low,
+            expected=(debate.expected + other.expected) * reply + prefilter_calls.expected,
+            low=(debate.low + other.low) * min(reply, max_out) + prefilter_calls.low,
             high=(debate.high + other.high) * max_out + prefilter_calls.high * max_out,
         )
         return ItemEstimate(
-            claims=work.claims, calls=debate + other + prefilter_calls, input_tokens=inputs, output_tokens=outputs
+            claims=work.claims,
+            calls=debate + other + prefilter_calls,
+            input_tokens=inputs,
+            output_tokens=outputs,
+            debate_calls=debate,
+            debate_input_tokens=debate.scaled(turn_in),
+            debate_output_tokens=Range(
+                expected=debate.expected * reply, low=debate.low * min(reply, max_out), high=debate.high * max_out
+            ),
         )
 
 
@@ -342,8 +346,10 @@ def estimate(
     prompts: dict[str, PromptTemplate],
     behaviour: Behaviour,
     price: Price | None,
+    prices: Mapping[str, Price | None] | None = None,
 ) -> Estimate:
-    """The run's expected calls, tokens and cost (see the module's docstring for how each is reached)."""
+    """The run's expected calls, tokens and cost (see the module's docstring for how each is reached). `prices`:
+    each model of the team by its planned name (debate.pipeline.planned_models); None: `price` for every model."""
     notes: set[str] = set()
     if config.debate.threshold is not None:
         turns = governed_turns(config, chain)
@@ -367,10 +373,18 @@ def estimate(
     calls = sum((e.calls for e in per_item), _ZERO)
     inputs = sum((e.input_tokens for e in per_item), _ZERO)
     outputs = sum((e.output_tokens for e in per_item), _ZERO)
-    cost = None
-    if price is not None:
-        cost = inputs.scaled(price.input / 1e6) + outputs.scaled(price.output / 1e6)
+    debate_parts = [sum((getattr(e, f) for e in per_item), _ZERO) for f in _DEBATE_PARTS]
+    models = split_by_model(config, chain, (debate_parts, [calls, inputs, outputs]), turns.expected, prices, price)
+    if len(models) > 1:
+        notes.add(
+            "the debate's turns are split among the roles' models by the chain's states (exact for the paper's "
+            "chains under the consensus stop)"
+        )
+    unpriced = [m for m in models if m.cost_usd is None and m.calls.high > 0]
+    notes.update(f"no price known for model {m.name} ({', '.join(m.roles)})" for m in unpriced if m is not models[0])
+    cost = None if unpriced else sum((m.cost_usd for m in models if m.cost_usd is not None), _ZERO)
     return Estimate(
+        models=models,
         stop=describe_stop(config.debate),
         items=len(items),
         claims=sum(e.claims for e in per_item),

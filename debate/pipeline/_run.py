@@ -258,7 +258,8 @@ class Pipeline:
         config = self.runtime.config
         options = config.rollup_options.get(config.rollup)
         p, why = response_p_factual(verdicts, rule=config.rollup, options=options)
-        return p, calibration_note(config.debate, self.calibration.current(), why)
+        current = self.calibration.current()
+        return p, calibration_note(config.debate, current, why, self.calibration.other_team)
 
     async def _localized(self, verdicts: list[ClaimVerdict]) -> list[ClaimVerdict]:
         retriever, language = self.runtime.retriever(), self.runtime.config.language

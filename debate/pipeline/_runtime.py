@@ -4,10 +4,13 @@ every stage receives; it holds no pipeline logic."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from urllib.parse import urlparse
 
 from debate import telemetry
-from debate.config import ModelConfig, VerifierConfig
+from debate.config import ModelConfig, RoleConfig, RoleModelConfig, VerifierConfig
 from debate.errors import InputError, UsageError
 from debate.evidence import RetrievalCache
 from debate.llm import (
@@ -17,8 +20,12 @@ from debate.llm import (
     EMBEDDED_TIMEOUT_S,
     CachingChatClient,
     ChatClient,
+    ChatRequest,
+    ChatResponse,
     EmbeddedServer,
+    ModelUnavailableError,
     OpenAIChatClient,
+    RoleRoutedClient,
     TracedChatClient,
 )
 from debate.plugins import PREFILTERS, RETRIEVERS, SEARCH_BACKENDS, TASKS, Prefilter, Retriever, SearchBackend, Task
@@ -26,6 +33,52 @@ from debate.provenance import depended_files, git_commit, package_version
 from debate.types import RunMeta
 
 __all__ = ["Runtime"]
+
+log = logging.getLogger("debate.pipeline")
+
+
+def _unique_label(name: str, config: ModelConfig, default: ModelConfig, taken: set[str]) -> str:
+    """A model's name, made unique in its team when another of its models has that name: by the endpoint's host
+    (two providers of one model at two prices are two models), or on one endpoint by the sampling settings that
+    differ (a Skeptic at temperature 0.7 is another agent than one at 0)."""
+    if name not in taken:
+        return name
+    host = urlparse(config.base_url).netloc if config.base_url else "scripted"
+    if config.base_url != default.base_url:
+        label = f"{name}@{host}"
+    else:
+        fields = ("temperature", "max_tokens", "seed", "structured_output", "max_string_chars")
+        differ = [f"{f}={getattr(config, f)}" for f in fields if getattr(config, f) != getattr(default, f)]
+        label = f"{name}[{','.join(differ)}]" if differ else f"{name}@{host}"
+    unique, extra = label, 2
+    while unique in taken:
+        unique, extra = f"{label}#{extra}", extra + 1
+    return unique
+
+
+def _secret(config: ModelConfig) -> str:
+    return config.api_key.get_secret_value() if config.api_key else ""
+
+
+class _Borrowed:
+    """A client the caller gave and still owns, under a wrapper that may close what it holds."""
+
+    def __init__(self, inner: ChatClient) -> None:
+        self._inner = inner
+
+    @property
+    def model_name(self) -> str:
+        return self._inner.model_name
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        return await self._inner.complete(request)
+
+    async def accept(self, response: ChatResponse) -> None:
+        await self._inner.accept(response)
+
+    async def aclose(self) -> None:
+        """The caller closes it."""
+
 
 _NOT_STARTED = "Verifier is not started; use `async with Verifier(...) as v:`"
 
@@ -38,6 +91,7 @@ class Runtime:
         config: VerifierConfig,
         *,
         client: ChatClient | None = None,
+        role_clients: Mapping[str, ChatClient] | None = None,
         prompts_dir: str | None = None,
         attached_embedded: bool = False,
         prompt_hashes: dict[str, str] | None = None,
@@ -45,7 +99,12 @@ class Runtime:
         self._config = config
         self._attached_embedded = attached_embedded
         self._client = client
+        self._given_client = client
+        self._role_clients = dict(role_clients or {})
         self._owns_client = client is None
+        self.role_models: dict[str, ModelConfig] = {}
+        """Each role whose turns run on a model of its own, with that model's configuration as resolved at start."""
+        self._router: RoleRoutedClient | None = None
         self._server: EmbeddedServer | None = None
         self.model_config: ModelConfig = config.model
         """The model configuration as resolved at start (endpoint, model name, structured output)."""
@@ -92,6 +151,19 @@ class Runtime:
 
     # --- what the pipeline uses ---------------------------------------------------------------------------------
 
+    def role_labels(self) -> dict[str, str]:
+        """Each role with a model of its own and that model's name (as turns and usage name it)."""
+        router = self._router
+        return {} if router is None else {role: router.label_for(role) for role in self.role_models}
+
+    def model_configs(self) -> dict[str, ModelConfig]:
+        """Every model of the team by its name, `[model]`'s first (prices, usage and limits are per model)."""
+        models = {self.client.model_name: self.model_config}
+        labels = self.role_labels()
+        for role, config in self.role_models.items():
+            models.setdefault(labels[role], config)
+        return models
+
     @property
     def embedded(self) -> bool:
         return self._server is not None or self._attached_embedded
@@ -123,6 +195,7 @@ class Runtime:
                 prompts |= prefilter.prompt_hashes()
             self._meta = RunMeta(
                 model=self.client.model_name,
+                roles=self.role_labels(),
                 base_url=self.model_config.base_url,
                 embedded=self.embedded,
                 config=(config := resolved.model_dump(mode="json")),
@@ -146,9 +219,25 @@ class Runtime:
         count = max(1, min(workers, total))
         shares = [total // count + (1 if k < total % count else 0) for k in range(count)]
         return [
-            self._config.model_copy(update={"model": self.model_config.model_copy(update={"max_concurrency": share})})
-            for share in shares
+            self._config.model_copy(
+                update={
+                    "model": self.model_config.model_copy(update={"max_concurrency": share}),
+                    "roles": self._worker_roles(count, k),
+                }
+            )
+            for k, share in enumerate(shares)
         ]
+
+    def _worker_roles(self, count: int, worker: int) -> dict[str, RoleConfig]:
+        """Each role's model as resolved (its endpoint and name, so no worker starts its own), its concurrency split
+        as `[model]`'s is (each worker one slot at least)."""
+        roles: dict[str, RoleConfig] = {}
+        for role, model in self.role_models.items():
+            total = model.max_concurrency
+            share = max(1, total // count + (1 if worker < total % count else 0))
+            given = model.model_dump(exclude={"api_key"}) | {"api_key": model.api_key, "max_concurrency": share}
+            roles[role] = RoleConfig(model=RoleModelConfig.model_validate(given))
+        return roles
 
     # --- life cycle ---------------------------------------------------------------------------------------------
 
@@ -160,13 +249,10 @@ class Runtime:
         tracing = telemetry.configure(self._config.telemetry.endpoint, project=self._config.telemetry.project)
         if self._client is None:
             await self._open_client()
-        if self._config.call_cache is not None:
-            self._wrap_in_cache(self._config.call_cache)
-        if tracing:
-            self._client = TracedChatClient(
-                self.client, temperature=self.model_config.temperature, owns_inner=self._owns_client
-            )
-            self._owns_client = True
+        base = self.client if self._owns_client else _Borrowed(self.client)
+        self._client = self._wrapped(base, self.model_config, owns=True, tracing=tracing)
+        self._owns_client = True
+        await self._open_roles(tracing)
         self._prefilters = [PREFILTERS.get(name)(self) for name in self._config.prefilter.prefilters]
 
     async def _open_client(self) -> None:
@@ -197,17 +283,74 @@ class Runtime:
         await client.resolve_model()
         self.model_config = model_config.model_copy(update={"model": client.model_name})
 
-    def _wrap_in_cache(self, path: str) -> None:
-        settings = self.model_config.model_dump(
-            mode="json", include={"temperature", "max_tokens", "seed", "structured_output", "max_string_chars"}
-        )
-        endpoint = self.model_config.base_url or "scripted"
-        if self.embedded:
-            endpoint = "embedded:" + EMBEDDED_MODEL_NAME  # its loopback port changes every start
-        self._client = CachingChatClient(
-            self.client, path=path, endpoint=endpoint, settings=settings, owns_inner=self._owns_client
-        )
-        self._owns_client = True
+    def _wrapped(self, client: ChatClient, config: ModelConfig, *, owns: bool, tracing: bool) -> ChatClient:
+        """`client` behind the call cache (when configured) and tracing (when on)."""
+        if self._config.call_cache is not None:
+            settings = config.model_dump(
+                mode="json", include={"temperature", "max_tokens", "seed", "structured_output", "max_string_chars"}
+            )
+            endpoint = config.base_url or "scripted"
+            if self.embedded and config.base_url == self.model_config.base_url:
+                endpoint = "embedded:" + EMBEDDED_MODEL_NAME  # its loopback port changes every start
+            client = CachingChatClient(
+                client, path=self._config.call_cache, endpoint=endpoint, settings=settings, owns_inner=owns
+            )
+            owns = True
+        if tracing:
+            client = TracedChatClient(client, temperature=config.temperature, owns_inner=owns)
+        return client
+
+    async def _open_roles(self, tracing: bool) -> None:
+        """A client per model the roles name beyond `[model]` (roles that resolve to one model share it), then the
+        router in front of them all. A role's model is opened as `[model]` is: a given client stands in for it."""
+        default = (self.client.model_name, self.client)
+        opened: dict[str, tuple[str, ChatClient, ModelConfig]] = {}
+        routes: dict[str, tuple[str, ChatClient]] = {}
+        for role in dict.fromkeys([*self._config.roles, *self._role_clients]):
+            given = self._config.roles.get(role)
+            # Over the model as resolved: a role that changes only the temperature keeps the embedded model's port.
+            config = given.model.over(self.model_config) if given is not None else self.model_config
+            if config == self.model_config and role not in self._role_clients:
+                continue
+            shared = self._given_client
+            if isinstance(shared, RoleRoutedClient) and role not in self._role_clients:
+                # Another Verifier's team (the desk's per-audit overrides): its role's model as it resolved it.
+                label, client = shared.route(role)
+                routes[role], self.role_models[role] = (label, _Borrowed(client)), config
+                continue
+            key = f"given:{role}" if role in self._role_clients else config.model_dump_json() + _secret(config)
+            if key not in opened:
+                client, resolved = await self._role_client(role, config)
+                client = self._wrapped(client, resolved, owns=True, tracing=tracing)
+                taken = {default[0], *(entry[0] for entry in opened.values())}
+                label = _unique_label(client.model_name, resolved, self.model_config, taken)
+                opened[key] = (label, client, resolved)
+            label, client, self.role_models[role] = opened[key]
+            routes[role] = (label, client)
+        self._router = RoleRoutedClient(default, routes, owns=True)
+        self._client = self._router
+
+    async def _role_client(self, role: str, config: ModelConfig) -> tuple[ChatClient, ModelConfig]:
+        given = self._role_clients.get(role) or self._given_client
+        if given is not None:
+            return _Borrowed(given), config.model_copy(update={"model": given.model_name})
+        client = OpenAIChatClient(config=config)
+        try:
+            await client.resolve_model()
+        except ModelUnavailableError as exc:
+            if config.model is None:
+                await client.aclose()
+                raise UsageError(
+                    f"roles.{role}.model: {exc.message}; name the role's model (roles.{role}.model.model) and the "
+                    "run starts without it, its turns failing until it answers"
+                ) from None
+            # A role's model that is down fails only its turns (their claims unverifiable), as a model that goes
+            # down mid-run does: the rest of the team still works.
+            log.warning("roles.%s.model: %s: the %s's turns fail until it answers", role, exc.message, role)
+        except BaseException:
+            await client.aclose()
+            raise
+        return client, config.model_copy(update={"model": client.model_name})
 
     async def close(self) -> None:
         """Close the search backend and the client (when owned), then stop the embedded server, whatever fails."""

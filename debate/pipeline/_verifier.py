@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -21,7 +21,7 @@ from debate.calibration import Calibration, LiveCalibration
 from debate.concurrency import run_blocking
 from debate.config import ModelConfig, VerifierConfig
 from debate.engine import MarkovChain, load_chain
-from debate.errors import InputError
+from debate.errors import InputError, UsageError
 from debate.llm import ChatClient
 from debate.pipeline._run import Pipeline, checked_input
 from debate.pipeline._runtime import Runtime
@@ -50,6 +50,7 @@ class Verifier:
         team_factory: TeamFactory | None = None,
         prompts_dir: str | None = None,
         attached_embedded: bool = False,
+        role_clients: Mapping[str, ChatClient] | None = None,
     ) -> None:
         """Build the verifier; nothing starts until `async with`.
 
@@ -60,16 +61,19 @@ class Verifier:
             prompts_dir: A prompt set or directory instead of `config.prompt_set`.
             attached_embedded: The configured base_url is an embedded server another process started
                 (--workers), so reports and the call cache name the embedded model, not its loopback port.
+            role_clients: A model client per role, instead of the endpoint `config.roles` gives it (with `client`
+                and no client for a role that `config.roles` names, that role's turns go to `client`).
 
         Raises:
             UnknownNameError: the configuration names a stage implementation nothing registered.
-            UsageError: a prompt file or chain spec that cannot be used.
+            UsageError: a prompt file or chain spec that cannot be used, or a model for a role the chain has not.
             CalibrationError: a calibration fitted on another chain or prompt set (another model: at start).
         """
         self.config = config or VerifierConfig()
         check_config(self.config)
         prompts = prompts_dir or self.config.prompt_set
         self.chain: MarkovChain = load_chain(self.config.debate.chain)
+        _check_roles(self.chain, [*self.config.roles, *(role_clients or {})])
         team_factory = team_factory or TEAMS.get(self.config.team)(prompts_dir=prompts)
         # Prompt files are checked now, so a bad prompt set fails before any model starts.
         hashes = team_factory.prompt_hashes(self.chain)
@@ -79,7 +83,12 @@ class Verifier:
         live = LiveCalibration(debate, self.chain, hashes) if debate.calibration is not None else None
         self._prompt_hashes = hashes
         self.runtime = Runtime(
-            self.config, client=client, prompts_dir=prompts, attached_embedded=attached_embedded, prompt_hashes=hashes
+            self.config,
+            client=client,
+            role_clients=role_clients,
+            prompts_dir=prompts,
+            attached_embedded=attached_embedded,
+            prompt_hashes=hashes,
         )
         self.pipeline = Pipeline(self.runtime, self.chain, team_factory, live)
 
@@ -117,7 +126,7 @@ class Verifier:
         try:
             await self.runtime.start()
             if self.pipeline.calibration is not None:
-                self.pipeline.calibration.bind_model(self.runtime.client.model_name)
+                self.pipeline.calibration.bind_model(self.runtime.client.model_name, self.runtime.role_labels())
         except BaseException:
             # __aexit__ does not run when __aenter__ fails: release what was started (cancellation included).
             await self.runtime.close()
@@ -168,6 +177,15 @@ class Verifier:
     ) -> ClaimVerdict:
         """Debate one claim over the chain. A failed debate ends `unverifiable` with its typed failure."""
         return await self.pipeline.verify_claim(claim, evidence, usage=usage, prefilters=prefilters)
+
+
+def _check_roles(chain: MarkovChain, roles: Sequence[str]) -> None:
+    known = chain.spec.all_roles()
+    for role in roles:
+        if role not in known:
+            raise UsageError(
+                f"roles.{role}: the chain {chain.spec.name!r} has no role {role!r}; its roles: {', '.join(known)}"
+            )
 
 
 async def averify(

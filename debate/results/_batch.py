@@ -66,6 +66,8 @@ class BatchSummary:
     """Records whose verdict matched --fail-on."""
     usage: Usage = field(default_factory=Usage)
     """Model usage of the records written in this run."""
+    usage_by_model: dict[str, Usage] = field(default_factory=dict)
+    """The same usage per model (a team may have a model per role; see Report.usage_by_model)."""
     stopped: str | None = None
     """Why the batch stopped before its end (the cost gate), if it did."""
     unfinished: int = 0
@@ -96,6 +98,8 @@ class BatchSummary:
         self.processed += 1
         if isinstance(record, ResultRecord):
             self.usage = self.usage + record.result.usage
+            for model, used in record.result.usage_by_model().items():
+                self.usage_by_model[model] = self.usage_by_model.get(model, Usage()) + used
         if isinstance(record, ErrorRecord):
             self.errors += 1
         elif isinstance(record, ResultRecord) and record.result.failure is not None:

@@ -28,6 +28,9 @@ _NO_EFFECT: tuple[tuple[str, ...], ...] = (
 )
 """Fields that change how fast or where a run goes, never what it finds (a resumed run may change them)."""
 
+_LATER: dict[tuple[str, ...], Any] = {("debate", "force_calibration_team"): False}
+"""Fields added after logs were written, at their default: left out of a setting, so such a log still resumes."""
+
 
 def setting_of(task: str, meta: RunMeta) -> dict[str, Any]:
     """The settings a report of `task` with this `meta` was made with, as a JSON-able dict (compare two with
@@ -39,10 +42,33 @@ def setting_of(task: str, meta: RunMeta) -> dict[str, Any]:
             holder = holder.get(name) if isinstance(holder, dict) else None
         if isinstance(holder, dict):
             holder.pop(path[-1], None)
+    _later_fields_at_default(config)
     setting: dict[str, Any] = {"task": task, "model": meta.model, "prompts": meta.prompts, "config": config}
+    if meta.roles:
+        setting["roles"] = dict(meta.roles)  # each role's model as its endpoint named it
     if meta.files:
         setting["files"] = meta.files
     return setting
+
+
+def _later_fields_at_default(config: dict[str, Any]) -> None:
+    """Leave out of `config` (in place) what a log written before a field existed could not hold: the fields of
+    _LATER at their default, and a team with no model per role."""
+    for path, default in _LATER.items():
+        holder: Any = config
+        for name in path[:-1]:
+            holder = holder.get(name) if isinstance(holder, dict) else None
+        if isinstance(holder, dict) and holder.get(path[-1], default) == default:
+            holder.pop(path[-1], None)
+    for role, given in list((config.get("roles") or {}).items()):
+        # A role's model is one more model section: the same fields change nothing it finds.
+        for path in _NO_EFFECT:
+            if path[0] == "model" and isinstance(given.get("model"), dict):
+                given["model"].pop(path[1], None)
+        if not given.get("model"):
+            del config["roles"][role]
+    if not config.get("roles"):
+        config.pop("roles", None)
 
 
 def comparable(recorded: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
@@ -88,7 +114,8 @@ def startless_differences(setting: dict[str, Any], task: str, config: dict[str, 
     endpoint answers), and the model's name where `config` names one. What a batch with nothing left to run can
     still check before it says "already done"."""
     recorded = {k: v for k, v in setting.get("config", {}).items() if k != "model"}
-    current = {k: v for k, v in config.items() if k != "model"}
+    current = {k: v for k, v in json.loads(json.dumps(config)).items() if k != "model"}
+    _later_fields_at_default(current)
     for path in _NO_EFFECT:
         if len(path) == 1:
             recorded.pop(path[0], None)

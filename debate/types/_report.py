@@ -161,6 +161,9 @@ class RunMeta(_Model):
 
     model: str
     """Model name as sent to the endpoint."""
+    roles: dict[str, str] = Field(default_factory=dict)
+    """Each role whose turns ran on a model of its own (`roles.<role>.model`), and that model's name; every other
+    role ran on `model`."""
     base_url: str | None
     """Endpoint; the embedded server's loopback URL when embedded."""
     embedded: bool
@@ -284,6 +287,23 @@ class Report(_Model):
     """Wall time."""
     meta: RunMeta
     """Reproducibility record."""
+
+    def usage_by_model(self) -> dict[str, Usage]:
+        """The usage per model: each debate turn's on the model that answered it, the rest (claims, queries,
+        judges, turns that got no reply) on the run's `model`."""
+        by_model: dict[str, Usage] = {}
+        for claim in self.claims:
+            for state in claim.debate.states if claim.debate is not None else []:
+                for turn in state.turns:
+                    if turn.call.model is not None and turn.call.model != self.meta.model:
+                        by_model[turn.call.model] = by_model.get(turn.call.model, Usage()) + turn.call.usage
+        others = Usage.total(by_model.values())
+        rest = Usage(
+            llm_calls=max(0, self.usage.llm_calls - others.llm_calls),
+            prompt_tokens=max(0, self.usage.prompt_tokens - others.prompt_tokens),
+            completion_tokens=max(0, self.usage.completion_tokens - others.completion_tokens),
+        )
+        return {self.meta.model: rest, **by_model}
 
     def to_dataframe(self) -> pd.DataFrame:
         """One row per claim (pandas): the response's verdict and score, then the claim's label, severity, who

@@ -58,6 +58,9 @@ class CallInfo(_Model):
     """Wall time of the model calls."""
     finish_reason: str | None = None
     """Finish reason of the last reply."""
+    model: str | None = None
+    """The model that answered, named as the run's usage names it (a team may have a model per role); None: no
+    reply came (or a report made before turns named their model)."""
     messages: list[SentMessage] | None = None
     """The exact exchange (system, user, replies, re-asks) when `DebateConfig.record_prompts` is on."""
 

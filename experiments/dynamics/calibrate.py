@@ -42,7 +42,11 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
     prompts = _team_prompts(first)
     chain = load_chain(first.debate.chain)
     for other in runs[1:]:
-        if (other.model, chain_digest(load_chain(other.debate.chain))) != (first.model, chain_digest(chain)):
+        if (other.model, other.roles, chain_digest(load_chain(other.debate.chain))) != (
+            first.model,
+            first.roles,
+            chain_digest(chain),
+        ):
             raise UsageError(f"{other.run_dir}: another model or chain than {first.run_dir}; save one calibration each")
         if any(other.prompts.get(k) != v for k, v in prompts.items()):
             raise UsageError(f"{other.run_dir}: other prompts than {first.run_dir}; save one calibration each")
@@ -68,6 +72,7 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Cali
     return Calibration(
         fitted_on=FittedOn(
             model=first.model,
+            roles=dict(first.roles),
             prompts=prompts,
             chain=chain.name,
             chain_sha256=chain_digest(chain),

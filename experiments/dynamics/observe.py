@@ -107,12 +107,15 @@ class RunObservations:
     """Per debated claim with one, its p_factual (a run with a calibration)."""
     team: tuple[str, str]
     """The run's debate team and prompt set."""
+    roles: dict[str, str] = field(default_factory=dict)
+    """Each role whose turns ran on a model of its own, and that model (the reports' `meta.roles`)."""
 
 
 @dataclass
 class _Meta:
     model: str = ""
     prompts: dict[str, str] = field(default_factory=dict)
+    roles: dict[str, str] | None = None
 
 
 def _debates(run_dir: Path, meta: _Meta) -> Iterator[tuple[str, bool, dict[str, Any]]]:
@@ -123,6 +126,7 @@ def _debates(run_dir: Path, meta: _Meta) -> Iterator[tuple[str, bool, dict[str, 
         recorded = record.report.get("meta") or {}
         meta.model = meta.model or str(recorded.get("model", ""))
         meta.prompts = meta.prompts or dict(recorded.get("prompts", {}))
+        meta.roles = dict(recorded.get("roles") or {}) if meta.roles is None else meta.roles
         for claim in record.report.get("claims", []):
             if claim.get("debate") and claim.get("decided_by", "debate") == "debate":
                 yield f"{record.id}/{claim['claim_id']}", label, claim
@@ -178,6 +182,7 @@ def read_run(run_dir: Path) -> RunObservations:
         prompts=meta.prompts or dict(config.get("prompts", {})),
         p_factual=probabilities,
         team=(str(verifier.get("team", "autogen")), str(verifier.get("prompt_set") or "paper")),
+        roles=meta.roles or {},
     )
 
 
@@ -288,6 +293,11 @@ def _read_reports(reports: Iterable[tuple[int, str, Report, list[bool | None]]],
                 f"{path}: record {number} was debated under other settings than record {first[0]} "
                 f"({_settings(debate)} against {_settings(first[1])}): fit one setting at a time"
             )
+        elif _team(report.meta) != _team(first[2]):
+            raise UsageError(
+                f"{path}: record {number} was debated by another team than record {first[0]} ({_team(report.meta)} "
+                f"against {_team(first[2])}): fit one team at a time"
+            )
         assert chain is not None
         for claim, label in zip(report.claims, labels, strict=True):
             if claim.debate is None or claim.decided_by != "debate":
@@ -323,7 +333,13 @@ def _read_reports(reports: Iterable[tuple[int, str, Report, list[bool | None]]],
         prompts=dict(meta.prompts),
         p_factual=probabilities,
         team=(str(meta.config.get("team", "autogen")), meta.prompt_set),
+        roles=dict(meta.roles),
     )
+
+
+def _team(meta: RunMeta) -> str:
+    """A run's models, in a line: `model`, and each role on another."""
+    return meta.model + "".join(f", {role} on {model}" for role, model in sorted(meta.roles.items()))
 
 
 def _settings(debate: DebateConfig) -> tuple[object, ...]:

@@ -112,11 +112,11 @@ class DeskSettings(BaseModel):
         return self.price_prompt_per_mtok > 0 or self.price_completion_per_mtok > 0
 
     def secrets(self) -> list[str]:
-        """Every configured secret, longest first: the endpoint's key, the session secret, the store's password."""
+        """Every configured secret, longest first: the endpoints' keys (a role's model's too), the session secret,
+        the store's password."""
         found = [self.session_secret or ""]
-        key = self.verifier.model.api_key
-        if key is not None:
-            found.append(key.get_secret_value())
+        keys = [self.verifier.model.api_key, *(role.model.api_key for role in self.verifier.roles.values())]
+        found += [key.get_secret_value() for key in keys if key is not None]
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
 

@@ -41,9 +41,9 @@ def test_the_simulated_tour_debates_a_wrong_and_a_right_answer_and_says_simulate
 def test_a_roles_file_sets_the_population(tmp_path: Path) -> None:
     roles = tmp_path / "roles.toml"
     roles.write_text("seed = 1\n[roles.initial]\nfactual_true = 1.0\nhallucinated_true = 1.0\n")
-    done = _tour("--roles", str(roles), "--debate.min-rounds", "0")
+    done = _tour("--population", str(roles), "--debate.min-rounds", "0")
     assert done.returncode == 0, done.stderr
     assert "(seed 1)" in done.stdout and done.stdout.count("chain: S0") == 2
     assert done.stdout.count("FACTUAL  score") == 2  # an initial agent that always says true, and no debate after it
-    bad = _tour("--roles", str(tmp_path / "missing.toml"))
+    bad = _tour("--population", str(tmp_path / "missing.toml"))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "missing.toml" in bad.stderr
