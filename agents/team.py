@@ -49,11 +49,12 @@ from debate.engine import (
     render_evidence,
     render_opinion,
     render_opinions,
+    result_records,
     transcript_result,
 )
 from debate.errors import DebateError, InternalError, is_fatal
 from debate.llm import ChatClient
-from debate.plugins import Chain
+from debate.plugins import Chain, Posterior
 from debate.types import Claim, DebateResult, Evidence, Failure, Turn
 
 __all__ = ["AutogenTeam", "AutogenTeamFactory", "ChainTurn"]
@@ -241,20 +242,22 @@ class AutogenTeam:
         self._prompts = prompts
         self._reask = reask
 
-    def _group_chat(self, run: _ClaimRun) -> SelectorGroupChat:
+    def _group_chat(
+        self, run: _ClaimRun, termination: TerminationCondition | None = None, max_rounds: int | None = None
+    ) -> SelectorGroupChat:
         agents: list[ChatAgent | AutogenBaseTeam] = [
             DebateAgent(role, prompt=self._prompts[role], client=self._client, run=run)
             for role in self._chain.spec.all_roles()
         ]
-        config = self._config
+        rounds = self._config.max_rounds if max_rounds is None else max_rounds
         return SelectorGroupChat(
             agents,
             model_client=NoSelectorModel(),
             selector_func=run.select,
             allow_repeated_speaker=True,
-            termination_condition=self._termination(),
+            termination_condition=termination or self._termination(),
             # A safety net only: the rounds condition stops the chain first.
-            max_turns=1 + (config.max_rounds + 1) * max(len(r) for r in self._chain.spec.states.values()),
+            max_turns=1 + (rounds + 1) * max(len(r) for r in self._chain.spec.states.values()),
             custom_message_types=[TurnMessage],
         )
 
@@ -275,9 +278,33 @@ class AutogenTeam:
 
     async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
         run = _ClaimRun(claim, list(evidence), self._driver, self._config, self._reask)
+        records = await self._run(run, self._group_chat(run), [])
+        return self._result(records)
+
+    async def continue_debate(
+        self,
+        claim: Claim,
+        evidence: Sequence[Evidence],
+        earlier: DebateResult,
+        *,
+        governor: Posterior,
+        threshold: float,
+        max_rounds: int,
+    ) -> DebateResult:
+        """See debate.plugins.ContinuingTeam: the earlier turns enter the thread as the task's messages, so the
+        chain's driver plans this team's first turn from them and the stop conditions read them."""
+        run = _ClaimRun(claim, list(evidence), self._driver, self._config, self._reask)
+        earlier_records = result_records(earlier)
+        termination = posterior_termination(governor, self._chain, threshold=threshold, max_rounds=max_rounds)
+        records = await self._run(run, self._group_chat(run, termination, max_rounds), earlier_records)
+        return governed_result(transcript_result(records), governor.p_debate(self._chain, records), threshold)
+
+    async def _run(self, run: _ClaimRun, chat: SelectorGroupChat, earlier: list[TurnRecord]) -> list[TurnRecord]:
         token = CancellationToken()
-        task = TextMessage(content=claim.text, source="moderator")
-        team_run = asyncio.ensure_future(self._group_chat(run).run(task=task, cancellation_token=token))
+        opening = TextMessage(content=run.claim.text, source="moderator")
+        said = [TurnMessage(content=r, source=_agent_name(r.turn.role)) for r in earlier]
+        task: list[BaseChatMessage] = [opening, *said]
+        team_run = asyncio.ensure_future(chat.run(task=task if earlier else opening, cancellation_token=token))
         try:
             waiters: list[asyncio.Future[Any]] = [team_run, run.aborted]
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -290,7 +317,9 @@ class AutogenTeam:
         run.rounds.close()
         if run.aborted.done():
             run.aborted.result()
-        return self._result(turns_in(team_run.result().messages))
+        records = turns_in(team_run.result().messages)
+        # The task's messages come back at the head of the result; a version that left them out gets them here.
+        return records if records[: len(earlier)] == earlier else [*earlier, *records]
 
 
 class AutogenTeamFactory:

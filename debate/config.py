@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import os
 from typing import Any, Literal, Self, TypeVar
-from urllib.parse import urlparse
 
 from pydantic import (
     AliasChoices,
     BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     field_serializer,
@@ -18,10 +16,25 @@ from pydantic import (
 )
 
 from debate._migrations import upgrade_prefilter, upgrade_verifier
-from debate.types import RollupName, StopSetting, parse_stop
+from debate.endpoints import (
+    ENDPOINT_FIELDS,
+    MAX_CONCURRENCY,
+    MAX_SECONDS,
+    Config,
+    ModelConfig,
+    RoleConfig,
+    RoleModelConfig,
+    StructuredOutputMode,
+)
+from debate.endpoints import header_safe as _header_safe
+from debate.types import RollupName, StopSetting, parse_stop, stop_kind
 
 __all__ = [
+    "ENDPOINT_FIELDS",
+    "MAX_CONCURRENCY",
+    "MAX_SECONDS",
     "PROMPT_SETS",
+    "CascadeTeam",
     "ClaimConfig",
     "DebateConfig",
     "ModelConfig",
@@ -43,26 +56,42 @@ decide a claim (RefChecker's Neutral)."""
 
 MAX_ROUNDS = 100
 """The most debate rounds a chain may be given: past it the exact estimate and dynamics tables grow without use."""
-MAX_SECONDS = 86_400.0
-"""The longest timeout or back-off step accepted (a day)."""
-MAX_CONCURRENCY = 1024
-"""The most requests or claims in flight that a limit may allow."""
-
-StructuredOutputMode = Literal["auto", "json_schema", "json_object", "none"]
-
-
-class _Config(BaseModel):
-    # Field docstrings become descriptions: the CLI's help text comes from them.
-    # No infinite or NaN number anywhere: a timeout of inf or a price of nan would reach a sleep or a sum.
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, use_attribute_docstrings=True, populate_by_name=True, allow_inf_nan=False
-    )
 
 
 _O = TypeVar("_O", bound=BaseModel)
 
 
-class DebateConfig(_Config):
+class CascadeTeam(Config):
+    """A team the cascade stop (`stop = "cascade:P"`) hands an undecided claim to: the same chain, continued by
+    agents on other models, with the team's own calibration."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+    """How reports name the team (the run's own team is `first`)."""
+    model: RoleModelConfig = Field(default_factory=RoleModelConfig)
+    """The model of every role of this team: the fields of `[model]`, each one not given taken from it."""
+    roles: dict[str, RoleConfig] = Field(default_factory=dict)
+    """A role's own model in this team, over the team's `model`."""
+    calibration: str
+    """This team's calibration file (`debate dynamics fit` on a run of this team): its p_factual decides."""
+    max_rounds: int = Field(default=2, ge=1, le=MAX_ROUNDS)
+    """Debate rounds this team may add to the turns so far before the claim goes to the next team."""
+
+    def model_for(self, role: str, base: ModelConfig) -> ModelConfig:
+        """The model role `role` runs on in this team, over the run's `[model]` as resolved (`base`)."""
+        team = self.model.over(base)
+        given = self.roles.get(role)
+        return team if given is None else given.model.over(team)
+
+    @field_serializer("roles")
+    def _roles_given(self, value: dict[str, RoleConfig]) -> dict[str, Any]:
+        return {role: {"model": given.model.model_dump(exclude_none=True)} for role, given in value.items()}
+
+    @field_serializer("model")
+    def _model_given(self, value: RoleModelConfig) -> dict[str, Any]:
+        return value.model_dump(exclude_none=True)
+
+
+class DebateConfig(Config):
     """The Markov chain's knobs (paper section 3.3)."""
 
     min_rounds: int = Field(default=2, ge=0, le=MAX_ROUNDS)
@@ -87,6 +116,10 @@ class DebateConfig(_Config):
     verdict is the posterior's side."""
     force_calibration: bool = False
     """Let the posterior stop use a calibration whose checks failed (its p_factual is not calibrated)."""
+    cascade: list[CascadeTeam] = Field(default_factory=list)
+    """The teams `stop = "cascade:P"` escalates to, in order (`[[debate.cascade]]`): a claim the run's team leaves
+    undecided at max_rounds (p_factual between 1 - P and P) is continued by the next team from the turns so far,
+    until a team decides it or the list ends."""
     force_calibration_team: bool = False
     """Use a calibration fitted on a team whose roles ran on other models: its p_factual then describes the fitted
     team's agents, so every verdict it scores says it is not calibrated, naming the role that differs."""
@@ -119,6 +152,18 @@ class DebateConfig(_Config):
             raise ValueError(f"stop {self.stop} needs a calibration file (calibration, --debate.calibration FILE)")
         return self
 
+    @model_validator(mode="after")
+    def _cascade_named_both_ways(self) -> Self:
+        escalates = stop_kind(self.stop) == "cascade"
+        if escalates and not self.cascade:
+            raise ValueError(f"stop {self.stop} needs the teams it escalates to ([[debate.cascade]])")
+        if self.cascade and not escalates:
+            raise ValueError('cascade teams are used by the cascade stop only: set stop = "cascade:P"')
+        names = [team.name for team in self.cascade]
+        if "first" in names or len(set(names)) < len(names):
+            raise ValueError(f"cascade team names must differ from each other and from `first`: {names}")
+        return self
+
     @property
     def threshold(self) -> float | None:
         """The posterior stop's threshold; None under the paper's rule."""
@@ -126,158 +171,7 @@ class DebateConfig(_Config):
         return None if rule == "consensus" else rule
 
 
-def _header_safe(value: SecretStr | None) -> SecretStr | None:
-    """A key is sent in an HTTP header: printable ASCII without spaces, else refused here (never shown)."""
-    if value is not None and not all("\x21" <= char <= "\x7e" for char in value.get_secret_value()):
-        raise ValueError("holds a character an HTTP header cannot carry (a space, a control character or non-ASCII)")
-    return value
-
-
-def _http_url(value: str | None) -> str | None:
-    if value is None:
-        return None
-    parsed = urlparse(value)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValueError(f"must be an http(s) URL with a host, such as http://localhost:8000/v1; got {value!r}")
-    return value
-
-
-class ModelConfig(_Config):
-    """How to reach the model. No base_url means: start the embedded model."""
-
-    base_url: str | None = None
-    """OpenAI-compatible endpoint, e.g. http://localhost:8000/v1."""
-    model: str | None = None
-    """Model name; when omitted, the endpoint's only model is used."""
-    api_key: SecretStr | None = Field(default=None, exclude=True)
-    """Never written to reports."""
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    """Sampling temperature (0: as deterministic as the endpoint allows)."""
-    max_tokens: int = Field(default=512, ge=16, le=1_000_000)
-    """Completion token limit per call."""
-    seed: int | None = Field(default=0, ge=-(2**63), le=2**63 - 1)
-    """Seed sent to the endpoint."""
-    timeout_s: float = Field(default=120.0, gt=0, le=MAX_SECONDS)
-    """Per-request timeout."""
-    max_attempts: int = Field(default=5, ge=1, le=20)
-    """HTTP attempts per call (first try included) on retryable errors."""
-    backoff_initial_s: float = Field(default=1.0, gt=0, le=MAX_SECONDS)
-    """First backoff step; later steps grow exponentially with full jitter."""
-    backoff_max_s: float = Field(default=30.0, gt=0, le=MAX_SECONDS)
-    """Longest single wait, Retry-After included."""
-    retry_refused: bool = True
-    """Retry a call whose connection was refused (nothing listening). False: it fails at once, for a caller that
-    must not wait on a dead endpoint (the guard's judge, whose breaker probes it later instead)."""
-    structured_output: StructuredOutputMode = "auto"
-    """auto: try json_schema, fall back to llama.cpp's json_object+schema, then plain prompting."""
-    max_concurrency: int = Field(default=4, ge=1, le=MAX_CONCURRENCY)
-    """Model requests in flight at once: the one limit on model calls (a slot is held for one HTTP attempt)."""
-    requests_per_minute: int | None = Field(default=None, ge=1, le=10**9)
-    """Most HTTP attempts started per minute, shared by every worker process of a run (None: no limit)."""
-    tokens_per_minute: int | None = Field(default=None, ge=1, le=10**12)
-    """Most tokens (prompt estimate + completion limit, settled to actual usage) per minute, shared likewise."""
-    price_in: float | None = Field(default=None, ge=0, le=1e6)
-    """USD per million input tokens (None: the price table, if it knows the model)."""
-    price_out: float | None = Field(default=None, ge=0, le=1e6)
-    """USD per million output tokens."""
-    max_string_chars: int | None = Field(default=None, ge=16, le=1_000_000)
-    """Bound every string of a structured reply to this many characters, and raise the token limit to the schema's
-    worst case, so a grammar-constrained reply always closes (the embedded model: 300)."""
-
-    @field_validator("api_key")
-    @classmethod
-    def _header_safe_key(cls, value: SecretStr | None) -> SecretStr | None:
-        return _header_safe(value)
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        return _http_url(value)
-
-    @classmethod
-    def from_env(cls, **overrides: Any) -> ModelConfig:
-        """Flags win over OPENAI_BASE_URL, OPENAI_API_KEY and DEBATE_MODEL."""
-        values: dict[str, Any] = {
-            "base_url": os.environ.get("OPENAI_BASE_URL") or None,
-            "model": os.environ.get("DEBATE_MODEL") or None,
-            "api_key": os.environ.get("OPENAI_API_KEY") or None,
-        }
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.model_validate(values)
-
-
-ENDPOINT_FIELDS = frozenset({"model", "api_key", "price_in", "price_out", "requests_per_minute", "tokens_per_minute"})
-"""`[model]`'s fields a role on another endpoint does not take from it: they hold for `[model]`'s endpoint only."""
-
-
-class RoleModelConfig(_Config):
-    """A role's own model: each field given here replaces `[model]`'s, each one left out is taken from it (the
-    fields and their meaning are `[model]`'s; a test holds the two lists equal)."""
-
-    base_url: str | None = None
-    """OpenAI-compatible endpoint of this role's model."""
-    model: str | None = None
-    """Model name; with its own base_url and no name, that endpoint's only model."""
-    api_key: SecretStr | None = Field(default=None, exclude=True)
-    """The key of this role's endpoint; never written to reports."""
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    """Sampling temperature."""
-    max_tokens: int | None = Field(default=None, ge=16, le=1_000_000)
-    """Completion token limit per call."""
-    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
-    """Seed sent to the endpoint."""
-    timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
-    """Per-request timeout."""
-    max_attempts: int | None = Field(default=None, ge=1, le=20)
-    """HTTP attempts per call on retryable errors."""
-    backoff_initial_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
-    """First backoff step."""
-    backoff_max_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
-    """Longest single wait."""
-    retry_refused: bool | None = None
-    """Retry a call whose connection was refused."""
-    structured_output: StructuredOutputMode | None = None
-    """Structured output mode."""
-    max_concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY)
-    """Requests in flight at once to this role's endpoint (an endpoint's own limit, not shared with `[model]`'s)."""
-    requests_per_minute: int | None = Field(default=None, ge=1, le=10**9)
-    """Most HTTP attempts started per minute on this role's endpoint."""
-    tokens_per_minute: int | None = Field(default=None, ge=1, le=10**12)
-    """Most tokens per minute on this role's endpoint."""
-    price_in: float | None = Field(default=None, ge=0, le=1e6)
-    """USD per million input tokens of this role's model."""
-    price_out: float | None = Field(default=None, ge=0, le=1e6)
-    """USD per million output tokens of this role's model."""
-    max_string_chars: int | None = Field(default=None, ge=16, le=1_000_000)
-    """Bound on every string of a structured reply."""
-
-    @field_validator("api_key")
-    @classmethod
-    def _header_safe_key(cls, value: SecretStr | None) -> SecretStr | None:
-        return _header_safe(value)
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        return _http_url(value)
-
-    def over(self, base: ModelConfig) -> ModelConfig:
-        """`base` with the fields given here in its place. A role on another endpoint takes none of the fields that
-        belong to `base`'s endpoint (ENDPOINT_FIELDS: its model name, key, prices and rate limits)."""
-        given = {name: getattr(self, name) for name in self.model_fields_set if getattr(self, name) is not None}
-        if "base_url" in given and given["base_url"] != base.base_url:
-            base = base.model_copy(update=dict.fromkeys(ENDPOINT_FIELDS - set(given)))
-        return ModelConfig.model_validate({**base.model_dump(), "api_key": base.api_key, **given})
-
-
-class RoleConfig(_Config):
-    """What one role of the chain runs on, where it differs from the rest of the team."""
-
-    model: RoleModelConfig = Field(default_factory=RoleModelConfig)
-    """The role's model (`[roles.leader.model]`): the fields of `[model]`, each one not given taken from it."""
-
-
-class ClaimConfig(_Config):
+class ClaimConfig(Config):
     """Claim extraction (summarization, dialogue, kbqa, general)."""
 
     format: Literal["sentence", "triplet"] = "sentence"
@@ -295,7 +189,7 @@ class ClaimConfig(_Config):
     method), triplet -> extract_triplets (RefChecker's). extract_claims is our own, a named departure."""
 
 
-class RetrievalConfig(_Config):
+class RetrievalConfig(Config):
     """Top-k sentences of a given document per claim."""
 
     retriever: str = "dense"
@@ -306,7 +200,7 @@ class RetrievalConfig(_Config):
     """Also keep retrieval results on disk, keyed by content hash."""
 
 
-class SearchConfig(_Config):
+class SearchConfig(Config):
     """A search backend for claims with no reference (Factool-style query generation)."""
 
     backend: str
@@ -346,7 +240,7 @@ class SearchConfig(_Config):
         return self
 
 
-class PrefilterConfig(_Config):
+class PrefilterConfig(Config):
     """The cheap checks before the debate, and when they may decide a claim."""
 
     prefilters: list[str] = Field(default_factory=list)
@@ -385,7 +279,7 @@ class PrefilterConfig(_Config):
         return model.model_validate(self.options.get(name, {}))
 
 
-class TelemetryConfig(_Config):
+class TelemetryConfig(Config):
     """OpenTelemetry tracing (extra `otel`; see debate.telemetry)."""
 
     endpoint: str | None = None
@@ -402,7 +296,7 @@ class TelemetryConfig(_Config):
         return value
 
 
-class VerifierConfig(_Config):
+class VerifierConfig(Config):
     """Everything a Verifier needs."""
 
     model: ModelConfig = Field(default_factory=ModelConfig)

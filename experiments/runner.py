@@ -84,7 +84,7 @@ class RunSpec(BaseModel):
             data["verifier"].pop("roles", None)
         debate = data["verifier"].get("debate", {})
         defaults = (("calibration", None), ("stop", "consensus"), ("force_calibration", False))
-        for name, default in (*defaults, ("force_calibration_team", False)):
+        for name, default in (*defaults, ("force_calibration_team", False), ("cascade", [])):
             if debate.get(name, default) == default:
                 debate.pop(name, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from debate.cli.cost import cost_line
-from debate.pipeline import Price
+from debate.pipeline import Price, team_cost
 from debate.results import BatchSummary
 
 __all__ = ["batch_exit", "changes_said"]
@@ -28,8 +28,24 @@ def changes_said(summary: BatchSummary) -> str:
     return f", {said}" if said else ""
 
 
+def cascade_line(summary: BatchSummary, prices: dict[str, Price | None]) -> str | None:
+    """Under the cascade stop: the claims each team decided, and each team's cost (None otherwise)."""
+    if not summary.cascade:
+        return None
+    decided = ", ".join(f"{n} by {team}" for team, (n, _) in summary.cascade.items())
+    costs = []
+    for team, (_, usage) in summary.cascade.items():
+        cost = team_cost(usage, prices)[0]
+        calls = sum(u.llm_calls for u in usage.values())
+        costs.append(f"{team} {calls} calls" + (f", ${cost:.4f}" if cost is not None else ", no price known"))
+    return f"cascade: claims decided {decided}, {summary.undecided} undecided when the list ended; {'; '.join(costs)}"
+
+
 def batch_exit(args: argparse.Namespace, summary: BatchSummary, prices: dict[str, Price | None]) -> int:
     print(f"usage: {cost_line(summary.usage_by_model, prices)}", file=sys.stderr)
+    cascade = cascade_line(summary, prices)
+    if cascade is not None:
+        print(cascade, file=sys.stderr)
     if summary.no_model_answered:
         print(
             f"debate: error: no model call succeeded in this run ({summary.unfinished} item(s) unfinished; last: "

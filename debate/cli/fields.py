@@ -86,8 +86,8 @@ def _is_text(annotation: Any) -> bool:
 
 
 def _submodel(annotation: Any) -> type[BaseModel] | None:
-    if get_origin(annotation) is dict:
-        return None  # a model per name (roles): one NAME.KEY=VALUE option, as the other dicts
+    if get_origin(annotation) in (dict, list):
+        return None  # a model per name (roles) or a list of models (cascade teams): one option for the whole
     for arg in (annotation, *get_args(annotation)):
         if isinstance(arg, type) and issubclass(arg, BaseModel):
             return arg
@@ -156,9 +156,23 @@ def from_text(field: ConfigField, text: str) -> Any:
     # A list's `none` is the empty list (`--prefilter.prefilters none`, as the help offers), nullable or not.
     if (field.none_is_text or field.kind == "list") and text.strip().lower() in ("none", "null"):
         return [] if field.kind == "list" else None
+    if field.kind == "list" and _of_models(field):
+        return _json_list(text, field)
     if field.kind == "list":
         return [part.strip() for part in text.split(",") if part.strip()]
     return text
+
+
+def _of_models(field: ConfigField) -> bool:
+    return any(isinstance(a, type) and issubclass(a, BaseModel) for a in get_args(field.core))
+
+
+def _json_list(text: str, field: ConfigField) -> Any:
+    """A list of tables (cascade teams) given on the command line: as JSON."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise argparse.ArgumentError(None, f"{field.flag}: expected a JSON list of tables, got {text[:60]!r}") from None
 
 
 FlagValue = tuple[Any, str]
@@ -245,6 +259,7 @@ _METAVARS = {
     "rollup": "NAME",
     "team": "NAME",
     "roles": "ROLE.model.FIELD=VALUE",
+    "debate.cascade": "JSON",
     "retrieval.retriever": "NAME",
     "search.backend": "NAME",
 }

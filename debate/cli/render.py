@@ -12,7 +12,7 @@ from rich.table import Table
 
 from debate.errors import DebateError
 from debate.results import SEVERITY_KEY, severity_text
-from debate.types import ClaimVerdict, Report
+from debate.types import ClaimVerdict, DebateResult, Report
 
 if TYPE_CHECKING:
     from debate.engine import MarkovChain
@@ -211,6 +211,17 @@ def _render_prefilter(console: Console, report: Report) -> None:
             _plain(console, f"  warning: {check.hallucination_check.warning}")
 
 
+def team_line(debate: DebateResult) -> str:
+    """Which teams of the cascade spoke, where each left P(factual), and which decided."""
+    parts = []
+    for team in debate.teams:
+        p = "-" if team.p_factual is None else f"{team.p_factual:.3f}"
+        parts.append(f"{team.name} ({team.turns} turns, {team.usage.llm_calls} calls, p_factual {p})")
+    last = debate.teams[-1]
+    ending = f"decided by {last.name}" if last.decided else f"undecided when the list ended (after {last.name})"
+    return " -> ".join(parts) + f": {ending}"
+
+
 def _render_claim(
     console: Console, index: int, claim: ClaimVerdict, chain: MarkovChain | None, *, show_prompts: bool
 ) -> None:
@@ -245,8 +256,12 @@ def _render_claim(
     path = "  ".join(f"{s.name}" + (f" ({why})" if why else "") for s, why in zip(d.states, moves, strict=True))
     _plain(console, f"  chain: {path}")
     _plain(console, f"  rounds: {d.rounds}   consensus: {consensus}   stopped: {d.stop_reason}")
+    if d.teams:
+        _plain(console, f"  cascade: {team_line(d)}")
     table = Table(show_lines=True)
-    for column in ("state", "round", "agent", "factual", "sev", "opinion"):
+    # A team with a model per role (or a cascade) says which model spoke each turn; one model needs no column.
+    models = len({t.call.model for state in d.states for t in state.turns if t.call.model is not None}) > 1
+    for column in ("state", "round", "agent", *(["model"] if models else []), "factual", "sev", "opinion"):
         table.add_column(column, overflow="fold")
     for state in d.states:
         for turn in state.turns:
@@ -254,6 +269,7 @@ def _render_claim(
                 state.name,
                 str(state.round),
                 turn.role,
+                *([turn.call.model or "-"] if models else []),
                 "-" if turn.factuality is None else str(turn.factuality),
                 "-" if turn.error_severity is None else str(turn.error_severity),
                 escape(turn.opinion or "") if turn.error is None else f"[yellow]{escape(turn.error or '')}[/]",

@@ -14,13 +14,14 @@ posterior stop alike), so the stop rule drops out of the posterior. Nothing is s
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from debate.engine._driver import ChainDriver, TurnRecord
 from debate.engine._expectation import Outcome, RoleModel, shown_in_state
@@ -183,6 +184,50 @@ class PosteriorModel:
     def p_debate(self, chain: Chain, records: Sequence[TurnRecord]) -> float | None:
         """P(factual | a debate's turns); None when a turn has no verdict (a failure) or the model gives the turns
         probability zero."""
+        contexts = turn_contexts(chain, records)
+        return self.p_factual(contexts) if records and len(contexts) == len(records) else None
+
+    def at_prior(self, p: float) -> PosteriorModel:
+        """This model for a claim whose P(factual) before its turns is `p` (not the fitted share): the odds scale
+        as `--debate.prior` scales them."""
+        p = min(max(p, 1e-12), 1 - 1e-12)
+        delta = math.log(p / (1 - p)) - math.log(self.prior / (1 - self.prior))
+        return dataclasses.replace(self, shift=self.shift + delta)
+
+
+class Governor(Protocol):
+    """What decides the posterior stop: P(factual | the turns so far)."""
+
+    def p_factual(self, turns: Sequence[TurnContext]) -> float | None: ...
+
+    def p_debate(self, chain: Chain, records: Sequence[TurnRecord]) -> float | None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentedPosterior:
+    """The cascade's posterior: the turns from `starts[k]` on were spoken by team k and read by its calibration's
+    model, starting from the P(factual) the earlier teams' turns left. A later team's turns are taken as evidence
+    independent of the earlier teams' given the label (each team's model was fitted on its own transcripts)."""
+
+    models: Sequence[PosteriorModel]
+    starts: Sequence[int]
+    """Where each team's turns begin (the first 0), in turn order."""
+
+    def p_factual(self, turns: Sequence[TurnContext]) -> float | None:
+        p: float | None = None
+        for k, model in enumerate(self.models):
+            begin = self.starts[k]
+            end = self.starts[k + 1] if k + 1 < len(self.starts) else len(turns)
+            if k > 0 and begin >= len(turns):
+                break
+            if k > 0:
+                if p is None:
+                    return None
+                model = model.at_prior(p)
+            p = model.p_factual(turns[begin:end])
+        return p
+
+    def p_debate(self, chain: Chain, records: Sequence[TurnRecord]) -> float | None:
         contexts = turn_contexts(chain, records)
         return self.p_factual(contexts) if records and len(contexts) == len(records) else None
 

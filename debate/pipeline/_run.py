@@ -25,6 +25,7 @@ from debate.engine import MarkovChain, result_records
 from debate.errors import CalibrationError, DebateError, InputError, is_fatal
 from debate.evidence import localize
 from debate.llm import item_scope
+from debate.pipeline._escalate import Escalation
 from debate.pipeline._runtime import Runtime
 from debate.plugins import TASKS, Plan, Reference, TaskInput, TeamFactory
 from debate.prefilter import Cascade, Undecided
@@ -180,11 +181,14 @@ class Pipeline:
         chain: MarkovChain,
         team_factory: TeamFactory,
         calibration: LiveCalibration | None = None,
+        escalation: Escalation | None = None,
     ) -> None:
         self.runtime = runtime
         self.chain = chain
         self.team_factory = team_factory
         self.calibration = calibration
+        self.escalation = escalation
+        """The cascade stop's teams, when the run escalates."""
 
     async def verify(self, item: TaskInput, *, task: str = "qa") -> Report:
         """One response's report (see `Verifier.verify` for what each task reads)."""
@@ -324,10 +328,14 @@ class Pipeline:
         prefilters: list[PrefilterDecision] | None = None,
     ) -> ClaimVerdict:
         """Debate one claim over the chain. A failed debate ends `unverifiable` with its typed failure."""
-        team = self.team_factory.new_team(
-            client=self.runtime.client, config=self.runtime.config.debate, chain=self.chain
-        )
-        result = await team.debate(claim, list(evidence))
+        p: float | None = None
+        if self.escalation is not None:
+            result, p = await self.escalation.debate(claim, list(evidence))
+        else:
+            team = self.team_factory.new_team(
+                client=self.runtime.client, config=self.runtime.config.debate, chain=self.chain
+            )
+            result = await team.debate(claim, list(evidence))
         total = result.usage + (usage or Usage())
         if result.final is None:
             failure = result.failure or Failure(kind="reply_unusable", message="no verdict", stage="debate")
@@ -339,8 +347,9 @@ class Pipeline:
         )
         if self.calibration is None:
             return verdict
-        model = self.calibration.current().model(self.runtime.config.debate.prior)
-        p = model.p_debate(self.chain, result_records(result))
+        if self.escalation is None:
+            model = self.calibration.current().model(self.runtime.config.debate.prior)
+            p = model.p_debate(self.chain, result_records(result))
         return verdict.model_copy(update={"p_factual": p})
 
     def _failed_report(self, task: str, item: TaskInput, failure: Failure, started: float) -> Report:

@@ -4,10 +4,8 @@ every stage receives; it holds no pipeline logic."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from urllib.parse import urlparse
 
 from debate import telemetry
 from debate.config import ModelConfig, RoleConfig, RoleModelConfig, VerifierConfig
@@ -20,64 +18,17 @@ from debate.llm import (
     EMBEDDED_TIMEOUT_S,
     CachingChatClient,
     ChatClient,
-    ChatRequest,
-    ChatResponse,
     EmbeddedServer,
-    ModelUnavailableError,
     OpenAIChatClient,
     RoleRoutedClient,
     TracedChatClient,
 )
+from debate.pipeline._teams import Borrowed, OpenedTeam, TeamClients
 from debate.plugins import PREFILTERS, RETRIEVERS, SEARCH_BACKENDS, TASKS, Prefilter, Retriever, SearchBackend, Task
 from debate.provenance import depended_files, git_commit, package_version
 from debate.types import RunMeta
 
 __all__ = ["Runtime"]
-
-log = logging.getLogger("debate.pipeline")
-
-
-def _unique_label(name: str, config: ModelConfig, default: ModelConfig, taken: set[str]) -> str:
-    """A model's name, made unique in its team when another of its models has that name: by the endpoint's host
-    (two providers of one model at two prices are two models), or on one endpoint by the sampling settings that
-    differ (a Skeptic at temperature 0.7 is another agent than one at 0)."""
-    if name not in taken:
-        return name
-    host = urlparse(config.base_url).netloc if config.base_url else "scripted"
-    if config.base_url != default.base_url:
-        label = f"{name}@{host}"
-    else:
-        fields = ("temperature", "max_tokens", "seed", "structured_output", "max_string_chars")
-        differ = [f"{f}={getattr(config, f)}" for f in fields if getattr(config, f) != getattr(default, f)]
-        label = f"{name}[{','.join(differ)}]" if differ else f"{name}@{host}"
-    unique, extra = label, 2
-    while unique in taken:
-        unique, extra = f"{label}#{extra}", extra + 1
-    return unique
-
-
-def _secret(config: ModelConfig) -> str:
-    return config.api_key.get_secret_value() if config.api_key else ""
-
-
-class _Borrowed:
-    """A client the caller gave and still owns, under a wrapper that may close what it holds."""
-
-    def __init__(self, inner: ChatClient) -> None:
-        self._inner = inner
-
-    @property
-    def model_name(self) -> str:
-        return self._inner.model_name
-
-    async def complete(self, request: ChatRequest) -> ChatResponse:
-        return await self._inner.complete(request)
-
-    async def accept(self, response: ChatResponse) -> None:
-        await self._inner.accept(response)
-
-    async def aclose(self) -> None:
-        """The caller closes it."""
 
 
 _NOT_STARTED = "Verifier is not started; use `async with Verifier(...) as v:`"
@@ -92,6 +43,8 @@ class Runtime:
         *,
         client: ChatClient | None = None,
         role_clients: Mapping[str, ChatClient] | None = None,
+        cascade_clients: Mapping[str, ChatClient] | None = None,
+        chain_roles: Sequence[str] = (),
         prompts_dir: str | None = None,
         attached_embedded: bool = False,
         prompt_hashes: dict[str, str] | None = None,
@@ -101,7 +54,13 @@ class Runtime:
         self._client = client
         self._given_client = client
         self._role_clients = dict(role_clients or {})
+        self._cascade_clients = dict(cascade_clients or {})
+        self._chain_roles = list(chain_roles)
         self._owns_client = client is None
+        self._default_client: ChatClient | None = None
+        self._teams: TeamClients | None = None
+        self.cascade: list[OpenedTeam] = []
+        """Each cascade team (`debate.cascade`, in order) as opened: its router and its roles' models."""
         self.role_models: dict[str, ModelConfig] = {}
         """Each role whose turns run on a model of its own, with that model's configuration as resolved at start."""
         self._router: RoleRoutedClient | None = None
@@ -157,11 +116,15 @@ class Runtime:
         return {} if router is None else {role: router.label_for(role) for role in self.role_models}
 
     def model_configs(self) -> dict[str, ModelConfig]:
-        """Every model of the team by its name, `[model]`'s first (prices, usage and limits are per model)."""
+        """Every model of the run by its name, `[model]`'s first, then the roles', then each cascade team's (prices,
+        usage and limits are per model)."""
         models = {self.client.model_name: self.model_config}
         labels = self.role_labels()
         for role, config in self.role_models.items():
             models.setdefault(labels[role], config)
+        for team in self.cascade:
+            for role, name in team.labels().items():
+                models.setdefault(name, team.role_models[role])
         return models
 
     @property
@@ -249,9 +212,8 @@ class Runtime:
         tracing = telemetry.configure(self._config.telemetry.endpoint, project=self._config.telemetry.project)
         if self._client is None:
             await self._open_client()
-        base = self.client if self._owns_client else _Borrowed(self.client)
-        self._client = self._wrapped(base, self.model_config, owns=True, tracing=tracing)
-        self._owns_client = True
+        base = self.client if self._owns_client else Borrowed(self.client)
+        self._client = self._default_client = self._wrapped(base, self.model_config, tracing)
         await self._open_roles(tracing)
         self._prefilters = [PREFILTERS.get(name)(self) for name in self._config.prefilter.prefilters]
 
@@ -283,8 +245,9 @@ class Runtime:
         await client.resolve_model()
         self.model_config = model_config.model_copy(update={"model": client.model_name})
 
-    def _wrapped(self, client: ChatClient, config: ModelConfig, *, owns: bool, tracing: bool) -> ChatClient:
-        """`client` behind the call cache (when configured) and tracing (when on)."""
+    def _wrapped(self, client: ChatClient, config: ModelConfig, tracing: bool) -> ChatClient:
+        """`client` behind the call cache (when configured) and tracing (when on); closing it closes `client`."""
+        owns = True
         if self._config.call_cache is not None:
             settings = config.model_dump(
                 mode="json", include={"temperature", "max_tokens", "seed", "structured_output", "max_string_chars"}
@@ -302,55 +265,25 @@ class Runtime:
 
     async def _open_roles(self, tracing: bool) -> None:
         """A client per model the roles name beyond `[model]` (roles that resolve to one model share it), then the
-        router in front of them all. A role's model is opened as `[model]` is: a given client stands in for it."""
-        default = (self.client.model_name, self.client)
-        opened: dict[str, tuple[str, ChatClient, ModelConfig]] = {}
-        routes: dict[str, tuple[str, ChatClient]] = {}
-        for role in dict.fromkeys([*self._config.roles, *self._role_clients]):
-            given = self._config.roles.get(role)
-            # Over the model as resolved: a role that changes only the temperature keeps the embedded model's port.
-            config = given.model.over(self.model_config) if given is not None else self.model_config
-            if config == self.model_config and role not in self._role_clients:
-                continue
-            shared = self._given_client
-            if isinstance(shared, RoleRoutedClient) and role not in self._role_clients:
-                # Another Verifier's team (the desk's per-audit overrides): its role's model as it resolved it.
-                label, client = shared.route(role)
-                routes[role], self.role_models[role] = (label, _Borrowed(client)), config
-                continue
-            key = f"given:{role}" if role in self._role_clients else config.model_dump_json() + _secret(config)
-            if key not in opened:
-                client, resolved = await self._role_client(role, config)
-                client = self._wrapped(client, resolved, owns=True, tracing=tracing)
-                taken = {default[0], *(entry[0] for entry in opened.values())}
-                label = _unique_label(client.model_name, resolved, self.model_config, taken)
-                opened[key] = (label, client, resolved)
-            label, client, self.role_models[role] = opened[key]
-            routes[role] = (label, client)
-        self._router = RoleRoutedClient(default, routes, owns=True)
+        router in front of them all; then each cascade team's. A role's model is opened as `[model]` is: a given
+        client stands in for it."""
+        default = self.client
+        self._teams = TeamClients(
+            self.model_config, default, given=self._given_client, wrap=lambda c, m: self._wrapped(c, m, tracing)
+        )
+        # Over the model as resolved: a role that changes only the temperature keeps the embedded model's port.
+        wanted = {role: given.model.over(self.model_config) for role, given in self._config.roles.items()}
+        wanted |= {role: self.model_config for role in self._role_clients if role not in wanted}
+        team = await self._teams.team(wanted, self._role_clients)
+        self._router, self.role_models = team.router, team.role_models
+        self.cascade = []
+        for step in self._config.debate.cascade:
+            step_wanted = {role: step.model_for(role, self.model_config) for role in self._chain_roles}
+            given = self._cascade_clients.get(step.name)
+            self.cascade.append(
+                await self._teams.team(step_wanted, dict.fromkeys(self._chain_roles, given) if given else None)
+            )
         self._client = self._router
-
-    async def _role_client(self, role: str, config: ModelConfig) -> tuple[ChatClient, ModelConfig]:
-        given = self._role_clients.get(role) or self._given_client
-        if given is not None:
-            return _Borrowed(given), config.model_copy(update={"model": given.model_name})
-        client = OpenAIChatClient(config=config)
-        try:
-            await client.resolve_model()
-        except ModelUnavailableError as exc:
-            if config.model is None:
-                await client.aclose()
-                raise UsageError(
-                    f"roles.{role}.model: {exc.message}; name the role's model (roles.{role}.model.model) and the "
-                    "run starts without it, its turns failing until it answers"
-                ) from None
-            # A role's model that is down fails only its turns (their claims unverifiable), as a model that goes
-            # down mid-run does: the rest of the team still works.
-            log.warning("roles.%s.model: %s: the %s's turns fail until it answers", role, exc.message, role)
-        except BaseException:
-            await client.aclose()
-            raise
-        return client, config.model_copy(update={"model": client.model_name})
 
     async def close(self) -> None:
         """Close the search backend and the client (when owned), then stop the embedded server, whatever fails."""
@@ -358,8 +291,11 @@ class Runtime:
             if self._search_backend is not None:
                 backend, self._search_backend = self._search_backend, None
                 await backend.aclose()
-            if self._owns_client and self._client is not None:
-                client, self._client = self._client, None
+            if self._teams is not None:
+                teams, self._teams = self._teams, None
+                await teams.aclose()
+            if self._default_client is not None:
+                client, self._default_client, self._client = self._default_client, None, None
                 await client.aclose()
         finally:
             telemetry.flush()

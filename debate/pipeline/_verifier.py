@@ -23,6 +23,7 @@ from debate.config import ModelConfig, VerifierConfig
 from debate.engine import MarkovChain, load_chain
 from debate.errors import InputError, UsageError
 from debate.llm import ChatClient
+from debate.pipeline._escalate import Escalation
 from debate.pipeline._run import Pipeline, checked_input
 from debate.pipeline._runtime import Runtime
 from debate.plugins import TEAMS, TaskInput, TeamFactory, check_config
@@ -51,6 +52,7 @@ class Verifier:
         prompts_dir: str | None = None,
         attached_embedded: bool = False,
         role_clients: Mapping[str, ChatClient] | None = None,
+        cascade_clients: Mapping[str, ChatClient] | None = None,
     ) -> None:
         """Build the verifier; nothing starts until `async with`.
 
@@ -63,6 +65,8 @@ class Verifier:
                 (--workers), so reports and the call cache name the embedded model, not its loopback port.
             role_clients: A model client per role, instead of the endpoint `config.roles` gives it (with `client`
                 and no client for a role that `config.roles` names, that role's turns go to `client`).
+            cascade_clients: A model client per cascade team (`config.debate.cascade`, by name) for every role of
+                that team, instead of the endpoints its configuration gives.
 
         Raises:
             UnknownNameError: the configuration names a stage implementation nothing registered.
@@ -86,11 +90,16 @@ class Verifier:
             self.config,
             client=client,
             role_clients=role_clients,
+            cascade_clients=cascade_clients,
+            chain_roles=self.chain.spec.all_roles(),
             prompts_dir=prompts,
             attached_embedded=attached_embedded,
             prompt_hashes=hashes,
         )
-        self.pipeline = Pipeline(self.runtime, self.chain, team_factory, live)
+        escalation = (
+            Escalation(self.runtime, self.chain, team_factory, live, hashes) if live and debate.cascade else None
+        )
+        self.pipeline = Pipeline(self.runtime, self.chain, team_factory, live, escalation)
 
     @property
     def calibration(self) -> Calibration | None:
@@ -127,6 +136,8 @@ class Verifier:
             await self.runtime.start()
             if self.pipeline.calibration is not None:
                 self.pipeline.calibration.bind_model(self.runtime.client.model_name, self.runtime.role_labels())
+            if self.pipeline.escalation is not None:
+                self.pipeline.escalation.bind()
         except BaseException:
             # __aexit__ does not run when __aenter__ fails: release what was started (cancellation included).
             await self.runtime.close()

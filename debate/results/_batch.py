@@ -25,7 +25,7 @@ from debate.results._jsonl import OutputLock, ResultsLog, ResumeState, run_order
 from debate.results._records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord, fails_on
 from debate.results._resume import Retired, classify, compact_keeping, history_path, retire, write_updates
 from debate.results._settings import setting_of, shown_differences, startless_differences
-from debate.types import Usage
+from debate.types import Report, Usage
 
 if TYPE_CHECKING:
     from debate.pipeline import Verifier
@@ -68,6 +68,10 @@ class BatchSummary:
     """Model usage of the records written in this run."""
     usage_by_model: dict[str, Usage] = field(default_factory=dict)
     """The same usage per model (a team may have a model per role; see Report.usage_by_model)."""
+    cascade: dict[str, tuple[int, dict[str, Usage]]] = field(default_factory=dict)
+    """Under the cascade stop, per team: the claims it decided, and its turns' usage by model."""
+    undecided: int = 0
+    """Under the cascade stop: claims no team decided before the list ended."""
     stopped: str | None = None
     """Why the batch stopped before its end (the cost gate), if it did."""
     unfinished: int = 0
@@ -93,6 +97,16 @@ class BatchSummary:
         answered usefully (down, or answering 200 with HTML), not a run whose verdicts stand."""
         return self.usage.llm_calls == 0 and self.unfinished > 0
 
+    def _count_teams(self, report: Report) -> None:
+        for claim in report.claims:
+            teams = claim.debate.teams if claim.debate is not None else []
+            for team in teams:
+                decided, usage = self.cascade.get(team.name, (0, {}))
+                for model, used in team.usage_by_model.items():
+                    usage[model] = usage.get(model, Usage()) + used
+                self.cascade[team.name] = (decided + int(team.decided and team is teams[-1]), usage)
+            self.undecided += int(bool(teams) and not teams[-1].decided)
+
     def add(self, record: Record, fail_on: FailOn | None) -> None:
         """Count one written record."""
         self.processed += 1
@@ -100,6 +114,7 @@ class BatchSummary:
             self.usage = self.usage + record.result.usage
             for model, used in record.result.usage_by_model().items():
                 self.usage_by_model[model] = self.usage_by_model.get(model, Usage()) + used
+            self._count_teams(record.result)
         if isinstance(record, ErrorRecord):
             self.errors += 1
         elif isinstance(record, ResultRecord) and record.result.failure is not None:

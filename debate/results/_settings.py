@@ -28,7 +28,7 @@ _NO_EFFECT: tuple[tuple[str, ...], ...] = (
 )
 """Fields that change how fast or where a run goes, never what it finds (a resumed run may change them)."""
 
-_LATER: dict[tuple[str, ...], Any] = {("debate", "force_calibration_team"): False}
+_LATER: dict[tuple[str, ...], Any] = {("debate", "force_calibration_team"): False, ("debate", "cascade"): []}
 """Fields added after logs were written, at their default: left out of a setting, so such a log still resumes."""
 
 

@@ -27,6 +27,7 @@ from debate.types._names import (
     StopSetting,
     TaskName,
     parse_stop,
+    stop_kind,
 )
 from debate.types._prefilter import PrefilterDecision, PrefilterSummary, ResponseCheck
 from debate.types._rag import CitationReport, JudgeRubric, RagJudgment, RiskAction
@@ -40,7 +41,7 @@ from debate.types._report import (
     RunMeta,
 )
 from debate.types._tools import CorrectionResult, ToolCall, ToolCallFinding
-from debate.types._transcript import CallInfo, DebateResult, Opinion, SentMessage, StateRecord, Turn
+from debate.types._transcript import CallInfo, DebateResult, Opinion, SentMessage, StateRecord, TeamPart, Turn
 
 __all__ = [
     "BUILTIN_ROLES",
@@ -96,6 +97,7 @@ __all__ = [
     "StopRule",
     "StopSetting",
     "TaskName",
+    "TeamPart",
     "TokenLogprob",
     "ToolCall",
     "ToolCallFinding",
@@ -103,4 +105,5 @@ __all__ = [
     "Turn",
     "Usage",
     "parse_stop",
+    "stop_kind",
 ]

@@ -27,6 +27,7 @@ __all__ = [
     "StopSetting",
     "TaskName",
     "parse_stop",
+    "stop_kind",
 ]
 
 Name = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.\-]*$", max_length=64)]
@@ -80,11 +81,11 @@ FailureKind = Literal[
 StopRule = Literal["consensus"] | float
 """The paper's rule ("consensus": agreement after min_rounds, or max_rounds) or the posterior stop's threshold."""
 
-_STOP = re.compile(r"^posterior:(0?\.\d+|1\.0*|0|1)$")
+_STOP = re.compile(r"^(?P<kind>posterior|cascade):(?P<p>0?\.\d+|1\.0*|0|1)$")
 
 
 def parse_stop(value: str) -> StopRule:
-    """ "consensus" or "posterior:P" with P in (0.5, 1).
+    """ "consensus", or "posterior:P" or "cascade:P" with P in (0.5, 1): the threshold.
 
     Raises:
         ValueError: anything else, with what is accepted.
@@ -92,16 +93,22 @@ def parse_stop(value: str) -> StopRule:
     if value == "consensus":
         return "consensus"
     match = _STOP.match(value.strip())
-    threshold = float(match.group(1)) if match else None
+    threshold = float(match.group("p")) if match else None
     if threshold is None or not 0.5 < threshold < 1:
-        raise ValueError(f"{value!r}: give consensus (the paper's rule) or posterior:P with P in (0.5, 1)")
+        raise ValueError(f"{value!r}: give consensus (the paper's rule), posterior:P or cascade:P with P in (0.5, 1)")
     return threshold
+
+
+def stop_kind(value: str) -> Literal["consensus", "posterior", "cascade"]:
+    """Which rule a stop setting names (checked by `parse_stop`)."""
+    parse_stop(value)
+    return "consensus" if value == "consensus" else "cascade" if value.strip().startswith("cascade") else "posterior"
 
 
 def _stop_setting(value: str) -> str:
     rule = parse_stop(value)
-    return value if rule == "consensus" else f"posterior:{rule!r}"
+    return value if rule == "consensus" else f"{stop_kind(value)}:{rule!r}"
 
 
 StopSetting = Annotated[str, AfterValidator(_stop_setting)]
-"""A stop rule as configured: "consensus" or "posterior:P" (normalised)."""
+"""A stop rule as configured: "consensus", "posterior:P" or "cascade:P" (normalised)."""

@@ -133,6 +133,25 @@ class StateRecord(_Model):
     """Whether all turns agreed on factuality (None when a turn failed)."""
 
 
+class TeamPart(_Model):
+    """One team's part of a cascade's debate (`stop = "cascade:P"`)."""
+
+    name: str
+    """The team (`first`: the run's own; else its `[[debate.cascade]]` name)."""
+    first_turn: int = Field(ge=0)
+    """Its first turn, counted over the whole debate from 0 (S0's)."""
+    turns: int = Field(ge=0)
+    """Turns it spoke."""
+    usage: Usage = Field(default_factory=Usage)
+    """Its turns' usage."""
+    usage_by_model: dict[str, Usage] = Field(default_factory=dict)
+    """The same by model (its roles may run on several)."""
+    p_factual: float | None = Field(default=None, ge=0, le=1)
+    """P(factual) after its turns, under its calibration (continuing the earlier teams')."""
+    decided: bool = False
+    """Its turns took p_factual past the threshold (or its last turn failed): no later team was asked."""
+
+
 class DebateResult(_Model):
     """The whole chain run for one claim."""
 
@@ -150,3 +169,6 @@ class DebateResult(_Model):
     """Why the debate could not finish."""
     usage: Usage = Field(default_factory=Usage)
     """Usage of all turns."""
+    teams: list[TeamPart] = Field(default_factory=list)
+    """Under the cascade stop: each team that spoke, in order (the last decided, or the list ended); empty
+    otherwise."""

@@ -204,3 +204,41 @@ def test_a_fit_of_a_mixed_team_records_each_roles_model_and_refuses_another_team
         assert (
             "fitted with the leader on model 'strong-1'; this run's leader runs on 'weak-1'" in capsys.readouterr().err
         )
+
+
+def test_the_cascade_hands_undecided_claims_to_the_strong_endpoint_and_says_what_each_team_cost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support.calibration import calibration
+
+    source, out = _items(tmp_path / "in.jsonl", 4), tmp_path / "out.jsonl"
+    (tmp_path / "weak.json").write_text(calibration(model="weak-1").model_dump_json())
+    (tmp_path / "strong.json").write_text(calibration(model="strong-1").model_dump_json())
+
+    def split(call: Call) -> Reply:
+        # q0 and q1: every weak agent says true (decided at once); q2 and q3: the weak team splits.
+        agrees = call.item in ("q0", "q1") or call.purpose in ("debate:initial", "debate:trust")
+        return Reply(content=op(agrees), usage=(100, 10))
+
+    with (
+        FakeOpenAI(routes={"debate": split}, models=("weak-1",)) as weak,
+        FakeOpenAI(routes={"debate": _agrees}, models=("strong-1",)) as strong,
+    ):
+        config = tmp_path / "cascade.toml"
+        config.write_text(
+            f'[model]\nbase_url = "{weak.base_url}"\n{PRICES}\n'
+            '[debate]\nmin_rounds = 1\nmax_rounds = 1\nstop = "cascade:0.9"\n'
+            f'calibration = "{tmp_path / "weak.json"}"\n\n'
+            f'[[debate.cascade]]\nname = "strong"\ncalibration = "{tmp_path / "strong.json"}"\nmax_rounds = 2\n'
+            f'[debate.cascade.model]\nbase_url = "{strong.base_url}"\nprice_in = 10.0\nprice_out = 20.0\n'
+        )
+        assert main(["verify", "--config", str(config), "--input", str(source), "--output", str(out)]) == 0
+    err = capsys.readouterr().err
+    records = {r["id"]: r["result"] for r in map(json.loads, out.read_text().splitlines())}
+    teams = {i: [t["name"] for t in r["claims"][0]["debate"]["teams"]] for i, r in records.items()}
+    assert teams == {"q0": ["first"], "q1": ["first"], "q2": ["first", "strong"], "q3": ["first", "strong"]}
+    assert {c.item for c in strong.calls} == {"q2", "q3"}
+    cascade = next(line for line in err.splitlines() if line.startswith("cascade:"))
+    assert "claims decided 2 by first, 2 by strong, 0 undecided" in cascade, cascade
+    strong_calls = len(strong.calls)
+    assert f"strong {strong_calls} calls, ${strong_calls * (100 * 10 + 10 * 20) / 1e6:.4f}" in cascade, cascade

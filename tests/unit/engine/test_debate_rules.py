@@ -271,6 +271,7 @@ async def test_report_records_config_prompts_and_usage() -> None:
         "calibration": None,
         "stop": "consensus",
         "force_calibration": False,
+        "cascade": [],
         "force_calibration_team": False,
         "prior": None,
     }
