@@ -20,7 +20,7 @@ __all__ = ["population_endpoint"]
 def _app(agents: SimulatedAgents) -> web.Application:
     async def models(request: web.Request) -> web.Response:
         return web.json_response(
-            {"object": "list", "data": [{"id": "simulated", "object": "model", "created": 0, "owned_by": "sim"}]}
+            {"object": "list", "data": [{"id": agents.model_name, "object": "model", "created": 0, "owned_by": "sim"}]}
         )
 
     async def chat(request: web.Request) -> web.Response:
@@ -32,16 +32,23 @@ def _app(agents: SimulatedAgents) -> web.Application:
         except UsageError as exc:
             return web.json_response({"error": {"message": str(exc), "type": "invalid_request"}}, status=400)
         content = json.dumps({"opinion": "simulated", "factuality": verdict, "Error severity": 0 if verdict else 3})
+        body = await request.json()
+        # Tokens as a tokenizer would count them, about 4 characters each: what a price is charged on.
+        asked = sum(len(str(m.get("content", ""))) for m in body.get("messages", []) if isinstance(m, dict))
         return web.json_response(
             {
                 "id": "sim",
                 "object": "chat.completion",
                 "created": int(time.time()),
-                "model": "simulated",
+                "model": agents.model_name,
                 "choices": [
                     {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
                 ],
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                "usage": {
+                    "prompt_tokens": asked // 4,
+                    "completion_tokens": len(content) // 4,
+                    "total_tokens": asked // 4 + len(content) // 4,
+                },
             }
         )
 

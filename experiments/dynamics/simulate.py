@@ -108,6 +108,10 @@ class Population(BaseModel):
     classes: list[DifficultyClass] = Field(default_factory=list)
     """Classes of items; their shares add up to 1. Empty: every item is alike."""
     seed: int = 0
+    class_seed: str | None = None
+    """None: an item's class follows its id alone, so every population agrees on which items are hard (one model's
+    blind spots are another's). A text: drawn with it too, so two populations with different class seeds find
+    different items hard (two model families' blind spots, independent)."""
 
     @model_validator(mode="after")
     def _add_up(self) -> Population:
@@ -125,7 +129,8 @@ class Population(BaseModel):
         """The item's difficulty class: fixed by its id alone, so every run on the same items agrees."""
         if not self.classes:
             return None
-        u, total = random.Random(f"class:{item}").random(), 0.0
+        key = f"class:{item}" if self.class_seed is None else f"class:{self.class_seed}:{item}"
+        u, total = random.Random(key).random(), 0.0
         for k, c in enumerate(self.classes):
             total += c.share
             if u < total:
@@ -196,24 +201,34 @@ class SimulatedAgents:
     """A ChatClient whose every debate turn is the population's draw."""
 
     def __init__(
-        self, population: Population, chain: MarkovChain, labels: Mapping[str, bool], *, explain: bool = False
+        self,
+        population: Population,
+        chain: MarkovChain,
+        labels: Mapping[str, bool],
+        *,
+        explain: bool = False,
+        name: str = "simulated",
+        said: dict[tuple[str, str], list[bool]] | None = None,
     ) -> None:
+        """`name`: the model it answers as; `said`: the verdicts given so far per (item, claim), shared with the
+        other populations of a team with a model per role, so each sees every turn of a debate it takes part in."""
         self._explain = explain
         self._population = population
         self._chain = chain
         self._labels = labels
-        self._said: dict[tuple[str, str], list[bool]] = defaultdict(list)
+        self._name = name
+        self._said: dict[tuple[str, str], list[bool]] = defaultdict(list) if said is None else said
 
     @property
     def model_name(self) -> str:
-        return "simulated"
+        return self._name
 
     def answer(self, purpose: str, site: str | None, item: str | None) -> bool:
         """The verdict for one turn, from what the request declares."""
         if not purpose.startswith("debate:") or site is None or item is None or item not in self._labels:
             raise UsageError(f"the simulated population answers debate turns of its own items only (got {purpose})")
         role, (claim, state) = purpose.split(":", 1)[1], site.split(":")[:2]
-        said = self._said[(item, claim)]
+        said = self._said.setdefault((item, claim), [])
         position, sees = self._chain.roles(state).index(role), self._chain.spec.role(role).sees
         if sees == "nothing" or not said:
             shown: tuple[bool, ...] = ()
@@ -248,7 +263,7 @@ class SimulatedAgents:
                 "Error severity": 0 if verdict else 3,
             }
         )
-        return ChatResponse(text=text, usage=Usage(llm_calls=1), model="simulated", latency_s=0.0, finish_reason="stop")
+        return ChatResponse(text=text, usage=Usage(llm_calls=1), model=self._name, latency_s=0.0, finish_reason="stop")
 
     async def accept(self, response: ChatResponse) -> None:
         """Nothing is cached."""

@@ -160,34 +160,38 @@ _STOP_TEXTS = st.one_of(
         ["consensus", "Consensus", " consensus", "posterior", "posterior:", "posterior:0.5", "posterior:1"]
     ),
     st.floats(0, 1.2).map(lambda p: f"posterior:{p}"),
+    st.floats(0, 1.2).map(lambda p: f"cascade:{p}"),
     _DECIMALS,
 )
 
 
-def _documented_stop(text: str) -> float | str | None:
-    """The rule as docs/dynamics.md states it: "consensus", or posterior:P with P a decimal fraction (0.75 or
-    .75) strictly between 0.5 and 1, surrounding blanks ignored; None for anything else."""
+def _documented_stop(text: str) -> tuple[str, float] | str | None:
+    """The rule as docs/dynamics.md and docs/teams.md state it: "consensus", or posterior:P or cascade:P with P a
+    decimal fraction (0.75 or .75) strictly between 0.5 and 1, surrounding blanks ignored; None for anything else."""
     if text == "consensus":
         return "consensus"
     body = text.strip()
-    if not body.startswith("posterior:"):
+    kind = next((k for k in ("posterior", "cascade") if body.startswith(f"{k}:")), None)
+    if kind is None:
         return None
-    number = body.removeprefix("posterior:")
+    number = body.removeprefix(f"{kind}:")
     whole, dot, fraction = number.partition(".")
     if whole not in ("", "0") or not dot or not fraction.isascii() or not fraction.isdigit():
         return None
     value = float(f"0.{fraction}")
-    return value if 0.5 < value < 1 else None
+    return (kind, value) if 0.5 < value < 1 else None
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # `reached` counts across the examples
 @given(text=_STOP_TEXTS)
 def test_any_stop_text_is_a_rule_or_a_named_refusal(text: str, reached: Reached) -> None:
     """Correct outcome: the rule the text states, normalised, or a refusal located at `stop`; both are reached."""
-    reached.require(posterior=0.03, refused=0.1)
+    reached.require(posterior=0.03, cascade=0.01, refused=0.1)
     expected = _documented_stop(text)
+    # The cascade stop names its teams: given here, so a cascade text is judged as the posterior's is.
+    teams = [{"name": "strong", "calibration": "strong.json"}] if text.strip().startswith("cascade:") else []
     try:
-        config = DebateConfig(stop=text, calibration="cal.json")
+        config = DebateConfig(stop=text, calibration="cal.json", cascade=teams)
     except ValidationError as exc:
         reached("refused")
         assert expected is None, (text, expected)
@@ -197,9 +201,10 @@ def test_any_stop_text_is_a_rule_or_a_named_refusal(text: str, reached: Reached)
         reached("consensus")
         assert config.stop == "consensus" and config.threshold is None
         return
-    reached("posterior")
-    assert isinstance(expected, float), (text, config.stop)
-    assert config.threshold == expected and config.stop == f"posterior:{expected!r}"
+    assert isinstance(expected, tuple), (text, config.stop)
+    kind, value = expected
+    reached(kind)
+    assert config.threshold == value and config.stop == f"{kind}:{value!r}"
 
 
 def _claims(ps: list[float]) -> list[ClaimVerdict]:
