@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from autogen_agentchat.base import TerminatedException, TerminationCondition
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StopMessage, StructuredMessage
 
-from debate.engine import TurnRecord, turn_contexts
-from debate.plugins import Chain, Posterior
+from debate.engine import Governor, TurnRecord, turn_contexts
+from debate.plugins import Chain
 
 __all__ = [
     "AtStateEnd",
@@ -94,7 +94,7 @@ class PosteriorDecided(_Condition):
     """Holds once P(factual | the turns so far) under the calibration is at least `threshold` or at most
     1 - `threshold`; checked after every turn."""
 
-    def __init__(self, model: Posterior, chain: Chain, threshold: float) -> None:
+    def __init__(self, model: Governor, chain: Chain, threshold: float) -> None:
         super().__init__()
         self.model, self.chain, self.threshold = model, chain, threshold
         self._records: list[TurnRecord] = []
@@ -153,7 +153,7 @@ def paper_termination(*, min_rounds: int, max_rounds: int) -> TerminationConditi
     return AtStateEnd((RoundsCompleted(min_rounds) & Consensus()) | RoundsCompleted(max_rounds)) | TurnFailed()
 
 
-def posterior_termination(model: Posterior, chain: Chain, *, threshold: float, max_rounds: int) -> TerminationCondition:
+def posterior_termination(model: Governor, chain: Chain, *, threshold: float, max_rounds: int) -> TerminationCondition:
     """Stop after any turn once the posterior is decided, else after the state of round max_rounds; at once on a
     failed turn."""
     return PosteriorDecided(model, chain, threshold) | AtStateEnd(RoundsCompleted(max_rounds)) | TurnFailed()

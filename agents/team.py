@@ -43,6 +43,7 @@ from debate.calls import (
 from debate.config import DebateConfig
 from debate.engine import (
     ChainDriver,
+    Governor,
     TurnPlan,
     TurnRecord,
     governed_result,
@@ -54,7 +55,7 @@ from debate.engine import (
 )
 from debate.errors import DebateError, InternalError, is_fatal
 from debate.llm import ChatClient
-from debate.plugins import Chain, Posterior
+from debate.plugins import Chain
 from debate.types import Claim, DebateResult, Evidence, Failure, Turn
 
 __all__ = ["AutogenTeam", "AutogenTeamFactory", "ChainTurn"]
@@ -287,7 +288,7 @@ class AutogenTeam:
         evidence: Sequence[Evidence],
         earlier: DebateResult,
         *,
-        governor: Posterior,
+        governor: Governor,
         threshold: float,
         max_rounds: int,
     ) -> DebateResult:

@@ -45,12 +45,10 @@ __all__ = [
     "TASKS",
     "TEAMS",
     "Chain",
-    "ContinuingTeam",
     "EstimatesWork",
     "EvidenceCache",
     "EvidenceSource",
     "Plan",
-    "Posterior",
     "Prefilter",
     "PrefilterFactory",
     "Reference",
@@ -277,35 +275,6 @@ class Team(Protocol):
     async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
         """The chain's transcript. Model failures end it as `failed` with a typed failure; a fatal endpoint error
         (every further call would fail the same way) is raised."""
-        ...
-
-
-class Posterior(Protocol):
-    """P(factual | a debate's turns so far): what the posterior and cascade stops decide by (debate.engine's
-    PosteriorModel and SegmentedPosterior)."""
-
-    def p_factual(self, turns: Sequence[Any]) -> float | None: ...
-
-    def p_debate(self, chain: Any, records: Sequence[Any]) -> float | None: ...
-
-
-@runtime_checkable
-class ContinuingTeam(Team, Protocol):
-    """A team that can take over a debate another team started (the cascade stop escalates to one)."""
-
-    async def continue_debate(
-        self,
-        claim: Claim,
-        evidence: Sequence[Evidence],
-        earlier: DebateResult,
-        *,
-        governor: Posterior,
-        threshold: float,
-        max_rounds: int,
-    ) -> DebateResult:
-        """`earlier`'s transcript continued by this team's agents from the chain's next turn, stopping once
-        `governor`'s P(factual | every turn so far) is at least `threshold` or at most 1 - `threshold`, else after
-        round `max_rounds` (counted over the whole debate); the whole transcript is returned."""
         ...
 
 

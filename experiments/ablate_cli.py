@@ -21,9 +21,7 @@ from experiments.cli_common import (
     run_one,
     run_spec,
 )
-from experiments.runner import (
-    markdown_table,
-)
+from experiments.tables import markdown_table
 
 __all__ = ["Point", "ablate_min_rounds", "ablate_prompt_sets", "ablate_replot", "ablate_transitions", "ablation_figure"]
 
@@ -175,6 +173,10 @@ _MIN_ROUNDS_RUN = re.compile(r"^(?P<task>qa|dialogue|summarization)-min(?P<round
 
 def ablate_replot(args: argparse.Namespace) -> int:
     folder: Path = args.folder
+    if (folder / "teams.json").is_file():
+        from experiments.ablate_teams import replot_teams
+
+        return replot_teams(folder)
     runs = sorted(d for d in folder.iterdir() if (d / "metrics.json").is_file()) if folder.is_dir() else []
     if not runs:
         raise UsageError(f"{folder}: no finished runs (sub-folders with metrics.json); is it an ablation folder?")

@@ -17,6 +17,7 @@ from debate.cli.cost import add_cost_arguments, print_estimate
 from debate.errors import UsageError
 from debate.plugins import TASKS, TaskInput
 from experiments.ablate_cli import ablate_min_rounds, ablate_prompt_sets, ablate_replot, ablate_transitions
+from experiments.ablate_teams import ablate_teams
 from experiments.cli_common import (
     add_run_arguments,
     run_one,
@@ -122,6 +123,28 @@ def _register_ablate(sub: Subcommands) -> None:
     )
     mr.set_defaults(handler=ablate_min_rounds)
     _register_prompt_set_and_replot(ab_sub)
+    _register_teams(ab_sub)
+
+
+def _register_teams(ab_sub: Subcommands) -> None:
+    te = ab_sub.add_parser(
+        "teams",
+        help="team compositions (a model per role, the cascade): accuracy, calls and cost, and the Pareto front",
+        epilog=examples(
+            "debate ablate teams --teams teams.toml --n 80", "debate ablate teams --teams t.toml --task dialogue"
+        ),
+    )
+    add_run_arguments(te, n_default=80, with_method=False)
+    te.add_argument("--task", choices=["qa", "dialogue", "summarization"], default="qa", help="which HaluEval file")
+    te.add_argument(
+        "--teams",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="a TOML file of [[team]] entries: name, and the [team.model], [team.roles.ROLE.model] and "
+        "[team.debate] settings it changes",
+    )
+    te.set_defaults(handler=ablate_teams)
 
 
 def _register_prompt_set_and_replot(ab_sub: Subcommands) -> None:

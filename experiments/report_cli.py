@@ -22,8 +22,8 @@ from experiments.report_logs import log_rows, logs_table, unique
 from experiments.runner import (
     RunSpec,
     evaluate_run,
-    markdown_table,
 )
+from experiments.tables import markdown_table
 
 __all__ = ["report", "report_rows"]
 

@@ -8,7 +8,7 @@ import glob
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -25,6 +25,7 @@ from experiments.data import Item, factprompts_items, halueval_items
 from experiments.methods import METHODS, Method, MethodName, Prediction
 from experiments.metrics import Outcome, summarize
 from experiments.resume import resume_items
+from experiments.tables import markdown_table
 
 if TYPE_CHECKING:
     from debate.pipeline import Verifier
@@ -75,16 +76,14 @@ class RunSpec(BaseModel):
         data = self.model_dump(mode="json")
         data["verifier"].pop("claim_concurrency", None)
         data["verifier"].pop("telemetry", None)
-        for name in ("max_concurrency", "requests_per_minute", "tokens_per_minute", "price_in", "price_out"):
-            data["verifier"].get("model", {}).pop(name, None)
-        for role in data["verifier"].get("roles", {}).values():
+        roles = data["verifier"].pop("roles", None) or {}  # a model per role: kept when given, as [model] is
+        data["verifier"] |= {"roles": roles} if roles else {}
+        for model in (data["verifier"].get("model", {}), *(role.get("model", {}) for role in roles.values())):
             for name in ("max_concurrency", "requests_per_minute", "tokens_per_minute", "price_in", "price_out"):
-                role.get("model", {}).pop(name, None)
-        if not data["verifier"].get("roles"):
-            data["verifier"].pop("roles", None)
+                model.pop(name, None)
         debate = data["verifier"].get("debate", {})
-        defaults = (("calibration", None), ("stop", "consensus"), ("force_calibration", False))
-        for name, default in (*defaults, ("force_calibration_team", False), ("cascade", [])):
+        defaults: tuple[tuple[str, object], ...] = (("calibration", None), ("stop", "consensus"), ("cascade", []))
+        for name, default in (*defaults, ("force_calibration", False), ("force_calibration_team", False)):
             if debate.get(name, default) == default:
                 debate.pop(name, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
@@ -218,36 +217,6 @@ def _read_results(path: Path) -> Iterator[dict[str, Any]]:
                 record = json.loads(line)
                 record.pop("report", None)  # keep memory flat: metrics need only the scalars
                 yield record
-
-
-def _fmt(metrics: dict[str, Any], key: str) -> str:
-    value, ci = metrics.get(key), metrics.get(f"{key}_ci95")
-    if value is None:
-        return "n/a"
-    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{value:.3f}"
-
-
-_HEADERS = ["method", "n", "accuracy", "F1 (factual)", "F1 (hallucination)", "AUROC", "unverifiable", "calls/item"]
-
-
-def markdown_table(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
-    """The results table (GitHub Markdown, via tabulate), each metric with its 95% interval."""
-    body = [
-        [
-            name,
-            m["n"],
-            _fmt(m, "accuracy"),
-            _fmt(m, "f1"),
-            _fmt(m, "f1_hallucination"),
-            _fmt(m, "auroc"),
-            m["unverifiable"],
-            "-" if m.get("llm_calls_per_item") is None else f"{m['llm_calls_per_item']:.1f}",
-        ]
-        for name, m in rows
-    ]
-    from tabulate import tabulate  # the experiments extra
-
-    return tabulate(body, headers=_HEADERS, tablefmt="github", disable_numparse=True) + "\n"
 
 
 def evaluate_run(run_dir: Path, spec: RunSpec) -> dict[str, Any]:

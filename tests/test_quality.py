@@ -41,6 +41,7 @@ def test_the_engine_reads_like_the_pipeline() -> None:
     fronts = {"cli", "integrations"}
     base = {
         "config.py",
+        "endpoints.py",
         "errors.py",
         "types",
         "llm",

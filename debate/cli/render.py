@@ -258,6 +258,12 @@ def _render_claim(
     _plain(console, f"  rounds: {d.rounds}   consensus: {consensus}   stopped: {d.stop_reason}")
     if d.teams:
         _plain(console, f"  cascade: {team_line(d)}")
+    _turn_table(console, d)
+    if show_prompts:
+        _prompts(console, d)
+
+
+def _turn_table(console: Console, d: DebateResult) -> None:
     table = Table(show_lines=True)
     # A team with a model per role (or a cascade) says which model spoke each turn; one model needs no column.
     models = len({t.call.model for state in d.states for t in state.turns if t.call.model is not None}) > 1
@@ -275,16 +281,18 @@ def _render_claim(
                 escape(turn.opinion or "") if turn.error is None else f"[yellow]{escape(turn.error or '')}[/]",
             )
     console.print(table)
-    if show_prompts:
-        for state in d.states:
-            for turn in state.turns:
-                console.print(
-                    f"  [bold]{state.name} round {state.round} {turn.role}[/] "
-                    f"(prompt {turn.call.prompt} {turn.call.prompt_hash[:12]})"
-                )
-                for message in turn.call.messages or []:
-                    _plain(console, f"    --- {message.role} ---")
-                    _plain(console, "\n".join(f"    {line}" for line in message.content.splitlines()))
+
+
+def _prompts(console: Console, d: DebateResult) -> None:
+    for state in d.states:
+        for turn in state.turns:
+            console.print(
+                f"  [bold]{state.name} round {state.round} {turn.role}[/] "
+                f"(prompt {turn.call.prompt} {turn.call.prompt_hash[:12]})"
+            )
+            for message in turn.call.messages or []:
+                _plain(console, f"    --- {message.role} ---")
+                _plain(console, "\n".join(f"    {line}" for line in message.content.splitlines()))
 
 
 def _failed_claims(console: Console, report: Report) -> None:

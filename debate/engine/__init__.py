@@ -10,6 +10,7 @@ from debate._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from debate.engine._builtins import PAPER_TRANSITION_RULES
+    from debate.engine._continuing import ContinuingTeam
     from debate.engine._driver import ChainDriver, PriorOpinion, TurnPlan, TurnRecord, explain_moves, transcript_result
     from debate.engine._expectation import Outcome, RoleModel, outcome, shown_in_state
     from debate.engine._graph import MarkovChain, load_chain
@@ -47,6 +48,7 @@ _WHERE = {
     "outcome": "debate.engine._expectation",
     "shown_in_state": "debate.engine._expectation",
     "BACKOFF_LEVELS": "debate.engine._posterior",
+    "ContinuingTeam": "debate.engine._continuing",
     "GovernedPath": "debate.engine._posterior",
     "Governor": "debate.engine._posterior",
     "SegmentedPosterior": "debate.engine._posterior",
@@ -83,6 +85,7 @@ __all__ = [
     "ChainDriver",
     "ChainError",
     "ChainSpec",
+    "ContinuingTeam",
     "GovernedPath",
     "Governor",
     "MarkovChain",

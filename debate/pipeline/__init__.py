@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     from debate.pipeline._run import Pipeline, checked_input, claim_evaluation, claim_explanation
     from debate.pipeline._runtime import Runtime
     from debate.pipeline._team_cost import (
-        ModelCost,
         ModelEstimate,
         planned_models,
+        report_cost,
         role_shares,
         team_cost,
         team_prices,
@@ -41,7 +41,7 @@ _WHERE = {
     "claim_explanation": "debate.pipeline._run",
     "Runtime": "debate.pipeline._runtime",
     **dict.fromkeys(
-        ["ModelCost", "ModelEstimate", "planned_models", "role_shares", "team_cost", "team_prices"],
+        ["ModelEstimate", "planned_models", "report_cost", "role_shares", "team_cost", "team_prices"],
         "debate.pipeline._team_cost",
     ),
     "Verifier": "debate.pipeline._verifier",
@@ -60,7 +60,6 @@ __all__ = [
     "PRICE_TABLE_DATE",
     "Behaviour",
     "Estimate",
-    "ModelCost",
     "ModelEstimate",
     "Pipeline",
     "Price",
@@ -78,6 +77,7 @@ __all__ = [
     "fitted_behaviour",
     "planned_models",
     "price_for",
+    "report_cost",
     "role_shares",
     "run_blocking",
     "team_cost",

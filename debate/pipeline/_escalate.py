@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 from debate.calibration import LiveCalibration
 from debate.config import CascadeTeam, DebateConfig
-from debate.engine import MarkovChain, PosteriorModel, SegmentedPosterior, TurnRecord, result_records
+from debate.engine import ContinuingTeam, MarkovChain, PosteriorModel, SegmentedPosterior, TurnRecord, result_records
 from debate.errors import UsageError
 from debate.pipeline._runtime import Runtime
 from debate.pipeline._teams import OpenedTeam
-from debate.plugins import ContinuingTeam, TeamFactory
+from debate.plugins import TeamFactory
 from debate.types import Claim, DebateResult, Evidence, TeamPart, Usage
 
 __all__ = ["FIRST_TEAM", "Escalation"]
@@ -113,7 +113,7 @@ class Escalation:
         if not isinstance(team, ContinuingTeam):
             raise UsageError(
                 f"the cascade stop needs a team that can continue a debate; {type(team).__name__} cannot "
-                "(debate.plugins.ContinuingTeam)"
+                "(debate.engine.ContinuingTeam)"
             )
         governor = SegmentedPosterior(list(models), list(starts))
         return await team.continue_debate(

@@ -6,34 +6,25 @@ section name or `roles.<role>`); after a run, as its reports name it (`Report.us
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from debate.config import ModelConfig, VerifierConfig
 from debate.engine import MarkovChain
 from debate.pipeline._prices import Price, cost_of, price_for
 from debate.pipeline._range import ZERO, Range
-from debate.types import Usage
+from debate.types import Report, TeamPart, Usage
 
-__all__ = ["ModelCost", "ModelEstimate", "planned_models", "role_shares", "split_by_model", "team_cost", "team_prices"]
-
-
-class ModelCost(BaseModel):
-    """One model's part of a run or an estimate."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    """The model, as the run names it."""
-    roles: list[str]
-    """The debate roles it speaks for (`[model]` also answers every call outside the debate)."""
-    usage: Usage = Field(default_factory=Usage)
-    """Its calls and tokens (a run's actual ones; an estimate's expected ones)."""
-    price: Price | None = None
-    """Its price, when one is known."""
-    cost_usd: float | None = None
-    """Its usage at its price."""
+__all__ = [
+    "ModelEstimate",
+    "planned_models",
+    "report_cost",
+    "role_shares",
+    "split_by_model",
+    "team_cost",
+    "team_prices",
+]
 
 
 class ModelEstimate(BaseModel):
@@ -151,3 +142,40 @@ def split_by_model(
             )
         )
     return models
+
+
+def report_cost(report: Report, config: VerifierConfig) -> float | None:
+    """What one report cost at the prices `config` states or the price table knows: each debate turn at the price
+    of the model its team gave its role (the run's own team, or the cascade team that spoke it), every other call at
+    `[model]`'s. None when a model that was used has no price."""
+    spent, turns = 0.0, Usage()
+    for claim in report.claims:
+        debate = claim.debate
+        if debate is None:
+            continue
+        position = 0
+        for state in debate.states:
+            for turn in state.turns:
+                model = _turn_model(config, debate.teams, position, turn.role)
+                position += 1
+                price = price_for(model, name=turn.call.model or model.model, embedded=report.meta.embedded)
+                if price is None:
+                    return None
+                spent, turns = spent + cost_of(turn.call.usage, price), turns + turn.call.usage
+    rest = Usage(
+        llm_calls=max(0, report.usage.llm_calls - turns.llm_calls),
+        prompt_tokens=max(0, report.usage.prompt_tokens - turns.prompt_tokens),
+        completion_tokens=max(0, report.usage.completion_tokens - turns.completion_tokens),
+    )
+    price = price_for(config.model, name=report.meta.model, embedded=report.meta.embedded)
+    if price is None:
+        return None if rest.llm_calls else spent
+    return spent + cost_of(rest, price)
+
+
+def _turn_model(config: VerifierConfig, teams: Sequence[TeamPart], position: int, role: str) -> ModelConfig:
+    team = next((t for t in reversed(teams) if t.first_turn <= position), None)
+    if team is None or team.name not in {c.name for c in config.debate.cascade}:
+        return config.model_for(role)
+    step = next(c for c in config.debate.cascade if c.name == team.name)
+    return step.model_for(role, config.model)

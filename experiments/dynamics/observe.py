@@ -129,6 +129,7 @@ def _debates(run_dir: Path, meta: _Meta) -> Iterator[tuple[str, bool, dict[str, 
         meta.roles = dict(recorded.get("roles") or {}) if meta.roles is None else meta.roles
         for claim in record.report.get("claims", []):
             if claim.get("debate") and claim.get("decided_by", "debate") == "debate":
+                _one_team(len(claim["debate"].get("teams") or []), f"{run_dir}: record {record.id}")
                 yield f"{record.id}/{claim['claim_id']}", label, claim
 
 
@@ -288,16 +289,8 @@ def _read_reports(reports: Iterable[tuple[int, str, Report, list[bool | None]]],
             raise UsageError(f"{path}: record {number}: its report's debate settings do not read ({exc})") from exc
         if first is None:
             first, chain = (number, debate, report.meta), load_chain(debate.chain)
-        elif _settings(debate) != _settings(first[1]):
-            raise UsageError(
-                f"{path}: record {number} was debated under other settings than record {first[0]} "
-                f"({_settings(debate)} against {_settings(first[1])}): fit one setting at a time"
-            )
-        elif _team(report.meta) != _team(first[2]):
-            raise UsageError(
-                f"{path}: record {number} was debated by another team than record {first[0]} ({_team(report.meta)} "
-                f"against {_team(first[2])}): fit one team at a time"
-            )
+        else:
+            _as_first(path, (number, debate, report.meta), first)
         assert chain is not None
         for claim, label in zip(report.claims, labels, strict=True):
             if claim.debate is None or claim.decided_by != "debate":
@@ -309,6 +302,7 @@ def _read_reports(reports: Iterable[tuple[int, str, Report, list[bool | None]]],
                     "of a claim once"
                 )
             where[name] = number
+            _one_team(len(claim.debate.teams), f"{path}: record {number}")
             seen.extend(observations(claim.debate, chain, item=name, label=label))
             if claim.debate.final is not None:
                 finals[name] = (label, claim.debate.final.factuality, claim.debate.usage.llm_calls)
@@ -335,6 +329,34 @@ def _read_reports(reports: Iterable[tuple[int, str, Report, list[bool | None]]],
         team=(str(meta.config.get("team", "autogen")), meta.prompt_set),
         roles=dict(meta.roles),
     )
+
+
+def _as_first(
+    path: Path | str, record: tuple[int, DebateConfig, RunMeta], first: tuple[int, DebateConfig, RunMeta]
+) -> None:
+    """Refuse a record debated under other settings, or by another team, than the log's first."""
+    number, debate, meta = record
+    if _settings(debate) != _settings(first[1]):
+        raise UsageError(
+            f"{path}: record {number} was debated under other settings than record {first[0]} "
+            f"({_settings(debate)} against {_settings(first[1])}): fit one setting at a time"
+        )
+    if _team(meta) != _team(first[2]):
+        raise UsageError(
+            f"{path}: record {number} was debated by another team than record {first[0]} ({_team(meta)} "
+            f"against {_team(first[2])}): fit one team at a time"
+        )
+
+
+def _one_team(teams: int, where: str) -> None:
+    """A debate the cascade stop continued holds turns of two teams' models under the same roles: fitted as one
+    team's, each role's rates would mix two models' without a word. Refused until the fit keys its contexts by
+    model."""
+    if teams > 1:
+        raise UsageError(
+            f"{where}: a debate the cascade continued with another team's models; fit each team's calibration on a "
+            "run of that team alone (docs/teams.md)"
+        )
 
 
 def _team(meta: RunMeta) -> str:

@@ -242,3 +242,6 @@ def test_the_cascade_hands_undecided_claims_to_the_strong_endpoint_and_says_what
     assert "claims decided 2 by first, 2 by strong, 0 undecided" in cascade, cascade
     strong_calls = len(strong.calls)
     assert f"strong {strong_calls} calls, ${strong_calls * (100 * 10 + 10 * 20) / 1e6:.4f}" in cascade, cascade
+    # Its log mixes two teams' models under the same roles: a fit of it is refused, not silently pooled.
+    assert main(["dynamics", "fit", str(out), "--save", str(tmp_path / "mixed.json")]) == 2
+    assert "a debate the cascade continued with another team's models" in capsys.readouterr().err
