@@ -54,7 +54,21 @@ def _http_url(value: str | None) -> str | None:
     return value
 
 
-class ModelConfig(Config):
+class _Endpoint(Config):
+    """What every model's settings check: a key an HTTP header can carry, an http(s) URL with a host."""
+
+    @field_validator("api_key", check_fields=False)
+    @classmethod
+    def _header_safe_key(cls, value: SecretStr | None) -> SecretStr | None:
+        return header_safe(value)
+
+    @field_validator("base_url", check_fields=False)
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        return _http_url(value)
+
+
+class ModelConfig(_Endpoint):
     """How to reach the model. No base_url means: start the embedded model."""
 
     base_url: str | None = None
@@ -96,16 +110,6 @@ class ModelConfig(Config):
     """Bound every string of a structured reply to this many characters, and raise the token limit to the schema's
     worst case, so a grammar-constrained reply always closes (the embedded model: 300)."""
 
-    @field_validator("api_key")
-    @classmethod
-    def _header_safe_key(cls, value: SecretStr | None) -> SecretStr | None:
-        return header_safe(value)
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        return _http_url(value)
-
     @classmethod
     def from_env(cls, **overrides: Any) -> ModelConfig:
         """Flags win over OPENAI_BASE_URL, OPENAI_API_KEY and DEBATE_MODEL."""
@@ -122,7 +126,7 @@ ENDPOINT_FIELDS = frozenset({"model", "api_key", "price_in", "price_out", "reque
 """`[model]`'s fields a role on another endpoint does not take from it: they hold for `[model]`'s endpoint only."""
 
 
-class RoleModelConfig(Config):
+class RoleModelConfig(_Endpoint):
     """A role's own model: each field given here replaces `[model]`'s, each one left out is taken from it (the
     fields and their meaning are `[model]`'s; a test holds the two lists equal)."""
 
@@ -162,16 +166,6 @@ class RoleModelConfig(Config):
     """USD per million output tokens of this role's model."""
     max_string_chars: int | None = Field(default=None, ge=16, le=1_000_000)
     """Bound on every string of a structured reply."""
-
-    @field_validator("api_key")
-    @classmethod
-    def _header_safe_key(cls, value: SecretStr | None) -> SecretStr | None:
-        return header_safe(value)
-
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        return _http_url(value)
 
     def over(self, base: ModelConfig) -> ModelConfig:
         """`base` with the fields given here in its place. A role on another endpoint takes none of the fields that

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from debate.cli import output_folder
+from debate.cli.layers import deep_merge
 from debate.config import VerifierConfig
 from debate.errors import UsageError, validation_problem
 from debate.files import read_toml_file
@@ -62,21 +63,13 @@ def load_teams(path: Path) -> list[TeamEntry]:
     return teams
 
 
-def _merged(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in overlay.items():
-        before = merged.get(key)
-        merged[key] = _merged(before, value) if isinstance(before, dict) and isinstance(value, dict) else value
-    return merged
-
-
 def team_config(base: VerifierConfig, team: TeamEntry, where: str = "teams file") -> VerifierConfig:
     """The run's configuration with the team's changes (the endpoint's key kept: it is never dumped)."""
     data = base.model_dump()
     data["model"]["api_key"] = base.model.api_key
     overlay = {"model": team.model, "roles": team.roles, "debate": team.debate}
     try:
-        return VerifierConfig.model_validate(_merged(data, {k: v for k, v in overlay.items() if v}))
+        return VerifierConfig.model_validate(deep_merge(data, {k: v for k, v in overlay.items() if v}))
     except ValidationError as exc:
         raise UsageError(f"{where}: team {team.name!r}: {validation_problem(exc)}") from exc
 

@@ -27,6 +27,7 @@ __all__ = [
     "ResolvedConfig",
     "config_digest",
     "config_toml",
+    "deep_merge",
     "load_config_file",
     "resolve_config",
 ]
@@ -201,7 +202,7 @@ def resolve_config(
             earlier = merged.get(path)
             if isinstance(earlier, dict) and isinstance(value, dict) and path in FIELDS:
                 # A table of options by name (roles, task_options): a later layer adds to it, key by key.
-                value = _deep_merge(earlier, value)
+                value = deep_merge(earlier, value)
             merged[path], where[path] = value, layer.where[path]
             sources[path] = {
                 "file": f"file {file}",
@@ -223,11 +224,12 @@ def resolve_config(
     return ResolvedConfig(config, {p: sources.get(p, "default") for p in FIELDS})
 
 
-def _deep_merge(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+    """`earlier` with `later`'s values in place, table by table (a table in both is merged, not replaced)."""
     merged = dict(earlier)
     for key, value in later.items():
         before = merged.get(key)
-        merged[key] = _deep_merge(before, value) if isinstance(before, dict) and isinstance(value, dict) else value
+        merged[key] = deep_merge(before, value) if isinstance(before, dict) and isinstance(value, dict) else value
     return merged
 
 
