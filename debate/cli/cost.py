@@ -187,6 +187,12 @@ def print_estimate(
     price = price_for(config.model, embedded=config.model.base_url is None)
     figures = _figures(args, config, items, price)
     notes = [*figures.notes, *(f"not estimated: {why}" for why in skipped)]
+    if config.debate.cascade:
+        # The later teams speak only for the claims the first leaves undecided, which no pilot has measured yet.
+        notes.append(
+            "the cascade's later teams are not estimated: the figures are the first team's, and each claim it "
+            "escalates costs more (debate.cascade)"
+        )
     if price is None:
         named = config.model.model or "(the endpoint's only model)"
         notes.append(f"no price known for model {named}: give --model.price-in/--model.price-out")

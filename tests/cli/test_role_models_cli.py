@@ -245,3 +245,20 @@ def test_the_cascade_hands_undecided_claims_to_the_strong_endpoint_and_says_what
     # Its log mixes two teams' models under the same roles: a fit of it is refused, not silently pooled.
     assert main(["dynamics", "fit", str(out), "--save", str(tmp_path / "mixed.json")]) == 2
     assert "a debate the cascade continued with another team's models" in capsys.readouterr().err
+
+
+def test_the_estimate_of_a_cascade_says_its_later_teams_are_not_in_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support.calibration import calibration
+
+    (tmp_path / "weak.json").write_text(calibration(model="weak-1").model_dump_json())
+    config = tmp_path / "cascade.toml"
+    config.write_text(
+        f'[model]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "weak-1"\n{PRICES}\n'
+        f'[debate]\nstop = "cascade:0.9"\ncalibration = "{tmp_path / "weak.json"}"\n\n'
+        '[[debate.cascade]]\nname = "strong"\ncalibration = "strong.json"\n[debate.cascade.model]\nmodel = "strong-1"\n'
+    )
+    source = _items(tmp_path / "in.jsonl", 2)
+    assert main(["verify", "--config", str(config), "--input", str(source), "--estimate"]) == 0
+    assert "the cascade's later teams are not estimated" in capsys.readouterr().out
