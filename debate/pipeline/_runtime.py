@@ -294,8 +294,10 @@ class Runtime:
             if self._teams is not None:
                 teams, self._teams = self._teams, None
                 await teams.aclose()
-            if self._default_client is not None:
-                client, self._default_client, self._client = self._default_client, None, None
+            # Started: the wrapped `[model]` client; failed while resolving it: the client itself, when ours.
+            client = self._default_client or (self._client if self._owns_client else None)
+            self._default_client = self._client = None
+            if client is not None:
                 await client.aclose()
         finally:
             telemetry.flush()
