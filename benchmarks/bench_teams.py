@@ -49,10 +49,6 @@ SCENARIOS = {"cost": ("weak", "strong"), "independent": ("weak", "twin"), "share
 """Each scenario's two endpoints: weak-b serves the weak population itself (one population behind both)."""
 
 
-def _population(name: str) -> str:
-    return "weak" if name == "weak-b" else name
-
-
 @contextlib.contextmanager
 def serving(labels: dict[str, bool], said: dict[tuple[str, str], list[bool]]) -> Iterator[dict[str, str]]:
     """Every model's endpoint on 127.0.0.1, served from a thread of its own while the block runs; yields the URLs."""
@@ -63,7 +59,7 @@ def serving(labels: dict[str, bool], said: dict[tuple[str, str], list[bool]]) ->
         async with AsyncExitStack() as stack:
             urls = {}
             for name in names:
-                agents = SimulatedAgents(FAMILIES[_population(name)], chain, labels, name=name, said=said)
+                agents = SimulatedAgents(FAMILIES[name], chain, labels, name=name, said=said)
                 urls[name] = await stack.enter_async_context(population_endpoint(agents))
             ready.put(urls)
             await asyncio.to_thread(stop.wait)
@@ -78,7 +74,7 @@ def serving(labels: dict[str, bool], said: dict[tuple[str, str], list[bool]]) ->
 
 
 def _model(name: str, urls: dict[str, str]) -> str:
-    price_in, price_out = PRICES[_population(name)]
+    price_in, price_out = PRICES[name]
     return (
         f'base_url = "{urls[name]}"\nmodel = "{name}"\nprice_in = {price_in}\nprice_out = {price_out}\n'
         "max_concurrency = 16\n"
@@ -146,7 +142,7 @@ def per_claim(records: list[dict[str, object]]) -> tuple[np.ndarray, np.ndarray,
         calls.append(report.usage.llm_calls)
         spent = 0.0
         for model, usage in report.usage_by_model().items():
-            price_in, price_out = PRICES[_population(model)]
+            price_in, price_out = PRICES[model]
             spent += cost_of(usage, Price(input=price_in, output=price_out, source="given"))
         cost.append(spent)
     sides = np.array(side)

@@ -53,6 +53,8 @@ FAMILIES: dict[str, Population] = {
     # As the weak model, with blind spots on other items: another family of the same strength.
     "twin": family(right=0.85, fooled_share=0.25, class_seed="twin", seed=3),
 }
+# The weak population itself behind a second endpoint: one population, the same blind spots.
+FAMILIES["weak-b"] = FAMILIES["weak"]
 """The benchmark's models by name."""
 
 

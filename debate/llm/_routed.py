@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from contextlib import AsyncExitStack
 
 from debate.types import ChatClient, ChatRequest, ChatResponse
 
@@ -27,20 +26,13 @@ def role_of(purpose: str) -> str | None:
 
 
 class RoleRoutedClient:
-    """Routes by role; the models and their clients stay owned by whoever made them unless `owns` says so."""
+    """Routes by role; the clients behind it stay owned by whoever opened them (the run closes each once)."""
 
-    def __init__(
-        self,
-        default: tuple[str, ChatClient],
-        roles: Mapping[str, tuple[str, ChatClient]],
-        *,
-        owns: bool = False,
-    ) -> None:
+    def __init__(self, default: tuple[str, ChatClient], roles: Mapping[str, tuple[str, ChatClient]]) -> None:
         """`default`: the label and client of `[model]`; `roles`: each role's label and client (roles on `[model]`
         need not be listed)."""
         self._default = default
         self._roles = dict(roles)
-        self._owns = owns
         self._relabelled: OrderedDict[int, tuple[ChatResponse, ChatResponse, ChatClient]] = OrderedDict()
         self._by_label: dict[str, ChatClient] = {default[0]: default[1]}
         for label, client in self._roles.values():
@@ -57,10 +49,6 @@ class RoleRoutedClient:
     def route(self, role: str) -> tuple[str, ChatClient]:
         """The label and client of role `role`'s turns (`[model]`'s for a role with none of its own)."""
         return self._roles.get(role, self._default)
-
-    def labels(self) -> dict[str, ChatClient]:
-        """Every model of the team by its label, `[model]`'s first."""
-        return dict(self._by_label)
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         role = role_of(request.purpose)
@@ -84,9 +72,4 @@ class RoleRoutedClient:
             await client.accept(response)
 
     async def aclose(self) -> None:
-        if not self._owns:
-            return
-        async with AsyncExitStack() as stack:
-            # Every client is closed, whichever fails.
-            for client in {id(c): c for c in self._by_label.values()}.values():
-                stack.push_async_callback(client.aclose)
+        """Nothing of its own: a client it routes to may serve several teams, so the run closes each once."""

@@ -18,7 +18,7 @@ from debate.errors import UsageError
 from debate.pipeline._runtime import Runtime
 from debate.pipeline._teams import OpenedTeam
 from debate.plugins import TeamFactory
-from debate.types import Claim, DebateResult, Evidence, TeamPart, Usage
+from debate.types import Claim, DebateResult, Evidence, TeamPart, Usage, turns_by_model
 
 __all__ = ["FIRST_TEAM", "Escalation"]
 
@@ -28,16 +28,12 @@ FIRST_TEAM = "first"
 
 def _part(name: str, first: int, records: Sequence[TurnRecord], p: float | None) -> TeamPart:
     spoken = [r.turn for r in records[first:]]
-    by_model: dict[str, Usage] = {}
-    for turn in spoken:
-        if turn.call.model is not None:
-            by_model[turn.call.model] = by_model.get(turn.call.model, Usage()) + turn.call.usage
     return TeamPart(
         name=name,
         first_turn=first,
         turns=len(spoken),
         usage=Usage.total(t.call.usage for t in spoken),
-        usage_by_model=by_model,
+        usage_by_model=turns_by_model(spoken),
         p_factual=p,
     )
 

@@ -20,7 +20,6 @@ from debate.llm import (
     ChatClient,
     EmbeddedServer,
     OpenAIChatClient,
-    RoleRoutedClient,
     TracedChatClient,
 )
 from debate.pipeline._teams import Borrowed, OpenedTeam, TeamClients
@@ -61,9 +60,7 @@ class Runtime:
         self._teams: TeamClients | None = None
         self.cascade: list[OpenedTeam] = []
         """Each cascade team (`debate.cascade`, in order) as opened: its router and its roles' models."""
-        self.role_models: dict[str, ModelConfig] = {}
-        """Each role whose turns run on a model of its own, with that model's configuration as resolved at start."""
-        self._router: RoleRoutedClient | None = None
+        self._team: OpenedTeam | None = None
         self._server: EmbeddedServer | None = None
         self.model_config: ModelConfig = config.model
         """The model configuration as resolved at start (endpoint, model name, structured output)."""
@@ -110,10 +107,14 @@ class Runtime:
 
     # --- what the pipeline uses ---------------------------------------------------------------------------------
 
+    @property
+    def role_models(self) -> dict[str, ModelConfig]:
+        """Each role whose turns run on a model of its own, with that model's configuration as resolved at start."""
+        return {} if self._team is None else self._team.role_models
+
     def role_labels(self) -> dict[str, str]:
         """Each role with a model of its own and that model's name (as turns and usage name it)."""
-        router = self._router
-        return {} if router is None else {role: router.label_for(role) for role in self.role_models}
+        return {} if self._team is None else self._team.labels()
 
     def model_configs(self) -> dict[str, ModelConfig]:
         """Every model of the run by its name, `[model]`'s first, then the roles', then each cascade team's (prices,
@@ -247,7 +248,6 @@ class Runtime:
 
     def _wrapped(self, client: ChatClient, config: ModelConfig, tracing: bool) -> ChatClient:
         """`client` behind the call cache (when configured) and tracing (when on); closing it closes `client`."""
-        owns = True
         if self._config.call_cache is not None:
             settings = config.model_dump(
                 mode="json", include={"temperature", "max_tokens", "seed", "structured_output", "max_string_chars"}
@@ -256,11 +256,10 @@ class Runtime:
             if self.embedded and config.base_url == self.model_config.base_url:
                 endpoint = "embedded:" + EMBEDDED_MODEL_NAME  # its loopback port changes every start
             client = CachingChatClient(
-                client, path=self._config.call_cache, endpoint=endpoint, settings=settings, owns_inner=owns
+                client, path=self._config.call_cache, endpoint=endpoint, settings=settings, owns_inner=True
             )
-            owns = True
         if tracing:
-            client = TracedChatClient(client, temperature=config.temperature, owns_inner=owns)
+            client = TracedChatClient(client, temperature=config.temperature, owns_inner=True)
         return client
 
     async def _open_roles(self, tracing: bool) -> None:
@@ -274,8 +273,7 @@ class Runtime:
         # Over the model as resolved: a role that changes only the temperature keeps the embedded model's port.
         wanted = {role: given.model.over(self.model_config) for role, given in self._config.roles.items()}
         wanted |= {role: self.model_config for role in self._role_clients if role not in wanted}
-        team = await self._teams.team(wanted, self._role_clients)
-        self._router, self.role_models = team.router, team.role_models
+        self._team = await self._teams.team(wanted, self._role_clients)
         self.cascade = []
         for step in self._config.debate.cascade:
             step_wanted = {role: step.model_for(role, self.model_config) for role in self._chain_roles}
@@ -283,7 +281,7 @@ class Runtime:
             self.cascade.append(
                 await self._teams.team(step_wanted, dict.fromkeys(self._chain_roles, given) if given else None)
             )
-        self._client = self._router
+        self._client = self._team.router
 
     async def close(self) -> None:
         """Close the search backend and the client (when owned), then stop the embedded server, whatever fails."""

@@ -162,11 +162,7 @@ def report_cost(report: Report, config: VerifierConfig) -> float | None:
                 if price is None:
                     return None
                 spent, turns = spent + cost_of(turn.call.usage, price), turns + turn.call.usage
-    rest = Usage(
-        llm_calls=max(0, report.usage.llm_calls - turns.llm_calls),
-        prompt_tokens=max(0, report.usage.prompt_tokens - turns.prompt_tokens),
-        completion_tokens=max(0, report.usage.completion_tokens - turns.completion_tokens),
-    )
+    rest = report.usage.less(turns)
     price = price_for(config.model, name=report.meta.model, embedded=report.meta.embedded)
     if price is None:
         return None if rest.llm_calls else spent

@@ -41,7 +41,16 @@ from debate.types._report import (
     RunMeta,
 )
 from debate.types._tools import CorrectionResult, ToolCall, ToolCallFinding
-from debate.types._transcript import CallInfo, DebateResult, Opinion, SentMessage, StateRecord, TeamPart, Turn
+from debate.types._transcript import (
+    CallInfo,
+    DebateResult,
+    Opinion,
+    SentMessage,
+    StateRecord,
+    TeamPart,
+    Turn,
+    turns_by_model,
+)
 
 __all__ = [
     "BUILTIN_ROLES",
@@ -106,4 +115,5 @@ __all__ = [
     "Usage",
     "parse_stop",
     "stop_kind",
+    "turns_by_model",
 ]

@@ -36,6 +36,14 @@ class Usage(_Model):
             completion_tokens=self.completion_tokens + other.completion_tokens,
         )
 
+    def less(self, other: Usage) -> Usage:
+        """This usage without `other`'s, each count at least 0 (a part taken out of a total)."""
+        return Usage(
+            llm_calls=max(0, self.llm_calls - other.llm_calls),
+            prompt_tokens=max(0, self.prompt_tokens - other.prompt_tokens),
+            completion_tokens=max(0, self.completion_tokens - other.completion_tokens),
+        )
+
     @classmethod
     def total(cls, items: Iterable[Usage]) -> Usage:
         calls = prompt = completion = 0

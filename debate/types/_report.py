@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from debate.types._core import Claim, Evidence, Failure, Span, Usage, _Model
 from debate.types._names import ClaimLabel, ClaimStatus, DecidedBy, ReportVerdict, RollupName, TaskName
 from debate.types._prefilter import PrefilterDecision, PrefilterSummary
-from debate.types._transcript import DebateResult, Opinion
+from debate.types._transcript import DebateResult, Opinion, turns_by_model
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -291,19 +291,9 @@ class Report(_Model):
     def usage_by_model(self) -> dict[str, Usage]:
         """The usage per model: each debate turn's on the model that answered it, the rest (claims, queries,
         judges, turns that got no reply) on the run's `model`."""
-        by_model: dict[str, Usage] = {}
-        for claim in self.claims:
-            for state in claim.debate.states if claim.debate is not None else []:
-                for turn in state.turns:
-                    if turn.call.model is not None and turn.call.model != self.meta.model:
-                        by_model[turn.call.model] = by_model.get(turn.call.model, Usage()) + turn.call.usage
-        others = Usage.total(by_model.values())
-        rest = Usage(
-            llm_calls=max(0, self.usage.llm_calls - others.llm_calls),
-            prompt_tokens=max(0, self.usage.prompt_tokens - others.prompt_tokens),
-            completion_tokens=max(0, self.usage.completion_tokens - others.completion_tokens),
-        )
-        return {self.meta.model: rest, **by_model}
+        turns = (t for c in self.claims if c.debate is not None for s in c.debate.states for t in s.turns)
+        by_model = {m: u for m, u in turns_by_model(turns).items() if m != self.meta.model}
+        return {self.meta.model: self.usage.less(Usage.total(by_model.values())), **by_model}
 
     def to_dataframe(self) -> pd.DataFrame:
         """One row per claim (pandas): the response's verdict and score, then the claim's label, severity, who

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal, Self
 
 from pydantic import Field, model_validator
@@ -9,7 +10,7 @@ from pydantic import Field, model_validator
 from debate.types._core import Failure, Usage, _Model
 from debate.types._names import ClaimLabel, Role, StateName, StopReason
 
-__all__ = ["CallInfo", "DebateResult", "Opinion", "SentMessage", "StateRecord", "Turn"]
+__all__ = ["CallInfo", "DebateResult", "Opinion", "SentMessage", "StateRecord", "TeamPart", "Turn", "turns_by_model"]
 
 
 class Opinion(_Model):
@@ -131,6 +132,15 @@ class StateRecord(_Model):
     """Turns in speaking order."""
     consensus: bool | None = None
     """Whether all turns agreed on factuality (None when a turn failed)."""
+
+
+def turns_by_model(turns: Iterable[Turn]) -> dict[str, Usage]:
+    """The usage of `turns` by the model that answered each (turns that got no reply name none and are left out)."""
+    by_model: dict[str, Usage] = {}
+    for turn in turns:
+        if turn.call.model is not None:
+            by_model[turn.call.model] = by_model.get(turn.call.model, Usage()) + turn.call.usage
+    return by_model
 
 
 class TeamPart(_Model):

@@ -22,21 +22,15 @@ N = 400
 CHAIN = load_chain("true-to-skeptic")
 
 
-def _family(name: str) -> str:
-    return "weak" if name == "weak-b" else name
-
-
 async def _run(
     first: str, second: str, roles: dict[str, str], labels: dict[str, bool]
 ) -> tuple[list[bool], list[bool]]:
     """Each claim's verdict under the paper's rule (the Leader's) and its exact posterior's side."""
     said: dict[tuple[str, str], list[bool]] = {}
-    agents = {
-        name: SimulatedAgents(FAMILIES[_family(name)], CHAIN, labels, name=name, said=said) for name in (first, second)
-    }
+    agents = {name: SimulatedAgents(FAMILIES[name], CHAIN, labels, name=name, said=said) for name in (first, second)}
     config = VerifierConfig(debate=DebateConfig(), roles={role: {"model": {}} for role in roles})
     role_clients = {role: agents[name] for role, name in roles.items()}
-    exact = team_posterior({role: FAMILIES[_family(roles.get(role, first))] for role in ROLES})
+    exact = team_posterior({role: FAMILIES[roles.get(role, first)] for role in ROLES})
     async with Verifier(config=config, client=agents[first], role_clients=role_clients) as verifier:
 
         async def one(item: str) -> Report:
