@@ -83,7 +83,7 @@ def readme_blocks() -> list[Block]:
 
 def docs_pages() -> list[Path]:
     """The docs pages in the site's nav order (a page's blocks may use a file an earlier page made)."""
-    nav = re.findall(r"^\s*- (?:[^:\n]+: )?([\w-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    nav = re.findall(r'^\s*- (?:"[^"\n]*": |[^:"\n]+: )?([\w-]+\.md)\s*$', (ROOT / "mkdocs.yml").read_text(), re.M)
     return [ROOT / "docs" / name for name in nav]
 
 
