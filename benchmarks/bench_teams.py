@@ -1,7 +1,7 @@
 """Teams of two models: the table and the accuracy-cost plot of docs/teams.md.
 
     python benchmarks/bench_teams.py [--n 2000] [--pilot-n 600] [--scenarios cost,independent,shared]
-        [--threshold 0.9] [--plot docs/figures/teams.png]
+        [--thresholds 0.9,0.95,0.98] [--plot docs/figures/teams.png]
 
 Simulated agents (experiments/teams.py) answer behind OpenAI-compatible endpoints on 127.0.0.1, one per model, each
 charging tokens as a tokenizer would count them (4 characters each) at its own price. Every figure comes through the
@@ -16,8 +16,8 @@ Scenarios (two endpoints each):
 - shared: one population behind both endpoints (the same blind spots): a mixed team is the same agents.
 
 Each team debates `--n` claims (half factual) under the paper's rule (true-to-skeptic, min 2, max 5); the cascade's
-first team stops by the posterior at `--threshold` within 2 rounds and hands what it leaves undecided to the strong
-team for up to 3 more. Intervals are 95% bootstrap intervals over the claims (paired for differences).
+first team stops by the posterior at each of `--thresholds` within 2 rounds and hands what it leaves undecided to the
+strong team for up to 3 more. Intervals are 95% bootstrap intervals over the claims (paired for differences).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def config_file(
         text += "[debate]\nmin_rounds = 2\nmax_rounds = 5\n" + (f'calibration = "{own}"\n' if own else "")
     else:
         text += (
-            f'[debate]\nmin_rounds = 0\nmax_rounds = 2\nstop = "cascade:{ARGS.threshold}"\n'
+            f'[debate]\nmin_rounds = 0\nmax_rounds = 2\nstop = "cascade:{team.threshold}"\n'
             f'calibration = "{calibrations[team.model]}"\n\n[[debate.cascade]]\nname = "{team.cascade}"\n'
             f'calibration = "{calibrations[team.cascade]}"\nmax_rounds = 3\n'
             f"[debate.cascade.model]\n{_model(team.cascade, urls)}"
@@ -123,11 +123,16 @@ def run(config: Path, claims: Path, log: Path, said: dict[tuple[str, str], list[
 
 
 def fit(log: Path, saved: Path) -> Path:
+    fit_args([str(log), "--save", str(saved)])
+    return saved
+
+
+def fit_args(args: list[str]) -> None:
+    """`debate dynamics fit ARGS...`, stopping the benchmark if it fails."""
     with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
-        code = debate(["dynamics", "fit", str(log), "--save", str(saved)])
+        code = debate(["dynamics", "fit", *args])
     if code != 0:
         raise SystemExit(f"debate dynamics fit exited {code}: {err.getvalue()[-2000:]}")
-    return saved
 
 
 def per_claim(records: list[dict[str, object]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
@@ -167,7 +172,7 @@ def scenario(
 ) -> list[dict[str, object]]:
     first, second = SCENARIOS[name]
     test = claims_file(labels_for(ARGS.n, 0.5, ARGS.seed, prefix="test"), folder / "claims.jsonl")
-    teams = compositions(first, second)
+    teams = compositions(first, second, tuple(float(t) for t in ARGS.thresholds.split(",")))
     calibrations: dict[str, Path] = {}
     pilot = claims_file(labels_for(ARGS.pilot_n, 0.5, ARGS.seed + 1, prefix="pilot"), folder / "pilot.jsonl")
     if any(t.cascade for t in teams):
@@ -294,7 +299,9 @@ if __name__ == "__main__":
     parser.add_argument(
         "--scenarios", default="cost,independent,shared", help="comma-separated: cost, independent, shared"
     )
-    parser.add_argument("--threshold", type=float, default=0.9, help="the cascade's posterior threshold")
+    parser.add_argument(
+        "--thresholds", default="0.9", help="the cascade's posterior thresholds, comma-separated (a row for each)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="which claims")
     parser.add_argument("--boot", type=int, default=1000, help="bootstrap resamples")
     parser.add_argument("--plot", default="", help="write the accuracy-cost plot here")

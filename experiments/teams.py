@@ -67,11 +67,15 @@ class Composition:
     roles: dict[str, str]
     cascade: str | None = None
     """The model of a cascade's next team (every role), if this team escalates."""
+    threshold: float = 0.9
+    """The cascade's posterior threshold (`stop = "cascade:P"`): a team decides a claim once P(factual) or its
+    complement reaches it."""
 
 
-def compositions(first: str, second: str) -> list[Composition]:
+def compositions(first: str, second: str, thresholds: tuple[float, ...] = (0.9,)) -> list[Composition]:
     """The teams of two models the benchmark runs: each alone, the second as Leader only, a mixed table (the Skeptic
-    and the Leader on the second), and for a cheaper first model, the cascade from the first to the second."""
+    and the Leader on the second), and for a cheaper first model, the cascade from the first to the second at each
+    of `thresholds`."""
     mixed = {"skeptic": second, "leader": second}
     teams = [
         Composition(f"all {first}", first, {}),
@@ -80,7 +84,9 @@ def compositions(first: str, second: str) -> list[Composition]:
         Composition(f"mixed ({first}: initial, trust; {second}: skeptic, leader)", first, mixed),
     ]
     if PRICES[first] < PRICES[second]:
-        teams.append(Composition(f"cascade {first} -> {second}", first, {}, cascade=second))
+        for threshold in thresholds:
+            name = f"cascade {first} -> {second}" + (f" at {threshold:g}" if len(thresholds) > 1 else "")
+            teams.append(Composition(name, first, {}, cascade=second, threshold=threshold))
     return teams
 
 

@@ -8,6 +8,7 @@ A calibration holds only for the model, prompts and chain it was fitted on: anyt
 every report says so and names the check (`not_calibrated`), and the posterior stop refuses it unless forced.
 """
 
+from debate.calibration._composed import ComposedPart, Independence
 from debate.calibration._file import (
     CALIBRATION_FORMAT,
     CALIBRATION_VERSION,
@@ -49,9 +50,11 @@ __all__ = [
     "CalibrationClass",
     "CalibrationError",
     "Check",
+    "ComposedPart",
     "ContextCount",
     "FittedOn",
     "HeldOut",
+    "Independence",
     "LabelAsk",
     "Labels",
     "LiveCalibration",

@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PrivateAttr, ValidationError
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
+from debate.calibration._composed import ComposedPart, Independence, composed_team, composition_said
 from debate.calibration._parts import SMOOTHING, Check, Labels, _Model, first
 from debate.engine import MarkovChain, PosteriorModel, PulledRoles, RoleModel, RoleTables, chain_digest
 from debate.errors import CalibrationError
@@ -34,14 +35,15 @@ __all__ = [
 
 CALIBRATION_FORMAT = "markov-debate-calibration"
 CALIBRATION_VERSION = 4
-_READS = (1, 2, 3, 4)
+_READS = (1, 2, 3, 4, 5)
 """Version 2 added `labels` (fits without every label) and `Check.reference`; a version 1 file reads as fully
 labelled, checked on the pooled turns. Version 3 weighs each unlabelled claim's turns by its label's probability
 in the stored counts (version 2 counted them fully under both labels, so every claim scored alike) and records the
 share's interval, a stated base rate and EM's convergence: a version 2 file of a fit with unlabelled claims is
 refused, a fully labelled one reads. Version 4 fits its labelled claims inside EM, may hold the pulled family
 (`CalibrationClass.family`) and records the labels' cross-validated test and the classes no label reaches; a
-version 3 file reads as the tables family, its labels' test as it was."""
+version 3 file reads as the tables family, its labels' test as it was. Version 5 is a team composed from each
+model's own fit (`composed`: up to 3 classes per model, every combination of theirs)."""
 
 UNCALIBRATING_CHECKS = ("markov", "state")
 """Checks whose failure leaves p_factual uncalibrated whatever the model (memory; behaviour that differs by state).
@@ -134,12 +136,13 @@ class Calibration(_Model):
     """A fitted debate model, saved by `debate dynamics fit RUN --save FILE` (docs/schema.md)."""
 
     format: Literal["markov-debate-calibration"] = "markov-debate-calibration"
-    version: Literal[1, 2, 3, 4] = 4
+    version: Literal[1, 2, 3, 4, 5] = 4
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     package_version: str = Field(default_factory=package_version)
     fitted_on: FittedOn
-    classes: list[CalibrationClass] = Field(min_length=1, max_length=3)
-    """The latent classes of items, easiest first (one: every item alike)."""
+    classes: list[CalibrationClass] = Field(min_length=1)
+    """The latent classes of items, easiest first (one: every item alike); up to 3, or every combination of a
+    composed team's models' classes."""
     shares: dict[Literal["factual", "hallucinated"], list[float]]
     """Per true label, the share of items in each class."""
     model_reason: str
@@ -152,8 +155,21 @@ class Calibration(_Model):
     """Each failed check that leaves p_factual uncalibrated, as a line naming it (empty: calibrated)."""
     labels: Labels | None = None
     """What the fit knew of the truth (None, as in version 1 files: every claim labelled)."""
+    composed: list[ComposedPart] = Field(default_factory=list)
+    """A team composed from each model's own fit (version 5), its parts; empty: fitted on runs of the team."""
+    independence: list[Independence] = Field(default_factory=list)
+    """The tests of the composition's assumption, on claims two of its models both debated (none: not tested)."""
     _models: dict[float | None, PosteriorModel] = PrivateAttr(default_factory=dict)
     _sha256: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _classes_fit_the_team(self) -> Calibration:
+        most = 3 ** max(1, len(self.composed))
+        if len(self.classes) > most:
+            raise ValueError(f"{len(self.classes)} classes: a fit has at most 3 (3 per model of a composed team)")
+        if self.composed and self.version < 5:
+            raise ValueError("a composed calibration is version 5")
+        return self
 
     @property
     def sha256(self) -> str | None:
@@ -168,6 +184,8 @@ class Calibration(_Model):
         """The line every report carries when p_factual is not calibrated, or rests on an assumption."""
         labels = self.labels
         assumption = labels.assumption(len(self.classes), self.fitted_on.factual_share) if labels is not None else None
+        if self.composed:
+            assumption = "; ".join(a for a in (self.composition_assumption(), assumption) if a)
         if self.calibrated:
             return assumption
         failed = "p_factual is not calibrated: " + "; ".join(self.not_calibrated)
@@ -205,10 +223,17 @@ class Calibration(_Model):
             classes += f"; {labels.labelled} of {labels.claims} claims labelled"
             if labels.labelled < labels.claims:
                 classes += f"; {labels.share_said(fitted.factual_share)}"
+        what = f"model {fitted.model}"
+        if self.composed:
+            what = f"composed team {composed_team(self.composed)}"
         return (
-            f"{fitted.claims} claims of {', '.join(fitted.runs)} (model {fitted.model}, chain {fitted.chain}, min "
+            f"{fitted.claims} claims of {', '.join(fitted.runs)} ({what}, chain {fitted.chain}, min "
             f"{fitted.min_rounds} max {fitted.max_rounds}); {classes}"
         )
+
+    def composition_assumption(self) -> str | None:
+        """What a composed team's p_factual assumes, in a line (None: fitted on runs of the team itself)."""
+        return composition_said(self.composed, self.independence)
 
     def team_difference(self, model: str, roles: dict[str, str], chain: MarkovChain) -> str | None:
         """How a run whose roles run on `model` (and `roles`' own models) differs from the fitted team, naming the

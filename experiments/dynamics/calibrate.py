@@ -36,15 +36,16 @@ def _team_prompts(run: RunObservations) -> dict[str, str]:
     return {name: run.prompts[name] for name in names}
 
 
-def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations]) -> Calibration:
-    """The calibration file of `fitted` (fitted on `runs`, which must share model, prompts and chain)."""
+def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations], *, one_team: bool = True) -> Calibration:
+    """The calibration file of `fitted` (fitted on `runs`, which must share prompts and chain, and with `one_team`
+    their models: off for one model's part of a composed team, fitted on its turns in teams of any composition)."""
     first = runs[0]
     prompts = _team_prompts(first)
     chain = load_chain(first.debate.chain)
     for other in runs[1:]:
-        if (other.model, other.roles, chain_digest(load_chain(other.debate.chain))) != (
-            first.model,
-            first.roles,
+        team = (other.model, other.roles) if one_team else ()
+        if (*team, chain_digest(load_chain(other.debate.chain))) != (
+            *((first.model, first.roles) if one_team else ()),
             chain_digest(chain),
         ):
             raise UsageError(f"{other.run_dir}: another model or chain than {first.run_dir}; save one calibration each")

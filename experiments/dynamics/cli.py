@@ -90,6 +90,7 @@ def _add_fit(dyn: Any) -> Any:
         epilog=examples(
             "debate dynamics fit results/embedded/*-qa-mcmad-*/",
             "debate dynamics fit --db sqlite:///desk.db --save calibration.json",
+            "debate dynamics fit weak.jsonl strong.jsonl --team weak,leader=strong --save team.json",
         ),
     )
     f.add_argument(
@@ -136,6 +137,15 @@ def _add_fit(dyn: Any) -> Any:
         help="how the labels worth asking for (labels.label_next) go on past a spread while labels are few and the "
         "classes no label reaches: by the expected fall of p_factual's variance, or a seeded random sample (which "
         "did better on one of two simulated populations: docs/dynamics.md)",
+    )
+    f.add_argument(
+        "--team",
+        default=None,
+        metavar="MODEL,ROLE=MODEL",
+        help="compose a calibration for a team of several models from labelled inputs of any teams: each model "
+        "fitted on the turns it spoke, each role read from its model's fit (`weak,leader=strong`: every role on "
+        "weak but the leader); assumes the models' errors independent, tested where two of them debated the same "
+        "claims (docs/teams.md)",
     )
     f.set_defaults(handler=_fit)
     return f
@@ -185,6 +195,17 @@ def _add_simulate(dyn: Any) -> None:
         "hallucinated_true, conformity, memory, [roles.NAME.states.STATE]; [[classes]] share, "
         "factual_true, hallucinated_true, [classes.roles.NAME]; and seed",
     )
+    s.add_argument(
+        "--model", default="simulated", metavar="NAME", help="the model name the population answers as (the run's)"
+    )
+    s.add_argument(
+        "--role",
+        action="append",
+        default=[],
+        metavar="ROLE=NAME:FILE",
+        help="put ROLE on another simulated model NAME, whose agents follow the roles file FILE, behind an endpoint "
+        "of its own (repeatable): a team of several models, as `--roles ROLE.model...` makes one",
+    )
     s.add_argument("--chain", default="true-to-skeptic", metavar="NAME|FILE", help="the chain to run")
     s.add_argument("--min-rounds", type=int, default=2, help="minimum debate rounds")
     s.add_argument("--max-rounds", type=int, default=5, help="maximum debate rounds")
@@ -232,6 +253,26 @@ def _validate(args: argparse.Namespace) -> int:
     return validate_command(args)
 
 
+def _team(model: str, entries: list[str]) -> Any:
+    """`--model` and `--role ROLE=NAME:FILE` entries as the run's team of simulated models."""
+    from experiments.dynamics.simulate import load_population
+    from experiments.dynamics.simulate_run import Team
+
+    roles: dict[str, tuple[str, Any]] = {}
+    for entry in entries:
+        role, eq, rest = entry.partition("=")
+        name, colon, path = rest.partition(":")
+        if not (eq and colon and role.strip() and name.strip() and path.strip()):
+            raise UsageError(f"--role {entry!r}: give ROLE=NAME:FILE (the role, its model's name, its roles file)")
+        if name.strip() == model:
+            raise UsageError(f"--role {entry!r}: {model!r} is --model's name; another model needs another name")
+        population = load_population(Path(path.strip()))
+        if any(n == name.strip() and p != population for n, p in roles.values()):
+            raise UsageError(f"--role {entry!r}: model {name.strip()!r} is given another roles file already")
+        roles[role.strip()] = (name.strip(), population)
+    return Team(model=model, roles=roles)
+
+
 def _simulate(args: argparse.Namespace) -> int:
     from experiments.dynamics.simulate_run import simulate_run
 
@@ -248,6 +289,7 @@ def _simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
         items_seed=args.items_seed,
         governed={"calibration": args.calibration, "stop": args.stop, "force_calibration": args.force or None},
+        team=_team(args.model, args.role),
     )
     sys.stdout.write(summary + "\n")
     return 0

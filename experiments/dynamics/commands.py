@@ -12,11 +12,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from debate.calibration import CALIBRATION_FORMAT, load_calibration
+from debate.calibration import CALIBRATION_FORMAT, Calibration, load_calibration
 from debate.cli.conventions import err, output_folder
 from debate.engine import TurnContext, chain_digest, load_chain
 from debate.errors import UsageError
 from experiments.dynamics.calibrate import calibration_of, plot_reliability, reliability
+from experiments.dynamics.compose import compose_team, composed_table
 from experiments.dynamics.fit import fit
 from experiments.dynamics.fitted import FittedModel, fit_model
 from experiments.dynamics.observe import RunObservations, read_run, read_store
@@ -135,13 +136,13 @@ def _settings(run: RunObservations) -> dict[str, object]:
     }
 
 
-def _check_alike(runs: list[RunObservations]) -> None:
-    """Inputs of another model, chain, round limits, team or prompts, refused before the fit: their turns are not
-    one behaviour (naming the two inputs and what differs)."""
+def _check_alike(runs: list[RunObservations], *, models: bool = True) -> None:
+    """Inputs of another model (with `models`), chain, round limits, team or prompts, refused before the fit: their
+    turns are not one behaviour (naming the two inputs and what differs)."""
     first = runs[0]
-    mine = _settings(first)
+    mine = _settings(first) | ({} if models else {"model": None})
     for other in runs[1:]:
-        theirs = _settings(other)
+        theirs = _settings(other) | ({} if models else {"model": None})
         differ = [f"{k} {mine[k]!r} against {theirs[k]!r}" for k in mine if mine[k] != theirs[k]]
         prompts = sorted(k for k in set(first.prompts) & set(other.prompts) if first.prompts[k] != other.prompts[k])
         if prompts:
@@ -169,8 +170,12 @@ def fit_command(args: argparse.Namespace) -> int:
     _check_given(args.runs, args.db)
     _check_save(args.save, args.runs)
     runs = [read_run(r) for r in args.runs] + [read_store(url) for url in args.db]
-    _check_alike(runs)
+    _check_alike(runs, models=args.team is None)
     _check_base_rate(args.base_rate, runs)
+    if args.team is not None:
+        composed = compose_team(args, runs)
+        sys.stdout.write(composed.model_dump_json(indent=2) + "\n" if args.json else composed_table(composed))
+        return _save(composed, args.save)
     seen = [o for run in runs for o in run.observations]
     first = runs[0]
     per_run = [run.observations for run in runs]
@@ -197,12 +202,17 @@ def fit_command(args: argparse.Namespace) -> int:
         self_checks=[c for c in (_self_check(run, fitted) for run in runs) if c is not None],
     )
     sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else fit_table(result))
-    if args.save is not None:
-        calibration = calibration_of(fitted, runs)
-        tmp = args.save.with_name(args.save.name + ".tmp")
-        tmp.write_text(calibration.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        tmp.replace(args.save)  # a reader never sees half a calibration
-        err.print(f"wrote {args.save}" + (f" ({calibration.warning()})" if calibration.warning() else ""))
+    return _save(calibration_of(fitted, runs), args.save) if args.save is not None else 0
+
+
+def _save(calibration: Calibration, save: Path | None) -> int:
+    if save is None:
+        err.print(calibration.describe())
+        return 0
+    tmp = save.with_name(save.name + ".tmp")
+    tmp.write_text(calibration.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    tmp.replace(save)  # a reader never sees half a calibration
+    err.print(f"wrote {save}" + (f" ({calibration.warning()})" if calibration.warning() else ""))
     return 0
 
 

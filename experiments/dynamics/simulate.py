@@ -290,13 +290,15 @@ async def simulated_reports(
     model: ModelConfig | None = None,
     concurrency: int = 16,
     governed: Mapping[str, object] | None = None,
+    roles: Mapping[str, object] | None = None,
 ) -> list[Report]:
     """Each labelled claim verified by the real engine (QA task, one claim per item) against the population: in
     process, or at the endpoint `model` names (`governed`: calibration, stop and force_calibration, as
-    DebateConfig's)."""
+    DebateConfig's; `roles`: each role's model on another endpoint, as VerifierConfig's)."""
     config = VerifierConfig(
         debate=DebateConfig(chain=chain, min_rounds=min_rounds, max_rounds=max_rounds, **(governed or {})),
         **({"model": model} if model is not None else {}),
+        **({"roles": roles} if roles else {}),
     )
     from debate.engine import load_chain
     from debate.pipeline import Verifier

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Coroutine, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from experiments.dynamics.simulate import (
 )
 from experiments.metrics import Outcome, summarize
 
-__all__ = ["simulate_run", "write_results_log"]
+__all__ = ["Team", "simulate_run", "write_results_log"]
 
 
 async def _over_http(
@@ -36,19 +38,41 @@ async def _over_http(
     max_rounds: int,
     labels: dict[str, bool],
     governed: dict[str, object],
+    team: Team,
 ) -> list[Report]:
-    agents = SimulatedAgents(population, load_chain(chain), labels)
-    async with population_endpoint(agents) as url:
-        model = ModelConfig(base_url=url, model="simulated", max_concurrency=16)
+    """The main population as model `team.model` behind one endpoint, and each other model of `team.roles` behind
+    its own: a team of simulated models, each agent shown every turn of its debates (one record of what was said)."""
+    said: dict[tuple[str, str], list[bool]] = {}
+    populations = {team.model: population} | {name: other for name, other in team.roles.values()}
+    async with AsyncExitStack() as stack:
+        urls = {
+            name: await stack.enter_async_context(
+                population_endpoint(SimulatedAgents(other, load_chain(chain), labels, name=name, said=said))
+            )
+            for name, other in populations.items()
+        }
+        roles = {
+            role: {"model": {"base_url": urls[name], "model": name, "max_concurrency": 16}}
+            for role, (name, _) in team.roles.items()
+        }
         return await simulated_reports(
             population,
             chain=chain,
             min_rounds=min_rounds,
             max_rounds=max_rounds,
             labels=labels,
-            model=model,
+            model=ModelConfig(base_url=urls[team.model], model=team.model, max_concurrency=16),
             governed=governed,
+            roles=roles,
         )
+
+
+@dataclass(frozen=True)
+class Team:
+    """The models of a simulated run: the main population's name, and each role on another (name, population)."""
+
+    model: str = "simulated"
+    roles: Mapping[str, tuple[str, Population]] = field(default_factory=dict)
 
 
 def _reports(
@@ -58,8 +82,11 @@ def _reports(
     governed: dict[str, object],
     *,
     in_process: bool,
+    team: Team,
 ) -> Coroutine[Any, Any, list[Report]]:
     chain, min_rounds, max_rounds = rounds
+    if in_process and team.roles:
+        raise UsageError("a team of simulated models runs over HTTP, one endpoint per model (not in process)")
     if in_process:  # the same engine and agents without the loopback server (benchmarks' large runs)
         return simulated_reports(
             population,
@@ -71,7 +98,13 @@ def _reports(
             concurrency=64,
         )
     return _over_http(
-        population, chain=chain, min_rounds=min_rounds, max_rounds=max_rounds, labels=labels, governed=governed
+        population,
+        chain=chain,
+        min_rounds=min_rounds,
+        max_rounds=max_rounds,
+        labels=labels,
+        governed=governed,
+        team=team,
     )
 
 
@@ -88,12 +121,16 @@ def simulate_run(
     items_seed: int | None = None,
     governed: dict[str, object] | None = None,
     in_process: bool = False,
+    team: Team | None = None,
 ) -> str:
     """Simulate `n` claims and write the run folder `out`; returns a one-line summary. The items and their labels
     follow the roles file's seed; `seed` replaces it for the agents' draws only, so runs with different seeds are
     independent runs on the same items (what `debate dynamics validate` compares); `items_seed` draws other items
     (other ids, labels and classes), as a calibration needs to be tried on. `governed`: calibration, stop and
-    force_calibration, as DebateConfig's. `in_process`: no loopback endpoint (the agents answer in process)."""
+    force_calibration, as DebateConfig's. `in_process`: no loopback endpoint (the agents answer in process). `team`:
+    the model name the population answers as, and roles on other simulated models (the items follow the main
+    population's seed)."""
+    team = team or Team()
     if (out / "results.jsonl").exists():
         raise UsageError(f"{out} already holds a run; choose another --out")
     population = roles if isinstance(roles, Population) else load_population(roles)
@@ -103,7 +140,7 @@ def simulate_run(
         population = population.model_copy(update={"seed": seed})
     governed = {k: v for k, v in (governed or {}).items() if v is not None}
     rounds = (chain, min_rounds, max_rounds)
-    reports = run_blocking(_reports(population, rounds, labels, governed, in_process=in_process))
+    reports = run_blocking(_reports(population, rounds, labels, governed, in_process=in_process, team=team))
     out.mkdir(parents=True, exist_ok=True)
     debate = {"chain": chain, "min_rounds": min_rounds, "max_rounds": max_rounds, **governed}
     config = {
@@ -112,6 +149,11 @@ def simulate_run(
             "population": population.model_dump(mode="json"),
             "share_true": share_true,
             "roles_file": str(roles) if isinstance(roles, Path) else None,
+            "model": team.model,
+            "role_models": {
+                role: {"model": name, "population": other.model_dump(mode="json")}
+                for role, (name, other) in team.roles.items()
+            },
         },
         "provenance": {
             "seed": population.seed,

@@ -135,8 +135,8 @@ async def test_an_uncalibrated_file_warns_on_every_report_and_the_stop_refuses_i
         ("not json", "cannot be read"),
         ('{"format": "something else"}', "not a calibration file"),
         (
-            '{"format": "markov-debate-calibration", "version": 5}',
-            "version 5; this markov-debate reads versions 1, 2, 3, 4",
+            '{"format": "markov-debate-calibration", "version": 6}',
+            "version 6; this markov-debate reads versions 1, 2, 3, 4, 5",
         ),
         ('{"format": "markov-debate-calibration", "version": 1, "fitted_on": {}}', "fitted_on.model: Field required"),
     ],
