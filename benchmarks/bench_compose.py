@@ -23,7 +23,7 @@ from pathlib import Path
 import bench_teams
 import numpy as np
 
-from debate.calibration import load_calibration
+from debate.calibration import Calibration, load_calibration
 from debate.engine import load_chain, result_records
 from debate.types import Report
 from experiments.dynamics.simulate import labels_for
@@ -79,9 +79,16 @@ def pair(
         ),
         "composed": scores(np.array(p_composed, dtype=float), np.array(y)),
         "own": scores(np.array(p_own, dtype=float), np.array(y)),
-        "says": "calibrated" if calibration.calibrated else "not calibrated",
+        "says": _says(calibration),
         "seconds": time.perf_counter() - started,
     }
+
+
+def _says(calibration: Calibration) -> str:
+    """Calibrated, or which checks failed (the file's lines name them in full)."""
+    failed: list[str] = sorted({c.name for c in calibration.checks if c.rejected})
+    failed += ["independence"] * any(t.rejected for t in calibration.independence)
+    return "calibrated" if calibration.calibrated else f"not calibrated ({', '.join(failed)} rejected)"
 
 
 def main() -> None:

@@ -138,6 +138,12 @@ def _add_fit(dyn: Any) -> Any:
         "classes no label reaches: by the expected fall of p_factual's variance, or a seeded random sample (which "
         "did better on one of two simulated populations: docs/dynamics.md)",
     )
+    _add_team(f)
+    f.set_defaults(handler=_fit)
+    return f
+
+
+def _add_team(f: Any) -> None:
     f.add_argument(
         "--team",
         default=None,
@@ -147,8 +153,6 @@ def _add_fit(dyn: Any) -> Any:
         "weak but the leader); assumes the models' errors independent, tested where two of them debated the same "
         "claims (docs/teams.md)",
     )
-    f.set_defaults(handler=_fit)
-    return f
 
 
 def _add_predict(dyn: Any) -> Any:

@@ -112,8 +112,8 @@ def compose_team(args: argparse.Namespace, runs: list[RunObservations]) -> Calib
         fitted = fit_model(seen, model=args.model, bootstrap=args.bootstrap, seed=args.seed, runs=per_run)
         spoke = [run for run, turns in zip(runs, per_run, strict=True) if turns]
         parts[model] = Part(fitted, calibration_of(fitted, spoke, one_team=False), spoke)
-    checks = [c for run in runs for c in _run_checks(run, roles, parts, args.seed)]
-    return _composed(team, parts, checks, _independence(parts))
+    checked = [_run_checks(run, roles, parts, args.seed) for run in runs]
+    return _composed(team, parts, checked, _independence(parts))
 
 
 @dataclass(frozen=True)
@@ -145,14 +145,17 @@ def _classes(
     return classes, shares
 
 
-def _run_checks(run: RunObservations, roles: Sequence[str], parts: dict[str, Part], seed: int) -> list[Check]:
+def _run_checks(
+    run: RunObservations, roles: Sequence[str], parts: dict[str, Part], seed: int
+) -> tuple[list[Check], int]:
     """The markov, heterogeneity and state checks of the composed model of `run`'s own team against `run` (runs of
-    that model with the run's design): each model's memory and state behaviour is tested where it spoke."""
+    that model with the run's design), and that model's classes: each model's memory and state behaviour is tested
+    where it spoke."""
     team = {role: spoken_by(run, role) for role in roles}
     outside = sorted(set(team.values()) - set(parts))
     if outside:
         err.print(f"{run.run_dir}: not checked (its team has {', '.join(outside)}, outside --team)", markup=False)
-        return []
+        return [], 0
     classes, shares = _classes(team, parts)
     model = PosteriorModel(
         classes=[k.roles() for k in classes],
@@ -160,14 +163,12 @@ def _run_checks(run: RunObservations, roles: Sequence[str], parts: dict[str, Par
         prior=sum(label is True for label, _, _ in run.finals.values()) / len(run.finals),
     )
     described = f"the composed model of {run.run_dir}'s team"
-    return [
-        c.model_copy(update={"detail": f"{run.run_dir}: {c.detail}"})
-        for c in fitted_checks(run.observations, model, [design_of(run)], described=described, seed=seed)
-    ]
+    checks = fitted_checks(run.observations, model, [design_of(run)], described=described, seed=seed)
+    return [c.model_copy(update={"detail": f"{run.run_dir}: {c.detail}"}) for c in checks], len(classes)
 
 
 def _composed(
-    team: dict[str, str], parts: dict[str, Part], checks: list[Check], tests: list[Independence]
+    team: dict[str, str], parts: dict[str, Part], checked: list[tuple[list[Check], int]], tests: list[Independence]
 ) -> Calibration:
     models = list(parts)
     calibrations = [parts[m].calibration for m in models]
@@ -177,7 +178,8 @@ def _composed(
     # the team's [model]: the model most of its roles speak on (the first role's on a tie)
     main = Counter(team.values()).most_common(1)[0][0]
     first = calibrations[0].fitted_on
-    lines = not_calibrated(checks, max(len(c.classes) for c in calibrations))
+    # each run's failed checks, read with the classes of the model that was checked against it
+    lines = [line for checks, classes in checked for line in not_calibrated(checks, classes)]
     lines += [
         f"the item classes of {t.models[0]} and {t.models[1]} are associated on the {t.claims} claims they both "
         f"debated (G {t.statistic:.1f}, p {t.p_value:.2g}): they share blind spots, which the composition takes as "
@@ -205,7 +207,7 @@ def _composed(
         shares=shares,
         model_reason="composed: " + "; ".join(f"{m}: {parts[m].calibration.model_reason}" for m in models),
         calls_per_turn=sum(c.calls_per_turn * c.fitted_on.turns for c in calibrations) / turns,
-        checks=checks,
+        checks=[c for checks, _ in checked for c in checks],
         not_calibrated=lines,
         composed=[_part(m, team, parts[m]) for m in models],
         independence=tests,

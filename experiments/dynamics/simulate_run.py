@@ -32,16 +32,15 @@ __all__ = ["Team", "simulate_run", "write_results_log"]
 
 async def _over_http(
     population: Population,
+    rounds: tuple[str, int, int],
     *,
-    chain: str,
-    min_rounds: int,
-    max_rounds: int,
     labels: dict[str, bool],
     governed: dict[str, object],
     team: Team,
 ) -> list[Report]:
     """The main population as model `team.model` behind one endpoint, and each other model of `team.roles` behind
     its own: a team of simulated models, each agent shown every turn of its debates (one record of what was said)."""
+    chain, min_rounds, max_rounds = rounds
     said: dict[tuple[str, str], list[bool]] = {}
     populations = {team.model: population} | {name: other for name, other in team.roles.values()}
     async with AsyncExitStack() as stack:
@@ -97,15 +96,7 @@ def _reports(
             governed=governed,
             concurrency=64,
         )
-    return _over_http(
-        population,
-        chain=chain,
-        min_rounds=min_rounds,
-        max_rounds=max_rounds,
-        labels=labels,
-        governed=governed,
-        team=team,
-    )
+    return _over_http(population, rounds, labels=labels, governed=governed, team=team)
 
 
 def simulate_run(
@@ -143,7 +134,34 @@ def simulate_run(
     reports = run_blocking(_reports(population, rounds, labels, governed, in_process=in_process, team=team))
     out.mkdir(parents=True, exist_ok=True)
     debate = {"chain": chain, "min_rounds": min_rounds, "max_rounds": max_rounds, **governed}
-    config = {
+    config = _run_config(population, roles, team, debate=debate, n=n, share_true=share_true, labels_seed=labels_seed)
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    outcomes = _write_results(out / "results.jsonl", labels, reports)
+    correct = sum(o.label == o.pred for o in outcomes)
+    # The same metrics as an eval run's, so `debate report` reads the folder like any run (no baselines: the
+    # simulated items have no text for a length baseline to read).
+    metrics = summarize(outcomes, seed=labels_seed) | {
+        "llm_calls_per_item": sum(r.usage.llm_calls for r in reports) / max(1, n)
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    stop = f", {governed['stop']}" if governed.get("stop", "consensus") != "consensus" else ""
+    return (
+        f"{n} simulated claims in {out}: accuracy {correct / n:.3f} ({chain}, min {min_rounds}, max {max_rounds}{stop})"
+    )
+
+
+def _run_config(
+    population: Population,
+    roles: Path | Population,
+    team: Team,
+    *,
+    debate: dict[str, object],
+    n: int,
+    share_true: float,
+    labels_seed: int,
+) -> dict[str, object]:
+    """The run folder's config.json: the spec, the simulated models and the provenance."""
+    return {
         "spec": {"benchmark": "simulated", "task": "qa", "n": n, "method": "mcmad", "verifier": {"debate": debate}},
         "simulated": {
             "population": population.model_dump(mode="json"),
@@ -162,19 +180,6 @@ def simulate_run(
             "package_version": package_version(),
         },
     }
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    outcomes = _write_results(out / "results.jsonl", labels, reports)
-    correct = sum(o.label == o.pred for o in outcomes)
-    # The same metrics as an eval run's, so `debate report` reads the folder like any run (no baselines: the
-    # simulated items have no text for a length baseline to read).
-    metrics = summarize(outcomes, seed=labels_seed) | {
-        "llm_calls_per_item": sum(r.usage.llm_calls for r in reports) / max(1, n)
-    }
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    stop = f", {governed['stop']}" if governed.get("stop", "consensus") != "consensus" else ""
-    return (
-        f"{n} simulated claims in {out}: accuracy {correct / n:.3f} ({chain}, min {min_rounds}, max {max_rounds}{stop})"
-    )
 
 
 def _write_results(path: Path, labels: dict[str, bool], reports: list[Report]) -> list[Outcome]:
