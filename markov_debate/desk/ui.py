@@ -251,6 +251,7 @@ def dashboard_page(request: Request, principal: UiReader, store: StoreDep, setti
         stats=figures,
         plot=bool(figures.over_time),
         priced=settings.priced,
+        several_models=bool(settings.verifier.roles),
         calibration=panel,
     )
 
