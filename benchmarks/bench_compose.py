@@ -23,7 +23,7 @@ from pathlib import Path
 import bench_teams
 import numpy as np
 
-from debate.calibration import Calibration, load_calibration
+from debate.calibration import Calibration, load_calibration, reliability
 from debate.engine import load_chain, result_records
 from debate.types import Report
 from experiments.dynamics.simulate import labels_for
@@ -31,12 +31,9 @@ from experiments.teams import Composition
 
 
 def scores(p: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """ECE over 10 equal-width bins, Brier score and accuracy by p's side."""
-    bins = np.minimum((p * 10).astype(int), 9)
-    ece = sum(
-        abs(p[bins == k].mean() - y[bins == k].mean()) * (bins == k).mean() for k in range(10) if (bins == k).any()
-    )
-    return float(ece), float(np.mean((p - y) ** 2)), float(np.mean((p >= 0.5) == (y == 1)))
+    """ECE over 10 equal-width bins and Brier score (debate.calibration.reliability), and accuracy by p's side."""
+    rel = reliability(list(zip(p.tolist(), (y == 1).tolist(), strict=True)))
+    return rel.ece, rel.brier, float(np.mean((p >= 0.5) == (y == 1)))
 
 
 def pair(
