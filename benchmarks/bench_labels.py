@@ -39,8 +39,8 @@ from experiments.dynamics import Observation, fit_model, observations
 from experiments.dynamics.calibrate import reliability
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES
 from experiments.dynamics.fitted import FittedModel
-from experiments.dynamics.observe import read_run
 from experiments.dynamics.predict import Setting, predict
+from experiments.dynamics.readers import read_run
 from experiments.dynamics.replicate import design_of
 from experiments.dynamics.simulate import Population, labels_for, simulate_debates, simulated_reports
 from experiments.dynamics.simulate_run import write_results_log

@@ -33,8 +33,9 @@ from experiments.dynamics.calibrate import calibration_of, reliability
 from experiments.dynamics.commands import agrees, plot_predictions
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES
 from experiments.dynamics.fitted import fit_model
-from experiments.dynamics.observe import RunObservations, read_run
+from experiments.dynamics.observe import RunObservations
 from experiments.dynamics.predict import Predicted, Setting, predict
+from experiments.dynamics.readers import read_run
 from experiments.dynamics.replicate import design_of
 from experiments.dynamics.simulate import Population
 from experiments.dynamics.simulate_run import simulate_run

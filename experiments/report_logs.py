@@ -4,13 +4,21 @@ their records the figures leave out; and a RefChecker array given in place of it
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any, get_args
 
 from debate.errors import UsageError
-from debate.results import ErrorRecord, Record, ResultRecord, history_path, parse_record, rag_monitoring, read_records
+from debate.results import (
+    ErrorRecord,
+    Record,
+    ResultRecord,
+    history_entries,
+    history_path,
+    parse_record,
+    rag_monitoring,
+    read_records,
+)
 from debate.types import ReportVerdict
 
 __all__ = ["log_rows", "logs_table", "unique"]
@@ -45,21 +53,18 @@ def _records(log: Path) -> list[Record]:
         raise UsageError(f"{log}: cannot read it as a results log ({exc})") from exc
 
 
-def _gone(log: Path, current: list[Record]) -> list[Record]:
-    """The records of `log`'s history whose line is gone from its input (and not back since), latest first kept."""
-    history = history_path(log)
-    if not history.is_file():
-        return []
+def _gone(log: Path, current: list[Record]) -> tuple[list[Record], int]:
+    """The records of `log`'s history whose line is gone from its input (and not back since), latest first kept;
+    and how many lines of the history are torn (a kill during an append; skipped)."""
     keys = {r.key for r in current}
     found: dict[str, Record] = {}
-    with history.open("rb") as fh:
-        for raw in fh:
-            entry = json.loads(raw) if raw.strip() else None
-            if isinstance(entry, dict) and entry.get("superseded", {}).get("why") == "line gone":
-                record = parse_record(entry["record"])
-                if record.key is not None and record.key not in keys:
-                    found[record.key] = record
-    return list(found.values())
+    entries, torn = history_entries(history_path(log))
+    for entry in entries:
+        if entry["superseded"].get("why") == "line gone":
+            record = parse_record(entry["record"])
+            if record.key is not None and record.key not in keys:
+                found[record.key] = record
+    return list(found.values()), torn
 
 
 def log_rows(logs: list[Path], *, with_gone: bool = False) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -68,22 +73,25 @@ def log_rows(logs: list[Path], *, with_gone: bool = False) -> tuple[list[dict[st
     summaries, monitoring = [], []
     for log in logs:
         records = _records(log)
-        gone = _gone(log, records)
+        gone, torn = _gone(log, records)
         if with_gone:
             records = records + gone
-        results = [r for r in records if isinstance(r, ResultRecord)]
+        final = [r for r in records if r.is_final]
+        results = [r for r in final if isinstance(r, ResultRecord)]
         verdicts: Counter[str] = Counter(str(r.result.verdict) for r in results if r.result.failure is None)
-        tasks = Counter(r.result.task for r in results)
+        tasks = Counter(r.result.task for r in records if isinstance(r, ResultRecord))
         summaries.append(
             {
                 "log": str(log),
                 "records": len(records),
                 **{verdict: verdicts.get(verdict, 0) for verdict in VERDICTS},
                 "failed": sum(1 for r in results if r.result.failure is not None),
-                "input_errors": sum(1 for r in records if isinstance(r, ErrorRecord)),
+                "input_errors": sum(1 for r in final if isinstance(r, ErrorRecord)),
+                "unfinished": len(records) - len(final),
                 "tasks": ", ".join(f"{task} {n}" for task, n in sorted(tasks.items())) or "-",
                 "gone": len(gone),
                 "gone_counted": with_gone,
+                "history_torn": torn,
             }
         )
         figures = rag_monitoring(records)
@@ -94,9 +102,10 @@ def log_rows(logs: list[Path], *, with_gone: bool = False) -> tuple[list[dict[st
 
 def logs_table(summaries: list[dict[str, Any]], monitored: set[str]) -> str:
     """The logs' summary as markdown, and a line for each log without RAG answers (so no monitoring figures)."""
-    columns = ["records", *VERDICTS, "failed", "input_errors", "tasks"]
+    columns = ["records", *VERDICTS, "failed", "input_errors", "unfinished", "tasks"]
     lines = [
-        "\nResults logs (verdicts of the records that finished; failed: no verdict reached)\n",
+        "\nResults logs (verdicts of the records that finished; failed: no verdict reached; unfinished: a transient "
+        "failure left it undone, a re-run of the batch redoes it)\n",
         "| log | " + " | ".join(c.replace("_", " ") for c in columns) + " |",
         "|---" * (len(columns) + 1) + "|",
         *(f"| {row['log']} | " + " | ".join(str(row[c]) for c in columns) + " |" for row in summaries),
@@ -106,6 +115,12 @@ def logs_table(summaries: list[dict[str, Any]], monitored: set[str]) -> str:
         + ("counted above" if row["gone_counted"] else "not counted (--with-gone counts them)")
         for row in summaries
         if row["gone"]
+    ]
+    lines += [
+        f"\n{row['log']}: {row['history_torn']} torn line(s) in its history skipped (a run killed while appending; "
+        "the records they held were kept in the log or retired again)"
+        for row in summaries
+        if row.get("history_torn")
     ]
     lines += [
         f"\n{row['log']}: no RAG answers (tasks: {row['tasks']}): no RAG monitoring figures"

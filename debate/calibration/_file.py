@@ -130,6 +130,10 @@ class FittedOn(_Model):
     """The share of factual claims among them: the prior of the posterior."""
     runs: list[str]
     """The run folders fitted."""
+    claims_per_input: dict[str, int] = Field(default_factory=dict)
+    """The debated claims each input added (run folder, log, export or store), in the order given: a claim is its
+    input and its id, and the same debate given twice counts for the input it came first in (empty in files made
+    before it was kept)."""
 
 
 class Calibration(_Model):

@@ -108,7 +108,7 @@ class _OldSpelling(argparse.Action):
                 given = values
                 if self.alias.option:
                     given = f"{self.alias.option}={'true' if self.alias.switch else values}"
-                value: Any = option_entry(dict(previous.get(path, ({}, ""))[0]), str(given), self.alias.flag)
+                value: Any = option_entry(dict(previous.get(path, ({}, ""))[0]), str(given), self.alias.flag, path)
             elif self.alias.switch:
                 value = True
             elif self.alias.convert is not None:

@@ -61,6 +61,8 @@ EXIT_CODES = """exit status:
   3  --fail-on matched a verdict (non-factual / unverifiable)
   4  --max-cost reached: the batch stopped before the items that would pass it; finished records are kept, re-run
      with a higher --max-cost to resume
+  5  a batch left input lines without a verdict (input errors, failed or unfinished items; said first on the
+     summary line), or verified none; --tolerate-unchecked accepts the first, never the second
   130 interrupted (Ctrl-C); finished batch records are kept
   143 terminated (SIGTERM); finished batch records are kept"""
 
@@ -156,14 +158,16 @@ def did_you_mean(message: str, options: Sequence[str]) -> str:
                 typed = word.split("=")[0]
                 # Compared without the dashes every option shares, which would make any two look alike.
                 others = {o[2:]: o for o in options if o != typed}
-                # an abbreviation names the one option it starts (options are never abbreviated: Parser)
+                # an abbreviation names the options it starts (options are never abbreviated: Parser), before any
+                # option merely alike: `--b` is the start of --base-rate, not a misspelt --db
                 starting = sorted(o for o in options if o.startswith(typed) and o != typed)
-                close = starting[:1] if len(starting) == 1 else []
-                close = close or [
+                close = starting or [
                     others[c] for c in difflib.get_close_matches(typed[2:], list(others), n=1, cutoff=0.6)
                 ]
                 if close:
-                    guesses.append(f"{close[0]} for {word}")
+                    shown = close[:4]
+                    either = ", ".join(shown[:-1]) + " or " + shown[-1] if len(shown) > 1 else shown[0]
+                    guesses.append(f"{either} for {word}")
         if guesses:
             return f"{message}; did you mean {', '.join(guesses)}?"
     return message

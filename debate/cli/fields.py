@@ -10,6 +10,7 @@ import logging
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, SecretStr
@@ -127,7 +128,8 @@ COMMON: dict[str, str] = {
     "debate.min_rounds": "rounds before agreement may end the debate (default: 2)",
     "debate.max_rounds": "the most debate rounds (default: 5)",
     "debate.calibration": "a calibration file: each verdict then has its probability",
-    "debate.stop": "consensus (the paper's rule) or posterior:P (needs a calibration)",
+    "debate.stop": "consensus (the paper's rule), posterior:P (needs a calibration) or cascade:P (needs "
+    "[[debate.cascade]] teams, each with its calibration)",
     "prefilter.prefilters": "cheap checks before the debate: none, all or NAME,NAME",
     "prompt_set": "the agents' prompts: paper, tuned, refchecker or a folder",
     "rollup": "claims -> response: any-false (the paper's), strict, major or soft",
@@ -199,7 +201,7 @@ class _Set(argparse.Action):
         if self.field.kind == "dict":
             previous = getattr(namespace, "config_flags", None) or {}
             merged = dict(previous.get(self.field.path, ({}, typed))[0])
-            store_value(namespace, self.field.path, option_entry(merged, str(values), typed), typed)
+            store_value(namespace, self.field.path, option_entry(merged, str(values), typed, self.field.path), typed)
         else:
             store_value(namespace, self.field.path, from_text(self.field, str(values)), typed)
 
@@ -211,13 +213,30 @@ def check_utf8(action: argparse.Action, text: str) -> None:
         raise argparse.ArgumentError(action, f"the value is not valid UTF-8 (at character {bad + 1})")
 
 
-def option_entry(options: dict[str, Any], given: str, flag: str) -> dict[str, Any]:
+_EXAMPLES = {"roles": "leader.model.model=gpt-4o-mini", "prefilter.options": "numbers.min_digits=2"}
+"""What a malformed NAME.KEY=VALUE is shown, by the setting it was for."""
+
+
+def _names_file(text: str) -> bool:
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def option_entry(options: dict[str, Any], given: str, flag: str, path: str = "") -> dict[str, Any]:
     """NAME.KEY=VALUE into {NAME: {KEY: VALUE}} (a dotted KEY nests: leader.model.price_in=2 is {leader: {model:
-    {price_in: 2}}}), merged into `options`; VALUE is JSON when it parses, else text."""
+    {price_in: 2}}}), merged into `options`; VALUE is JSON when it parses, else text. `path`: the setting it is
+    for (its example in the error)."""
     key, sep, raw = given.partition("=")
     parts = [part.strip() for part in key.split(".")]
     if not (sep and len(parts) >= 2 and all(parts)):
-        raise argparse.ArgumentError(None, f"{flag} {given[:60]!r}: expected NAME.KEY=VALUE, e.g. numbers.min_digits=2")
+        example = _EXAMPLES.get(path)
+        shown = f", e.g. {example}" if example else ""
+        if path == "roles" and not sep and _names_file(given):
+            # `debate tour --roles FILE` was the simulated agents' file before it became --population
+            shown += "; a file of simulated agents' roles is `debate tour --population FILE`"
+        raise argparse.ArgumentError(None, f"{flag} {given[:60]!r}: expected NAME.KEY=VALUE{shown}")
     try:
         value: Any = json.loads(raw)
     except (ValueError, RecursionError):
@@ -248,7 +267,7 @@ class _HelpAll(argparse.Action):
 _METAVARS = {
     "debate.calibration": "FILE",
     "debate.chain": "NAME|FILE",
-    "debate.stop": "consensus|posterior:P",
+    "debate.stop": "consensus|posterior:P|cascade:P",
     "prompt_set": "NAME|DIR",
     "call_cache": "FILE",
     "retrieval.cache_dir": "DIR",

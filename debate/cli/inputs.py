@@ -4,6 +4,7 @@ and the batch input and output paths, each refused in one line that names the op
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import re
 import sys
@@ -111,12 +112,22 @@ def check_output(source: Path, output: Path) -> None:
             if not ancestor.is_dir():
                 raise UsageError(f"--output {output}: {ancestor} is a file, not a directory")
             break
+    # Written to as the run will write it, and left as it was found: a run refused after this check (a setting,
+    # a file it needs) leaves no empty output or folder behind.
+    made = [p for p in [parent, *parent.parents] if not p.exists()]
+    existed = output.exists()
     try:
         parent.mkdir(parents=True, exist_ok=True)
         with output.open("a", encoding="utf-8"):
             pass
     except OSError as exc:
         raise UsageError(f"--output {output}: cannot write there ({exc.strerror})") from exc
+    finally:
+        if not existed:
+            output.unlink(missing_ok=True)
+        for folder in made:
+            with contextlib.suppress(OSError):  # another process may have put a file there meanwhile
+                folder.rmdir()
 
 
 def one_input(args: argparse.Namespace) -> TaskInput:

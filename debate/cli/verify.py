@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 from rich.progress import TextColumn
 
-from debate.cli.batch_summary import batch_exit, changes_said
+from debate.cli.batch_summary import batch_exit, done_line, gate_exit
 from debate.cli.conventions import (
     EXIT_CODES,
     Subcommands,
@@ -79,12 +79,7 @@ def register(sub: Subcommands) -> None:
     )
     _one_response_options(parser)
     _batch_options(parser)
-    parser.add_argument(
-        "--fail-on",
-        choices=["non-factual", "unverifiable", "any"],
-        default=None,
-        help="exit 3 when a verdict is non-factual, unverifiable, or either (for CI gating; default: off)",
-    )
+    _gate_options(parser)
     add_verifier_arguments(parser)
     add_cost_arguments(parser)
     shown = parser.add_argument_group("output")
@@ -110,6 +105,21 @@ def register(sub: Subcommands) -> None:
             "--json": None,
             "--help-all": "every option, grouped, with its default",
         },
+    )
+
+
+def _gate_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fail-on",
+        choices=["non-factual", "unverifiable", "any"],
+        default=None,
+        help="exit 3 when a verdict is non-factual, unverifiable, or either (for CI gating; default: off)",
+    )
+    parser.add_argument(
+        "--tolerate-unchecked",
+        action="store_true",
+        help="a batch: input lines left without a verdict (input errors, failed or unfinished items) do not fail "
+        "the run (default: they exit 5; a batch that verified no line exits 5 whatever this says)",
     )
 
 
@@ -236,6 +246,12 @@ class BatchPaths:
 def run(args: argparse.Namespace) -> int:
     """The command: one response, or a batch when --input or --output is given."""
     batch = args.input is not None or args.output is not None
+    if args.redo and args.fresh:
+        raise UsageError("--fresh verifies every line again, so --redo adds nothing to it: give one of them")
+    if args.brief and args.show_prompts:
+        raise UsageError("--brief leaves out the turns whose prompts --show-prompts prints: give one of them")
+    if args.tolerate_unchecked and not batch:
+        raise UsageError("--tolerate-unchecked is for a batch (--input/--output): one response is checked or fails")
     if args.max_cost is not None and not batch and not args.estimate:
         raise UsageError("--max-cost stops a batch between items: give --input and --output")
     # the one item is refused before any endpoint is asked (the model is resolved with the configuration)
@@ -307,10 +323,11 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
     if todo == 0 and not args.fresh:
         # Nothing to verify: no model is started and no endpoint is asked. Labels and fields edited since are
         # updated, records whose line is gone retired to the history.
-        summary = settle_batch(paths.input, paths.results_log, retry_failed=args.retry_failed)
+        summary = settle_batch(paths.input, paths.results_log, retry_failed=args.retry_failed, fail_on=args.fail_on)
+        summary.skipped_done = done
         paths.write_output_format()
-        print(f"done: 0 written{changes_said(summary)}, {done} already done -> {paths.output}", file=sys.stderr)
-        return 0
+        print(done_line(summary, paths.output, written=False), file=sys.stderr)
+        return gate_exit(args, summary)
     on_interrupt(kept_records(paths.results_log))
     async with Verifier(config=config) as verifier:
         _model_line(verifier, config)
@@ -318,14 +335,7 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
         gate = cost_gate(args, config, verifier)
         summary = await _run_batch(verifier, args, paths, gate)
     paths.write_output_format()
-    print(
-        f"done: {summary.processed} written ({summary.factual} factual, {summary.non_factual} non-factual, "
-        + (f"{summary.not_enough_evidence} not enough evidence, " if summary.not_enough_evidence else "")
-        + (f"{summary.no_claims} with no checkable claim, " if summary.no_claims else "")
-        + f"{summary.unverifiable} unverifiable, {summary.failed} failed, {summary.errors} errors)"
-        f"{changes_said(summary)}, {summary.redone} redone, {summary.skipped_done} already done -> {paths.output}",
-        file=sys.stderr,
-    )
+    print(done_line(summary, paths.output), file=sys.stderr)
     return batch_exit(args, summary, prices)
 
 

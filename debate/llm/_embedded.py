@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from debate.endpoints import ModelConfig
 from debate.errors import EmbeddedModelError, UsageError
 from debate.extras import EMBEDDED_INSTALL
 
@@ -30,6 +31,7 @@ __all__ = [
     "EMBEDDED_TIMEOUT_S",
     "EmbeddedModelError",
     "EmbeddedServer",
+    "embedded_model_config",
     "embedded_model_path",
     "last_call_rate",
     "record_call_rate",
@@ -47,6 +49,26 @@ EMBEDDED_STILL_WAITING_S = 30.0
 """Every string of the embedded model's structured replies is bounded so (ModelConfig.max_string_chars)."""
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL_HINT = EMBEDDED_INSTALL
+
+
+def embedded_model_config(config: ModelConfig, base_url: str) -> ModelConfig:
+    """`config` (one naming no endpoint) as the embedded model at `base_url` runs it: what a run records as its
+    model, and what a resumed run compares without starting the model (debate.results._settings)."""
+    return config.model_copy(
+        update={
+            "base_url": base_url,
+            "model": EMBEDDED_MODEL_NAME,
+            # llama.cpp rejects json_schema; its own json_object+schema form constrains decoding.
+            "structured_output": "json_object" if config.structured_output == "auto" else config.structured_output,
+            # One model instance answers one request at a time; more in flight only queue.
+            "max_concurrency": 1,
+            # A 135M model under a grammar can write one string until the token limit cuts the reply.
+            "max_string_chars": config.max_string_chars or EMBEDDED_MAX_STRING_CHARS,
+            # A local generation always ends (max_tokens bounds it) and a dead server closes its socket at once: a
+            # busy CPU makes it slow, not down, so it is not cut off and asked again from the start.
+            "timeout_s": max(config.timeout_s, EMBEDDED_TIMEOUT_S),
+        }
+    )
 
 
 def embedded_model_path() -> Path:

@@ -12,15 +12,14 @@ from debate.config import ModelConfig, RoleConfig, RoleModelConfig, VerifierConf
 from debate.errors import InputError, UsageError
 from debate.evidence import RetrievalCache
 from debate.llm import (
-    EMBEDDED_MAX_STRING_CHARS,
     EMBEDDED_MODEL_NAME,
     EMBEDDED_STILL_WAITING_S,
-    EMBEDDED_TIMEOUT_S,
     CachingChatClient,
     ChatClient,
     EmbeddedServer,
     OpenAIChatClient,
     TracedChatClient,
+    embedded_model_config,
 )
 from debate.pipeline._teams import Borrowed, OpenedTeam, TeamClients
 from debate.plugins import PREFILTERS, RETRIEVERS, SEARCH_BACKENDS, TASKS, Prefilter, Retriever, SearchBackend, Task
@@ -223,23 +222,7 @@ class Runtime:
         if model_config.base_url is None:
             self._server = EmbeddedServer()
             await self._server.astart()
-            model_config = model_config.model_copy(
-                update={
-                    "base_url": self._server.base_url,
-                    "model": EMBEDDED_MODEL_NAME,
-                    # llama.cpp rejects json_schema; its own json_object+schema form constrains decoding.
-                    "structured_output": "json_object"
-                    if model_config.structured_output == "auto"
-                    else model_config.structured_output,
-                    # One model instance answers one request at a time; more in flight only queue.
-                    "max_concurrency": 1,
-                    # A 135M model under a grammar can write one string until the token limit cuts the reply.
-                    "max_string_chars": model_config.max_string_chars or EMBEDDED_MAX_STRING_CHARS,
-                    # A local generation always ends (max_tokens bounds it) and a dead server closes its socket at
-                    # once: a busy CPU makes it slow, not down, so it is not cut off and asked again from the start.
-                    "timeout_s": max(model_config.timeout_s, EMBEDDED_TIMEOUT_S),
-                }
-            )
+            model_config = embedded_model_config(model_config, self._server.base_url)
         still_waiting = EMBEDDED_STILL_WAITING_S if self._server is not None else None
         client = OpenAIChatClient(config=model_config, still_waiting_s=still_waiting)
         self._client = client

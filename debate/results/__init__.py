@@ -2,15 +2,7 @@
 figures, RefChecker's output shape, the severity scale.
 """
 
-from debate.results._batch import (
-    BatchError,
-    BatchSummary,
-    EndpointDownError,
-    count_pending,
-    refuse_other_finished,
-    run_batch,
-    settle_batch,
-)
+from debate.results._batch import BatchError, BatchSummary, EndpointDownError, run_batch, settle_batch
 from debate.results._finished import fields_sha256
 from debate.results._frames import load_run
 from debate.results._items import BatchItem, InputTooLongError, read_items, read_items_with_fields
@@ -37,7 +29,14 @@ from debate.results._records import (
     transient_failure,
 )
 from debate.results._refchecker import Aggregator, EvaluationRates, evaluation_rates, refchecker_item, write_refchecker
-from debate.results._resume import compact_keeping, history_path, record_at
+from debate.results._resume import (
+    compact_keeping,
+    count_pending,
+    history_entries,
+    history_path,
+    record_at,
+    refuse_other_finished,
+)
 from debate.results._settings import differences, setting_of
 from debate.results._severity import SEVERITY, SEVERITY_KEY, severity_text
 
@@ -69,6 +68,7 @@ __all__ = [
     "evaluation_rates",
     "fails_on",
     "fields_sha256",
+    "history_entries",
     "history_path",
     "load_run",
     "parse_record",

@@ -20,11 +20,12 @@ from debate.errors import (
     UsageError,
 )
 from debate.plugins import TaskInput
-from debate.results._items import BatchItem, Work, read_input
+from debate.results._gate import LogTally, tally_log
+from debate.results._items import BatchItem, Work, read_keyed
 from debate.results._jsonl import OutputLock, ResultsLog, ResumeState, run_ordered, scan_results
-from debate.results._records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord, fails_on
+from debate.results._records import ErrorInfo, ErrorRecord, FailOn, Record, ResultRecord
 from debate.results._resume import Retired, classify, compact_keeping, history_path, retire, write_updates
-from debate.results._settings import setting_of, shown_differences, startless_differences
+from debate.results._settings import setting_of, shown_differences
 from debate.types import Report, Usage
 
 if TYPE_CHECKING:
@@ -34,8 +35,6 @@ __all__ = [
     "BatchError",
     "BatchSummary",
     "EndpointDownError",
-    "count_pending",
-    "refuse_other_finished",
     "run_batch",
     "settle_batch",
 ]
@@ -62,8 +61,6 @@ class BatchSummary:
     unverifiable: int = 0
     dropped: int = 0
     """Superseded records removed when the output was compacted."""
-    fail_on_matched: int = 0
-    """Records whose verdict matched --fail-on."""
     usage: Usage = field(default_factory=Usage)
     """Model usage of the records written in this run."""
     usage_by_model: dict[str, Usage] = field(default_factory=dict)
@@ -90,6 +87,10 @@ class BatchSummary:
     """Records whose input line is gone: moved to the log's history, out of the log and its counts."""
     history: Path | None = None
     """The log's history (debate.results._resume.history_path), when a record was moved there."""
+    kept: int = 0
+    """Records this run moved to the history (superseded, gone, or all of them under --fresh)."""
+    log: LogTally = field(default_factory=LogTally)
+    """The log as it stands at the end, for every input line: checked or not, verdicts, --fail-on matches."""
 
     @property
     def no_model_answered(self) -> bool:
@@ -107,7 +108,7 @@ class BatchSummary:
                 self.cascade[team.name] = (decided + int(team.decided and team is teams[-1]), usage)
             self.undecided += int(bool(teams) and not teams[-1].decided)
 
-    def add(self, record: Record, fail_on: FailOn | None) -> None:
+    def add(self, record: Record) -> None:
         """Count one written record."""
         self.processed += 1
         if isinstance(record, ResultRecord):
@@ -129,7 +130,6 @@ class BatchSummary:
             self.not_enough_evidence += 1
         else:
             self.unverifiable += 1
-        self.fail_on_matched += fails_on(record.verdict, fail_on)
         if not record.is_final:
             self.unfinished += 1
             self.last_failure = record.failure_message
@@ -164,7 +164,7 @@ async def run_batch(
     with OutputLock(output_path):
         if fresh:
             _start_over(output_path, summary)
-        on_written = _EndpointWatch(summary, fail_on, max_consecutive_failures, on_record)
+        on_written = _EndpointWatch(summary, max_consecutive_failures, on_record)
         handler = functools.partial(_line_handler, input_path.name, task)
         job = verifier.job(workers, handler)
         state = scan_results(output_path, retry_failed=retry_failed)
@@ -186,18 +186,20 @@ async def run_batch(
             if summary.stopped is None or summary.processed == before:
                 break
             summary.stopped, first = None, False
-        _compact(input_path, output_path, summary)
+        _compact(input_path, output_path, summary, fail_on)
     return summary
 
 
-def settle_batch(input_path: Path, output_path: Path, *, retry_failed: bool = True) -> BatchSummary:
+def settle_batch(
+    input_path: Path, output_path: Path, *, retry_failed: bool = True, fail_on: FailOn | None = None
+) -> BatchSummary:
     """A batch with nothing left to verify (count_pending said so): its label and field updates, and its
     compaction (records whose line is gone to the history), with no model."""
     summary = BatchSummary()
     with OutputLock(output_path):
         state = scan_results(output_path, retry_failed=retry_failed)
         _update_in_place(input_path, output_path, state, summary)
-        _compact(input_path, output_path, summary)
+        _compact(input_path, output_path, summary, fail_on)
     return summary
 
 
@@ -212,28 +214,32 @@ def _start_over(output: Path, summary: BatchSummary) -> None:
         retire(history, ((raw, "fresh start") for raw in fh if raw.strip()), retired)
     if retired.fresh:
         summary.history = history
+        summary.kept += retired.fresh
     output.write_bytes(b"")
 
 
 def _update_in_place(input_path: Path, output: Path, state: ResumeState, summary: BatchSummary) -> int:
     """Rewrite the records whose label, carried fields or line alone changed (no debate); how many."""
     with ResultsLog(output) as log:
-        labels, other = write_updates(log, output, state, _dedupe(read_input(input_path)))
+        labels, other = write_updates(log, output, state, read_keyed(input_path))
     summary.labels_updated += labels
     summary.updated += other
     return labels + other
 
 
-def _compact(input_path: Path, output: Path, summary: BatchSummary) -> None:
-    """One record per input line, in input order; the final records this leaves out kept in the history."""
+def _compact(input_path: Path, output: Path, summary: BatchSummary, fail_on: FailOn | None) -> None:
+    """One record per input line, in input order; the final records this leaves out kept in the history; then the
+    log's tally for the input's lines (what the gate reads)."""
     keys, lines = [], set()
-    for work in _dedupe(read_input(input_path)):
+    for work in read_keyed(input_path):
         keys.append(work.key)
         lines.add(work.line)
     summary.dropped, retired = compact_keeping(output, keys, lines)
     summary.gone = retired.gone
     if retired.gone or retired.superseded:
         summary.history = history_path(output)
+        summary.kept += retired.gone + retired.superseded
+    summary.log = tally_log(output, keys, fail_on)
 
 
 def _same_settings(state: ResumeState, output: Path, verifier: Verifier, task: str, *, redo: bool) -> frozenset[int]:
@@ -261,7 +267,7 @@ def _pending(
     other: frozenset[int] = frozenset(),
 ) -> Iterator[Work]:
     """The input's work not finished in `state`, until the gate stops it (`count`: tally skipped and redone)."""
-    for work in _dedupe(read_input(input_path)):
+    for work in read_keyed(input_path):
         change = classify(work, state, other)
         if change in ("done", "update"):
             summary.skipped_done += count and change == "done"
@@ -288,14 +294,12 @@ class _EndpointWatch:
     """Counts each written record, and stops the batch when too many items in a row failed for a transient
     reason (the endpoint is down: going on would only fail the rest)."""
 
-    def __init__(
-        self, summary: BatchSummary, fail_on: FailOn | None, limit: int, on_record: Callable[[Record], None] | None
-    ) -> None:
-        self.summary, self.fail_on, self.limit, self.on_record = summary, fail_on, limit, on_record
+    def __init__(self, summary: BatchSummary, limit: int, on_record: Callable[[Record], None] | None) -> None:
+        self.summary, self.limit, self.on_record = summary, limit, on_record
         self.consecutive = 0
 
     def __call__(self, record: Record) -> None:
-        self.summary.add(record, self.fail_on)
+        self.summary.add(record)
         if self.on_record is not None:
             self.on_record(record)
         self.consecutive = 0 if record.is_final else self.consecutive + 1
@@ -346,55 +350,3 @@ async def _process(verifier: Verifier, input_name: str, task: str, work: Work) -
 
 def _line_handler(input_name: str, task: str, verifier: Verifier) -> Callable[[Work], Awaitable[Record]]:
     return functools.partial(_process, verifier, input_name, task)
-
-
-def refuse_other_finished(output: Path, task: str, config: dict[str, Any]) -> None:
-    """A batch with nothing left to run: refuse it (UsageError) when its finished records were made with other
-    settings than these (judged without starting the model), as a resumed batch is refused; "already done" would
-    otherwise stand for verdicts of another configuration."""
-    for count, setting in scan_results(output).settings.values():
-        found = startless_differences(setting, task, config)
-        if found:
-            raise UsageError(
-                f"{output} holds {count} finished record(s) made with other settings ({shown_differences(found)}); "
-                "run with the options they were made with, take the new settings with --redo, or write to another "
-                "--output"
-            )
-
-
-def count_pending(
-    input_path: Path,
-    output_path: Path,
-    *,
-    retry_failed: bool = True,
-    task: str | None = None,
-    config: dict[str, Any] | None = None,
-) -> tuple[int, int]:
-    """(items to verify, items whose record stands, updated or not): a batch with nothing to verify needs no
-    model. Given the run's `task` and `config`, records made with other settings (judged without the model) are
-    to verify (--redo)."""
-    state = scan_results(output_path, retry_failed=retry_failed)
-    other = frozenset(
-        i
-        for i, shown in enumerate(state.setting_list)
-        if task is not None and config is not None and startless_differences(state.settings[shown][1], task, config)
-    )
-    todo = done = 0
-    for work in _dedupe(read_input(input_path)):
-        if classify(work, state, other) in ("done", "update"):
-            done += 1
-        else:
-            todo += 1
-    return todo, done
-
-
-def _dedupe(works: Iterator[Work]) -> Iterator[Work]:
-    """Input lines as the output keys them: a repeated id's later lines are errors keyed by their line."""
-    first_line: dict[str, int] = {}
-    for work in works:
-        if work.item is not None:
-            first = first_line.setdefault(work.item.id, work.line)
-            if first != work.line:
-                message = f"line {work.line}: duplicate id {work.item.id!r} (first on line {first})"
-                work = Work(work.line, work.sha, work.raw, None, message)
-        yield work

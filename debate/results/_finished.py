@@ -32,6 +32,9 @@ class Finished:
     """Index into ResumeState.setting_list of the settings it was made with; -1 for no report."""
     line_sha: str | None = None
     """For an input error record: the sha256 of the line as it was."""
+    outcome: str = "factual"
+    """Its verdict (a ReportVerdict), or `error` (no report: an input or final error) or `failed` (a report whose
+    claims could not be obtained): what the batch's gate counts (debate.results._gate)."""
 
     def content_differs(self, content_sha256: str) -> bool:
         """Whether the input's content now (its digest) is not what this record answered (False when unknown)."""

@@ -22,7 +22,7 @@ from debate.plugins import Reference
 from debate.sources import read_sources
 from debate.types import Evidence, Source
 
-__all__ = ["CSV_LABELS", "BatchItem", "InputTooLongError", "Work", "read_input", "read_items"]
+__all__ = ["CSV_LABELS", "BatchItem", "InputTooLongError", "Work", "read_input", "read_items", "read_keyed"]
 
 
 class BatchItem(BaseModel):
@@ -296,3 +296,15 @@ def _read_array(path: Path) -> Iterator[Work]:
             # RefChecker's items have no id: the 0-based index is the key (`id_from_index` marks it as ours).
             raw = {**raw, "id": str(index - 1), "id_from_index": True}
         yield _validate(index, sha, raw, "item")
+
+
+def read_keyed(path: Path) -> Iterator[Work]:
+    """`read_input`'s lines as the output keys them: a repeated id's later lines are errors keyed by their line."""
+    first_line: dict[str, int] = {}
+    for work in read_input(path):
+        if work.item is not None:
+            first = first_line.setdefault(work.item.id, work.line)
+            if first != work.line:
+                message = f"line {work.line}: duplicate id {work.item.id!r} (first on line {first})"
+                work = Work(work.line, work.sha, work.raw, None, message)
+        yield work

@@ -24,8 +24,16 @@ from pydantic import ValidationError
 from debate.concurrency import ordered_map
 from debate.errors import UsageError
 from debate.results._finished import Finished, fields_sha256, finals, short
-from debate.results._records import ErrorRecord, PredictionRecord, Record, ResultRecord, parse_record, record_content
-from debate.results._settings import comparable, differences, same_setting, setting_of
+from debate.results._records import (
+    ErrorRecord,
+    PredictionRecord,
+    Record,
+    ResultRecord,
+    outcome_of,
+    parse_record,
+    record_content,
+)
+from debate.results._settings import same_setting, setting_differences, setting_of
 from debate.workers import Job, process_map
 
 __all__ = [
@@ -66,7 +74,7 @@ class ResumeState:
         for records, setting in self.settings.values():
             if not same_setting(setting, current):
                 count += records
-                found = found or differences(setting, comparable(setting, current))
+                found = found or setting_differences(setting, current)
         return count, found
 
     def other_indices(self, current: dict[str, Any]) -> frozenset[int]:
@@ -123,7 +131,12 @@ def scan_results(output: Path, *, retry_failed: bool = True) -> ResumeState:
                 content = record_content(typed)
                 line_sha = typed.line_sha256 if isinstance(typed, ErrorRecord) else None
                 state.entries[key] = Finished(
-                    offset, None if content is None else short(content), short(_fields_of(typed)), index, line_sha
+                    offset,
+                    None if content is None else short(content),
+                    short(_fields_of(typed)),
+                    index,
+                    line_sha,
+                    outcome_of(typed),
                 )
                 state.redo.discard(key)
             else:

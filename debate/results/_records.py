@@ -31,6 +31,7 @@ __all__ = [
     "Record",
     "ResultRecord",
     "fails_on",
+    "outcome_of",
     "parse_record",
     "read_records",
     "transient_failure",
@@ -52,9 +53,19 @@ _FAILING: dict[str, frozenset[str]] = {
 }
 
 
-def fails_on(verdict: ReportVerdict, rule: FailOn | None) -> bool:
+def fails_on(verdict: str, rule: FailOn | None) -> bool:
     """Whether a verdict matches `--fail-on` (a record's verdict: an error record's is `unverifiable`)."""
     return rule is not None and verdict in _FAILING[rule]
+
+
+def outcome_of(record: Record) -> str:
+    """What a record says of its input line: its verdict (a ReportVerdict) when it was checked; `error` when it has
+    no report (an input error, a final model error), `failed` when its report's claims could not be obtained."""
+    if isinstance(record, ErrorRecord):
+        return "error"
+    if isinstance(record, ResultRecord) and record.result.failure is not None:
+        return "failed"
+    return record.verdict
 
 
 def transient_failure(report: Report) -> Failure | None:

@@ -14,12 +14,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from debate.errors import UsageError
 from debate.results._finished import fields_sha256
-from debate.results._items import Work
-from debate.results._jsonl import ResultsLog, ResumeState, compact
+from debate.results._items import Work, read_keyed
+from debate.results._jsonl import ResultsLog, ResumeState, compact, scan_results
 from debate.results._records import parse_record
+from debate.results._settings import setting_differences, shown_differences, startless_setting
 
-__all__ = ["Change", "Retired", "classify", "compact_keeping", "history_path", "record_at", "retire", "updated_record"]
+__all__ = [
+    "Change",
+    "Retired",
+    "classify",
+    "compact_keeping",
+    "count_pending",
+    "history_entries",
+    "history_path",
+    "record_at",
+    "refuse_other_finished",
+    "retire",
+    "updated_record",
+]
 
 Change = Literal["new", "redo", "done", "changed", "update", "setting"]
 """new: no record; redo: its last record is unfinished; done: answered as it is; changed: its content changed
@@ -93,38 +107,148 @@ class Retired:
 
 def retire(history: Path, lines: Iterable[tuple[bytes, str]], retired: Retired) -> None:
     """Append each (record line, why) to `history`, once: a record retired again after an interruption (its
-    history written, the log not yet rewritten) is not kept twice. Synced before the caller rewrites the log."""
+    history written, the log not yet rewritten) is not kept twice. A torn last entry (a kill during an append) is
+    cut off first, so no record is ever glued to a fragment. Synced before the caller rewrites the log."""
     pending = list(lines)
     if not pending:
         return
-    seen = _history_digests(history)
+    index = _HistoryIndex(history)
+    seen = index.digests()
     at = datetime.now(UTC).isoformat(timespec="seconds")
     history.parent.mkdir(parents=True, exist_ok=True)
-    with history.open("a", encoding="utf-8") as fh:
+    added: list[tuple[str, int]] = []
+    _cut_torn_tail(history)
+    with history.open("ab") as fh:
         for raw, why in pending:
             digest = hashlib.sha256(raw.rstrip(b"\n")).hexdigest()
             if digest in seen:
                 continue
             seen.add(digest)
             record: Any = json.loads(raw)
-            fh.write(json.dumps({"superseded": {"why": why, "at": at, "sha256": digest}, "record": record}) + "\n")
+            entry = {"superseded": {"why": why, "at": at, "sha256": digest}, "record": record}
+            fh.write(json.dumps(entry).encode("utf-8", "surrogatepass") + b"\n")
+            added.append((digest, fh.tell()))
             retired.count(why)
         fh.flush()
         os.fsync(fh.fileno())
+    index.append(added)
 
 
-def _history_digests(history: Path) -> set[str]:
-    seen: set[str] = set()
-    if not history.exists():
-        return seen
+def _cut_torn_tail(path: Path) -> None:
+    """Cut a last line with no newline (an append a kill tore) off `path`, so that what is appended next starts on
+    a line of its own. Nothing is lost: the log is rewritten only after its history is synced, so a record torn
+    there is still in the log and is retired again."""
+    if not path.is_file():
+        return
+    with path.open("r+b") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        end = size
+        while end > 0:
+            start = max(0, end - 65536)
+            fh.seek(start)
+            block = fh.read(end - start)
+            if end == size and block.endswith(b"\n"):
+                return
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                fh.truncate(start + newline + 1)
+                return
+            end = start
+        fh.truncate(0)
+
+
+def history_entries(history: Path) -> tuple[list[dict[str, Any]], int]:
+    """The entries of a log's history in file order, and how many of its lines are not entries (a torn last line a
+    kill left, skipped: the record it held is still in the log, and the next retirement cuts it off)."""
+    entries: list[dict[str, Any]] = []
+    torn = 0
+    if not history.is_file():
+        return entries, torn
     with history.open("rb") as fh:
         for raw in fh:
-            if raw.strip():
-                try:
-                    seen.add(json.loads(raw)["superseded"]["sha256"])
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    continue  # a torn last entry: its record is retired again
-    return seen
+            if not raw.strip():
+                continue
+            entry = _entry(raw) if raw.endswith(b"\n") else None
+            if entry is None:
+                torn += 1
+            else:
+                entries.append(entry)
+    return entries, torn
+
+
+def _entry(raw: bytes) -> dict[str, Any] | None:
+    try:
+        entry = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    ok = isinstance(entry, dict) and isinstance(entry.get("superseded"), dict) and "record" in entry
+    return entry if ok and isinstance(entry["superseded"].get("sha256"), str) else None
+
+
+class _HistoryIndex:
+    """The digests of a history's records, kept beside it (`<history>.index`: `<sha256> <end offset>` a line), so a
+    re-run reads digests, not every record. The history decides: entries past the index's last offset (a kill
+    between the two appends) are read from the history and added; an index that does not fit the history (shorter
+    history, unreadable index) is rebuilt from it."""
+
+    def __init__(self, history: Path) -> None:
+        self.history, self.path = history, history.with_name(history.name + ".index")
+
+    def digests(self) -> set[str]:
+        if not self.history.is_file():
+            self.path.unlink(missing_ok=True)  # an index left beside a history removed by hand describes nothing
+            return set()
+        size = self.history.stat().st_size
+        read = self._read(size)
+        if read is None:
+            every = self._scan(0)
+            self.append(every, rebuild=True)
+            return {digest for digest, _ in every}
+        seen, end = read
+        if end < size:
+            tail = self._scan(end)
+            seen |= {digest for digest, _ in tail}
+            self.append(tail)
+        return seen
+
+    def _read(self, size: int) -> tuple[set[str], int] | None:
+        """The index's digests and the history offset it reaches; None when it does not describe the history
+        (missing, torn by a kill while appended to, or past the history's end)."""
+        seen: set[str] = set()
+        end = 0
+        try:
+            with self.path.open("rb") as fh:
+                for raw in fh:
+                    parts = raw.split()
+                    if not raw.endswith(b"\n") or len(parts) != 2 or not parts[1].isdigit():
+                        return None
+                    seen.add(parts[0].decode("ascii"))
+                    end = int(parts[1])
+        except (OSError, UnicodeDecodeError):
+            return None
+        return (seen, end) if end <= size else None
+
+    def _scan(self, start: int) -> list[tuple[str, int]]:
+        found = []
+        with self.history.open("rb") as fh:
+            fh.seek(start)
+            offset = start
+            for raw in fh:
+                offset += len(raw)
+                entry = _entry(raw) if raw.endswith(b"\n") else None
+                if entry is not None:
+                    found.append((entry["superseded"]["sha256"], offset))
+        return found
+
+    def append(self, added: list[tuple[str, int]], *, rebuild: bool = False) -> None:
+        if not added and not rebuild:
+            return
+        text = "".join(f"{digest} {end}\n" for digest, end in added).encode("ascii")
+        if rebuild:
+            self.path.write_bytes(text)
+            return
+        with self.path.open("ab") as fh:
+            fh.write(text)
 
 
 def gone_or_superseded(keys: set[str], lines: set[int]) -> Callable[[str], str]:
@@ -167,3 +291,45 @@ def compact_keeping(output: Path, keys: list[str], lines: set[int] | None = None
         why=gone_or_superseded(set(keys), lines or set()),
     )
     return dropped, retired
+
+
+def refuse_other_finished(output: Path, task: str, config: dict[str, Any]) -> None:
+    """A batch with nothing left to run: refuse it (UsageError) when its finished records were made with other
+    settings than these (judged without starting the model), as a resumed batch is refused; "already done" would
+    otherwise stand for verdicts of another configuration."""
+    current = startless_setting(task, config)
+    for count, setting in scan_results(output).settings.values():
+        found = setting_differences(setting, current)
+        if found:
+            raise UsageError(
+                f"{output} holds {count} finished record(s) made with other settings ({shown_differences(found)}); "
+                "run with the options they were made with, take the new settings with --redo, or write to another "
+                "--output"
+            )
+
+
+def count_pending(
+    input_path: Path,
+    output_path: Path,
+    *,
+    retry_failed: bool = True,
+    task: str | None = None,
+    config: dict[str, Any] | None = None,
+) -> tuple[int, int]:
+    """(items to verify, items whose record stands, updated or not): a batch with nothing to verify needs no
+    model. Given the run's `task` and `config`, records made with other settings (judged without the model) are
+    to verify (--redo)."""
+    state = scan_results(output_path, retry_failed=retry_failed)
+    current = None if task is None or config is None else startless_setting(task, config)
+    other = frozenset(
+        i
+        for i, shown in enumerate(state.setting_list)
+        if current is not None and setting_differences(state.settings[shown][1], current)
+    )
+    todo = done = 0
+    for work in read_keyed(input_path):
+        if classify(work, state, other) in ("done", "update"):
+            done += 1
+        else:
+            todo += 1
+    return todo, done

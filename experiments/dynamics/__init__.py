@@ -10,8 +10,9 @@ from experiments.dynamics.diagnostics import (
 )
 from experiments.dynamics.fit import DynamicsFit, fit
 from experiments.dynamics.fitted import Diagnostics, FittedModel, ModelChoice, diagnose, fit_model
-from experiments.dynamics.observe import Observation, RunObservations, observations, read_run
+from experiments.dynamics.observe import Observation, RunObservations, observations
 from experiments.dynamics.predict import Outcome, Predicted, Setting, outcome, predict
+from experiments.dynamics.readers import read_run
 
 __all__ = [
     "Check",

@@ -16,7 +16,7 @@ from debate.calibration import (
     not_calibrated,
     reliability,
 )
-from debate.engine import chain_digest, load_chain
+from debate.engine import MarkovChain, chain_digest, load_chain
 from debate.errors import UsageError
 from debate.plugins import TEAMS
 from experiments.dynamics.fitted import FittedModel, pulled_parts
@@ -36,21 +36,18 @@ def _team_prompts(run: RunObservations) -> dict[str, str]:
     return {name: run.prompts[name] for name in names}
 
 
-def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations], *, one_team: bool = True) -> Calibration:
+def calibration_of(
+    fitted: FittedModel,
+    runs: Sequence[RunObservations],
+    *,
+    one_team: bool = True,
+    per_input: dict[str, int] | None = None,
+) -> Calibration:
     """The calibration file of `fitted` (fitted on `runs`, which must share prompts and chain, and with `one_team`
-    their models: off for one model's part of a composed team, fitted on its turns in teams of any composition)."""
+    their models: off for one model's part of a composed team, fitted on its turns in teams of any composition).
+    `per_input`: the claims each input added (observe.distinct_claims), by default each run's own."""
     first = runs[0]
-    prompts = _team_prompts(first)
-    chain = load_chain(first.debate.chain)
-    for other in runs[1:]:
-        team = (other.model, other.roles) if one_team else ()
-        if (*team, chain_digest(load_chain(other.debate.chain))) != (
-            *((first.model, first.roles) if one_team else ()),
-            chain_digest(chain),
-        ):
-            raise UsageError(f"{other.run_dir}: another model or chain than {first.run_dir}; save one calibration each")
-        if any(other.prompts.get(k) != v for k, v in prompts.items()):
-            raise UsageError(f"{other.run_dir}: other prompts than {first.run_dir}; save one calibration each")
+    prompts, chain = _one_setting(runs, one_team)
     ix, point = fitted.indexed, fitted.point
     share = fitted.prior
     if not 0 < share < 1:
@@ -83,6 +80,9 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations], *, one_
             turns=round(float(ix.turn_weights().sum())),  # a pseudo-item's turns by its weight: each turn once
             factual_share=share,
             runs=[str(r.run_dir) for r in runs],
+            claims_per_input=per_input
+            if per_input is not None
+            else {str(r.run_dir): len({o.item for o in r.observations}) for r in runs},
         ),
         classes=classes,
         shares={"factual": list(point.shares[True]), "hallucinated": list(point.shares[False])},
@@ -92,6 +92,23 @@ def calibration_of(fitted: FittedModel, runs: Sequence[RunObservations], *, one_
         not_calibrated=not_calibrated(checks, point.classes, fitted.choice.labels),
         labels=fitted.choice.labels,
     )
+
+
+def _one_setting(runs: Sequence[RunObservations], one_team: bool) -> tuple[dict[str, str], MarkovChain]:
+    """The prompts and chain every run shares (refused otherwise: one calibration each)."""
+    first = runs[0]
+    prompts = _team_prompts(first)
+    chain = load_chain(first.debate.chain)
+    for other in runs[1:]:
+        team = (other.model, other.roles) if one_team else ()
+        if (*team, chain_digest(load_chain(other.debate.chain))) != (
+            *((first.model, first.roles) if one_team else ()),
+            chain_digest(chain),
+        ):
+            raise UsageError(f"{other.run_dir}: another model or chain than {first.run_dir}; save one calibration each")
+        if any(other.prompts.get(k) != v for k, v in prompts.items()):
+            raise UsageError(f"{other.run_dir}: other prompts than {first.run_dir}; save one calibration each")
+    return prompts, chain
 
 
 def _family(fitted: FittedModel, c: int) -> dict[str, Any]:

@@ -4,7 +4,6 @@ itself, experiments.dynamics.cli, registers them without numpy or scipy)."""
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import statistics
@@ -12,7 +11,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from debate.calibration import CALIBRATION_FORMAT, Calibration, load_calibration
+from debate.calibration import CALIBRATION_FORMAT, Calibration
 from debate.cli.conventions import err, output_folder
 from debate.engine import TurnContext, chain_digest, load_chain
 from debate.errors import UsageError
@@ -20,8 +19,10 @@ from experiments.dynamics.calibrate import calibration_of, plot_reliability, rel
 from experiments.dynamics.compose import compose_team, composed_table
 from experiments.dynamics.fit import fit
 from experiments.dynamics.fitted import FittedModel, fit_model
-from experiments.dynamics.observe import RunObservations, read_run, read_store
+from experiments.dynamics.identity import distinct_claims
+from experiments.dynamics.observe import RunObservations
 from experiments.dynamics.predict import Predicted, SelfCheck, Setting, governor_of, predict, self_check
+from experiments.dynamics.readers import read_run, read_store, stop_calibration
 from experiments.dynamics.replicate import design_of
 from experiments.dynamics.report import Checked, fit_table, predict_table, validate_table
 
@@ -79,26 +80,13 @@ def _check_bootstrap(args: argparse.Namespace) -> None:
         )
 
 
-def _digest(path: Path) -> str | None:
-    """The sha256 of what a fit reads at `path` (a log's bytes, or a run folder's results.jsonl)."""
-    source = path / "results.jsonl" if path.is_dir() else path
-    try:
-        return hashlib.sha256(source.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
 def _check_given(paths: list[Path], urls: list[str]) -> None:
-    """The same input twice, by name or by content, refused before anything is read."""
+    """The same input twice by name, refused before anything is read (the same debates under two names are found
+    by their content and counted once: observe.distinct_claims)."""
     for i, path in enumerate(paths):
         for other in paths[:i]:
             if path.resolve() == other.resolve():
                 raise UsageError(f"{path} is given twice: each input is fitted once")
-            digest = _digest(path)
-            if digest is not None and digest == _digest(other):
-                raise UsageError(
-                    f"{other} and {path} hold the same debates (the same sha256): each input is fitted once"
-                )
     for i, url in enumerate(urls):
         if url in urls[:i]:
             raise UsageError(f"--db {url} is given twice: each store is fitted once")
@@ -171,6 +159,7 @@ def fit_command(args: argparse.Namespace) -> int:
     _check_save(args.save, args.runs)
     runs = [read_run(r) for r in args.runs] + [read_store(url) for url in args.db]
     _check_alike(runs, models=args.team is None)
+    runs, per_input = _distinct(runs)
     _check_base_rate(args.base_rate, runs)
     if args.team is not None:
         composed = compose_team(args, runs)
@@ -202,7 +191,15 @@ def fit_command(args: argparse.Namespace) -> int:
         self_checks=[c for c in (_self_check(run, fitted) for run in runs) if c is not None],
     )
     sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else fit_table(result))
-    return _save(calibration_of(fitted, runs), args.save) if args.save is not None else 0
+    return _save(calibration_of(fitted, runs, per_input=per_input), args.save) if args.save is not None else 0
+
+
+def _distinct(runs: list[RunObservations]) -> tuple[list[RunObservations], dict[str, int]]:
+    """Each claim of the inputs once (observe.distinct_claims), what was merged or renamed said on stderr."""
+    kept, per_input, notes = distinct_claims(runs)
+    for note in notes:
+        err.print(note, markup=False, highlight=False, soft_wrap=True)
+    return kept, per_input
 
 
 def _save(calibration: Calibration, save: Path | None) -> int:
@@ -311,10 +308,9 @@ def agrees(predicted: float, interval: tuple[float, float], observed: float, obs
 
 def _setting_of(run: RunObservations) -> Setting:
     """A run's own setting; under the posterior stop, decided by the calibration it ran with."""
-    threshold = run.debate.threshold
-    if threshold is None or run.debate.calibration is None:
+    threshold, governor = run.debate.threshold, stop_calibration(run)
+    if threshold is None or governor is None:
         return Setting(run.chain, run.min_rounds, run.max_rounds)
-    governor = load_calibration(run.debate.calibration).posterior
     return Setting(run.chain, run.min_rounds, run.max_rounds, stop=threshold, governor=governor)
 
 

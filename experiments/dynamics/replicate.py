@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 from debate.engine import PosteriorModel, shown_in_state
 from debate.plugins import Chain
 from experiments.dynamics.observe import Observation, RunObservations
+from experiments.dynamics.readers import stop_calibration
 
 __all__ = ["Cell", "Cells", "Design", "cells_of", "design_of", "replicate_cells"]
 
@@ -63,12 +64,9 @@ class Design:
 def design_of(run: RunObservations) -> Design:
     """A run folder's design: its chain, rounds and stop rule (under the posterior stop, the calibration it ran
     with), and its debated items."""
-    from debate.calibration import load_calibration
     from debate.engine import load_chain
 
-    threshold, governor = run.debate.threshold, None
-    if threshold is not None and run.debate.calibration is not None:
-        governor = load_calibration(run.debate.calibration).posterior
+    threshold, governor = run.debate.threshold, stop_calibration(run)
     items = tuple(dict.fromkeys(o.item for o in run.observations))
     return Design(
         load_chain(run.debate.chain),

@@ -11,6 +11,7 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,17 +68,81 @@ def _edited(log: Path, target: Path, edit: dict[str, object]) -> Path:
     return target
 
 
-def test_the_same_input_twice_is_refused_by_name_and_by_content(
+def _fitted(argv: list[str], capsys: pytest.CaptureFixture[str], save: Path) -> tuple[dict[str, Any], str]:
+    assert main([*argv, "--bootstrap", "10", "--save", str(save)]) == 0
+    _, err = capsys.readouterr()
+    return json.loads(save.read_text())["fitted_on"], " ".join(err.split())
+
+
+def _reworked(log: Path, target: Path, *, flip: bool, rerun: bool) -> Path:
+    """A copy of `log` under the same ids: each label flipped (`flip`), and (`rerun`) each debate another one (its
+    turns' latencies changed, as a second debate of the same claim would have them)."""
+    lines = []
+    for line in log.read_text().splitlines():
+        record = json.loads(line)
+        if flip and "label_factual" in record:
+            record["label_factual"] = not record["label_factual"]
+        if rerun:
+            for claim in record["result"]["claims"]:
+                for state in claim["debate"]["states"]:
+                    for turn in state["turns"]:
+                        turn["call"]["latency_s"] = turn["call"].get("latency_s", 0.0) + 0.5
+        lines.append(json.dumps(record))
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+def test_two_logs_reusing_ids_are_two_sets_of_claims(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 83: the docs' "one log per week" with ids q-0.. each week was fitted as half the claims, silently
+    week2 = _reworked(log, tmp_path / "week2.jsonl", flip=True, rerun=True)
+    fitted_on, said = _fitted(["dynamics", "fit", str(log), str(week2)], capsys, tmp_path / "cal.json")
+    assert fitted_on["claims"] == 80
+    assert fitted_on["claims_per_input"] == {str(log): 40, str(week2): 40}
+    assert f"{week2}: 40 claim id(s) an earlier input also used: fitted as claims of their own" in said
+
+
+def test_the_same_debates_given_twice_count_once_and_opposite_labels_are_refused(
     log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _refused(["dynamics", "fit", str(log), str(log)], capsys, f"{log} is given twice")
     copy = tmp_path / "copy.jsonl"
     shutil.copy(log, copy)
-    _refused(["dynamics", "fit", str(log), str(copy)], capsys, f"{log} and {copy} hold the same debates")
+    fitted_on, said = _fitted(["dynamics", "fit", str(log), str(copy)], capsys, tmp_path / "cal.json")
+    assert fitted_on["claims"] == 40
+    assert fitted_on["claims_per_input"] == {str(log): 40, str(copy): 0}
+    assert f"{copy}: 40 claim(s) are the same debates as in {log} (found by their content): counted once" in said
+    flipped = _reworked(log, tmp_path / "flipped.jsonl", flip=True, rerun=False)
+    _refused(
+        ["dynamics", "fit", str(log), str(flipped)],
+        capsys,
+        f"claim in-1/c0 of {log} and claim in-1/c0 of {flipped} are the same debate labelled",
+    )
     twice = tmp_path / "twice.jsonl"
     first = log.read_text().splitlines()[0]
     twice.write_text(log.read_text() + first + "\n")
     _refused(["dynamics", "fit", str(twice)], capsys, "claim in-0/c0 is in record 1 and again in record 41")
+
+
+def test_a_posterior_stop_run_is_fitted_only_with_the_calibration_it_decided_with(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cal = Path(save_calibration(tmp_path, calibration(model="simulated")))
+    lines = []
+    for line in log.read_text().splitlines():
+        record = json.loads(line)
+        meta = record["result"]["meta"]
+        meta["config"]["debate"].update(stop="posterior:0.95", calibration=str(cal))
+        meta["files"] = {"debate.calibration": "0" * 64}  # the file it ran with, since replaced at that path
+        lines.append(json.dumps(record))
+    stopped = tmp_path / "stopped.jsonl"
+    stopped.write_text("\n".join(lines) + "\n")
+    _refused(
+        ["dynamics", "fit", str(stopped)],
+        capsys,
+        f"its stop decided with the calibration {cal} of sha256 000000000000, and that path now holds sha256",
+    )
 
 
 def test_inputs_of_other_settings_are_refused_naming_both_and_the_difference(

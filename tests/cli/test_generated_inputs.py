@@ -32,7 +32,7 @@ from tests.support.fakes import Call, FakeOpenAI, Reply
 from tests.support.helpers import op
 from tests.support.properties import Reached
 
-DOCUMENTED = {0, 1, 2, 3}
+DOCUMENTED = {0, 1, 2, 3, 5}
 """Exit codes a run without --max-cost may end with (docs/cli.md)."""
 
 
@@ -481,6 +481,15 @@ def test_a_batch_of_any_items_records_each_and_leaves_whole_lines(
             assert record["result"]["verdict"] in ("factual", "no_claims"), record
         if not isinstance(item, dict) or not isinstance(item.get("response"), str):
             assert "error" in record, (item, record)
+    # the gate: a line without a verdict (or no line at all) fails the run, exit 5; else it passes
+    unchecked = sum("error" in r for r in records)
+    assert ran.code == (5 if unchecked or not records else 0), (ran.code, unchecked, ran.err[-500:])
+    if ran.code == 5:
+        assert (
+            "nothing was verified" in ran.err
+            if not records
+            else f"{unchecked} of {len(records)} input line(s) not checked" in ran.err
+        )
 
 
 def _given_items(data: bytes, form: str) -> list[tuple[int, Any]]:
@@ -516,7 +525,7 @@ def log_lines(endpoint: str, tmp_path_factory: pytest.TempPathFactory) -> list[b
     (folder / "in.jsonl").write_text("".join(json.dumps(i) + "\n" for i in items) + "not json\n")
     argv = ["--input", str(folder / "in.jsonl"), "--output", str(folder / "out.jsonl"), "--model.base-url", endpoint]
     ran = run("verify", *argv, "--model.model", "fake-model")
-    assert ran.code == 0, ran.err
+    assert ran.code == 5 and "3 of 4 input line(s) not checked" in ran.err, ran.err  # the three input errors
     return (folder / "out.jsonl").read_bytes().splitlines()
 
 

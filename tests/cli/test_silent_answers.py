@@ -237,12 +237,13 @@ def test_report_on_a_qa_log_sums_its_verdicts_and_says_why_no_rag_figures(
     source.write_text("".join(json.dumps(item) + "\n" for item in lines))
     with FakeOpenAI(routes={"debate": lambda call: Reply(content=op(True))}) as model:
         argv = ["verify", "--input", str(source), "--output", str(out), "--model.base-url", model.base_url]
-        assert main(argv) == 0
+        assert main(argv) == 5  # line b is an input error: not checked
+        assert main([*argv, "--tolerate-unchecked"]) == 0
     capsys.readouterr()
     assert main(["report", str(out), str(tmp_path / "." / "out.jsonl")]) == 0
     shown = capsys.readouterr().out
     assert "RAG monitoring (" not in shown and shown.count(f"| {out} |") == 1, shown  # no table of 0 answers
-    assert f"| {out} | 2 | 1 | 0 | 0 | 0 | 0 | 0 | 1 | qa 1 |" in shown, shown
+    assert f"| {out} | 2 | 1 | 0 | 0 | 0 | 0 | 0 | 1 | 0 | qa 1 |" in shown, shown
     assert f"{out}: no RAG answers (tasks: qa 1): no RAG monitoring figures" in shown
     array = tmp_path / "refchecker.json"
     array.write_text("[]")

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from experiments.dynamics.observe import read_log
+from experiments.dynamics.readers import read_log
 from markov_debate.desk.store import Store, StoreError
 from tests.support.desk import (
     WRONG,

@@ -24,7 +24,8 @@ from debate.types import Report
 from experiments.dynamics.calibrate import calibration_of
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES
 from experiments.dynamics.fitted import fit_model
-from experiments.dynamics.observe import RunObservations, read_run
+from experiments.dynamics.observe import RunObservations
+from experiments.dynamics.readers import read_run
 from experiments.dynamics.replicate import design_of
 from experiments.dynamics.simulate import labels_for, simulated_reports
 from experiments.dynamics.simulate_run import write_results_log

@@ -13,8 +13,8 @@ import pytest
 
 from debate.engine import PAPER_TRANSITION_RULES, load_chain
 from experiments.dynamics import fit, markov_check, observations, outcome, predict
-from experiments.dynamics.observe import read_run
 from experiments.dynamics.predict import Setting
+from experiments.dynamics.readers import read_run
 from experiments.dynamics.simulate import Population, RoleParameters, labels_for, observed, simulate_debates
 from tests.support.helpers import debate
 

@@ -1,6 +1,7 @@
 """A re-run over an edited input leaves the log a fresh run on the new input would write: generated edits (change,
-add, remove, relabel, reorder lines; a calibration changed in place), run_batch with a deterministic scripted
-client, the two logs compared debate for debate; the old records all kept in the history."""
+add, remove, relabel, reorder lines) and setting changes (sampling settings, rounds, a calibration changed in place
+or moved), run_batch with a deterministic scripted client, the two logs compared debate for debate; the old records
+all kept in the history; a changed setting refused alike before and after the model starts, then redone."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from debate import DebateConfig, Verifier, VerifierConfig
-from debate.results import BatchSummary, run_batch
+from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
+from debate.errors import UsageError
+from debate.results import BatchSummary, refuse_other_finished, run_batch
 from debate.testing import ScriptedChatClient
 from tests.support.calibration import calibration, save_calibration
 from tests.support.helpers import op
@@ -32,11 +34,17 @@ def _client() -> ScriptedChatClient:
     return ScriptedChatClient({"debate": [answer] * 400})
 
 
-async def _run(source: Path, out: Path, cal: Path | None, *, redo: bool = False) -> BatchSummary:
-    config = VerifierConfig(
-        debate=DebateConfig(min_rounds=0, max_rounds=1, calibration=None if cal is None else str(cal))
+def _config(cal: Path | None, change: str = "none") -> VerifierConfig:
+    model = ModelConfig(
+        temperature=0.7 if change == "temperature" else 0.0, max_tokens=64 if change == "max_tokens" else 512
     )
-    async with Verifier(config=config, client=_client()) as verifier:
+    rounds = 2 if change == "rounds" else 1
+    debate = DebateConfig(min_rounds=0, max_rounds=rounds, calibration=None if cal is None else str(cal))
+    return VerifierConfig(model=model, debate=debate)
+
+
+async def _run(source: Path, out: Path, cal: Path | None, *, redo: bool = False, change: str = "none") -> BatchSummary:
+    async with Verifier(config=_config(cal, change), client=_client()) as verifier:
         return await run_batch(verifier=verifier, input_path=source, output_path=out, items_in_flight=2, redo=redo)
 
 
@@ -48,8 +56,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _lines(path: Path) -> list[Any]:
-    return [_plain(json.loads(line)) for line in path.read_text().splitlines()]
+def _lines(path: Path, paths: dict[str, str] | None = None) -> list[Any]:
+    """The log's records less what differs run to run, each path of `paths` written as the one it maps to."""
+    text = path.read_text()
+    for new, old in (paths or {}).items():
+        text = text.replace(json.dumps(new)[1:-1], json.dumps(old)[1:-1])
+    return [_plain(json.loads(line)) for line in text.splitlines()]
 
 
 rows = st.lists(
@@ -92,17 +104,24 @@ def _write(path: Path, items: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps({k: v for k, v in i.items() if v is not None}) + "\n" for i in items))
 
 
+_CHANGES = ["none", "temperature", "max_tokens", "rounds", "calibration refitted", "calibration moved"]
+"""A setting or a file a verdict depends on, changed between the runs (or not): each is a changed setting but a
+calibration's same bytes at a new path, which is not."""
+
+
 @settings(
     max_examples=examples(0.3, why="each example runs three batches"),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(rows=rows, edits=edits, recalibrate=st.booleans(), calibrated=st.booleans())
+@given(rows=rows, edits=edits, change=st.sampled_from(_CHANGES), calibrated=st.booleans())
 def test_a_rerun_over_edits_is_a_fresh_run_of_the_new_input(
-    rows: list[dict[str, Any]], edits: list[tuple[str, int]], recalibrate: bool, calibrated: bool, reached: Reached
+    rows: list[dict[str, Any]], edits: list[tuple[str, int]], change: str, calibrated: bool, reached: Reached
 ) -> None:
-    reached.require(redone=0.2, updated_only=0.05)  # updated_only: about 1 in 4 (half the edits, and no refit)
+    reached.require(redone=0.2, updated_only=0.05, other_settings=0.1)
     first = [{"id": f"q{i}", "question": "Capital?", **r} for i, r in enumerate(rows)]
     second = _edit(first, edits, len(first))
+    if not calibrated and change.startswith("calibration"):
+        change = "none"
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         cal = Path(save_calibration(folder, calibration())) if calibrated else None
@@ -111,12 +130,31 @@ def test_a_rerun_over_edits_is_a_fresh_run_of_the_new_input(
         asyncio.run(_run(source, log, cal))
         before = _lines(log)
         _write(source, second)
-        changed_file = cal is not None and recalibrate
-        if cal is not None and recalibrate:
+        if cal is not None and change == "calibration refitted":
             cal.write_text(calibration().model_copy(update={"model_reason": "refitted"}).model_dump_json())
-        summary = asyncio.run(_run(source, log, cal, redo=changed_file))
-        asyncio.run(_run(source, fresh, cal))
-        assert _lines(log) == _lines(fresh)
+        moved_from = cal
+        if cal is not None and change == "calibration moved":
+            cal = cal.rename(folder / "moved.json")
+        other = change not in ("none", "calibration moved")
+        # one comparison whether or not the model is started: the run before any endpoint is asked, and the
+        # started one, both refuse exactly the changed settings
+        current = _config(cal, change).model_dump(mode="json")
+        try:
+            refuse_other_finished(log, "qa", current)
+            refused = False
+        except UsageError:
+            refused = True
+        assert refused == other, f"{change}: refused before the model starts: {refused}"
+        try:
+            summary = asyncio.run(_run(source, log, cal, change=change))
+            assert not other, f"{change}: not refused once the model started"
+        except UsageError:
+            assert other, f"{change}: refused once the model started"
+            summary = asyncio.run(_run(source, log, cal, redo=True, change=change))
+            reached("other_settings")
+        asyncio.run(_run(source, fresh, cal, change=change))
+        # the same bytes at a new path are the same setting: the records keep the path they were made with
+        assert _lines(log) == _lines(fresh, {str(cal): str(moved_from)})
         history = log.with_name("log.history.jsonl")
         kept = (
             [_plain(json.loads(line)["record"]) for line in history.read_text().splitlines()]
