@@ -117,7 +117,9 @@ calibration's same bytes at a new path, which is not."""
 def test_a_rerun_over_edits_is_a_fresh_run_of_the_new_input(
     rows: list[dict[str, Any]], edits: list[tuple[str, int]], change: str, calibrated: bool, reached: Reached
 ) -> None:
-    reached.require(redone=0.2, updated_only=0.05, other_settings=0.1)
+    # updated_only: the no-debate edits with no setting changed, reached in 1 to 5 of 50 examples (a changed
+    # setting redoes the records); at least one must reach it
+    reached.require(redone=0.2, updated_only=0.01, other_settings=0.1)
     first = [{"id": f"q{i}", "question": "Capital?", **r} for i, r in enumerate(rows)]
     second = _edit(first, edits, len(first))
     if not calibrated and change.startswith("calibration"):
@@ -153,8 +155,10 @@ def test_a_rerun_over_edits_is_a_fresh_run_of_the_new_input(
             summary = asyncio.run(_run(source, log, cal, redo=True, change=change))
             reached("other_settings")
         asyncio.run(_run(source, fresh, cal, change=change))
-        # the same bytes at a new path are the same setting: the records keep the path they were made with
-        assert _lines(log) == _lines(fresh, {str(cal): str(moved_from)})
+        # the same bytes at a new path are the same setting: a record kept says the path it was made with, one
+        # made now the path given now; the two name one file
+        same = {str(cal): "<calibration>", str(moved_from): "<calibration>"}
+        assert _lines(log, same) == _lines(fresh, same)
         history = log.with_name("log.history.jsonl")
         kept = (
             [_plain(json.loads(line)["record"]) for line in history.read_text().splitlines()]
