@@ -198,7 +198,9 @@ def test_batch_records_bad_lines_and_goes_on(tmp_path: Path) -> None:
             "--debate.min-rounds",
             "0",
         )
-    assert done.returncode == 0, done.stderr
+    # the bad lines are recorded and the batch goes on, and the lines not checked fail it (exit 5), said first
+    assert done.returncode == 5, done.stderr
+    assert "3 of 7 input line(s) not checked (3 input or model error(s); first: line 2: not valid JSON" in done.stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["line"] for r in records] == [1, 2, 3, 4, 5, 6, 7]  # input order
     errors = {r["line"]: r["error"]["message"] for r in records if "error" in r}

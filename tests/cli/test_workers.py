@@ -136,6 +136,7 @@ def test_verify_batch_with_workers_writes_what_one_process_writes_and_resumes(tm
             "0",
             "--model.max-concurrency",
             "4",
+            "--tolerate-unchecked",  # line 6 is an input error
         ]
         one = _debate("verify", *common, "--output", str(tmp_path / "one.jsonl"))
         assert one.returncode == 0, one.stderr[-2000:]

@@ -105,6 +105,13 @@ def test_reviews_become_a_calibration_the_running_desk_takes_and_drift_is_shown(
             saved = tmp_path / "from-db.json"
             assert main(["dynamics", "fit", "--db", settings.db_url, "--bootstrap", "20", "--save", str(saved)]) == 0
             assert Calibration.model_validate_json(saved.read_text()).fitted_on.claims == DRIFT_MIN_CLAIMS
+            # the export and the store it came from, fitted together: each debate once, and said (issue 83)
+            both = tmp_path / "both.json"
+            argv = ["dynamics", "fit", str(export), "--db", settings.db_url, "--bootstrap", "20", "--save", str(both)]
+            assert main(argv) == 0
+            fitted_on = Calibration.model_validate_json(both.read_text()).fitted_on
+            assert fitted_on.claims == DRIFT_MIN_CLAIMS
+            assert fitted_on.claims_per_input == {str(export): DRIFT_MIN_CLAIMS, settings.db_url: 0}
             fitted = fit_model(run.observations, bootstrap=0, designs=[design_of(run)])
             new_sha = _replace(cal, calibration_of(fitted, [run]).model_dump_json())
 
