@@ -159,7 +159,7 @@ def fit_command(args: argparse.Namespace) -> int:
     _check_save(args.save, args.runs)
     runs = [read_run(r) for r in args.runs] + [read_store(url) for url in args.db]
     _check_alike(runs, models=args.team is None)
-    runs, per_input = _distinct(runs)
+    runs, per_input = _distinct(runs, shared_ids=args.team is not None)
     _check_base_rate(args.base_rate, runs)
     if args.team is not None:
         composed = compose_team(args, runs)
@@ -194,9 +194,9 @@ def fit_command(args: argparse.Namespace) -> int:
     return _save(calibration_of(fitted, runs, per_input=per_input), args.save) if args.save is not None else 0
 
 
-def _distinct(runs: list[RunObservations]) -> tuple[list[RunObservations], dict[str, int]]:
-    """Each claim of the inputs once (observe.distinct_claims), what was merged or renamed said on stderr."""
-    kept, per_input, notes = distinct_claims(runs)
+def _distinct(runs: list[RunObservations], *, shared_ids: bool) -> tuple[list[RunObservations], dict[str, int]]:
+    """Each claim of the inputs once (identity.distinct_claims), what was merged or renamed said on stderr."""
+    kept, per_input, notes = distinct_claims(runs, shared_ids=shared_ids)
     for note in notes:
         err.print(note, markup=False, highlight=False, soft_wrap=True)
     return kept, per_input

@@ -12,7 +12,9 @@ from experiments.dynamics.observe import RunObservations
 __all__ = ["distinct_claims"]
 
 
-def distinct_claims(runs: list[RunObservations]) -> tuple[list[RunObservations], dict[str, int], list[str]]:
+def distinct_claims(
+    runs: list[RunObservations], *, shared_ids: bool = False
+) -> tuple[list[RunObservations], dict[str, int], list[str]]:
     """Each claim once across `runs`, where a claim is its input and its id: a claim id another input already
     used is a claim of its own (renamed `<input>:<id>`); the same debate given again (by its digest: a log and its
     desk export, a copied log) is counted once, its label taken where the first copy had none; the same debate
@@ -42,8 +44,10 @@ def distinct_claims(runs: list[RunObservations]) -> tuple[list[RunObservations],
                     seen[digest] = (j, first, label)
                 again[str(runs[j].run_dir)] = again.get(str(runs[j].run_dir), 0) + 1
                 continue
-            name = key if key not in used else f"{run.run_dir}:{key}"
-            while name in used:
+            # shared_ids: the inputs are runs of other teams on the same claims (a composed team's fit pairs
+            # them by id), so an id another input used names the same claim
+            name = key if shared_ids or key not in used else f"{run.run_dir}:{key}"
+            while name in used and not shared_ids:
                 name = f"{name}#{index}"
             used.add(name)
             rename[key] = name
