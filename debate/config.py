@@ -348,6 +348,14 @@ class VerifierConfig(Config):
     def _earlier_layouts(cls, data: Any) -> Any:
         return upgrade_verifier(data)
 
+    def named_roles(self) -> list[tuple[str, str]]:
+        """Every role given a model, with where (`roles.leader`, `debate.cascade.strong.roles.skeptic`): each is
+        checked against the chain before anything starts (MarkovChain.check_roles)."""
+        named = [(f"roles.{role}", role) for role in self.roles]
+        for team in self.debate.cascade:
+            named += [(f"debate.cascade.{team.name}.roles.{role}", role) for role in team.roles]
+        return named
+
     def model_for(self, role: str) -> ModelConfig:
         """The model configuration role `role`'s turns run on: `[model]` with the role's own fields in place."""
         given = self.roles.get(role)

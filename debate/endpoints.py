@@ -3,29 +3,31 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Any, Self
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from debate.types import SAMPLING_FIELDS, ModelIdentity, StructuredOutputMode
 
 __all__ = [
     "ENDPOINT_FIELDS",
     "MAX_CONCURRENCY",
     "MAX_SECONDS",
+    "SAMPLING_FIELDS",
     "Config",
     "ModelConfig",
     "RoleConfig",
     "RoleModelConfig",
     "StructuredOutputMode",
     "header_safe",
+    "unique_label",
 ]
 
 MAX_SECONDS = 86_400.0
 """The longest timeout or back-off step accepted (a day)."""
 MAX_CONCURRENCY = 1024
 """The most requests or claims in flight that a limit may allow."""
-
-StructuredOutputMode = Literal["auto", "json_schema", "json_object", "none"]
 
 
 class Config(BaseModel):
@@ -66,6 +68,14 @@ class _Endpoint(Config):
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
         return _http_url(value)
+
+
+def _prices_together(config: BaseModel) -> None:
+    # A price half given would price the other half at $0 "as given": a run under --max-cost would pass its limit.
+    given = [name for name in ("price_in", "price_out") if getattr(config, name) is not None]
+    if len(given) == 1:
+        other = "price_out" if given[0] == "price_in" else "price_in"
+        raise ValueError(f"{given[0]} is given without {other}: a model's price is both or neither")
 
 
 class ModelConfig(_Endpoint):
@@ -109,6 +119,17 @@ class ModelConfig(_Endpoint):
     max_string_chars: int | None = Field(default=None, ge=16, le=1_000_000)
     """Bound every string of a structured reply to this many characters, and raise the token limit to the schema's
     worst case, so a grammar-constrained reply always closes (the embedded model: 300)."""
+
+    @model_validator(mode="after")
+    def _priced_whole(self) -> Self:
+        _prices_together(self)
+        return self
+
+    def identity(self, name: str | None = None) -> ModelIdentity:
+        """This model's identity (`name`: the model name the endpoint resolved, where it was asked)."""
+        return ModelIdentity(
+            endpoint=self.base_url, name=name or self.model, **{f: getattr(self, f) for f in SAMPLING_FIELDS}
+        )
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ModelConfig:
@@ -167,12 +188,20 @@ class RoleModelConfig(_Endpoint):
     max_string_chars: int | None = Field(default=None, ge=16, le=1_000_000)
     """Bound on every string of a structured reply."""
 
+    @model_validator(mode="after")
+    def _priced_whole(self) -> Self:
+        _prices_together(self)
+        return self
+
     def over(self, base: ModelConfig) -> ModelConfig:
         """`base` with the fields given here in its place. A role on another endpoint takes none of the fields that
-        belong to `base`'s endpoint (ENDPOINT_FIELDS: its model name, key, prices and rate limits)."""
+        belong to `base`'s endpoint (ENDPOINT_FIELDS: its model name, key, prices and rate limits); a role on another
+        model of the same endpoint does not take `base`'s given price, which is that model's."""
         given = {name: getattr(self, name) for name in self.model_fields_set if getattr(self, name) is not None}
         if "base_url" in given and given["base_url"] != base.base_url:
             base = base.model_copy(update=dict.fromkeys(ENDPOINT_FIELDS - set(given)))
+        elif "model" in given and given["model"] != base.model and "price_in" not in given:
+            base = base.model_copy(update={"price_in": None, "price_out": None})
         return ModelConfig.model_validate({**base.model_dump(), "api_key": base.api_key, **given})
 
 
@@ -181,3 +210,22 @@ class RoleConfig(Config):
 
     model: RoleModelConfig = Field(default_factory=RoleModelConfig)
     """The role's model (`[roles.leader.model]`): the fields of `[model]`, each one not given taken from it."""
+
+
+def unique_label(name: str, config: ModelConfig, default: ModelConfig, taken: set[str]) -> str:
+    """A model's name in its run, made unique when another of the run's models has that name: by the endpoint's
+    host (two providers of one model at two prices are two models), or on one endpoint by the sampling settings
+    that differ from `default`'s (a Skeptic at temperature 0.7 is another agent than one at 0). Its price and
+    calibration identity are its model's (ModelIdentity), never read from this label."""
+    if name not in taken:
+        return name
+    host = urlparse(config.base_url).netloc if config.base_url else "scripted"
+    if config.base_url != default.base_url:
+        label = f"{name}@{host}"
+    else:
+        differ = config.identity().sampling_differences(default.identity().sampling())
+        label = f"{name}[{','.join(f'{f}={now}' for f, (_, now) in differ.items())}]" if differ else f"{name}@{host}"
+    unique, extra = label, 2
+    while unique in taken:
+        unique, extra = f"{label}#{extra}", extra + 1
+    return unique

@@ -111,6 +111,11 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "team"
 
 
+def _cell(text: str) -> str:
+    """A team's name as one markdown table cell: a `|` would end the cell and shift the row's columns."""
+    return " ".join(text.split()).replace("\\", "\\\\").replace("|", "\\|")
+
+
 def ablate_teams(args: argparse.Namespace) -> int:
     teams = load_teams(args.teams)
     folder: Path = output_folder(args.out or args.runs_root / "ablate-teams", "--out")
@@ -156,7 +161,7 @@ def _finish(folder: Path, rows: list[dict[str, Any]]) -> int:
         calls = "-" if row["calls"] is None else "{:.2f} [{:.2f}, {:.2f}]".format(*row["calls"])
         cost = "no price known" if row["cost"] is None else "{:.6f} [{:.6f}, {:.6f}]".format(*row["cost"])
         on_front = "yes" if k in front else ("-" if k not in priced else "no")
-        lines.append(f"| {row['team']} | {row['n']} | {accuracy} | {calls} | {cost} | {on_front} |")
+        lines.append(f"| {_cell(row['team'])} | {row['n']} | {accuracy} | {calls} | {cost} | {on_front} |")
     table = "\n".join(lines) + "\n"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.md").write_text(table)

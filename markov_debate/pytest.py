@@ -101,7 +101,7 @@ def describe_report(report: Report, *, expected: Sequence[str]) -> str:
         lines.append(f"failed ({report.failure.kind}): {report.failure.message}")
     for index, claim in enumerate(report.claims, 1):
         lines.append(_claim_lines(index, claim))
-    lines.append(f"model: {report.meta.model}; {report.usage.llm_calls} calls")
+    lines.append(f"{report.models_said()}; {report.usage.llm_calls} calls")
     return "\n".join(lines)
 
 

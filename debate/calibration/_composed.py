@@ -52,9 +52,16 @@ def composition_said(composed: Sequence[ComposedPart], independence: Sequence[In
     said = f"composed from separate fits of {parts}: p_factual takes their errors as independent given the label"
     if not independence:
         return said + " (not tested: no two of them debated the same claims with several item classes each)"
-    if not any(t.rejected for t in independence):
-        return said + f" (not rejected on {min(t.claims for t in independence)} claims they both debated)"
-    return said
+    pairs = len(composed) * (len(composed) - 1) // 2
+    untested = pairs - len({frozenset(t.models) for t in independence})
+    # Each pair's test is said with its own claims: one pair's test says nothing of another's.
+    kept = [f"{' and '.join(t.models)} on {t.claims} claims" for t in independence if not t.rejected]
+    tested: list[str] = []
+    if kept:
+        tested.append(f"not rejected for {'; '.join(kept)} they both debated")
+    if untested > 0:
+        tested.append(f"{untested} of {pairs} model pairs not tested: no claims both debated with several classes each")
+    return said + (f" ({'; '.join(tested)})" if tested else "")
 
 
 def composed_team(composed: Sequence[ComposedPart]) -> str:

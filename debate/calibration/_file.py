@@ -15,10 +15,11 @@ from typing import Literal
 from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
 from debate.calibration._composed import ComposedPart, Independence, composed_team, composition_said
-from debate.calibration._parts import SMOOTHING, Check, Labels, _Model, first
+from debate.calibration._parts import SMOOTHING, Check, FittedOn, Labels, _Model, first
 from debate.engine import MarkovChain, PosteriorModel, PulledRoles, RoleModel, RoleTables, chain_digest
 from debate.errors import CalibrationError
 from debate.provenance import package_version
+from debate.types import ModelIdentity, name_of_label
 
 __all__ = [
     "CALIBRATION_FORMAT",
@@ -105,35 +106,6 @@ class CalibrationClass(_Model):
         return RoleTables.from_counts(
             (((c.role, c.state, c.label, tuple(c.shown)), c.true, c.n) for c in self.counts), pseudo=SMOOTHING
         )
-
-
-class FittedOn(_Model):
-    """What the calibration was fitted on: a run that differs in model, prompts or chain cannot use it."""
-
-    model: str
-    """The model name the fitted run sent."""
-    roles: dict[str, str] = Field(default_factory=dict)
-    """Each role whose turns ran on a model of its own in the fitted run, and that model; every other role ran on
-    `model`."""
-    prompts: dict[str, str]
-    """Prompt name -> sha256, as the fitted run recorded them."""
-    chain: str
-    """The chain's name."""
-    chain_sha256: str
-    """What the chain does (debate.engine.chain_digest): states, speakers, transitions, what each role is shown."""
-    min_rounds: int
-    max_rounds: int
-    claims: int
-    """Debated claims fitted."""
-    turns: int
-    factual_share: float = Field(gt=0, lt=1)
-    """The share of factual claims among them: the prior of the posterior."""
-    runs: list[str]
-    """The run folders fitted."""
-    claims_per_input: dict[str, int] = Field(default_factory=dict)
-    """The debated claims each input added (run folder, log, export or store), in the order given: a claim is its
-    input and its id, and the same debate given twice counts for the input it came first in (empty in files made
-    before it was kept)."""
 
 
 class Calibration(_Model):
@@ -239,34 +211,42 @@ class Calibration(_Model):
         """What a composed team's p_factual assumes, in a line (None: fitted on runs of the team itself)."""
         return composition_said(self.composed, self.independence)
 
-    def team_difference(self, model: str, roles: dict[str, str], chain: MarkovChain) -> str | None:
-        """How a run whose roles run on `model` (and `roles`' own models) differs from the fitted team, naming the
-        first role whose model differs; None: the same team."""
+    def team_difference(self, team: dict[str, ModelIdentity], chain: MarkovChain) -> str | None:
+        """How a run whose roles run on `team`'s models differs from the fitted team, naming the first role whose
+        model or sampling settings differ; None: the same team. Models are compared by name and settings, never by
+        a run's label (the same model is `gpt-4o` alone and `gpt-4o[temperature=0.7]` beside another)."""
         fitted = self.fitted_on
+        one_model = not fitted.roles and len({i.name for i in team.values()}) <= 1
         for role in chain.spec.all_roles():
-            was, now = fitted.roles.get(role, fitted.model), roles.get(role, model)
-            if was != now:
-                if not roles and not fitted.roles:
-                    return f"was fitted on model {was!r}; this run uses {now!r}"
-                return f"was fitted with the {role} on model {was!r}; this run's {role} runs on {now!r}"
+            now = team.get(role)
+            if now is None:
+                continue
+            recorded = fitted.team.get(role)
+            was = recorded.name if recorded is not None else name_of_label(fitted.roles.get(role, fitted.model))
+            if was != now.name:
+                if one_model:
+                    return f"was fitted on model {was!r}; this run uses {now.name!r}"
+                return f"was fitted with the {role} on model {was!r}; this run's {role} runs on {now.name!r}"
+            if recorded is not None and now.sampling_differences(recorded.sampling()):
+                return f"was fitted with the {role} at {now.differences_said(recorded.sampling())}"
         return None
 
     def check_use(
         self,
         *,
-        model: str | None,
+        team: dict[str, ModelIdentity] | None,
         prompts: dict[str, str],
         chain: MarkovChain,
         source: str,
-        roles: dict[str, str] | None = None,
         force_team: bool = False,
     ) -> str | None:
         """Refuse, in one line naming the difference, a run whose model (or a role's), prompts or chain differ from
-        the fitted run's (`source`: how to name the calibration in the message; `model` None: not known yet).
+        the fitted run's (`source`: how to name the calibration in the message; `team`: each role's model, None:
+        not known yet).
         `force_team`: a team that differs is let through, and the difference returned (its p_factual is then not
         calibrated)."""
         fitted = self.fitted_on
-        other_team = self.team_difference(model, roles or {}, chain) if model is not None else None
+        other_team = self.team_difference(team, chain) if team is not None else None
         if other_team is not None and not force_team:
             raise CalibrationError(f"{source} {other_team} (--debate.force-calibration-team to use it anyway)")
         if chain_digest(chain) != fitted.chain_sha256:

@@ -12,12 +12,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from debate.errors import UsageError
+from debate.types import ModelIdentity
 
 __all__ = [
     "MAX_SHARE_WIDTH",
     "MIN_LABELS",
     "SMOOTHING",
     "Check",
+    "FittedOn",
     "Labels",
     "Recalibration",
     "Reliability",
@@ -318,3 +320,36 @@ def reliability(pairs: Sequence[tuple[float, bool]], bins: int = 10) -> Reliabil
         brier=sum((p - label) ** 2 for p, label in pairs) / n,
         bins=table,
     )
+
+
+class FittedOn(_Model):
+    """What the calibration was fitted on: a run that differs in model, prompts or chain cannot use it."""
+
+    model: str
+    """The model name the fitted run sent."""
+    roles: dict[str, str] = Field(default_factory=dict)
+    """Each role whose turns ran on a model of its own in the fitted run, and that model; every other role ran on
+    `model`."""
+    team: dict[str, ModelIdentity] = Field(default_factory=dict)
+    """Each role of the fitted run and its model's identity (name and sampling settings), as its reports recorded
+    them: a run whose role runs at another setting is another team (empty in files made before it was kept: then
+    the names alone are compared)."""
+    prompts: dict[str, str]
+    """Prompt name -> sha256, as the fitted run recorded them."""
+    chain: str
+    """The chain's name."""
+    chain_sha256: str
+    """What the chain does (debate.engine.chain_digest): states, speakers, transitions, what each role is shown."""
+    min_rounds: int
+    max_rounds: int
+    claims: int
+    """Debated claims fitted."""
+    turns: int
+    factual_share: float = Field(gt=0, lt=1)
+    """The share of factual claims among them: the prior of the posterior."""
+    runs: list[str]
+    """The run folders fitted."""
+    claims_per_input: dict[str, int] = Field(default_factory=dict)
+    """The debated claims each input added (run folder, log, export or store), in the order given: a claim is its
+    input and its id, and the same debate given twice counts for the input it came first in (empty in files made
+    before it was kept)."""

@@ -7,7 +7,7 @@ from debate.calibration._file import Calibration, load_calibration
 from debate.config import DebateConfig
 from debate.engine import MarkovChain
 from debate.errors import CalibrationError
-from debate.types import CalibrationNote
+from debate.types import CalibrationNote, ModelIdentity
 
 __all__ = ["LiveCalibration", "calibration_note", "describe_stop"]
 
@@ -21,16 +21,15 @@ class LiveCalibration:
     def __init__(self, config: DebateConfig, chain: MarkovChain, prompts: dict[str, str]) -> None:
         assert config.calibration is not None
         self._config, self._chain, self._prompts = config, chain, prompts
-        self._model: str | None = None
-        self._roles: dict[str, str] = {}
+        self._team: dict[str, ModelIdentity] | None = None
         self._checked: Calibration | None = None
         self.other_team: str | None = None
         """How this run's team differs from the fitted one, when `force_calibration_team` let it through."""
         self.current()
 
-    def bind_model(self, model: str, roles: dict[str, str] | None = None) -> None:
-        """Check against the model (and each role's own) too, once the endpoints named them."""
-        self._model, self._roles, self._checked = model, dict(roles or {}), None
+    def bind_team(self, team: dict[str, ModelIdentity]) -> None:
+        """Check against each role's model (name and sampling settings) too, once the endpoints named them."""
+        self._team, self._checked = dict(team), None
         self.current()
 
     def current(self) -> Calibration:
@@ -44,11 +43,10 @@ class LiveCalibration:
         if calibration is not self._checked:
             source = f"calibration {config.calibration}"
             self.other_team = calibration.check_use(
-                model=self._model,
+                team=self._team,
                 prompts=self._prompts,
                 chain=self._chain,
                 source=source,
-                roles=self._roles,
                 force_team=config.force_calibration_team,
             )
             if config.threshold is not None and not calibration.calibrated and not config.force_calibration:

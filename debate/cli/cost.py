@@ -112,17 +112,24 @@ def _check_calibration(config: VerifierConfig, chain: MarkovChain) -> None:
     if config.debate.calibration is None:
         return
     from debate.calibration import LiveCalibration
-    from debate.llm import EMBEDDED_MODEL_NAME
+    from debate.llm import embedded_model_config
     from debate.plugins import TEAMS
 
     hashes = TEAMS.get(config.team)(prompts_dir=config.prompt_set).prompt_hashes(chain)
     live = LiveCalibration(config.debate, chain, hashes)
-    # the model the run would send: the one named, or the embedded one; an endpoint's only model is not known
-    # without asking it, which an estimate does not
-    model = config.model.model or (EMBEDDED_MODEL_NAME if config.model.base_url is None else None)
-    roles = {role: config.model_for(role).model for role in config.roles}
-    if model is not None and all(name is not None for name in roles.values()):
-        live.bind_model(model, {role: name for role, name in roles.items() if name is not None and name != model})
+    # The models the run would send, as a start resolves them (the embedded one's settings included); an
+    # endpoint's only model is not known without asking it, which an estimate does not.
+    base = config.model
+    if base.base_url is None:
+        base = embedded_model_config(base, "http://127.0.0.1/v1")
+    team = {}
+    for role in chain.spec.all_roles():
+        given = config.roles.get(role)
+        model = base if given is None else given.model.over(base)
+        if model.model is None:
+            return
+        team[role] = model.identity()
+    live.bind_team(team)
 
 
 def _behaviour(args: argparse.Namespace, chain: MarkovChain) -> Behaviour:
@@ -187,12 +194,6 @@ def print_estimate(
     price = price_for(config.model, embedded=config.model.base_url is None)
     figures = _figures(args, config, items, price)
     notes = [*figures.notes, *(f"not estimated: {why}" for why in skipped)]
-    if config.debate.cascade:
-        # The later teams speak only for the claims the first leaves undecided, which no pilot has measured yet.
-        notes.append(
-            "the cascade's later teams are not estimated: the figures are the first team's, and each claim it "
-            "escalates costs more (debate.cascade)"
-        )
     if price is None:
         named = config.model.model or "(the endpoint's only model)"
         notes.append(f"no price known for model {named}: give --model.price-in/--model.price-out")
@@ -275,27 +276,33 @@ def run_prices(verifier: Verifier) -> dict[str, Price | None]:
 
 
 class CostGate:
-    """`--max-cost` for a batch: before each item starts, the run's cost so far, plus the items still running and
-    this one at the expected cost per item (the estimate until an item has finished, then the mean cost of the
-    finished ones), must stay within the limit. Items already running are never cut short: their actual cost may
-    differ from the expected one, so a run can end slightly above the limit; the usage line says what was spent."""
+    """`--max-cost` for a batch: an item starts only while the cost of the finished items (each model's usage at its
+    own price), plus a reservation for every item still running and for this one, stays within the limit. Each
+    item is reserved at the most one item may cost by the estimate (every claim to the rounds' limit, escalated
+    through every cascade team, each reply re-asked to the limit and as long as max_tokens), or at the most the
+    finished items cost apiece where that is more (the endpoint's tokenizer counts, not the estimate's 4
+    characters a token), so the items in flight cannot take the run past the limit together."""
 
-    def __init__(self, limit: float, prices: dict[str, Price | None], expected_item_cost: float) -> None:
+    def __init__(self, limit: float, prices: dict[str, Price | None], reserve: float) -> None:
         if limit <= 0:
             raise UsageError(f"--max-cost must be positive, got {limit}")
-        self.limit, self.prices, self.expected = limit, prices, expected_item_cost
+        self.limit, self.prices, self.reserve = limit, prices, reserve
         self.started = 0
+        self._seen = (0.0, 0)  # spent and items finished when last asked
 
     def __call__(self, item: BatchItem | None, summary: BatchSummary) -> str | None:
         spent, _ = team_cost(summary.usage_by_model, self.prices)
         spent = spent or 0.0
         finished = summary.processed
-        per_item = spent / finished if finished else self.expected
+        if finished > self._seen[1]:
+            # what the items finished since the last item started cost apiece, at most
+            self.reserve = max(self.reserve, (spent - self._seen[0]) / (finished - self._seen[1]))
+            self._seen = (spent, finished)
         running = max(0, self.started - finished)
-        if spent + (running + 1) * per_item > self.limit:
+        if spent + (running + 1) * self.reserve > self.limit:
             return (
-                f"--max-cost ${self.limit:g}: ${spent:.4f} spent, {running} item(s) running and the next "
-                f"expected to cost ${per_item:.4f} each"
+                f"--max-cost ${self.limit:g}: ${spent:.4f} spent, {running} item(s) running, each item reserved at "
+                f"${self.reserve:.4f} (the most one may cost by the estimate, or by the items finished)"
             )
         self.started += 1
         return None
@@ -323,5 +330,6 @@ def cost_gate(args: argparse.Namespace, config: VerifierConfig, verifier: Verifi
         name: prices[labels.get(roles[0], default) if roles else default] for name, (_, roles) in planned.items()
     }
     figures = _figures(args, config, items, prices[default], by_plan)
-    expected = (figures.cost_usd.expected if figures.cost_usd else 0.0) / max(1, figures.items)
-    return CostGate(args.max_cost, prices, expected)
+    if figures.item_cost_most is None:
+        raise UsageError("--max-cost needs a price for every model the run may call (the estimate has none for one)")
+    return CostGate(args.max_cost, prices, figures.item_cost_most)

@@ -219,7 +219,11 @@ def team_line(debate: DebateResult) -> str:
         parts.append(f"{team.name} ({team.turns} turns, {team.usage.llm_calls} calls, p_factual {p})")
     last = debate.teams[-1]
     ending = f"decided by {last.name}" if last.decided else f"undecided when the list ended (after {last.name})"
-    return " -> ".join(parts) + f": {ending}"
+    said = [f"{t.name}'s calibration: {t.warning}" for t in debate.teams if t.calibrated is False and t.warning]
+    if len(debate.teams) > 1:
+        # The line a user reads for this claim says what its p_factual assumes, not only the docs.
+        said.append("p_factual takes the later team's turns as independent of the earlier's given the label")
+    return " -> ".join(parts) + f": {ending}" + "".join(f"; {s}" for s in said)
 
 
 def _render_claim(
@@ -316,6 +320,6 @@ def _usage_line(console: Console, report: Report) -> None:
     u = report.usage
     _plain(
         console,
-        f"model: {report.meta.model}   calls: {u.llm_calls}   tokens: {u.prompt_tokens} prompt + "
+        f"{report.models_said()}   calls: {u.llm_calls}   tokens: {u.prompt_tokens} prompt + "
         f"{u.completion_tokens} completion   time: {report.elapsed_s:.1f}s",
     )

@@ -47,6 +47,10 @@ def register(sub: Subcommands) -> None:
 
 def _show(args: argparse.Namespace) -> int:
     resolved = resolved_config(args)
+    from debate.engine import load_chain
+
+    # What verify would refuse is refused here: a role the chain lacks would print as though it ran.
+    load_chain(resolved.config.debate.chain).check_roles(resolved.config.named_roles())
     digest = config_digest(resolved.config)
     if args.format == "toml":
         out.print(config_toml(resolved.config), markup=False, highlight=False, soft_wrap=True, end="")
@@ -62,10 +66,22 @@ def _show(args: argparse.Namespace) -> int:
         out.print(
             f"{path:<{width}} = {shown}  ({resolved.sources[path]})", markup=False, highlight=False, soft_wrap=True
         )
+    for path in secret_paths(resolved.config):
+        out.print(f"{path:<{width}} = (set, not shown)", markup=False, highlight=False, soft_wrap=True)
     for path, value, source in stage_option_lines(resolved.config):
         out.print(f"{path:<{width}} = {value}  ({source})", markup=False, highlight=False, soft_wrap=True)
     out.print(f"digest: {digest}", markup=False, highlight=False)
     return 0
+
+
+def secret_paths(config: VerifierConfig) -> list[str]:
+    """Each role's and cascade team's key that is set (`model.api_key` is a field of its own): never shown, but
+    said, as `[model]`'s is."""
+    given = [(f"roles.{role}.model", r.model) for role, r in config.roles.items()]
+    for team in config.debate.cascade:
+        given.append((f"debate.cascade.{team.name}.model", team.model))
+        given += [(f"debate.cascade.{team.name}.roles.{role}.model", r.model) for role, r in team.roles.items()]
+    return [f"{where}.api_key" for where, model in given if model.api_key is not None]
 
 
 def stage_option_lines(config: VerifierConfig) -> list[tuple[str, str, str]]:

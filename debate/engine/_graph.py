@@ -3,12 +3,13 @@ every verdict), and the loader: a registered chain by name, or a spec file (TOML
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from debate.errors import ChainError, InputError, validation_problem
+from debate.errors import ChainError, InputError, UsageError, validation_problem
 from debate.files import load_json, load_toml, read_text_file
 from debate.plugins import CHAINS
 from debate.types import BUILTIN_ROLES, ChainSpec
@@ -116,6 +117,20 @@ class MarkovChain:
                 if target == spec.initial:
                     raise ChainError(f"{where}: no transition may lead back to the initial state {spec.initial}")
                 self.graph.add_edge(state, target, key=verdict == "true")
+
+    def check_roles(self, named: Iterable[tuple[str, str]]) -> None:
+        """Refuse a role given a model (`named`: each as (where it was given, the role)) that this chain has not:
+        a misspelt role would start and be ignored, its turns on another model than the one meant.
+
+        Raises:
+            UsageError: naming where the role was given, and the chain's roles.
+        """
+        known = self.spec.all_roles()
+        for where, role in named:
+            if role not in known:
+                raise UsageError(
+                    f"{where}: the chain {self.spec.name!r} has no role {role!r}; its roles: {', '.join(known)}"
+                )
 
     def roles(self, state: str) -> tuple[str, ...]:
         roles: tuple[str, ...] = self.graph.nodes[state]["roles"]

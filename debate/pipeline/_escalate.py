@@ -18,16 +18,36 @@ from debate.errors import UsageError
 from debate.pipeline._runtime import Runtime
 from debate.pipeline._teams import OpenedTeam
 from debate.plugins import TeamFactory
-from debate.types import Claim, DebateResult, Evidence, TeamPart, Usage, turns_by_model
+from debate.types import (
+    CalibrationNote,
+    Claim,
+    ClaimVerdict,
+    DebateResult,
+    Evidence,
+    TeamPart,
+    Usage,
+    turns_by_model,
+)
 
-__all__ = ["FIRST_TEAM", "Escalation"]
+__all__ = ["CASCADE_ASSUMPTION", "FIRST_TEAM", "Escalation", "cascade_note"]
 
 FIRST_TEAM = "first"
 """How reports name the run's own team."""
 
 
-def _part(name: str, first: int, records: Sequence[TurnRecord], p: float | None) -> TeamPart:
+CASCADE_ASSUMPTION = (
+    "cascade: each later team's turns are read by its own calibration from the P(factual) the earlier teams left, "
+    "taken as evidence independent of theirs given the claim's label"
+)
+"""What an escalated claim's p_factual assumes, said on every report with one."""
+
+
+def _part(name: str, first: int, records: Sequence[TurnRecord], p: float | None, live: LiveCalibration) -> TeamPart:
     spoken = [r.turn for r in records[first:]]
+    calibration = live.current()
+    warning = calibration.warning()
+    if live.other_team is not None:
+        warning = f"not calibrated: it {live.other_team}" + (f"; {warning}" if warning else "")
     return TeamPart(
         name=name,
         first_turn=first,
@@ -35,7 +55,26 @@ def _part(name: str, first: int, records: Sequence[TurnRecord], p: float | None)
         usage=Usage.total(t.call.usage for t in spoken),
         usage_by_model=turns_by_model(spoken),
         p_factual=p,
+        calibrated=calibration.calibrated and live.other_team is None,
+        warning=warning,
     )
+
+
+def cascade_note(note: CalibrationNote, verdicts: Sequence[ClaimVerdict]) -> CalibrationNote:
+    """A report's calibration note with every calibration that read its claims' turns: a later team whose
+    calibration is not calibrated makes the report's p_factual not calibrated, its warning named by the team; and
+    an escalated claim's independence assumption is said."""
+    later: dict[str, TeamPart] = {}
+    for verdict in verdicts:
+        if verdict.debate is not None:
+            later.update({t.name: t for t in verdict.debate.teams[1:]})
+    if not later:
+        return note
+    warnings = [note.warning] if note.warning else []
+    warnings += [f"team {name}: {t.warning}" for name, t in later.items() if t.warning]
+    warnings.append(CASCADE_ASSUMPTION)
+    calibrated = note.calibrated and all(t.calibrated is not False for t in later.values())
+    return note.model_copy(update={"calibrated": calibrated, "warning": "; ".join(warnings)})
 
 
 class Escalation:
@@ -62,9 +101,8 @@ class Escalation:
 
     def bind(self) -> None:
         """Check each team's calibration against the models its roles run on (once the endpoints named them)."""
-        model = self._runtime.client.model_name
         for live, opened in zip(self._live, self._runtime.cascade, strict=True):
-            live.bind_model(model, opened.labels())
+            live.bind_team(self._runtime.identities(opened))
 
     def _decided(self, p: float | None) -> bool:
         return p is not None and (p >= self._threshold or p <= 1 - self._threshold)
@@ -78,7 +116,7 @@ class Escalation:
         starts = [0]
         records = result_records(result)
         p = SegmentedPosterior(models, starts).p_debate(self._chain, records)
-        parts = [_part(FIRST_TEAM, 0, records, p)]
+        parts = [_part(FIRST_TEAM, 0, records, p, self._first)]
         rounds = debate.max_rounds
         for step, opened, live in zip(debate.cascade, runtime.cascade, self._live, strict=True):
             if result.final is None or result.failure is not None or p is None or self._decided(p):
@@ -89,7 +127,7 @@ class Escalation:
             result = await self._continue(step, opened, claim, evidence, result, models, starts, rounds)
             records = result_records(result)
             p = SegmentedPosterior(models, starts).p_debate(self._chain, records)
-            parts.append(_part(step.name, starts[-1], records, p))
+            parts.append(_part(step.name, starts[-1], records, p, live))
         parts[-1] = parts[-1].model_copy(update={"decided": self._decided(p)})
         return result.model_copy(update={"teams": parts}), p
 

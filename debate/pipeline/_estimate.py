@@ -24,15 +24,17 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from debate.calibration import describe_stop, load_calibration
+from debate.calibration import describe_stop
 from debate.calls import PromptTemplate
 from debate.config import VerifierConfig
-from debate.engine import MarkovChain, governed_outcome, governed_paths, outcome
+from debate.engine import MarkovChain, outcome
 from debate.errors import UsageError
+from debate.pipeline._cascade_cost import CASCADE_NOTE, cascade_shares, governed, most_cost, run_models
 from debate.pipeline._prices import Price
 from debate.pipeline._range import ZERO, Range
-from debate.pipeline._team_cost import ModelEstimate, split_by_model
-from debate.plugins import PREFILTERS, EstimatesWork, Task, TaskInput, TaskWork
+from debate.pipeline._team_cost import ModelEstimate
+from debate.pipeline._work import prefilter_calls, task_work
+from debate.plugins import Task, TaskInput, TaskWork
 from debate.sentences import guess_language
 from debate.types import DebateResult, Report
 
@@ -44,9 +46,6 @@ _ASSUMED_REPLY_TOKENS = 80.0
 """A debate turn's reply (a short opinion in JSON) when no pilot says otherwise."""
 _OPINION_CHARS = 300.0
 """One shown opinion, rendered, when no pilot says otherwise."""
-
-
-_ZERO = ZERO
 
 
 @dataclass(frozen=True)
@@ -175,20 +174,6 @@ def debate_turns(behaviour: Behaviour, chain: MarkovChain, min_rounds: int, max_
     return Range(expected=expected, low=min(ends), high=max(ends))
 
 
-def governed_turns(config: VerifierConfig, chain: MarkovChain) -> Range:
-    """Turns per debated claim under the posterior stop: expected under the calibration's own fitted behaviour (its
-    classes, their shares and its share of factual claims), and the least and most any debate can take."""
-    threshold, file = config.debate.threshold, config.debate.calibration
-    assert threshold is not None and file is not None  # the config's validator pairs them
-    model = load_calibration(file).model(config.debate.prior)
-    paths = governed_paths(model, chain, threshold=threshold, max_rounds=config.debate.max_rounds)
-    expected = 0.0
-    for label, prior in ((True, model.prior), (False, 1 - model.prior)):
-        for component, share in zip(model.classes, model.shares[label], strict=True):
-            expected += prior * share * governed_outcome(paths, component, label=label).turns
-    return Range(expected=expected, low=min(p.turns for p in paths), high=max(p.turns for p in paths))
-
-
 class ItemEstimate(BaseModel):
     """One item's expected work."""
 
@@ -211,6 +196,11 @@ class ItemEstimate(BaseModel):
 
 
 _DEBATE_PARTS = ("debate_calls", "debate_input_tokens", "debate_output_tokens")
+_ALL = ("calls", "input_tokens", "output_tokens", *_DEBATE_PARTS)
+_SPLIT_NOTE = (
+    "the debate's turns are split among the roles' models by the chain's states (exact for the paper's chains "
+    "under the consensus stop)"
+)
 
 
 class Estimate(BaseModel):
@@ -246,6 +236,9 @@ class Estimate(BaseModel):
     calibration that decides it)."""
     notes: list[str] = Field(default_factory=list)
     """What the estimate leaves out or assumes."""
+    item_cost_most: float | None = None
+    """The most one item may cost (the high end of an item as large as the largest in every part): what
+    `--max-cost` reserves for each item in flight. None when a model has no price."""
 
 
 def _tokens(chars: float) -> float:
@@ -314,28 +307,19 @@ class _Debate:
         )
 
 
-def _task_work(task: Task, item: TaskInput, config: VerifierConfig, notes: set[str]) -> TaskWork:
-    if isinstance(task, EstimatesWork):
-        return task.expected_work(item, config)
-    notes.add(f"task {task.name} does not estimate its work: one extraction call and one claim per sentence assumed")
-    from debate.tasks import extraction_work
-
-    return extraction_work(item, config)
-
-
-def _prefilter_calls(claims: float, config: VerifierConfig, notes: set[str]) -> Range:
-    total = _ZERO
-    for name in config.prefilter.prefilters:
-        expected_calls = getattr(PREFILTERS.get(name), "expected_calls", None)
-        if expected_calls is None:
-            notes.add(f"prefilter {name} does not say how many calls it makes: counted as none")
-            continue
-        low, high = expected_calls(claims, config)
-        total = total + Range(expected=high, low=low, high=high)
-        decides = getattr(PREFILTERS.get(name), "may_decide", None)
-        if decides is None or decides(config):  # a prefilter that does not say may decide
-            notes.add("claims a prefilter decides skip their debate: the figures count a debate for every claim")
-    return total
+def _per_item(items: Sequence[tuple[Task, TaskInput]], debate: _Debate, notes: set[str]) -> list[ItemEstimate]:
+    config = debate.config
+    per_item = []
+    for task, item in items:
+        work = task_work(task, item, config, notes)
+        per_item.append(debate.item(work, prefilter_calls(work.claims, config, notes)))
+    scripts = sorted({language for _, item in items if (language := guess_language(item.response)) != "en"})
+    if scripts:
+        notes.add(
+            f"some responses are not in Latin script ({', '.join(scripts)}): a token covers fewer characters "
+            "there than the 4 assumed, so their token counts are underestimated"
+        )
+    return per_item
 
 
 def estimate(
@@ -352,7 +336,9 @@ def estimate(
     each model of the team by its planned name (debate.pipeline.planned_models); None: `price` for every model."""
     notes: set[str] = set()
     if config.debate.threshold is not None:
-        turns = governed_turns(config, chain)
+        d = config.debate
+        assert d.calibration is not None  # the config's validator pairs them
+        turns = governed(d.calibration, d.prior, chain, config.debate.threshold, d.max_rounds)[0]
         notes.add(
             f"turns under --debate.stop {config.debate.stop} are expected under the calibration's fitted behaviour "
             "(--estimate-from and --agreement do not apply to them)"
@@ -360,29 +346,24 @@ def estimate(
     else:
         turns = debate_turns(behaviour, chain, config.debate.min_rounds, config.debate.max_rounds)
     debate = _Debate(chain, prompts, behaviour, turns, config)
-    per_item = []
-    for task, item in items:
-        work = _task_work(task, item, config, notes)
-        per_item.append(debate.item(work, _prefilter_calls(work.claims, config, notes)))
-    scripts = sorted({language for _, item in items if (language := guess_language(item.response)) != "en"})
-    if scripts:
-        notes.add(
-            f"some responses are not in Latin script ({', '.join(scripts)}): a token covers fewer characters "
-            "there than the 4 assumed, so their token counts are underestimated"
-        )
-    calls = sum((e.calls for e in per_item), _ZERO)
-    inputs = sum((e.input_tokens for e in per_item), _ZERO)
-    outputs = sum((e.output_tokens for e in per_item), _ZERO)
-    debate_parts = [sum((getattr(e, f) for e in per_item), _ZERO) for f in _DEBATE_PARTS]
-    models = split_by_model(config, chain, (debate_parts, [calls, inputs, outputs]), turns.expected, prices, price)
-    if len(models) > 1:
-        notes.add(
-            "the debate's turns are split among the roles' models by the chain's states (exact for the paper's "
-            "chains under the consensus stop)"
-        )
+    per_item = _per_item(items, debate, notes)
+    calls = sum((e.calls for e in per_item), ZERO)
+    inputs = sum((e.input_tokens for e in per_item), ZERO)
+    outputs = sum((e.output_tokens for e in per_item), ZERO)
+    debate_parts = [sum((getattr(e, f) for e in per_item), ZERO) for f in _DEBATE_PARTS]
+    shares, team = cascade_shares(config, chain), (config, chain)
+    models, (calls, inputs, outputs) = run_models(
+        *team, (debate_parts, [calls, inputs, outputs]), turns, prices, price, shares
+    )
+    notes.update([CASCADE_NOTE] if shares else [])
+    # The most one item may cost: each part at its largest over the items (an item no smaller than any), every
+    # claim to the rounds' limit, escalated through every team; what --max-cost reserves for an item in flight.
+    largest = [Range(expected=0, low=0, high=max((getattr(e, f).high for e in per_item), default=0.0)) for f in _ALL]
+    item_most = most_cost(run_models(*team, (largest[3:], largest[:3]), turns, prices, price, shares)[0])
+    notes.update([_SPLIT_NOTE] if len(models) > 1 else [])
     unpriced = [m for m in models if m.cost_usd is None and m.calls.high > 0]
     notes.update(f"no price known for model {m.name} ({', '.join(m.roles)})" for m in unpriced if m is not models[0])
-    cost = None if unpriced else sum((m.cost_usd for m in models if m.cost_usd is not None), _ZERO)
+    cost = None if unpriced else sum((m.cost_usd for m in models if m.cost_usd is not None), ZERO)
     return Estimate(
         models=models,
         stop=describe_stop(config.debate),
@@ -397,4 +378,5 @@ def estimate(
         price=price,
         behaviour=behaviour.source,
         notes=sorted(notes),
+        item_cost_most=item_most,
     )

@@ -52,14 +52,15 @@ class Price(BaseModel):
 
 
 def price_for(model: ModelConfig, *, embedded: bool = False, name: str | None = None) -> Price | None:
-    """The price in force: the configured one, the embedded model's (free), the table's for the model's name
-    (`name`: the model the endpoint resolved, else the configured one; its longest table entry the name starts
-    with, so dated snapshots match), else None."""
-    if model.price_in is not None or model.price_out is not None:
-        return Price(input=model.price_in or 0.0, output=model.price_out or 0.0, source="given")
+    """The price in force: the configured one (given for this model: see RoleModelConfig.over), the embedded
+    model's (free), the table's for the model's name (the configured or resolved one, else `name`, the endpoint's
+    only model as resolved; never a run's label such as `gpt-4o[temperature=0.7]`, which is the same model at
+    another setting; its longest table entry the name starts with, so dated snapshots match), else None."""
+    if model.price_in is not None and model.price_out is not None:
+        return Price(input=model.price_in, output=model.price_out, source="given")
     if embedded:
         return Price(input=0.0, output=0.0, source="local")
-    name = (name or model.model or "").lower().rsplit("/", 1)[-1]
+    name = (model.model or name or "").lower().rsplit("/", 1)[-1]
     matches = [key for key in PRICE_TABLE if name == key or name.startswith(key + "-")]
     if not matches:
         return None

@@ -25,7 +25,7 @@ from debate.engine import MarkovChain, result_records
 from debate.errors import CalibrationError, DebateError, InputError, is_fatal
 from debate.evidence import localize
 from debate.llm import item_scope
-from debate.pipeline._escalate import Escalation
+from debate.pipeline._escalate import Escalation, cascade_note
 from debate.pipeline._runtime import Runtime
 from debate.plugins import TASKS, Plan, Reference, TaskInput, TeamFactory
 from debate.prefilter import Cascade, Undecided
@@ -263,7 +263,8 @@ class Pipeline:
         options = config.rollup_options.get(config.rollup)
         p, why = response_p_factual(verdicts, rule=config.rollup, options=options)
         current = self.calibration.current()
-        return p, calibration_note(config.debate, current, why, self.calibration.other_team)
+        note = calibration_note(config.debate, current, why, self.calibration.other_team)
+        return p, (cascade_note(note, verdicts) if self.escalation is not None else note)
 
     async def _localized(self, verdicts: list[ClaimVerdict]) -> list[ClaimVerdict]:
         retriever, language = self.runtime.retriever(), self.runtime.config.language

@@ -24,7 +24,7 @@ from debate.llm import (
 from debate.pipeline._teams import Borrowed, OpenedTeam, TeamClients
 from debate.plugins import PREFILTERS, RETRIEVERS, SEARCH_BACKENDS, TASKS, Prefilter, Retriever, SearchBackend, Task
 from debate.provenance import depended_files, git_commit, package_version
-from debate.types import RunMeta
+from debate.types import ModelIdentity, RunMeta
 
 __all__ = ["Runtime"]
 
@@ -115,6 +115,18 @@ class Runtime:
         """Each role with a model of its own and that model's name (as turns and usage name it)."""
         return {} if self._team is None else self._team.labels()
 
+    def identities(self, team: OpenedTeam | None = None) -> dict[str, ModelIdentity]:
+        """Each role of the chain and the identity of the model its turns run on (`team`: a cascade team's; None:
+        the run's own): the model name as resolved and the settings that change its answers, never a label."""
+        opened = team if team is not None else self._team
+        own = {} if opened is None else opened.role_models
+        labels = {} if opened is None else opened.labels()
+        default = self.model_config.identity(name=self.model_config.model or self.client.model_name)
+        return {
+            role: own[role].identity(name=own[role].model or labels[role]) if role in own else default
+            for role in self._chain_roles
+        }
+
     def model_configs(self) -> dict[str, ModelConfig]:
         """Every model of the run by its name, `[model]`'s first, then the roles', then each cascade team's (prices,
         usage and limits are per model)."""
@@ -159,6 +171,7 @@ class Runtime:
             self._meta = RunMeta(
                 model=self.client.model_name,
                 roles=self.role_labels(),
+                team=self.identities(),
                 base_url=self.model_config.base_url,
                 embedded=self.embedded,
                 config=(config := resolved.model_dump(mode="json")),

@@ -11,15 +11,17 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from debate.config import ModelConfig, VerifierConfig
+from debate.endpoints import unique_label
 from debate.engine import MarkovChain
 from debate.pipeline._prices import Price, cost_of, price_for
 from debate.pipeline._range import ZERO, Range
-from debate.types import Report, TeamPart, Usage
+from debate.types import Report, TeamPart, Usage, name_of_label
 
 __all__ = [
     "ModelEstimate",
     "planned_models",
     "report_cost",
+    "report_models",
     "role_shares",
     "split_by_model",
     "team_cost",
@@ -57,8 +59,7 @@ def planned_models(config: VerifierConfig, chain: MarkovChain) -> dict[str, tupl
         resolved = config.model_for(role)
         name = next((n for n, (c, _) in models.items() if c == resolved), None)
         if name is None:
-            name = resolved.model or f"roles.{role}"
-            name = name if name not in models else f"{name} (roles.{role})"
+            name = unique_label(resolved.model or f"roles.{role}", resolved, config.model, set(models))
             models[name] = (resolved, [])
         models[name][1].append(role)
     return models
@@ -144,11 +145,12 @@ def split_by_model(
     return models
 
 
-def report_cost(report: Report, config: VerifierConfig) -> float | None:
-    """What one report cost at the prices `config` states or the price table knows: each debate turn at the price
-    of the model its team gave its role (the run's own team, or the cascade team that spoke it), every other call at
-    `[model]`'s. None when a model that was used has no price."""
-    spent, turns = 0.0, Usage()
+def report_models(report: Report, config: VerifierConfig) -> dict[str, ModelConfig]:
+    """Each model a report's turns name, by that name, as `config` configures it: the run's own team's model of
+    the turn's role, or the model the cascade team that spoke it gave its role; `[model]` (every call outside the
+    debate) first. A model named by the endpoint alone gets the name it answered with, so it is priced by it."""
+    default = config.model if config.model.model else config.model.model_copy(update={"model": report.meta.model})
+    models = {report.meta.model: default}
     for claim in report.claims:
         debate = claim.debate
         if debate is None:
@@ -158,15 +160,22 @@ def report_cost(report: Report, config: VerifierConfig) -> float | None:
             for turn in state.turns:
                 model = _turn_model(config, debate.teams, position, turn.role)
                 position += 1
-                price = price_for(model, name=turn.call.model or model.model, embedded=report.meta.embedded)
-                if price is None:
-                    return None
-                spent, turns = spent + cost_of(turn.call.usage, price), turns + turn.call.usage
-    rest = report.usage.less(turns)
-    price = price_for(config.model, name=report.meta.model, embedded=report.meta.embedded)
-    if price is None:
-        return None if rest.llm_calls else spent
-    return spent + cost_of(rest, price)
+                label = turn.call.model
+                if label is None or label in models:
+                    continue
+                if model.model is None:
+                    # The label is the resolved name, made unique in the run: the name is what precedes that.
+                    model = model.model_copy(update={"model": name_of_label(label)})
+                models[label] = model
+    return models
+
+
+def report_cost(report: Report, config: VerifierConfig) -> float | None:
+    """What one report cost: its usage per model (Report.usage_by_model) at each model's price (team_prices on
+    `report_models`), the same computation as the run's usage line. None when a model that was used has no
+    price."""
+    prices = team_prices(report_models(report, config), embedded=report.meta.embedded)
+    return team_cost(report.usage_by_model(), prices)[0]
 
 
 def _turn_model(config: VerifierConfig, teams: Sequence[TeamPart], position: int, role: str) -> ModelConfig:

@@ -10,9 +10,9 @@ import logging
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from urllib.parse import urlparse
 
 from debate.config import ModelConfig
+from debate.endpoints import unique_label
 from debate.errors import UsageError
 from debate.llm import ChatClient, ChatRequest, ChatResponse, ModelUnavailableError, OpenAIChatClient, RoleRoutedClient
 
@@ -22,25 +22,6 @@ log = logging.getLogger("debate.pipeline")
 
 Wrap = Callable[[ChatClient, ModelConfig], ChatClient]
 """Puts a client behind the run's call cache and tracing."""
-
-
-def _unique_label(name: str, config: ModelConfig, default: ModelConfig, taken: set[str]) -> str:
-    """A model's name, made unique in its run when another of its models has that name: by the endpoint's host
-    (two providers of one model at two prices are two models), or on one endpoint by the sampling settings that
-    differ (a Skeptic at temperature 0.7 is another agent than one at 0)."""
-    if name not in taken:
-        return name
-    host = urlparse(config.base_url).netloc if config.base_url else "scripted"
-    if config.base_url != default.base_url:
-        label = f"{name}@{host}"
-    else:
-        fields = ("temperature", "max_tokens", "seed", "structured_output", "max_string_chars")
-        differ = [f"{f}={getattr(config, f)}" for f in fields if getattr(config, f) != getattr(default, f)]
-        label = f"{name}[{','.join(differ)}]" if differ else f"{name}@{host}"
-    unique, extra = label, 2
-    while unique in taken:
-        unique, extra = f"{label}#{extra}", extra + 1
-    return unique
 
 
 def _key(config: ModelConfig) -> str:
@@ -101,9 +82,11 @@ class TeamClients:
         for role, config in wanted.items():
             if config == self._default and role not in clients:
                 continue
-            if isinstance(self._given, RoleRoutedClient) and role not in clients:
-                # Another Verifier's team (the desk's per-audit overrides): its role's model as it resolved it.
-                label, client = self._given.route(role)
+            router = clients.get(role, self._given)
+            if isinstance(router, RoleRoutedClient):
+                # Another Verifier's team (the desk's per-audit overrides: its run's team, or the cascade team given
+                # for this team): its role's model as it resolved it, so each team keeps its own models.
+                label, client = router.route(role)
                 routes[role], role_models[role] = (label, Borrowed(client)), config
                 continue
             key = f"given:{id(clients[role])}" if role in clients else _key(config)
@@ -112,7 +95,7 @@ class TeamClients:
                 wrapped = self._wrap(opened, resolved)
                 self._stack.push_async_callback(wrapped.aclose)
                 taken = {self._client.model_name, *(entry[0] for entry in self._opened.values())}
-                label = _unique_label(wrapped.model_name, resolved, self._default, taken)
+                label = unique_label(wrapped.model_name, resolved, self._default, taken)
                 self._opened[key] = (label, wrapped, resolved)
             label, client, role_models[role] = self._opened[key]
             routes[role] = (label, client)

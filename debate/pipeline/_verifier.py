@@ -21,7 +21,7 @@ from debate.calibration import Calibration, LiveCalibration
 from debate.concurrency import run_blocking
 from debate.config import ModelConfig, VerifierConfig
 from debate.engine import MarkovChain, load_chain
-from debate.errors import InputError, UsageError
+from debate.errors import InputError
 from debate.llm import ChatClient
 from debate.pipeline._escalate import Escalation
 from debate.pipeline._run import Pipeline, checked_input
@@ -77,7 +77,7 @@ class Verifier:
         check_config(self.config)
         prompts = prompts_dir or self.config.prompt_set
         self.chain: MarkovChain = load_chain(self.config.debate.chain)
-        _check_roles(self.chain, [*self.config.roles, *(role_clients or {})])
+        self.chain.check_roles([*self.config.named_roles(), *((f"roles.{r}", r) for r in role_clients or {})])
         team_factory = team_factory or TEAMS.get(self.config.team)(prompts_dir=prompts)
         # Prompt files are checked now, so a bad prompt set fails before any model starts.
         hashes = team_factory.prompt_hashes(self.chain)
@@ -135,7 +135,7 @@ class Verifier:
         try:
             await self.runtime.start()
             if self.pipeline.calibration is not None:
-                self.pipeline.calibration.bind_model(self.runtime.client.model_name, self.runtime.role_labels())
+                self.pipeline.calibration.bind_team(self.runtime.identities())
             if self.pipeline.escalation is not None:
                 self.pipeline.escalation.bind()
         except BaseException:
@@ -188,15 +188,6 @@ class Verifier:
     ) -> ClaimVerdict:
         """Debate one claim over the chain. A failed debate ends `unverifiable` with its typed failure."""
         return await self.pipeline.verify_claim(claim, evidence, usage=usage, prefilters=prefilters)
-
-
-def _check_roles(chain: MarkovChain, roles: Sequence[str]) -> None:
-    known = chain.spec.all_roles()
-    for role in roles:
-        if role not in known:
-            raise UsageError(
-                f"roles.{role}: the chain {chain.spec.name!r} has no role {role!r}; its roles: {', '.join(known)}"
-            )
 
 
 async def averify(

@@ -7,6 +7,7 @@ from debate.types._chain import BUILTIN_ROLES, ChainSpec, RoleSpec
 from debate.types._chat import ChatClient, ChatMessage, ChatRequest, ChatResponse, TokenLogprob, TopLogprob
 from debate.types._core import Claim, Evidence, Failure, Source, Span, Usage
 from debate.types._grounding import GroundedClaim, GroundingResult, HallucinationCheck
+from debate.types._identity import SAMPLING_FIELDS, ModelIdentity, StructuredOutputMode, name_of_label
 from debate.types._names import (
     CitationVariant,
     ClaimKind,
@@ -54,6 +55,7 @@ from debate.types._transcript import (
 
 __all__ = [
     "BUILTIN_ROLES",
+    "SAMPLING_FIELDS",
     "CalibrationNote",
     "CallInfo",
     "ChainSpec",
@@ -83,6 +85,7 @@ __all__ = [
     "HallucinationCheck",
     "JudgeRubric",
     "LocatedEvidence",
+    "ModelIdentity",
     "Opinion",
     "PrefilterDecision",
     "PrefilterName",
@@ -105,6 +108,7 @@ __all__ = [
     "StopReason",
     "StopRule",
     "StopSetting",
+    "StructuredOutputMode",
     "TaskName",
     "TeamPart",
     "TokenLogprob",
@@ -113,6 +117,7 @@ __all__ = [
     "TopLogprob",
     "Turn",
     "Usage",
+    "name_of_label",
     "parse_stop",
     "stop_kind",
     "turns_by_model",

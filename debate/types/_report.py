@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from pydantic import Field, model_validator
 
 from debate.types._core import Claim, Evidence, Failure, Span, Usage, _Model
+from debate.types._identity import ModelIdentity
 from debate.types._names import ClaimLabel, ClaimStatus, DecidedBy, ReportVerdict, RollupName, TaskName
 from debate.types._prefilter import PrefilterDecision, PrefilterSummary
 from debate.types._transcript import DebateResult, Opinion, turns_by_model
@@ -164,6 +165,9 @@ class RunMeta(_Model):
     roles: dict[str, str] = Field(default_factory=dict)
     """Each role whose turns ran on a model of its own (`roles.<role>.model`), and that model's name; every other
     role ran on `model`."""
+    team: dict[str, ModelIdentity] = Field(default_factory=dict)
+    """Each role of the chain and the identity of the model it ran on (name and sampling settings; empty in
+    reports made before it was kept)."""
     base_url: str | None
     """Endpoint; the embedded server's loopback URL when embedded."""
     embedded: bool
@@ -294,6 +298,13 @@ class Report(_Model):
         turns = (t for c in self.claims if c.debate is not None for s in c.debate.states for t in s.turns)
         by_model = {m: u for m, u in turns_by_model(turns).items() if m != self.meta.model}
         return {self.meta.model: self.usage.less(Usage.total(by_model.values())), **by_model}
+
+    def models_said(self) -> str:
+        """Its model, or its team's models each with its calls (a role on a model of its own), in a phrase."""
+        used = {name: u for name, u in self.usage_by_model().items() if u.llm_calls or name == self.meta.model}
+        if len(used) <= 1:
+            return f"model: {self.meta.model}"
+        return "models: " + ", ".join(f"{name} ({u.llm_calls} calls)" for name, u in used.items())
 
     def to_dataframe(self) -> pd.DataFrame:
         """One row per claim (pandas): the response's verdict and score, then the claim's label, severity, who

@@ -160,6 +160,10 @@ class TeamPart(_Model):
     """P(factual) after its turns, under its calibration (continuing the earlier teams')."""
     decided: bool = False
     """Its turns took p_factual past the threshold (or its last turn failed): no later team was asked."""
+    calibrated: bool | None = None
+    """Whether the calibration that read its turns is calibrated (None: in reports made before it was kept)."""
+    warning: str | None = None
+    """That calibration's warning (failed checks, a forced team, what it assumes), when it has one."""
 
 
 class DebateResult(_Model):

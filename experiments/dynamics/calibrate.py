@@ -71,6 +71,7 @@ def calibration_of(
         fitted_on=FittedOn(
             model=first.model,
             roles=dict(first.roles),
+            team=dict(first.identities),
             prompts=prompts,
             chain=chain.name,
             chain_sha256=chain_digest(chain),
@@ -100,9 +101,9 @@ def _one_setting(runs: Sequence[RunObservations], one_team: bool) -> tuple[dict[
     prompts = _team_prompts(first)
     chain = load_chain(first.debate.chain)
     for other in runs[1:]:
-        team = (other.model, other.roles) if one_team else ()
+        team = (other.model, other.roles, other.identities) if one_team else ()
         if (*team, chain_digest(load_chain(other.debate.chain))) != (
-            *((first.model, first.roles) if one_team else ()),
+            *((first.model, first.roles, first.identities) if one_team else ()),
             chain_digest(chain),
         ):
             raise UsageError(f"{other.run_dir}: another model or chain than {first.run_dir}; save one calibration each")

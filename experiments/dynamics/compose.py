@@ -59,6 +59,10 @@ def parse_team(text: str, roles: Sequence[str]) -> dict[str, str]:
             raise UsageError(f"--team: the chain has no role {role.strip()!r} (its roles: {', '.join(roles)})")
         elif not model.strip():
             raise UsageError(f"--team: {role.strip()}= names no model")
+        elif role.strip() in team:
+            raise UsageError(
+                f"--team: {role.strip()} is given twice ({team[role.strip()]} and {model.strip()}): one model a role"
+            )
         else:
             team[role.strip()] = model.strip()
     missing = [r for r in roles if r not in team]

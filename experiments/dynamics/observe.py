@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from debate.config import DebateConfig
 from debate.errors import UsageError
-from debate.types import DebateResult
+from debate.types import DebateResult, ModelIdentity
 
 if TYPE_CHECKING:
     from debate.engine import MarkovChain
@@ -113,6 +113,9 @@ class RunObservations:
     """The run's debate team and prompt set."""
     roles: dict[str, str] = field(default_factory=dict)
     """Each role whose turns ran on a model of its own, and that model (the reports' `meta.roles`)."""
+    identities: dict[str, ModelIdentity] = field(default_factory=dict)
+    """Each role and its model's identity, name and sampling settings (the reports' `meta.team`; empty in reports
+    made before it was kept)."""
     digests: dict[str, str] = field(default_factory=dict)
     """Per debated claim, the sha256 of its text and its whole recorded debate (latencies included): the same
     debate given twice (a log and its desk export, a copied log) has the same digest, two debates of one claim

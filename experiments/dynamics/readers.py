@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 from debate.config import DebateConfig
 from debate.errors import UsageError
 from debate.results import PredictionRecord, ResultRecord, read_records
-from debate.types import DebateResult, Report, RunMeta
+from debate.types import DebateResult, ModelIdentity, Report, RunMeta
 from experiments.dynamics.observe import Observation, RunObservations, claim_digest, claim_labels, observations
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ class _Meta:
     prompts: dict[str, str] = field(default_factory=dict)
     roles: dict[str, str] | None = None
     calibration_sha256: str | None = None
+    team: dict[str, ModelIdentity] | None = None
 
 
 def _debates(run_dir: Path, meta: _Meta) -> Iterator[tuple[str, bool, dict[str, Any], datetime]]:
@@ -43,6 +44,8 @@ def _debates(run_dir: Path, meta: _Meta) -> Iterator[tuple[str, bool, dict[str, 
         meta.model = meta.model or str(recorded.get("model", ""))
         meta.prompts = meta.prompts or dict(recorded.get("prompts", {}))
         meta.roles = dict(recorded.get("roles") or {}) if meta.roles is None else meta.roles
+        if meta.team is None:
+            meta.team = {role: ModelIdentity.model_validate(i) for role, i in (recorded.get("team") or {}).items()}
         meta.calibration_sha256 = meta.calibration_sha256 or (recorded.get("files") or {}).get("debate.calibration")
         for claim in record.report.get("claims", []):
             if claim.get("debate") and claim.get("decided_by", "debate") == "debate":
@@ -112,6 +115,7 @@ def read_run(run_dir: Path) -> RunObservations:
         p_factual=probabilities,
         team=(str(verifier.get("team", "autogen")), str(verifier.get("prompt_set") or "paper")),
         roles=meta.roles or {},
+        identities=meta.team or {},
         digests=digests,
         calibration_sha256=meta.calibration_sha256,
     )
@@ -248,6 +252,7 @@ def _read_reports(reports: Iterable[tuple[int, str, Report, list[bool | None]]],
         p_factual=probabilities,
         team=(str(meta.config.get("team", "autogen")), meta.prompt_set),
         roles=dict(meta.roles),
+        identities=dict(meta.team),
         digests=digests,
         calibration_sha256=meta.files.get("debate.calibration"),
     )
@@ -310,7 +315,9 @@ def _one_team(teams: int, where: str) -> None:
 
 def _team(meta: RunMeta) -> str:
     """A run's models, in a line: `model`, and each role on another."""
-    return meta.model + "".join(f", {role} on {model}" for role, model in sorted(meta.roles.items()))
+    said = meta.model + "".join(f", {role} on {model}" for role, model in sorted(meta.roles.items()))
+    # Two records at other sampling settings are two teams even where their labels agree.
+    return said + "".join(f", {role} at {i.sampling()}" for role, i in sorted(meta.team.items()))
 
 
 def _settings(debate: DebateConfig) -> tuple[object, ...]:

@@ -40,7 +40,18 @@ class OverrideVerifiers:
             verifier = self._kept.get(key)
             if verifier is None:
                 config = overrides.apply(self._base.worker_configs(1)[0])
-                verifier = Verifier(config=config, client=self._base.client, attached_embedded=self._base.embedded)
+                # Each cascade team on the base's own clients for that team: sharing only the run's team's router
+                # would send every later team's turns to the first team's models.
+                teams = {
+                    step.name: opened.router
+                    for step, opened in zip(config.debate.cascade, self._base.runtime.cascade, strict=True)
+                }
+                verifier = Verifier(
+                    config=config,
+                    client=self._base.client,
+                    cascade_clients=teams,
+                    attached_embedded=self._base.embedded,
+                )
                 await verifier.__aenter__()
                 self._kept[key] = verifier
             self._kept.move_to_end(key)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from debate.config import VerifierConfig
-from debate.errors import InputError, validation_problem
+from debate.errors import InputError, UsageError, validation_problem
 from debate.plugins import TASKS, EstimatesWork, TaskInput
 from debate.results import BatchItem
 from markov_debate.desk.requests import AuditRequest
@@ -34,6 +34,14 @@ def check_runnable(request: AuditRequest, config: VerifierConfig, *, max_claim_c
                     f"claims.{index}: {len(text):,} characters; the limit is {max_claim_chars:,} "
                     "(the desk's max_claim_chars)"
                 )
+    if request.overrides.chain is not None:
+        from debate.engine import load_chain
+
+        try:
+            # A role the server gives a model to (its run's or a cascade team's) that the audit's chain lacks.
+            load_chain(config.debate.chain).check_roles(config.named_roles())
+        except UsageError as exc:
+            raise InputError(f"overrides.chain: {exc}") from exc
     task = TASKS.get(request.task)()
     if isinstance(task, EstimatesWork):
         # The task's cost estimate reads the item as its run will, without a model call: what it refuses, the

@@ -206,7 +206,10 @@ def test_numbers_at_and_past_their_limits_are_one_line(
     a number past the range, a fraction where a whole number goes, inf, nan, is refused in one line naming the
     option."""
     reached.require(taken=0.1, refused=0.1)
-    ran = run("verify", "--answer", "The sky is blue.", option, value, "--model.base-url", endpoint, "--estimate")
+    # A price is both halves or neither: the other half is given, so the value is what decides.
+    other = {"--model.price-in": ["--model.price-out", "1"], "--model.price-out": ["--model.price-in", "1"]}
+    answer = ["--answer", "The sky is blue.", *other.get(option, [])]
+    ran = run("verify", *answer, option, value, "--model.base-url", endpoint, "--estimate")
     assert_handled(ran)
     expected = _in_range(option, value)
     if ran.code == 2:

@@ -4,6 +4,7 @@ test can work out p_factual with a pencil."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from agents.team import AutogenTeamFactory
 from debate.calibration import SMOOTHING, Calibration, Check
@@ -22,8 +23,12 @@ def _true(rate: float, n: int = 10) -> float:
 
 
 def calibration(
-    model: str = "scripted", chain: str = "true-to-skeptic", checks: list[Check] | None = None
+    model: str = "scripted",
+    chain: str = "true-to-skeptic",
+    checks: list[Check] | None = None,
+    team: dict[str, dict[str, Any]] | None = None,
 ) -> Calibration:
+    """A fit on `model` (`team`: each role's model identity as the fitted run recorded it; none: names only)."""
     # counts whose smoothed rate (debate.calibration.SMOOTHING) is the rate in RATES
     counts = [
         {"role": role, "state": "S1", "label": label, "shown": [True], "true": _true(rates[0 if label else 1]), "n": 10}
@@ -45,6 +50,7 @@ def calibration(
                 "turns": 900,
                 "factual_share": 0.5,
                 "runs": ["runs/fit"],
+                "team": team or {},
             },
             "classes": [{"counts": counts}],
             "shares": {"factual": [1.0], "hallucinated": [1.0]},

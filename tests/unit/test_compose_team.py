@@ -106,7 +106,12 @@ def test_what_a_composition_assumes_is_said_with_its_test() -> None:
     assert untested.startswith("composed from separate fits of weak (initial, trust) and strong (skeptic, leader)")
     assert "not tested" in untested
     held = Independence(models=("weak", "strong"), claims=300, statistic=3.0, df=8, p_value=0.9, rejected=False)
-    assert "(not rejected on 300 claims they both debated)" in str(_said(parts, [held]))
+    assert "(not rejected for weak and strong on 300 claims they both debated)" in str(_said(parts, [held]))
+    # Three models are three pairs: one pair's test is said as that pair's, and the two untested are said.
+    three = [*parts, _part("third", [])]
+    said = str(_said(three, [held]))
+    assert "not rejected for weak and strong on 300 claims" in said
+    assert "2 of 3 model pairs not tested" in said
     failed = held.model_copy(update={"p_value": 1e-9, "rejected": True})
     assert "not rejected" not in str(_said(parts, [failed]))
     calibration = Calibration.model_validate(

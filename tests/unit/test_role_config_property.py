@@ -26,6 +26,7 @@ _VALUES: dict[str, st.SearchStrategy[Any]] = {
     "base_url": st.sampled_from(["http://127.0.0.1:9/v1", "ftp://nope", "http://other:1/v1"]),
     "max_concurrency": st.integers(0, 40),
     "price_in": st.floats(-1, 20, allow_nan=False),
+    "price_out": st.floats(-1, 20, allow_nan=False),
     "structured_output": st.sampled_from(["auto", "json_schema", "none", "yaml"]),
 }
 _ROLE = st.sampled_from(["initial", "trust", "skeptic", "leader"])
@@ -45,7 +46,7 @@ def test_the_file_and_the_flag_are_one_name(
 ) -> None:
     reached.require(accepted=0.2, refused=0.2)
     given = {role: {f: data.draw(_VALUES[f], label=f"{role}.{f}") for f in fields} for role, fields in entries.items()}
-    text = '[model]\nbase_url = "http://127.0.0.1:8/v1"\nmodel = "weak"\nprice_in = 1.0\n'
+    text = '[model]\nbase_url = "http://127.0.0.1:8/v1"\nmodel = "weak"\nprice_in = 1.0\nprice_out = 4.0\n'
     for role, fields in given.items():
         text += f"[roles.{role}.model]\n" + "".join(f"{f} = {_toml(v)}\n" for f, v in fields.items())
     assert tomllib.loads(text)  # the file is valid TOML: what differs is only where it is given
@@ -63,7 +64,7 @@ def test_the_file_and_the_flag_are_one_name(
             outcomes.append(resolve_config(file=file, flags=layered, environ={}).config)
         except UsageError as exc:
             # The field it names and why, whichever place gave the value (the file, or the flag).
-            named = re.search(r"roles\.\w+\.model\.\w+: .*", str(exc))
+            named = re.search(r"roles\.\w+\.model(\.\w+)?: .*", str(exc))
             outcomes.append(named.group(0) if named else str(exc))
     if isinstance(outcomes[0], str):
         reached("refused")
@@ -80,5 +81,7 @@ def test_the_file_and_the_flag_are_one_name(
                 assert getattr(resolved, field) == fields[field], (role, field)
             elif field in ENDPOINT_FIELDS and resolved.base_url != from_file.model.base_url:
                 assert getattr(resolved, field) is None, (role, field)  # another endpoint's, never [model]'s
+            elif field in ("price_in", "price_out") and resolved.model != from_file.model.model:
+                assert getattr(resolved, field) is None, (role, field)  # [model]'s price is its model's alone
             else:
                 assert getattr(resolved, field) == getattr(from_file.model, field), (role, field)

@@ -37,9 +37,19 @@ def hidden_in_report(report_json: str) -> str:
     report: dict[str, Any] = json.loads(report_json)
     meta = report.get("meta")
     if isinstance(meta, dict):
-        if meta.get("base_url"):
-            meta["base_url"] = HIDDEN
-        model = (meta.get("config") or {}).get("model") if isinstance(meta.get("config"), dict) else None
-        if isinstance(model, dict) and model.get("base_url"):
-            model["base_url"] = HIDDEN
+        _hide_addresses(meta)
     return json.dumps(report, ensure_ascii=False)
+
+
+def _hide_addresses(node: Any) -> None:
+    """Every endpoint address in a run record, wherever it sits: `[model]`'s, each role's and cascade team's
+    (`config`), and each role's model identity (`team`)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("base_url", "endpoint") and isinstance(value, str) and value:
+                node[key] = HIDDEN
+            else:
+                _hide_addresses(value)
+    elif isinstance(node, list):
+        for value in node:
+            _hide_addresses(value)

@@ -108,7 +108,7 @@ async def test_a_cascade_teams_calibration_of_another_team_is_refused(tmp_path: 
     weak = _split([])
     strong = ScriptedChatClient({"debate": []}, model="strong")
     config = _config(tmp_path, strong_model="other")
-    with pytest.raises(CalibrationError, match=r"strong\.json was fitted with the initial on model 'other'"):
+    with pytest.raises(CalibrationError, match=r"strong\.json was fitted on model 'other'; this run uses 'strong'"):
         async with Verifier(config=config, client=weak, cascade_clients={"strong": strong}):
             pass
 

@@ -163,9 +163,11 @@ def test_prices() -> None:
 def test_max_cost_stops_cleanly_and_resumes(tmp_path: Path) -> None:
     items = [{"id": f"q{k}", "question": "Capital?", "response": "Paris", "reference": "Paris."} for k in range(6)]
     batch, out = _write(tmp_path / "in.jsonl", items), tmp_path / "out.jsonl"
-    # Each call reports 700 + 80 tokens; at $100 per million tokens an item (7 calls: the agents agree) costs
-    # $0.546, and the estimate is near that: the first two items fit under $1.20, a third would pass it.
+    # Each call reports 700 + 80 tokens; at $100 per million tokens an item (7 calls: the agents agree, within 2
+    # rounds, no re-ask) costs $0.546, and the most the estimate allows an item is near that (or what an item
+    # cost, once one finished): the first two items fit under $1.20, a third would pass it.
     prices = ("--model.price-in", "100", "--model.price-out", "100", "--items", "1", "--model.max-concurrency", "1")
+    prices += ("--debate.max-rounds", "2", "--debate.max-parse-retries", "0", "--model.max-tokens", "80")
 
     def costly(call: Call) -> Reply:
         return Reply(content=op(True, 0, "checked"), usage=(700, 80))
@@ -186,7 +188,8 @@ def test_max_cost_stops_cleanly_and_resumes(tmp_path: Path) -> None:
         assert stopped.returncode == 4, stopped.stderr
         assert len(out.read_text().splitlines()) == 2
         text = " ".join(stopped.stderr.split())
-        assert "stopped before line 3: --max-cost $1.2: $1.0920 spent, 0 item(s) running and the next" in text
+        said = "stopped before line 3: --max-cost $1.2: $1.0920 spent, 0 item(s) running, each item reserved at $0.5"
+        assert said in text, text
         assert "usage: 14 model calls, 9,800 input and 1,120 output tokens, $1.0920 at $100 in / $100 out" in text
         resumed = debate(
             "verify",

@@ -43,7 +43,13 @@ def test_role_model_fields_are_the_model_fields() -> None:
 def test_a_role_takes_every_field_it_does_not_give_from_model() -> None:
     config = VerifierConfig.model_validate(
         {
-            "model": {"base_url": "http://weak:1/v1", "model": "weak", "price_in": 1, "requests_per_minute": 60},
+            "model": {
+                "base_url": "http://weak:1/v1",
+                "model": "weak",
+                "price_in": 1,
+                "price_out": 2,
+                "requests_per_minute": 60,
+            },
             "roles": {
                 "skeptic": {"model": {"temperature": 0.7}},
                 "leader": {"model": {"base_url": "http://strong:2/v1", "model": "strong", "api_key": "k2"}},
