@@ -4,6 +4,7 @@ OpenAI-compatible servers on 127.0.0.1, each team's cost at its models' prices, 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,23 @@ DATA = FIXTURES / "data"
 def test_the_pareto_front_keeps_what_no_team_beats_on_both() -> None:
     points = [(1.0, 0.80), (10.0, 0.90), (2.0, 0.79), (5.0, 0.85), (10.0, 0.85), (3.0, 0.80)]
     assert pareto_front(points) == [0, 3, 1]
+
+
+def test_a_team_name_with_a_bar_stays_one_cell_of_its_row(tmp_path: Path) -> None:
+    rows = [
+        {"team": name, "n": 3, "accuracy": 0.5, "accuracy_ci95": None, "calls": (7.0, 7.0, 7.0), "cost": None}
+        for name in ("a | b", "plain", "back\\slash |")
+    ]
+    replot = tmp_path / "ablation"
+    replot.mkdir()
+    (replot / "teams.json").write_text(json.dumps(rows))
+    assert main(["ablate", "replot", str(replot)]) == 0
+    lines = (replot / "table.md").read_text().splitlines()
+    header, body = lines[2], lines[4:]
+    # An unescaped bar ends a cell: each row has the header's columns, the name in the first.
+    columns = len(header.split("|"))
+    assert [len(re.split(r"(?<!\\)\|", row)) for row in body] == [columns] * 3, body
+    assert body[0].startswith("| a \\| b | 3 |") and body[2].startswith("| back\\\\slash \\| | 3 |")
 
 
 def test_team_compositions_are_run_priced_and_plotted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -38,11 +38,18 @@ def test_a_team_spec_gives_every_role_its_model_or_is_refused(entries: list[str]
     reached("accepted")
     assert list(team) == list(ROLES)
     bare = [e.strip() for e in entries if "=" not in e]
+    roles = [e.split("=", 1)[0].strip() for e in entries if "=" in e]
+    assert len(roles) == len(set(roles)), spec  # a role given twice is refused, never the last one taken
     named = {e.split("=", 1)[0].strip(): e.split("=", 1)[1].strip() for e in entries if "=" in e}
     for role in ROLES:
-        # a role named takes its last entry's model; every other role the one bare name
+        # a role named takes its entry's model; every other role the one bare name
         assert team[role] == named.get(role, bare[0] if bare else None)
         assert team[role]
+
+
+def test_a_role_given_twice_is_refused_naming_both_models() -> None:
+    with pytest.raises(UsageError, match=r"--team: leader is given twice \(strong and weak\)"):
+        parse_team("weak,leader=strong,leader=weak", ROLES)
 
 
 def test_a_spec_naming_no_model_for_a_role_says_which() -> None:
