@@ -134,6 +134,9 @@ class AuditSummary(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     cost: float
+    cost_per_model: bool = False
+    """The cost is each model of its team at its own price; False: every token at the desk's one price (an audit
+    finished before that was kept, or a model of its team without a price)."""
     error: str | None
 
 
@@ -224,3 +227,6 @@ class Stats(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     cost: float
+    flat_priced: int = 0
+    """Audits in `cost` at the desk's one price (finished before each model's own was kept, or a model of the
+    team without a price): every other audit is each model at its own price."""

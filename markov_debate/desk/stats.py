@@ -40,6 +40,7 @@ def stats(store: Store, *, bucket: Literal["day", "week"] = "day", owner: str | 
         prompt_tokens=figures.prompt_tokens,
         completion_tokens=figures.completion_tokens,
         cost=figures.cost,
+        flat_priced=figures.flat_priced,
     )
 
 

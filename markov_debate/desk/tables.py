@@ -67,6 +67,9 @@ class AuditRow(Base):
     llm_calls: Mapped[int] = mapped_column(Integer, default=0)
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    cost_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """Each model of its team at its own price (store.costs.audit_cost); None: no cost tracked, a model without a
+    price, or finished before it was kept (then priced at the desk's one price)."""
     search_text: Mapped[str] = mapped_column(Text)
     """question + response, lower-cased, for `q=` searches."""
 

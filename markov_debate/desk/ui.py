@@ -251,7 +251,7 @@ def dashboard_page(request: Request, principal: UiReader, store: StoreDep, setti
         stats=figures,
         plot=bool(figures.over_time),
         priced=settings.priced,
-        several_models=bool(settings.verifier.roles),
+        several_models=bool(settings.verifier.roles or settings.verifier.debate.cascade),
         calibration=panel,
     )
 

@@ -77,7 +77,7 @@ def test_submit_run_and_read_back(desk: ThreadedDesk) -> None:
     paged = client.get("/v1/audits", params={"per_page": 1, "page": 2}).json()
     assert paged["total"] == 2 and [i["id"] for i in paged["items"]] == [first]
     assert client.get("/v1/audits/999").status_code == 404
-    assert client.get("/v1/health").json()["schema"] == "0007"
+    assert client.get("/v1/health").json()["schema"] == "0008"
 
 
 def test_reviews_queue_stats_and_exports(desk: ThreadedDesk, tmp_path: Path) -> None:
@@ -494,10 +494,10 @@ def test_an_in_memory_store_is_refused_in_one_line(url: str) -> None:
 def test_store_migrates_and_reopens(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/m.sqlite"
     first = Store(url)
-    assert first.schema_revision() == "0007"
+    assert first.schema_revision() == "0008"
     first.close()
     again = Store(url)  # an up-to-date store is left as it is
-    assert again.schema_revision() == "0007"
+    assert again.schema_revision() == "0008"
     again.close()
 
 
@@ -526,7 +526,7 @@ def test_the_migration_gives_audits_reviewed_before_it_their_verdict_as_reviewed
     engine.dispose()
     store = Store(url)
     try:
-        assert store.schema_revision() == "0007"
+        assert store.schema_revision() == "0008"
         assert store.audit(audit).reviewed_verdict == "non_factual"
     finally:
         store.close()

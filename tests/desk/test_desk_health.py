@@ -56,7 +56,7 @@ def test_a_store_from_a_newer_version_is_refused_in_one_line(tmp_path: Path) -> 
     with store.engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))
     store.close()
-    with pytest.raises(StoreError, match=r"schema is at revision 0099, which this version .* knows up to 0007"):
+    with pytest.raises(StoreError, match=r"schema is at revision 0099, which this version .* knows up to 0008"):
         Store(url)
     for command in (["serve", "--port", str(free_port())], ["worker"]):
         words = [*command, "--db", url, "--model.base-url", "http://127.0.0.1:9/v1", "--model.model", "m"]

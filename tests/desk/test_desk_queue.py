@@ -145,7 +145,7 @@ def test_the_queue_migration_fills_the_queue_from_stored_audits(tmp_path: Path, 
     assert "queue" not in _downgraded(url, "0003")
     store = Store(url)
     try:
-        assert store.schema_revision() == "0007"
+        assert store.schema_revision() == "0008"
         after = store.review_queue(limit=50, sample_rate=1.0)
         assert after == before and [(q.audit_id, q.claim_id) for q in after] == [(wrong, "c0"), (right, "c0")]
         assert after[0].evidence and after[0].final_opinion
@@ -254,7 +254,7 @@ def test_the_queue_orders_by_p_factual_with_a_calibration_and_keeps_it_across_mi
     assert "p_factual" not in _downgraded(db_url, "0005")
     store = Store(db_url)
     try:
-        assert store.schema_revision() == "0007"
+        assert store.schema_revision() == "0008"
         again = store.review_queue(limit=50, sample_rate=1.0, order="p_factual")
         assert [q.p_factual for q in again] == pytest.approx(ps)
     finally:

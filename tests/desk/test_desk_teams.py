@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from debate.config import RoleConfig, RoleModelConfig
+from debate.types import Report
 from tests.support.desk import ThreadedDesk, api_keys, settings_for, wait_done
 from tests.support.fakes import Call, FakeOpenAI, Reply
 from tests.support.helpers import op
@@ -22,7 +23,13 @@ def test_an_audit_names_its_team_and_each_roles_model_speaks_its_turns(tmp_path:
     with FakeOpenAI(routes={"debate:leader": agrees}, models=("strong-1",)) as strong:
         settings = settings_for(f"sqlite:///{tmp_path}/t.sqlite", model.base_url, keys=api_keys())
         leader = RoleConfig(
-            model=RoleModelConfig(base_url=strong.base_url, model="strong-1", api_key="sk-leader-secret-4567")
+            model=RoleModelConfig(
+                base_url=strong.base_url,
+                model="strong-1",
+                api_key="sk-leader-secret-4567",
+                price_in=10.0,
+                price_out=20.0,
+            )
         )
         verifier = settings.verifier.model_copy(update={"roles": {"leader": leader}})
         settings = settings.model_copy(update={"verifier": verifier, "price_prompt_per_mtok": 1.0})
@@ -36,9 +43,16 @@ def test_an_audit_names_its_team_and_each_roles_model_speaks_its_turns(tmp_path:
     assert done["status"] == "done", done
     assert done["report"]["meta"]["roles"] == {"leader": "strong-1"}
     assert "leader on strong-1" in page
-    # The desk prices tokens at its one price: with a model per role, its cost figures say so where they stand.
+    # Each model at its own price, as the command line prices a run: the desk's model at the desk's price ($1 in,
+    # $0 out), the leader at its own ($10 in, $20 out).
+    report = Report.model_validate(done["report"])
+    by_model = report.usage_by_model()
+    leader, rest = by_model["strong-1"], by_model[report.meta.model]
+    expected = (rest.prompt_tokens * 1.0 + leader.prompt_tokens * 10.0 + leader.completion_tokens * 20.0) / 1e6
+    assert done["cost_per_model"] is True and done["cost"] == pytest.approx(expected)
     for shown in (page, dashboard):
-        assert "(every model's tokens at the desk's one --price-prompt / --price-completion)" in shown
+        assert "(each model at its own price: the desk's for its model" in shown
+        assert f"cost ${expected:.4f}" in shown
     assert strong.purposes and set(strong.purposes) == {"debate:leader"}
     assert "debate:leader" not in model.purposes
     assert all(h.get("authorization") == "Bearer sk-leader-secret-4567" for h in strong.headers)
@@ -96,3 +110,26 @@ def test_an_overriding_chain_that_lacks_a_role_the_server_gives_a_model_is_refus
     request = AuditRequest.model_validate({**AUDIT, "overrides": {"chain": "true-to-skeptic"}})
     with pytest.raises(InputError, match=r"overrides\.chain: roles\.checker: the chain 'true-to-skeptic' has no role"):
         check_runnable(request, request.overrides.apply(server), max_claim_chars=None)
+
+
+def test_an_audit_whose_team_has_a_model_without_a_price_says_it_was_priced_at_the_desks_one(
+    tmp_path: Path, model: FakeOpenAI
+) -> None:
+    def agrees(call: Call) -> Reply:
+        return Reply(content=op(True))
+
+    with FakeOpenAI(routes={"debate:leader": agrees}, models=("unlisted-1",)) as strong:
+        settings = settings_for(f"sqlite:///{tmp_path}/t.sqlite", model.base_url, keys=api_keys())
+        leader = RoleConfig(model=RoleModelConfig(base_url=strong.base_url, model="unlisted-1"))
+        verifier = settings.verifier.model_copy(update={"roles": {"leader": leader}})
+        settings = settings.model_copy(update={"verifier": verifier, "price_prompt_per_mtok": 1.0})
+        with ThreadedDesk(settings) as desk:
+            root = desk.client("root")
+            done = wait_done(root, root.post("/v1/audits", json=AUDIT).json()["id"])
+            dashboard = root.get("/dashboard", headers={"Accept": "text/html"}).text
+            stats = root.get("/v1/stats").json()
+    # No price for the leader's model: not a silent $0 for its tokens, but every token at the desk's one price, said.
+    assert done["cost_per_model"] is False
+    assert done["cost"] == pytest.approx((done["prompt_tokens"] * 1.0) / 1e6)
+    assert stats["flat_priced"] == 1
+    assert "(1 audit(s) with every model's tokens at the desk's one --price-prompt / --price-completion" in dashboard

@@ -219,7 +219,8 @@ class AuditStore(ReportingStore):
             "llm_calls": row.llm_calls,
             "prompt_tokens": row.prompt_tokens,
             "completion_tokens": row.completion_tokens,
-            "cost": self._cost(row.prompt_tokens, row.completion_tokens),
+            "cost": row.cost_usd if row.cost_usd is not None else self._cost(row.prompt_tokens, row.completion_tokens),
+            "cost_per_model": row.cost_usd is not None,
             "error": hidden_in_text(row.error) if hide else row.error,
         }
 

@@ -18,6 +18,7 @@ from debate.types import Report
 from markov_debate.desk.auth import Principal
 from markov_debate.desk.requests import load_request
 from markov_debate.desk.store.audits import AuditStore, owned
+from markov_debate.desk.store.costs import audit_cost
 from markov_debate.desk.store.db import ConflictError, Job, count, engine_label, utcnow
 from markov_debate.desk.store.queueing import claim_context, claim_draw, queue_of
 from markov_debate.desk.tables import AuditRow, ClaimRow, EventRow
@@ -196,6 +197,7 @@ class JobStore(AuditStore):
                     llm_calls=report.usage.llm_calls,
                     prompt_tokens=report.usage.prompt_tokens,
                     completion_tokens=report.usage.completion_tokens,
+                    cost_usd=audit_cost(report, self._prices),
                 )
             )
             if count(stored) != 1:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 
 from markov_debate.desk.store.db import utcnow
 from markov_debate.desk.store.sessions import SessionStore
@@ -40,6 +40,8 @@ class StoreFigures:
     prompt_tokens: int
     completion_tokens: int
     cost: float
+    flat_priced: int
+    """Audits priced at the desk's one price (finished before each model's own was kept, or a model without one)."""
     reviews: list[tuple[datetime, str, str, int, str]]
 
 
@@ -90,6 +92,17 @@ class ReportingStore(SessionStore):
                     func.coalesce(func.sum(AuditRow.completion_tokens), 0),
                 ).where(*mine)
             ).one()
+            # Each audit at its models' own prices where it kept that cost; the rest at the desk's one price.
+            per_model, flat_prompt, flat_completion, flat = s.execute(
+                select(
+                    func.coalesce(func.sum(AuditRow.cost_usd), 0.0),
+                    func.coalesce(func.sum(case((AuditRow.cost_usd.is_(None), AuditRow.prompt_tokens), else_=0)), 0),
+                    func.coalesce(
+                        func.sum(case((AuditRow.cost_usd.is_(None), AuditRow.completion_tokens), else_=0)), 0
+                    ),
+                    func.count(AuditRow.id).filter(AuditRow.cost_usd.is_(None), AuditRow.llm_calls > 0),
+                ).where(*mine)
+            ).one()
             review_rows = select(
                 ReviewRow.created_at, ReviewRow.engine_label, ReviewRow.label, ReviewRow.audit_id, ReviewRow.claim_id
             )
@@ -103,7 +116,8 @@ class ReportingStore(SessionStore):
             calls=int(calls),
             prompt_tokens=int(prompt),
             completion_tokens=int(completion),
-            cost=self._cost(int(prompt), int(completion)),
+            cost=float(per_model) + self._cost(int(flat_prompt), int(flat_completion)),
+            flat_priced=int(flat),
             reviews=[(r[0], r[1], r[2], r[3], r[4]) for r in reviews],
         )
 
