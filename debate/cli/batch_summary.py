@@ -82,10 +82,15 @@ def gate_exit(args: argparse.Namespace, summary: BatchSummary) -> int:
     return 0
 
 
-def batch_exit(args: argparse.Namespace, summary: BatchSummary, prices: dict[str, Price | None]) -> int:
+def batch_exit(
+    args: argparse.Namespace,
+    summary: BatchSummary,
+    prices: dict[str, Price | None],
+    endpoints: dict[str, str] | None = None,
+) -> int:
     """The usage and cascade lines, then the exit status: 1 when no model call succeeded, 4 when the cost limit
     stopped the batch, else the gate's (gate_exit)."""
-    print(f"usage: {cost_line(summary.usage_by_model, prices)}", file=sys.stderr)
+    print(f"usage: {cost_line(summary.usage_by_model, prices, endpoints)}", file=sys.stderr)
     cascade = cascade_line(summary, prices)
     if cascade is not None:
         print(cascade, file=sys.stderr)

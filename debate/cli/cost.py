@@ -35,6 +35,7 @@ __all__ = [
     "cost_line",
     "estimate_lines",
     "print_estimate",
+    "run_endpoints",
     "run_estimate",
     "run_prices",
 ]
@@ -244,9 +245,12 @@ def _tokens(usage: Usage) -> str:
     return f"{usage.llm_calls} model calls, {usage.prompt_tokens:,} input and {usage.completion_tokens:,} output tokens"
 
 
-def cost_line(by_model: dict[str, Usage], prices: dict[str, Price | None]) -> str:
+def cost_line(
+    by_model: dict[str, Usage], prices: dict[str, Price | None], endpoints: dict[str, str] | None = None
+) -> str:
     """The run's actual tokens and, with a price for every model used, cost: one model's at its price, a team's
-    as the sum and each model's part."""
+    as the sum and each model's part, and (`endpoints`: each model's host) each endpoint's part where the team
+    spans several, which is what each provider's invoice reads."""
     used = {name: usage for name, usage in by_model.items() if usage.llm_calls or usage.prompt_tokens}
     total = Usage.total(by_model.values())
     if len(used) <= 1:
@@ -265,7 +269,33 @@ def cost_line(by_model: dict[str, Usage], prices: dict[str, Price | None]) -> st
         own = f"${team_cost({name: usage}, {name: price})[0]:.4f}" if price is not None else "no price known"
         parts.append(f"{name}: {usage.llm_calls} calls, {own}")
     said = f"${cost:.4f}" if cost is not None else f"no cost: no price known for {', '.join(unpriced)}"
-    return f"{_tokens(total)}, {said} ({'; '.join(parts)})"
+    return f"{_tokens(total)}, {said} ({'; '.join(parts)})" + _by_endpoint(used, prices, endpoints or {})
+
+
+def _by_endpoint(used: dict[str, Usage], prices: dict[str, Price | None], endpoints: dict[str, str]) -> str:
+    hosts: dict[str, dict[str, Usage]] = {}
+    for name, usage in used.items():
+        hosts.setdefault(endpoints.get(name, "?"), {})[name] = usage
+    if len(hosts) < 2:
+        return ""
+    parts = []
+    for host, models in hosts.items():
+        cost, _ = team_cost(models, prices)
+        calls = sum(u.llm_calls for u in models.values())
+        parts.append(f"{host} {calls} calls, " + (f"${cost:.4f}" if cost is not None else "no price known"))
+    return f"; by endpoint: {'; '.join(parts)}"
+
+
+def run_endpoints(verifier: Verifier) -> dict[str, str]:
+    """Each model of a started Verifier's team by the name its reports give it, and the host it is served from
+    (`embedded`: the embedded model)."""
+    from urllib.parse import urlparse
+
+    embedded = verifier.runtime.model_config.base_url if verifier.embedded else None
+    return {
+        name: "embedded" if model.base_url in (None, embedded) else urlparse(model.base_url).netloc
+        for name, model in verifier.runtime.model_configs().items()
+    }
 
 
 def run_prices(verifier: Verifier) -> dict[str, Price | None]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 from rich.progress import TextColumn
 
+from debate.cli import cost as costs
 from debate.cli.batch_summary import batch_exit, done_line, gate_exit
 from debate.cli.conventions import (
     EXIT_CODES,
@@ -22,7 +23,7 @@ from debate.cli.conventions import (
     out,
     progress_bar,
 )
-from debate.cli.cost import CostGate, add_cost_arguments, cost_gate, cost_line, run_estimate, run_prices
+from debate.cli.cost import CostGate, add_cost_arguments, cost_gate, cost_line, run_estimate
 from debate.cli.inputs import check_input, check_output, one_input
 from debate.cli.interrupts import kept_records, on_interrupt
 from debate.cli.options import add_verifier_arguments, items_in_flight, positive_int, verifier_config
@@ -293,8 +294,8 @@ async def _verify_one(args: argparse.Namespace, config: VerifierConfig, item: Ta
             report = await verifier.verify(item, task=args.task)
         except InputError as exc:
             raise UsageError(str(exc)) from exc
-        prices = run_prices(verifier)
-    err.print(f"[dim]{cost_line(report.usage_by_model(), prices)}[/]")
+        prices, endpoints = costs.run_prices(verifier), costs.run_endpoints(verifier)
+    err.print(f"[dim]{cost_line(report.usage_by_model(), prices, endpoints)}[/]")
     if args.json:
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     else:
@@ -331,12 +332,12 @@ async def _verify_batch(args: argparse.Namespace, config: VerifierConfig, paths:
     on_interrupt(kept_records(paths.results_log))
     async with Verifier(config=config) as verifier:
         _model_line(verifier, config)
-        prices = run_prices(verifier)
+        prices, endpoints = costs.run_prices(verifier), costs.run_endpoints(verifier)
         gate = cost_gate(args, config, verifier)
         summary = await _run_batch(verifier, args, paths, gate)
     paths.write_output_format()
     print(done_line(summary, paths.output), file=sys.stderr)
-    return batch_exit(args, summary, prices)
+    return batch_exit(args, summary, prices, endpoints)
 
 
 class BatchProgress(logging.Handler):

@@ -127,6 +127,15 @@ _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, cod
 _TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t"}
 
 
+def _is_array(path: Path, head: bytes) -> bool:
+    """Whether the input is one JSON array (its first character, past a BOM and blanks, is `[`)."""
+    if path.suffix.lower() in _TABLE_SUFFIXES:
+        return False
+    if head.startswith(_WIDE_BOMS):
+        return decode_text(head[:4], str(path)).lstrip("\ufeff").lstrip().startswith("[")
+    return head.lstrip(b"\xef\xbb\xbf").lstrip().startswith(b"[")
+
+
 def read_input(path: Path, max_lines: int | None = None) -> Iterator[Work]:
     """JSONL read as bytes (a line that is not UTF-8 is one error naming its line; a BOM and CRLF are fine; a
     UTF-16 or UTF-32 file, known by its BOM, is decoded whole), a RefChecker JSON array (detected by its first
@@ -139,11 +148,7 @@ def read_input(path: Path, max_lines: int | None = None) -> Iterator[Work]:
         yield from _read_table(path, _TABLE_SUFFIXES[path.suffix.lower()], max_lines)
         return
     wide = head.startswith(_WIDE_BOMS)
-    if (
-        decode_text(head[:4], str(path)).lstrip("\ufeff").lstrip().startswith("[")
-        if wide
-        else (head.lstrip(b"\xef\xbb\xbf").lstrip().startswith(b"["))
-    ):
+    if _is_array(path, head):
         yield from _read_array(path)
         return
     lines = (
@@ -301,10 +306,12 @@ def _read_array(path: Path) -> Iterator[Work]:
 def read_keyed(path: Path) -> Iterator[Work]:
     """`read_input`'s lines as the output keys them: a repeated id's later lines are errors keyed by their line."""
     first_line: dict[str, int] = {}
+    with path.open("rb") as fh:
+        where = "item" if _is_array(path, fh.read(4096)) else "line"  # an array's elements are items
     for work in read_input(path):
         if work.item is not None:
             first = first_line.setdefault(work.item.id, work.line)
             if first != work.line:
-                message = f"line {work.line}: duplicate id {work.item.id!r} (first on line {first})"
+                message = f"{where} {work.line}: duplicate id {work.item.id!r} (first on {where} {first})"
                 work = Work(work.line, work.sha, work.raw, None, message)
         yield work

@@ -71,6 +71,9 @@ def test_the_leader_runs_on_its_own_endpoint_and_each_model_is_priced_apart(
         usage = next(line for line in err.splitlines() if line.startswith("usage:"))
         assert "12 model calls" in usage and "$0.0047" in usage, usage
         assert "weak-1: 9 calls, $0.0011" in usage and "strong-1: 3 calls, $0.0036" in usage, usage
+        # Two providers, two invoices: each endpoint's part, as its own invoice reads.
+        hosts = [url.removeprefix("http://").removesuffix("/v1") for url in (weak.base_url, strong.base_url)]
+        assert f"by endpoint: {hosts[0]} 9 calls, $0.0011; {hosts[1]} 3 calls, $0.0036" in usage, usage
 
         # The same command again: already done, nothing asked of either model.
         asked = (len(weak.calls), len(strong.calls))

@@ -19,7 +19,8 @@ from tests.support.properties import Reached
 ROLES = ("initial", "trust", "skeptic", "leader")
 _NAME = st.sampled_from(["weak", "weak", "strong", "strong", "gpt-4o@127.0.0.1:8", "leader", ""])
 _NAMED = st.tuples(st.sampled_from([*ROLES, *ROLES, "judge", " skeptic"]), _NAME).map(lambda e: f"{e[0]}={e[1]}")
-_ENTRIES = st.tuples(st.lists(_NAME, min_size=1, max_size=2), st.lists(_NAMED, max_size=5)).flatmap(
+_ROLES_ONCE = st.lists(_NAMED, max_size=5, unique_by=lambda e: e.split("=", 1)[0].strip())
+_ENTRIES = st.tuples(st.lists(_NAME, min_size=1, max_size=2), _ROLES_ONCE | st.lists(_NAMED, max_size=5)).flatmap(
     lambda parts: st.permutations(parts[0] + parts[1])
 )
 

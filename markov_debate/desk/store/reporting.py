@@ -40,9 +40,9 @@ class StoreFigures:
     prompt_tokens: int
     completion_tokens: int
     cost: float
-    flat_priced: int
-    """Audits priced at the desk's one price (finished before each model's own was kept, or a model without one)."""
     reviews: list[tuple[datetime, str, str, int, str]]
+    flat_priced: int = 0
+    """Audits priced at the desk's one price (finished before each model's own was kept, or a model without one)."""
 
 
 class ReportingStore(SessionStore):

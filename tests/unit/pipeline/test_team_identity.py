@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from rich.console import Console
 
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.calibration import Calibration
 from debate.cli.cost import cost_line, run_prices
+from debate.cli.render import render_report
 from debate.config import ModelConfig, RoleModelConfig
 from debate.engine import load_chain
 from debate.errors import CalibrationError, UsageError
@@ -95,8 +97,12 @@ async def test_the_embedded_models_zero_price_is_its_own_and_both_costs_agree() 
     assert report_cost(report, config) == pytest.approx(expected)
     line = cost_line(report.usage_by_model(), prices)
     assert f"${expected:.4f}" in line and "gpt-4o: 1 calls" in line, line
-    # The summary names both models and what each answered.
-    assert report.models_said() == f"models: local ({report.usage.llm_calls - 1} calls), gpt-4o (1 calls)"
+    # The summary a user reads names both models and what each answered, not [model] alone.
+    said = f"models: local ({report.usage.llm_calls - 1} calls), gpt-4o (1 calls)"
+    assert report.models_said() == said
+    console = Console(record=True, width=400)
+    render_report(report, console)
+    assert f"{said}   calls: {report.usage.llm_calls}" in console.export_text()
 
 
 def test_a_misspelt_role_under_a_cascade_team_is_refused_before_anything_starts(tmp_path: Path) -> None:

@@ -149,7 +149,7 @@ def _dollars(text: str) -> float:
     return float(text[1:].split()[0].rstrip(",;)"))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(team=_team())
 def test_every_turn_is_priced_as_its_own_model_wherever_a_cost_is_read(
     team: tuple[Model, dict[str, dict[str, Any]], Model | None], tmp_path: Path, reached: Reached
