@@ -47,8 +47,8 @@ def test_an_audit_names_its_team_and_each_roles_model_speaks_its_turns(tmp_path:
     # $0 out), the leader at its own ($10 in, $20 out).
     report = Report.model_validate(done["report"])
     by_model = report.usage_by_model()
-    leader, rest = by_model["strong-1"], by_model[report.meta.model]
-    expected = (rest.prompt_tokens * 1.0 + leader.prompt_tokens * 10.0 + leader.completion_tokens * 20.0) / 1e6
+    spoke, rest = by_model["strong-1"], by_model[report.meta.model]
+    expected = (rest.prompt_tokens * 1.0 + spoke.prompt_tokens * 10.0 + spoke.completion_tokens * 20.0) / 1e6
     assert done["cost_per_model"] is True and done["cost"] == pytest.approx(expected)
     for shown in (page, dashboard):
         assert "(each model at its own price: the desk's for its model" in shown

@@ -166,8 +166,8 @@ def test_max_cost_stops_cleanly_and_resumes(tmp_path: Path) -> None:
     # Each call reports 700 + 80 tokens; at $100 per million tokens an item (7 calls: the agents agree, within 2
     # rounds, no re-ask) costs $0.546, and the most the estimate allows an item is near that (or what an item
     # cost, once one finished): the first two items fit under $1.20, a third would pass it.
-    prices = ("--model.price-in", "100", "--model.price-out", "100", "--items", "1", "--model.max-concurrency", "1")
-    prices += ("--debate.max-rounds", "2", "--debate.max-parse-retries", "0", "--model.max-tokens", "80")
+    prices = ["--model.price-in", "100", "--model.price-out", "100", "--items", "1", "--model.max-concurrency", "1"]
+    prices += ["--debate.max-rounds", "2", "--debate.max-parse-retries", "0", "--model.max-tokens", "80"]
 
     def costly(call: Call) -> Reply:
         return Reply(content=op(True, 0, "checked"), usage=(700, 80))
