@@ -36,6 +36,7 @@ from debate.calibration import (
 from debate.cli.conventions import err
 from debate.engine import PosteriorModel, load_chain
 from debate.errors import UsageError
+from debate.types import ModelIdentity, name_of_label
 from experiments.dynamics.calibrate import calibration_of
 from experiments.dynamics.diagnostics import fitted_checks
 from experiments.dynamics.fitted import FittedModel, fit_model
@@ -206,6 +207,7 @@ def _composed(
             factual_share=sum(c.fitted_on.factual_share * c.fitted_on.claims for c in calibrations)
             / sum(c.fitted_on.claims for c in calibrations),
             runs=list(dict.fromkeys(r for c in calibrations for r in c.fitted_on.runs)),
+            team={r: i for r, m in team.items() if (i := _identity(parts[m].calibration, m)) is not None},
         ),
         classes=classes,
         shares=shares,
@@ -216,6 +218,13 @@ def _composed(
         composed=[_part(m, team, parts[m]) for m in models],
         independence=tests,
     )
+
+
+def _identity(calibration: Calibration, model: str) -> ModelIdentity | None:
+    """The identity (name and sampling settings) `model` spoke with in the runs of its own fit, where they were
+    recorded: a run of the composed team at other settings is then another team."""
+    name = name_of_label(model)
+    return next((i for i in calibration.fitted_on.team.values() if i.name == name), None)
 
 
 def _part(model: str, team: dict[str, str], part: Part) -> ComposedPart:

@@ -229,3 +229,21 @@ def test_estimate_refuses_the_calibration_the_run_refuses(tmp_path: Path, capsys
     _refused([*base, "--model.model", "fake-model", "--debate.calibration", other], capsys, "fitted on model")
     assert main([*base, "--model.model", "another-model", "--debate.calibration", other]) == 0
     assert "no model was called" in capsys.readouterr().out
+
+
+def test_a_fit_records_each_roles_sampling_settings_and_a_run_at_others_is_refused(
+    log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    save = tmp_path / "cal.json"
+    fitted, _ = _fitted(["dynamics", "fit", str(log)], capsys, save)
+    team = fitted["team"]
+    assert set(team) == {"initial", "trust", "skeptic", "leader"}
+    name, temperature = team["leader"]["name"], team["leader"]["temperature"]
+    base = ["verify", "--answer", "Paris", "--estimate", "--model.base-url", "http://127.0.0.1:9/v1"]
+    used = [*base, "--model.model", name, "--debate.calibration", str(save)]
+    assert main([*used, "--model.temperature", str(temperature)]) == 0
+    capsys.readouterr()
+    # The same model at another temperature is another team: refused naming the setting, unless forced.
+    other = str(temperature + 0.5)
+    _refused([*used, "--model.temperature", other], capsys, f"at temperature {temperature!r} (now {float(other)!r})")
+    assert main([*used, "--model.temperature", other, "--debate.force-calibration-team"]) == 0
