@@ -24,7 +24,7 @@ from debate.llm import (
 from debate.pipeline._teams import Borrowed, OpenedTeam, TeamClients
 from debate.plugins import PREFILTERS, RETRIEVERS, SEARCH_BACKENDS, TASKS, Prefilter, Retriever, SearchBackend, Task
 from debate.provenance import depended_files, git_commit, package_version
-from debate.types import ModelIdentity, RunMeta
+from debate.types import SAMPLING_FIELDS, ModelIdentity, RunMeta
 
 __all__ = ["Runtime"]
 
@@ -245,9 +245,7 @@ class Runtime:
     def _wrapped(self, client: ChatClient, config: ModelConfig, tracing: bool) -> ChatClient:
         """`client` behind the call cache (when configured) and tracing (when on); closing it closes `client`."""
         if self._config.call_cache is not None:
-            settings = config.model_dump(
-                mode="json", include={"temperature", "max_tokens", "seed", "structured_output", "max_string_chars"}
-            )
+            settings = config.model_dump(mode="json", include=set(SAMPLING_FIELDS))
             endpoint = config.base_url or "scripted"
             if self.embedded and config.base_url == self.model_config.base_url:
                 endpoint = "embedded:" + EMBEDDED_MODEL_NAME  # its loopback port changes every start
