@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from autogen_agentchat.base import TerminatedException, TerminationCondition
 from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, StopMessage, StructuredMessage
 
-from debate.engine import Governor, TurnRecord, turn_contexts
+from debate.engine import Governor, StopCheck, TurnRecord, turn_contexts
 from debate.plugins import Chain
 
 __all__ = [
     "AtStateEnd",
+    "Checked",
     "Consensus",
     "PosteriorDecided",
     "RoundsCompleted",
@@ -112,6 +113,29 @@ class PosteriorDecided(_Condition):
         if p is not None and (p >= self.threshold or p <= 1 - self.threshold):
             return self._stop(f"p_factual {p:.4f} is decided (threshold {self.threshold})")
         return None
+
+    async def reset(self) -> None:
+        await super().reset()
+        self._records = []
+
+
+class Checked(_Condition):
+    """Holds once `check`, asked after every turn with the turns so far, gives a reason (a caller's own stop: the
+    cascade's "the threshold is out of this team's reach", the chooser's "one turn taken")."""
+
+    def __init__(self, check: StopCheck) -> None:
+        super().__init__()
+        self.check = check
+        self._records: list[TurnRecord] = []
+
+    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
+        self._check_not_fired()
+        fresh = turns_in(messages)
+        if not fresh:
+            return None
+        self._records.extend(fresh)
+        reason = self.check(self._records)
+        return self._stop(reason) if reason is not None else None
 
     async def reset(self) -> None:
         await super().reset()

@@ -24,7 +24,7 @@ from autogen_agentchat.messages import BaseAgentEvent, BaseChatMessage, Structur
 from autogen_agentchat.teams import SelectorGroupChat
 from autogen_core import CancellationToken
 
-from agents.conditions import paper_termination, posterior_termination, turns_in
+from agents.conditions import Checked, paper_termination, posterior_termination, turns_in
 from agents.selector_model import NoSelectorModel
 from debate import telemetry
 from debate.calibration import load_calibration
@@ -44,6 +44,7 @@ from debate.config import DebateConfig
 from debate.engine import (
     ChainDriver,
     Governor,
+    StopCheck,
     TurnPlan,
     TurnRecord,
     governed_result,
@@ -266,15 +267,15 @@ class AutogenTeam:
         config = self._config
         if config.threshold is None or config.calibration is None:
             return paper_termination(min_rounds=config.min_rounds, max_rounds=config.max_rounds)
-        model = load_calibration(config.calibration).model(config.prior)
-        return posterior_termination(model, self._chain, threshold=config.threshold, max_rounds=config.max_rounds)
+        governor = load_calibration(config.calibration).governor(config.prior)
+        return posterior_termination(governor, self._chain, threshold=config.threshold, max_rounds=config.max_rounds)
 
     def _result(self, records: list[TurnRecord]) -> DebateResult:
         result = transcript_result(records)
         config = self._config
         if config.threshold is None or config.calibration is None:
             return result
-        p = load_calibration(config.calibration).model(config.prior).p_debate(self._chain, records)
+        p = load_calibration(config.calibration).governor(config.prior).p_debate(self._chain, records)
         return governed_result(result, p, config.threshold)
 
     async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> DebateResult:
@@ -291,12 +292,15 @@ class AutogenTeam:
         governor: Governor,
         threshold: float,
         max_rounds: int,
+        until: StopCheck | None = None,
     ) -> DebateResult:
         """See debate.plugins.ContinuingTeam: the earlier turns enter the thread as the task's messages, so the
         chain's driver plans this team's first turn from them and the stop conditions read them."""
         run = _ClaimRun(claim, list(evidence), self._driver, self._config, self._reask)
         earlier_records = result_records(earlier)
         termination = posterior_termination(governor, self._chain, threshold=threshold, max_rounds=max_rounds)
+        if until is not None:
+            termination = termination | Checked(until)
         records = await self._run(run, self._group_chat(run, termination, max_rounds), earlier_records)
         return governed_result(transcript_result(records), governor.p_debate(self._chain, records), threshold)
 

@@ -113,13 +113,17 @@ class DebateConfig(Config):
     stop: StopSetting = "consensus"
     """consensus: the paper's rule (agreement after min_rounds, else max_rounds); posterior:P (P in (0.5, 1), needs
     `calibration`): after each turn the debate ends once p_factual >= P or <= 1 - P, else at max_rounds, and the
-    verdict is the posterior's side."""
+    verdict is the posterior's side; cascade:P: the same, then each `[[debate.cascade]]` team in turn takes what
+    the earlier left undecided; voi:P (a named departure from the paper): before each turn, the team whose turn is
+    expected to lower the decision's error most per dollar speaks it, until p_factual passes P or no team can take
+    it there."""
     force_calibration: bool = False
     """Let the posterior stop use a calibration whose checks failed (its p_factual is not calibrated)."""
     cascade: list[CascadeTeam] = Field(default_factory=list)
     """The teams `stop = "cascade:P"` escalates to, in order (`[[debate.cascade]]`): a claim the run's team leaves
     undecided at max_rounds (p_factual between 1 - P and P) is continued by the next team from the turns so far,
-    until a team decides it or the list ends."""
+    until a team decides it or the list ends. Under `stop = "voi:P"`, the teams the next turn is chosen among
+    (with the run's own)."""
     force_calibration_team: bool = False
     """Use a calibration fitted on a team whose roles ran on other models: its p_factual then describes the fitted
     team's agents, so every verdict it scores says it is not calibrated, naming the role that differs."""
@@ -154,11 +158,11 @@ class DebateConfig(Config):
 
     @model_validator(mode="after")
     def _cascade_named_both_ways(self) -> Self:
-        escalates = stop_kind(self.stop) == "cascade"
-        if escalates and not self.cascade:
+        kind = stop_kind(self.stop)
+        if kind == "cascade" and not self.cascade:
             raise ValueError(f"stop {self.stop} needs the teams it escalates to ([[debate.cascade]])")
-        if self.cascade and not escalates:
-            raise ValueError('cascade teams are used by the cascade stop only: set stop = "cascade:P"')
+        if self.cascade and kind not in ("cascade", "voi"):
+            raise ValueError('cascade teams are used by the cascade and voi stops only: set stop = "cascade:P"')
         names = [team.name for team in self.cascade]
         if "first" in names or len(set(names)) < len(names):
             raise ValueError(f"cascade team names must differ from each other and from `first`: {names}")

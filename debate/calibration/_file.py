@@ -16,7 +16,16 @@ from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
 from debate.calibration._composed import ComposedPart, Independence, composed_team, composition_said
 from debate.calibration._parts import SMOOTHING, Check, FittedOn, Labels, _Model, first
-from debate.engine import MarkovChain, PosteriorModel, PulledRoles, RoleModel, RoleTables, chain_digest
+from debate.engine import (
+    Governor,
+    IntervalGovernor,
+    MarkovChain,
+    PosteriorModel,
+    PulledRoles,
+    RoleModel,
+    RoleTables,
+    chain_digest,
+)
 from debate.errors import CalibrationError
 from debate.provenance import package_version
 from debate.types import ModelIdentity, name_of_label
@@ -189,6 +198,30 @@ class Calibration(_Model):
         model = PosteriorModel(classes=classes, shares=shares, prior=fitted, slope=slope, shift=shift)
         self._models[prior] = model
         return model
+
+    def stop_interval(self) -> tuple[float, float] | None:
+        """The interval of shares of factual claims the stop holds over, when the base rate is the only reason
+        p_factual is not calibrated (the fit's share interval is wider than MAX_SHARE_WIDTH); None otherwise."""
+        labels = self.labels
+        if labels is None or labels.share_interval is None:
+            return None
+        line = labels.base_rate_line()
+        return labels.share_interval if line is not None and self.not_calibrated == [line] else None
+
+    def ends(self, prior: float | None = None) -> PosteriorModel | tuple[PosteriorModel, PosteriorModel]:
+        """What the stop reads a debate with: the model at `prior`, or, when the base rate is the only reason the
+        file is not calibrated and no prior is stated, the model at the share interval's lowest and highest share
+        (read in the worst case: debate.engine.worst_case)."""
+        interval = self.stop_interval() if prior is None else None
+        if interval is None:
+            return self.model(prior)
+        low, high = interval
+        return self.model(min(max(low, 1e-6), 1 - 1e-6)), self.model(min(max(high, 1e-6), 1 - 1e-6))
+
+    def governor(self, prior: float | None = None) -> Governor:
+        """What the stop reads (`ends`), as one governor."""
+        ends = self.ends(prior)
+        return IntervalGovernor(ends[0], ends[1]) if isinstance(ends, tuple) else ends
 
     def describe(self) -> str:
         """What it was fitted on, in a line."""

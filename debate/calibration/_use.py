@@ -9,7 +9,7 @@ from debate.engine import MarkovChain
 from debate.errors import CalibrationError
 from debate.types import CalibrationNote, ModelIdentity
 
-__all__ = ["LiveCalibration", "calibration_note", "describe_stop"]
+__all__ = ["LiveCalibration", "calibration_note", "describe_stop", "interval_said"]
 
 
 class LiveCalibration:
@@ -49,7 +49,14 @@ class LiveCalibration:
                 source=source,
                 force_team=config.force_calibration_team,
             )
-            if config.threshold is not None and not calibration.calibrated and not config.force_calibration:
+            # a file whose only fault is an unpinned base rate is stopped on over its share interval (`governor`)
+            uncertain_rate = config.prior is None and calibration.stop_interval() is not None
+            if (
+                config.threshold is not None
+                and not calibration.calibrated
+                and not config.force_calibration
+                and not uncertain_rate
+            ):
                 raise CalibrationError(
                     f"--debate.stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
                     "(--debate.force-calibration to stop on it anyway)"
@@ -66,6 +73,9 @@ def calibration_note(
     warning = calibration.warning()
     if other_team is not None:
         warning = f"not calibrated: it {other_team}" + (f"; {warning}" if warning else "")
+    said = interval_said(config, calibration)
+    if said is not None:
+        warning = f"{warning}; {said}" if warning else said
     return CalibrationNote(
         file=str(config.calibration),
         fitted_on=calibration.describe(),
@@ -80,6 +90,20 @@ def calibration_note(
     )
 
 
+def interval_said(config: DebateConfig, calibration: Calibration) -> str | None:
+    """What the stop does with a file not calibrated for its base rate (None: it is, a prior is stated, or the run
+    has no stop): it decides only where p_factual passes the threshold for every share in the interval."""
+    interval = calibration.stop_interval() if config.prior is None else None
+    if config.threshold is None or interval is None:
+        return None
+    low, high = interval
+    return (
+        f"the stop decides only where p_factual passes {config.threshold:g} for every share of factual claims in "
+        f"[{low:.3f}, {high:.3f}] (p_factual at {low:.3f} >= {config.threshold:g}, or at {high:.3f} <= "
+        f"{1 - config.threshold:g}); p_factual is said at the fitted share"
+    )
+
+
 def describe_stop(config: DebateConfig) -> str:
     """The stop rule a run's turns end by, in a line (the paper's consensus, or the posterior stop and the
     calibration that decides it)."""
@@ -91,6 +115,8 @@ def describe_stop(config: DebateConfig) -> str:
     calibration = load_calibration(config.calibration)
     prior = config.prior if config.prior is not None else calibration.fitted_on.factual_share
     said = f"; {calibration.warning()}" if calibration.warning() else ""
+    interval = interval_said(config, calibration)
+    said += f"; {interval}" if interval else ""
     return (
         f"{config.stop}: after each turn, p_factual >= {config.threshold:g} or <= {1 - config.threshold:g} ends the "
         f"debate, else round {config.max_rounds}; decided by {config.calibration} ({calibration.describe()}; prior "

@@ -216,11 +216,15 @@ def team_line(debate: DebateResult) -> str:
     parts = []
     for team in debate.teams:
         p = "-" if team.p_factual is None else f"{team.p_factual:.3f}"
-        parts.append(f"{team.name} ({team.turns} turns, {team.usage.llm_calls} calls, p_factual {p})")
+        if not team.turns and team.out_of_reach is not None:
+            parts.append(f"{team.name} (skipped: {team.out_of_reach})")
+            continue
+        reach = f"; handed over: {team.out_of_reach}" if team.out_of_reach is not None else ""
+        parts.append(f"{team.name} ({team.turns} turns, {team.usage.llm_calls} calls, p_factual {p}{reach})")
     last = debate.teams[-1]
     ending = f"decided by {last.name}" if last.decided else f"undecided when the list ended (after {last.name})"
     said = [f"{t.name}'s calibration: {t.warning}" for t in debate.teams if t.calibrated is False and t.warning]
-    if len(debate.teams) > 1:
+    if sum(1 for t in debate.teams if t.turns) > 1:
         # The line a user reads for this claim says what its p_factual assumes, not only the docs.
         said.append("p_factual takes the later team's turns as independent of the earlier's given the label")
     return " -> ".join(parts) + f": {ending}" + "".join(f"; {s}" for s in said)

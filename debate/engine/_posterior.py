@@ -30,6 +30,7 @@ from debate.types import DebateResult
 
 __all__ = [
     "BACKOFF_LEVELS",
+    "ClassLogs",
     "Counts",
     "GovernedPath",
     "PosteriorModel",
@@ -48,6 +49,9 @@ __all__ = [
 BACKOFF_LEVELS = 4
 """The back-off for a context never seen: the same role, label and shown verdicts in any state, then the last shown
 verdict alone, then the role and label; 0.5 when even that is unseen."""
+
+ClassLogs = tuple[tuple[float, ...], tuple[float, ...]]
+"""Per label (factual, hallucinated), log P(label, class, turns) for each latent class."""
 
 Counts = dict[tuple[object, ...], tuple[float, float]]
 """Key -> (weighted "true" verdicts, weighted turns)."""
@@ -168,9 +172,32 @@ class PosteriorModel:
             joint[label] = _logsumexp(per_class)
         return joint
 
+    def start_logs(self) -> ClassLogs:
+        """Per label (factual, hallucinated), log P(label, class) for each class before any turn: what `add_log`
+        grows turn by turn and `p_of_logs` reads (an enumeration carries these rather than re-reading each path)."""
+        factual = tuple(_log(self.prior) + _log(share) for share in self.shares[True])
+        return factual, tuple(_log(1 - self.prior) + _log(share) for share in self.shares[False])
+
+    def add_log(self, logs: ClassLogs, turn: TurnContext) -> ClassLogs:
+        """`logs` after one more turn."""
+        grown = []
+        for label, per_class in zip((True, False), logs, strict=True):
+            row = []
+            for model, log in zip(self.classes, per_class, strict=True):
+                p = model.p(turn.role, turn.state, label, turn.shown)
+                row.append(log + _log(p if turn.verdict else 1 - p))
+            grown.append(tuple(row))
+        return grown[0], grown[1]
+
+    def p_of_logs(self, logs: ClassLogs) -> float | None:
+        """P(factual) from per-class logs (`start_logs`)."""
+        return self._p_of_joint({True: _logsumexp(logs[0]), False: _logsumexp(logs[1])})
+
     def p_factual(self, turns: Sequence[TurnContext]) -> float | None:
         """P(factual | turns); None when the model gives these turns probability zero under both labels."""
-        joint = self.log_joint(turns)
+        return self._p_of_joint(self.log_joint(turns))
+
+    def _p_of_joint(self, joint: dict[bool, float]) -> float | None:
         total = _logsumexp([joint[True], joint[False]])
         if total == -math.inf:
             return None

@@ -15,12 +15,22 @@ from dataclasses import dataclass
 
 from debate.calibration import load_calibration
 from debate.config import CascadeTeam, VerifierConfig
-from debate.engine import MarkovChain, governed_outcome, governed_paths
+from debate.engine import MarkovChain, TeamReach, cascade_reach, governed_outcome, governed_paths
 from debate.pipeline._prices import Price
 from debate.pipeline._range import ZERO, Range
 from debate.pipeline._team_cost import ModelEstimate, planned_models, split_by_model, team_prices
 
-__all__ = ["CASCADE_NOTE", "CascadeShare", "cascade_models", "cascade_shares", "governed", "most_cost", "run_models"]
+__all__ = [
+    "CASCADE_NOTE",
+    "CascadeShare",
+    "cascade_models",
+    "cascade_plan",
+    "cascade_shares",
+    "governed",
+    "most_cost",
+    "plan_notes",
+    "run_models",
+]
 
 
 CASCADE_NOTE = (
@@ -58,15 +68,44 @@ def governed(file: str, prior: float | None, chain: MarkovChain, threshold: floa
     return Range(expected=turns, low=min(ends), high=max(ends)), capped
 
 
-def cascade_shares(config: VerifierConfig, chain: MarkovChain) -> list[CascadeShare]:
-    """Each later team's expected share of the debated claims and the turns it adds (see the module)."""
+def cascade_plan(config: VerifierConfig, chain: MarkovChain) -> list[TeamReach]:
+    """Each team's reach (the run's first) over the claims it may be handed, from the calibration files
+    (debate.engine.cascade_reach): a team that cannot decide any is skipped by the run, and so by the estimate."""
     debate = config.debate
     if not debate.cascade or debate.threshold is None or debate.calibration is None:
         return []
-    threshold = debate.threshold
-    _, reach = governed(debate.calibration, debate.prior, chain, threshold, debate.max_rounds)
-    shares = []
+    models = [load_calibration(debate.calibration).ends(debate.prior)]
+    models += [load_calibration(step.calibration).ends() for step in debate.cascade]
+    rounds = [debate.max_rounds]
     for step in debate.cascade:
+        rounds.append(rounds[-1] + step.max_rounds)
+    return cascade_reach(models, chain, threshold=debate.threshold, rounds=rounds)
+
+
+def plan_notes(config: VerifierConfig, plan: Sequence[TeamReach]) -> list[str]:
+    """What the estimate says about a team that is skipped or never handed a claim."""
+    if not plan:
+        return []
+    names = ["first", *(step.name for step in config.debate.cascade)]
+    threshold = config.debate.threshold or 0.5
+    return [reach.said(name, threshold) for name, reach in zip(names, plan, strict=True) if not reach.decidable]
+
+
+def cascade_shares(config: VerifierConfig, chain: MarkovChain, plan: Sequence[TeamReach]) -> list[CascadeShare]:
+    """Each later team's expected share of the debated claims and the turns it adds (see the module); a team the
+    plan skips adds none and hands on every claim it is given, the run's own team included."""
+    debate = config.debate
+    if not plan or debate.threshold is None or debate.calibration is None:
+        return []
+    threshold = debate.threshold
+    reach = 1.0
+    if plan[0].decidable:
+        _, reach = governed(debate.calibration, debate.prior, chain, threshold, debate.max_rounds)
+    shares = []
+    for step, planned in zip(debate.cascade, plan[1:], strict=True):
+        if not planned.decidable:
+            shares.append(CascadeShare(team=step, reach=0.0, turns=ZERO))
+            continue
         turns, capped = governed(step.calibration, None, chain, threshold, step.max_rounds)
         shares.append(
             CascadeShare(team=step, reach=reach, turns=Range(expected=reach * turns.expected, low=0.0, high=turns.high))
@@ -114,13 +153,20 @@ def run_models(
     prices: Mapping[str, Price | None] | None,
     price: Price | None,
     shares: list[CascadeShare],
+    first_skipped: bool = False,
 ) -> tuple[list[ModelEstimate], list[Range]]:
     """Every model of the run with its part of `parts` (the debate's (calls, input, output), and the whole run's),
-    the cascade's later teams' included, and the whole run's (calls, input, output) with theirs."""
+    the cascade's later teams' included, and the whole run's (calls, input, output) with theirs. `first_skipped`:
+    the run's own team speaks no turn (`parts`' debate is then one turn per claim, what a later team's turns
+    scale)."""
     debate, whole = parts
-    models = split_by_model(config, chain, (debate, whole), turns.expected, prices, price)
+    if first_skipped:
+        whole = [w + d.scaled(-1.0) for w, d in zip(whole, debate, strict=True)]
+        own = split_by_model(config, chain, ([ZERO, ZERO, ZERO], whole), 0.0, prices, price)
+    else:
+        own = split_by_model(config, chain, (debate, whole), turns.expected, prices, price)
     later, added = cascade_models(config, chain, debate, turns, shares)
-    return models + later, [w + a for w, a in zip(whole, added, strict=True)]
+    return own + later, [w + a for w, a in zip(whole, added, strict=True)]
 
 
 def most_cost(models: Sequence[ModelEstimate]) -> float | None:

@@ -9,14 +9,34 @@ turns, at what cost, and which decided."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Sequence
 
 from debate.calibration import LiveCalibration
 from debate.config import CascadeTeam, DebateConfig
-from debate.engine import ContinuingTeam, MarkovChain, PosteriorModel, SegmentedPosterior, TurnRecord, result_records
+from debate.engine import (
+    NO_TURNS,
+    ContinuingTeam,
+    Ends,
+    Governor,
+    IntervalGovernor,
+    MarkovChain,
+    PosteriorModel,
+    SegmentedPosterior,
+    StopCheck,
+    TeamReach,
+    TurnRecord,
+    cascade_reach,
+    position_after,
+    reach_from,
+    result_records,
+    segment_events,
+    turn_contexts,
+)
 from debate.errors import UsageError
+from debate.llm import ChatClient
 from debate.pipeline._runtime import Runtime
-from debate.pipeline._teams import OpenedTeam
 from debate.plugins import TeamFactory
 from debate.types import (
     CalibrationNote,
@@ -24,12 +44,15 @@ from debate.types import (
     ClaimVerdict,
     DebateResult,
     Evidence,
+    Failure,
     TeamPart,
     Usage,
     turns_by_model,
 )
 
-__all__ = ["CASCADE_ASSUMPTION", "FIRST_TEAM", "Escalation", "cascade_note"]
+log = logging.getLogger(__name__)
+
+__all__ = ["CASCADE_ASSUMPTION", "FIRST_TEAM", "Escalation", "Step", "cascade_note", "team_part", "team_steps"]
 
 FIRST_TEAM = "first"
 """How reports name the run's own team."""
@@ -42,7 +65,9 @@ CASCADE_ASSUMPTION = (
 """What an escalated claim's p_factual assumes, said on every report with one."""
 
 
-def _part(name: str, first: int, records: Sequence[TurnRecord], p: float | None, live: LiveCalibration) -> TeamPart:
+def team_part(
+    name: str, first: int, records: Sequence[TurnRecord], p: float | None, live: LiveCalibration, why: str | None
+) -> TeamPart:
     spoken = [r.turn for r in records[first:]]
     calibration = live.current()
     warning = calibration.warning()
@@ -57,6 +82,7 @@ def _part(name: str, first: int, records: Sequence[TurnRecord], p: float | None,
         p_factual=p,
         calibrated=calibration.calibrated and live.other_team is None,
         warning=warning,
+        out_of_reach=why,
     )
 
 
@@ -65,20 +91,43 @@ def cascade_note(note: CalibrationNote, verdicts: Sequence[ClaimVerdict]) -> Cal
     calibration is not calibrated makes the report's p_factual not calibrated, its warning named by the team; and
     an escalated claim's independence assumption is said."""
     later: dict[str, TeamPart] = {}
+    unreached: dict[str, int] = {}
     for verdict in verdicts:
         if verdict.debate is not None:
-            later.update({t.name: t for t in verdict.debate.teams[1:]})
-    if not later:
+            later.update({t.name: t for t in verdict.debate.teams[1:] if t.turns})
+            for t in verdict.debate.teams:
+                if t.out_of_reach is not None:
+                    unreached[t.name] = unreached.get(t.name, 0) + 1
+    if not later and not unreached:
         return note
     warnings = [note.warning] if note.warning else []
     warnings += [f"team {name}: {t.warning}" for name, t in later.items() if t.warning]
-    warnings.append(CASCADE_ASSUMPTION)
+    warnings += [
+        f"team {name} stopped or was skipped on {n} claim{'s' * (n != 1)}: the threshold was out of its reach"
+        for name, n in unreached.items()
+    ]
+    if later:
+        warnings.append(CASCADE_ASSUMPTION)
     calibrated = note.calibrated and all(t.calibrated is not False for t in later.values())
     return note.model_copy(update={"calibrated": calibrated, "warning": "; ".join(warnings)})
 
 
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One team of the cascade as the claim's debate meets it."""
+
+    name: str
+    live: LiveCalibration
+    client: ChatClient
+    config: DebateConfig
+    rounds: int
+    """The round its turns end at, counted over the whole debate."""
+
+
 class Escalation:
-    """The run's team, then each cascade team in turn, over one claim."""
+    """The run's team, then each cascade team in turn, over one claim. A team whose turns cannot take p_factual to
+    the threshold from where it is handed the claim is skipped (no call), and a team hands over as soon as the
+    threshold is out of its reach (debate.engine.reach_from)."""
 
     def __init__(
         self,
@@ -95,61 +144,232 @@ class Escalation:
         # Each team's file is refused, as the run's own is, before any model starts (another chain or prompts); its
         # models are checked once they are known (`bind`).
         self._live = [LiveCalibration(self._step_config(step), chain, prompts) for step in debate.cascade]
+        self._reach: dict[tuple[object, ...], bool] = {}
+        self._plan: tuple[tuple[int, ...], list[TeamReach]] | None = None
 
     def _step_config(self, step: CascadeTeam) -> DebateConfig:
         return self._runtime.config.debate.model_copy(update={"calibration": step.calibration, "prior": None})
 
     def bind(self) -> None:
-        """Check each team's calibration against the models its roles run on (once the endpoints named them)."""
+        """Check each team's calibration against the models its roles run on (once the endpoints named them), and
+        say at start which team cannot reach the threshold (it is skipped)."""
         for live, opened in zip(self._live, self._runtime.cascade, strict=True):
             live.bind_team(self._runtime.identities(opened))
+        lines = self.plan_lines()
+        if all(not reach.decidable for reach in self.plan()):
+            raise UsageError(
+                f"--debate.stop {self._runtime.config.debate.stop}: no team of the cascade can take p_factual to the "
+                f"threshold in its rounds, so none would be asked ({'; '.join(lines)}); lower the threshold or give "
+                "the teams more rounds"
+            )
+        for line in lines:
+            log.warning("cascade: %s", line)
+
+    def _steps(self) -> list[Step]:
+        return team_steps(self._runtime, self._first, self._live)
+
+    def _ends(self, steps: Sequence[Step]) -> list[tuple[PosteriorModel, ...]]:
+        """Each team's model, or its share interval's two ends (Calibration.ends); when any team has two, every
+        team has two (a single model twice), so the teams' segments line up end by end."""
+        prior = self._runtime.config.debate.prior
+        ends = [s.live.current().ends(prior if k == 0 else None) for k, s in enumerate(steps)]
+        width = 2 if any(isinstance(e, tuple) for e in ends) else 1
+        return [e if isinstance(e, tuple) else (e,) * width for e in ends]
+
+    def plan(self) -> list[TeamReach]:
+        """Each team's reach over the claims it may be handed (debate.engine.cascade_reach), for the calibration
+        files as they are now."""
+        steps = self._steps()
+        ends = self._ends(steps)
+        key = tuple(id(m) for e in ends for m in e)
+        if self._plan is None or self._plan[0] != key:
+            reach = cascade_reach(
+                [_one(e) for e in ends], self._chain, threshold=self._threshold, rounds=[s.rounds for s in steps]
+            )
+            self._plan = (key, reach)
+        return self._plan[1]
+
+    def plan_lines(self) -> list[str]:
+        """What start says about a team that is skipped or never handed a claim."""
+        steps = self._steps()
+        return [
+            reach.said(step.name, self._threshold)
+            for step, reach in zip(steps, self.plan(), strict=True)
+            if not reach.decidable
+        ]
 
     def _decided(self, p: float | None) -> bool:
         return p is not None and (p >= self._threshold or p <= 1 - self._threshold)
 
+    def _out_of_reach(
+        self, k: int, ends: Ends, handed: tuple[float, ...] | None, records: Sequence[TurnRecord], segment: _Segment
+    ) -> str | None:
+        """Why team `k` (handed P(factual) `handed` under each end, `ends` moved there) cannot decide the claim from
+        here in its rounds; None: it can."""
+        contexts = turn_contexts(self._chain, records)[segment.first :]
+        position = position_after(self._chain, records)
+        if position.round > segment.rounds:
+            return None  # no turn left: the round limit ends the team, not its reach
+        key = (k, handed, position, segment_events(contexts), segment.rounds)
+        if key in self._reach:
+            return None if self._reach[key] else "out of reach"
+        reach = reach_from(
+            ends,
+            self._chain,
+            position,
+            contexts,
+            threshold=self._threshold,
+            max_rounds=segment.rounds,
+            stop_at_decidable=True,
+        )
+        decidable = reach.decidable(self._threshold)
+        if len(self._reach) > 100_000:
+            self._reach.clear()  # a bound on memory; the entries are recomputed as needed
+        self._reach[key] = decidable
+        return None if decidable else reach.said(self._threshold)
+
     async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> tuple[DebateResult, float | None]:
-        """The claim's whole debate and its P(factual) under the teams' calibrations."""
-        runtime, debate = self._runtime, self._runtime.config.debate
-        first = self._factory.new_team(client=runtime.client, config=debate, chain=self._chain)
-        result = await first.debate(claim, evidence)
-        models: list[PosteriorModel] = [self._first.current().model(debate.prior)]
-        starts = [0]
-        records = result_records(result)
-        p = SegmentedPosterior(models, starts).p_debate(self._chain, records)
-        parts = [_part(FIRST_TEAM, 0, records, p, self._first)]
-        rounds = debate.max_rounds
-        for step, opened, live in zip(debate.cascade, runtime.cascade, self._live, strict=True):
-            if result.final is None or result.failure is not None or p is None or self._decided(p):
+        """The claim's whole debate and its P(factual) under the teams' calibrations: said at each calibration's
+        fitted share (or the run's prior), while the stop reads each team's ends (the share interval's worst case
+        where a file has one)."""
+        steps = self._steps()
+        prior = self._runtime.config.debate.prior
+        points = [s.live.current().model(prior if k == 0 else None) for k, s in enumerate(steps)]
+        ends = self._ends(steps)
+        result, records = NO_TURNS, list[TurnRecord]()
+        used: list[int] = []
+        starts: list[int] = []
+        parts: list[TeamPart] = []
+        handed: tuple[float, ...] | None = None
+        stop_p: float | None = None
+        for k, step in enumerate(steps):
+            if result.failure is not None or self._decided(stop_p):
                 break
-            models.append(live.current().model())
-            starts.append(len(records))
-            rounds += step.max_rounds
-            result = await self._continue(step, opened, claim, evidence, result, models, starts, rounds)
+            moved = _one(
+                ends[k] if handed is None else tuple(m.at_prior(p) for m, p in zip(ends[k], handed, strict=True))
+            )
+            segment = _Segment(first=len(records), rounds=step.rounds)
+            why = self._out_of_reach(k, moved, handed, records, segment)
+            if why is not None:
+                parts.append(
+                    _skipped(
+                        step.name, segment.first, _said(points, used, starts, self._chain, records), step.live, why
+                    )
+                )
+                continue
+            used.append(k)
+            starts.append(segment.first)
+            governors = [SegmentedPosterior([ends[i][e] for i in used], list(starts)) for e in range(len(ends[k]))]
+            stop_governor = governors[0] if len(governors) == 1 else IntervalGovernor(governors[0], governors[1])
+            stopped: list[str] = []
+            check = self._checker(k, moved, handed, segment, stopped)
+            result = await self._continue(step, claim, evidence, result, stop_governor, check)
             records = result_records(result)
-            p = SegmentedPosterior(models, starts).p_debate(self._chain, records)
-            parts.append(_part(step.name, starts[-1], records, p, live))
-        parts[-1] = parts[-1].model_copy(update={"decided": self._decided(p)})
-        return result.model_copy(update={"teams": parts}), p
+            stop_p = stop_governor.p_debate(self._chain, records)
+            ps = [g.p_debate(self._chain, records) for g in governors]
+            handed = None if any(p is None for p in ps) else tuple(p for p in ps if p is not None)
+            if stopped and not self._decided(stop_p) and result.failure is None:
+                result = result.model_copy(update={"stop_reason": "out_of_reach"})
+            p = _said(points, used, starts, self._chain, records)
+            parts.append(team_part(step.name, segment.first, records, p, step.live, stopped[0] if stopped else None))
+        parts[-1] = parts[-1].model_copy(update={"decided": self._decided(stop_p)})
+        if not records:  # every team was skipped (a calibration file changed since start): no turn, no verdict
+            result = _unreached(parts)
+        return result.model_copy(update={"teams": parts}), _said(points, used, starts, self._chain, records)
+
+    def _checker(
+        self, k: int, ends: Ends, handed: tuple[float, ...] | None, segment: _Segment, stopped: list[str]
+    ) -> StopCheck:
+        """The stop a team runs under besides the threshold: out of reach from where it stands (the reason kept in
+        `stopped`)."""
+
+        def check(so_far: Sequence[TurnRecord]) -> str | None:
+            why = self._out_of_reach(k, ends, handed, so_far, segment)
+            if why is not None:
+                stopped.append(why)
+            return why
+
+        return check
 
     async def _continue(
         self,
-        step: CascadeTeam,
-        opened: OpenedTeam,
+        step: Step,
         claim: Claim,
         evidence: Sequence[Evidence],
         earlier: DebateResult,
-        models: list[PosteriorModel],
-        starts: list[int],
-        rounds: int,
+        governor: Governor,
+        check: StopCheck,
     ) -> DebateResult:
-        config = self._step_config(step).model_copy(update={"max_rounds": rounds})
-        team = self._factory.new_team(client=opened.router, config=config, chain=self._chain)
+        config = step.config.model_copy(update={"max_rounds": step.rounds})
+        team = self._factory.new_team(client=step.client, config=config, chain=self._chain)
         if not isinstance(team, ContinuingTeam):
             raise UsageError(
                 f"the cascade stop needs a team that can continue a debate; {type(team).__name__} cannot "
                 "(debate.engine.ContinuingTeam)"
             )
-        governor = SegmentedPosterior(list(models), list(starts))
         return await team.continue_debate(
-            claim, evidence, earlier, governor=governor, threshold=self._threshold, max_rounds=rounds
+            claim, evidence, earlier, governor=governor, threshold=self._threshold, max_rounds=step.rounds, until=check
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Segment:
+    """A team's part of the claim's debate."""
+
+    first: int
+    """Its first turn."""
+    rounds: int
+    """The round its turns end at."""
+
+
+def _one(ends: tuple[PosteriorModel, ...]) -> Ends:
+    return ends[0] if len(ends) == 1 else (ends[0], ends[1])
+
+
+def _said(
+    points: Sequence[PosteriorModel],
+    used: Sequence[int],
+    starts: Sequence[int],
+    chain: MarkovChain,
+    records: Sequence[TurnRecord],
+) -> float | None:
+    """P(factual) as reports say it: each team that spoke read at its calibration's fitted share (the run's at its
+    prior), from where the earlier teams left it; None before any turn."""
+    if not used:
+        return None
+    return SegmentedPosterior([points[i] for i in used], list(starts)).p_debate(chain, records)
+
+
+def team_steps(runtime: Runtime, first: LiveCalibration, live: Sequence[LiveCalibration]) -> list[Step]:
+    """The run's team, then each `[[debate.cascade]]` team, each with the round its turns end at (the cascade's
+    counting: each team's max_rounds added to the earlier's)."""
+    debate = runtime.config.debate
+    steps = [Step(FIRST_TEAM, first, runtime.client, debate, debate.max_rounds)]
+    rounds = debate.max_rounds
+    for step, opened, calibration in zip(debate.cascade, runtime.cascade, live, strict=True):
+        rounds += step.max_rounds
+        config = debate.model_copy(update={"calibration": step.calibration, "prior": None})
+        steps.append(Step(step.name, calibration, opened.router, config, rounds))
+    return steps
+
+
+def _skipped(name: str, first: int, p: float | None, live: LiveCalibration, why: str) -> TeamPart:
+    calibration = live.current()
+    return TeamPart(
+        name=name,
+        first_turn=first,
+        turns=0,
+        p_factual=p,
+        calibrated=calibration.calibrated and live.other_team is None,
+        out_of_reach=why,
+    )
+
+
+def _unreached(parts: Sequence[TeamPart]) -> DebateResult:
+    reasons = "; ".join(f"{part.name}: {part.out_of_reach}" for part in parts)
+    failure = Failure(
+        kind="usage",
+        message=f"no team of the cascade can take p_factual to the threshold, so none was asked ({reasons})",
+        stage="debate",
+    )
+    return DebateResult(rounds=0, consensus=None, stop_reason="failed", states=[], final=None, failure=failure)

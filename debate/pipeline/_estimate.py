@@ -29,7 +29,15 @@ from debate.calls import PromptTemplate
 from debate.config import VerifierConfig
 from debate.engine import MarkovChain, outcome
 from debate.errors import UsageError
-from debate.pipeline._cascade_cost import CASCADE_NOTE, cascade_shares, governed, most_cost, run_models
+from debate.pipeline._cascade_cost import (
+    CASCADE_NOTE,
+    cascade_plan,
+    cascade_shares,
+    governed,
+    most_cost,
+    plan_notes,
+    run_models,
+)
 from debate.pipeline._prices import Price
 from debate.pipeline._range import ZERO, Range
 from debate.pipeline._team_cost import ModelEstimate
@@ -335,7 +343,13 @@ def estimate(
     """The run's expected calls, tokens and cost (see the module's docstring for how each is reached). `prices`:
     each model of the team by its planned name (debate.pipeline.planned_models); None: `price` for every model."""
     notes: set[str] = set()
-    if config.debate.threshold is not None:
+    plan = cascade_plan(config, chain)
+    notes.update(plan_notes(config, plan))
+    first_skipped = bool(plan) and not plan[0].decidable
+    if first_skipped:
+        # the run's own team speaks no turn: the debate's parts are one turn's, what the later teams' turns scale
+        turns = Range(expected=1.0, low=1.0, high=1.0)
+    elif config.debate.threshold is not None:
         d = config.debate
         assert d.calibration is not None  # the config's validator pairs them
         turns = governed(d.calibration, d.prior, chain, config.debate.threshold, d.max_rounds)[0]
@@ -351,15 +365,15 @@ def estimate(
     inputs = sum((e.input_tokens for e in per_item), ZERO)
     outputs = sum((e.output_tokens for e in per_item), ZERO)
     debate_parts = [sum((getattr(e, f) for e in per_item), ZERO) for f in _DEBATE_PARTS]
-    shares, team = cascade_shares(config, chain), (config, chain)
+    shares, team = cascade_shares(config, chain, plan), (config, chain)
     models, (calls, inputs, outputs) = run_models(
-        *team, (debate_parts, [calls, inputs, outputs]), turns, prices, price, shares
+        *team, (debate_parts, [calls, inputs, outputs]), turns, prices, price, shares, first_skipped
     )
     notes.update([CASCADE_NOTE] if shares else [])
     # The most one item may cost: each part at its largest over the items (an item no smaller than any), every
     # claim to the rounds' limit, escalated through every team; what --max-cost reserves for an item in flight.
     largest = [Range(expected=0, low=0, high=max((getattr(e, f).high for e in per_item), default=0.0)) for f in _ALL]
-    item_most = most_cost(run_models(*team, (largest[3:], largest[:3]), turns, prices, price, shares)[0])
+    item_most = most_cost(run_models(*team, (largest[3:], largest[:3]), turns, prices, price, shares, first_skipped)[0])
     notes.update([_SPLIT_NOTE] if len(models) > 1 else [])
     unpriced = [m for m in models if m.cost_usd is None and m.calls.high > 0]
     notes.update(f"no price known for model {m.name} ({', '.join(m.roles)})" for m in unpriced if m is not models[0])
@@ -369,7 +383,7 @@ def estimate(
         stop=describe_stop(config.debate),
         items=len(items),
         claims=sum(e.claims for e in per_item),
-        turns_per_claim=turns,
+        turns_per_claim=ZERO if first_skipped else turns,
         calls_per_claim=debate.calls_per_claim,
         calls=calls,
         input_tokens=inputs,

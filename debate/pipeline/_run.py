@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from debate import telemetry
 from debate.calibration import LiveCalibration, calibration_note
@@ -25,7 +25,7 @@ from debate.engine import MarkovChain, result_records
 from debate.errors import CalibrationError, DebateError, InputError, is_fatal
 from debate.evidence import localize
 from debate.llm import item_scope
-from debate.pipeline._escalate import Escalation, cascade_note
+from debate.pipeline._escalate import cascade_note
 from debate.pipeline._runtime import Runtime
 from debate.plugins import TASKS, Plan, Reference, TaskInput, TeamFactory
 from debate.prefilter import Cascade, Undecided
@@ -34,6 +34,7 @@ from debate.types import (
     CalibrationNote,
     Claim,
     ClaimVerdict,
+    DebateResult,
     Evidence,
     ExtractionInfo,
     Failure,
@@ -172,6 +173,17 @@ def checked_input(item: object, task: object) -> TaskInput:
     return dataclasses.replace(item, reference=reference)
 
 
+class ClaimDebater(Protocol):
+    """What runs a claim's debate over several teams (debate.pipeline's Escalation for the cascade stop, Chooser
+    for the voi stop): the whole debate and its P(factual)."""
+
+    def bind(self) -> None:
+        """Check each team's calibration against its models once the endpoints named them, and say at start what
+        the teams can decide."""
+
+    async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> tuple[DebateResult, float | None]: ...
+
+
 class Pipeline:
     """Verifies responses with a started runtime's resources, one chain and one team factory."""
 
@@ -181,14 +193,14 @@ class Pipeline:
         chain: MarkovChain,
         team_factory: TeamFactory,
         calibration: LiveCalibration | None = None,
-        escalation: Escalation | None = None,
+        escalation: ClaimDebater | None = None,
     ) -> None:
         self.runtime = runtime
         self.chain = chain
         self.team_factory = team_factory
         self.calibration = calibration
         self.escalation = escalation
-        """The cascade stop's teams, when the run escalates."""
+        """The cascade or voi stop's teams, when the run has more than its own, or chooses."""
 
     async def verify(self, item: TaskInput, *, task: str = "qa") -> Report:
         """One response's report (see `Verifier.verify` for what each task reads)."""

@@ -23,11 +23,12 @@ from debate.config import ModelConfig, VerifierConfig
 from debate.engine import MarkovChain, load_chain
 from debate.errors import InputError
 from debate.llm import ChatClient
+from debate.pipeline._choose import Chooser
 from debate.pipeline._escalate import Escalation
 from debate.pipeline._run import Pipeline, checked_input
 from debate.pipeline._runtime import Runtime
 from debate.plugins import TEAMS, TaskInput, TeamFactory, check_config
-from debate.types import Claim, ClaimVerdict, Evidence, PrefilterDecision, Report, RunMeta, Usage
+from debate.types import Claim, ClaimVerdict, Evidence, PrefilterDecision, Report, RunMeta, Usage, stop_kind
 
 __all__ = ["Verifier", "VerifierJob", "averify", "run_blocking", "verify"]
 
@@ -96,9 +97,11 @@ class Verifier:
             attached_embedded=attached_embedded,
             prompt_hashes=hashes,
         )
-        escalation = (
-            Escalation(self.runtime, self.chain, team_factory, live, hashes) if live and debate.cascade else None
-        )
+        escalation: Escalation | Chooser | None = None
+        if live is not None and stop_kind(debate.stop) == "voi":
+            escalation = Chooser(self.runtime, self.chain, team_factory, live, hashes)
+        elif live is not None and debate.cascade:
+            escalation = Escalation(self.runtime, self.chain, team_factory, live, hashes)
         self.pipeline = Pipeline(self.runtime, self.chain, team_factory, live, escalation)
 
     @property

@@ -50,6 +50,7 @@ from debate.types._transcript import (
     StateRecord,
     TeamPart,
     Turn,
+    TurnChoice,
     turns_by_model,
 )
 
@@ -116,6 +117,7 @@ __all__ = [
     "ToolCallFinding",
     "TopLogprob",
     "Turn",
+    "TurnChoice",
     "Usage",
     "name_of_label",
     "parse_stop",

@@ -57,7 +57,7 @@ ClaimLabel = Literal["factual", "non_factual", "not_enough_evidence"]
 """A verified claim's label; RefChecker's Entailment, Contradiction and Neutral. A failure is never a label."""
 ClaimKind = Literal["qa_pair", "atomic", "triplet"]
 EvidenceKind = Literal["given", "document", "search", "dialogue_history"]
-StopReason = Literal["no_debate", "consensus", "max_rounds", "failed", "posterior"]
+StopReason = Literal["no_debate", "consensus", "max_rounds", "failed", "posterior", "out_of_reach", "unseen"]
 ReportVerdict = Literal["factual", "non_factual", "not_enough_evidence", "unverifiable", "no_claims"]
 RiskLevel = Literal["none", "low", "moderate", "high"]
 GroundingBand = Literal["supported", "minor extrapolation", "suspicious", "likely hallucination"]
@@ -81,11 +81,11 @@ FailureKind = Literal[
 StopRule = Literal["consensus"] | float
 """The paper's rule ("consensus": agreement after min_rounds, or max_rounds) or the posterior stop's threshold."""
 
-_STOP = re.compile(r"^(?P<kind>posterior|cascade):(?P<p>0?\.\d+|1\.0*|0|1)$")
+_STOP = re.compile(r"^(?P<kind>posterior|cascade|voi):(?P<p>0?\.\d+|1\.0*|0|1)$")
 
 
 def parse_stop(value: str) -> StopRule:
-    """ "consensus", or "posterior:P" or "cascade:P" with P in (0.5, 1): the threshold.
+    """ "consensus", or "posterior:P", "cascade:P" or "voi:P" with P in (0.5, 1): the threshold.
 
     Raises:
         ValueError: anything else, with what is accepted.
@@ -95,14 +95,22 @@ def parse_stop(value: str) -> StopRule:
     match = _STOP.match(value.strip())
     threshold = float(match.group("p")) if match else None
     if threshold is None or not 0.5 < threshold < 1:
-        raise ValueError(f"{value!r}: give consensus (the paper's rule), posterior:P or cascade:P with P in (0.5, 1)")
+        raise ValueError(
+            f"{value!r}: give consensus (the paper's rule), posterior:P, cascade:P or voi:P with P in (0.5, 1)"
+        )
     return threshold
 
 
-def stop_kind(value: str) -> Literal["consensus", "posterior", "cascade"]:
+StopKind = Literal["consensus", "posterior", "cascade", "voi"]
+
+
+def stop_kind(value: str) -> StopKind:
     """Which rule a stop setting names (checked by `parse_stop`)."""
     parse_stop(value)
-    return "consensus" if value == "consensus" else "cascade" if value.strip().startswith("cascade") else "posterior"
+    if value == "consensus":
+        return "consensus"
+    kind = value.strip().split(":", 1)[0]
+    return "cascade" if kind == "cascade" else "voi" if kind == "voi" else "posterior"
 
 
 def _stop_setting(value: str) -> str:
@@ -111,4 +119,4 @@ def _stop_setting(value: str) -> str:
 
 
 StopSetting = Annotated[str, AfterValidator(_stop_setting)]
-"""A stop rule as configured: "consensus", "posterior:P" or "cascade:P" (normalised)."""
+"""A stop rule as configured: "consensus", "posterior:P", "cascade:P" or "voi:P" (normalised)."""

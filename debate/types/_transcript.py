@@ -164,6 +164,33 @@ class TeamPart(_Model):
     """Whether the calibration that read its turns is calibrated (None: in reports made before it was kept)."""
     warning: str | None = None
     """That calibration's warning (failed checks, a forced team, what it assumes), when it has one."""
+    out_of_reach: str | None = None
+    """Why the team stopped before its rounds ran out, or spoke no turn: from where it stood, no run of its turns
+    could take p_factual to the threshold (the range they could reach); None: it was not stopped so."""
+
+
+class TurnChoice(_Model):
+    """Why the voi stop (`stop = "voi:P"`) gave the next turn to a team, or stopped."""
+
+    turn: int = Field(ge=0)
+    """The turn it chose (counted over the debate from 0), or, when it stopped, the turns taken."""
+    team: str | None
+    """The team that speaks it (None: the debate stopped)."""
+    role: str | None = None
+    p_factual: float | None = Field(default=None, ge=0, le=1)
+    """The stop's P(factual) before it (None: before any turn, at the prior)."""
+    error: float = Field(ge=0, le=0.5)
+    """The decision's error then: min(p, 1 - p)."""
+    expected_error: float | None = Field(default=None, ge=0, le=0.5)
+    """The chosen team's expected error after its lookahead."""
+    depth: int | None = Field(default=None, ge=1)
+    """The lookahead (turns) its worth was best at."""
+    cost: float | None = Field(default=None, ge=0)
+    """That lookahead's expected cost, in `unit`."""
+    unit: Literal["usd", "calls"] = "usd"
+    """usd: each turn at its model's price and the run's tokens per turn; calls: a model has no price."""
+    why: str
+    """In words: its worth per unit of cost, and each team passed over with its worth or why it could not speak."""
 
 
 class DebateResult(_Model):
@@ -184,5 +211,7 @@ class DebateResult(_Model):
     usage: Usage = Field(default_factory=Usage)
     """Usage of all turns."""
     teams: list[TeamPart] = Field(default_factory=list)
-    """Under the cascade stop: each team that spoke, in order (the last decided, or the list ended); empty
-    otherwise."""
+    """Under the cascade stop: each team that spoke, in order (the last decided, or the list ended); under the voi
+    stop, each run of turns one team spoke, in order; empty otherwise."""
+    choices: list[TurnChoice] = Field(default_factory=list)
+    """Under the voi stop: why each turn went to its team, and why the debate stopped (the last)."""

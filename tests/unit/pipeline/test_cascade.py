@@ -3,6 +3,7 @@ each team's turns read by its own calibration from where the earlier teams left 
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -10,13 +11,14 @@ from pydantic import ValidationError
 
 from debate import DebateConfig, Verifier, VerifierConfig
 from debate.calibration import load_calibration
-from debate.engine import SegmentedPosterior, load_chain, result_records
+from debate.engine import SegmentedPosterior, TurnContext, load_chain, result_records
 from debate.errors import CalibrationError
 from debate.plugins import TaskInput
 from debate.testing import ScriptedChatClient
 from debate.types import Report
 from tests.support.calibration import calibration
 from tests.support.helpers import op
+from tests.unit.engine.test_posterior import _debate
 
 ITEM = TaskInput("Paris", question="What is the capital of France?", reference="Paris is the capital.")
 
@@ -92,7 +94,7 @@ async def test_a_claim_the_first_team_decides_never_reaches_the_next(tmp_path: P
 
 async def test_the_last_team_undecided_says_so_and_takes_the_posteriors_side(tmp_path: Path) -> None:
     weak = _split([True, False, True, False])
-    strong = ScriptedChatClient({"debate": [op(v) for v in [False, True, False] * 2]}, model="strong")
+    strong = ScriptedChatClient({"debate": [op(v) for v in [False, True, False] * 4]}, model="strong")
     config = _config(tmp_path, threshold=0.99)
     async with Verifier(config=config, client=weak, cascade_clients={"strong": strong}) as verifier:
         report = await verifier.verify(ITEM)
@@ -100,6 +102,25 @@ async def test_the_last_team_undecided_says_so_and_takes_the_posteriors_side(tmp
     assert debate is not None
     assert [(t.name, t.decided) for t in debate.teams] == [("first", False), ("strong", False)]
     assert debate.stop_reason == "max_rounds" and debate.rounds == 3
+    # after two turns the weak team's remaining two cannot take p_factual past 0.99 either way: it hands over
+    first, later = debate.teams
+    assert first.turns == 2 and first.out_of_reach is not None and "< 0.99" in first.out_of_reach
+    assert later.turns == 8 and later.out_of_reach is None
+    # checked by every verdict the weak team could still give, its file read again: from two turns none passes
+    # 0.99 or 0.01 by the end of round 1; from one turn, some would have
+    model, chain = load_calibration(str(tmp_path / "weak.json")).model(), load_chain("true-to-skeptic")
+    said = tuple(bool(r.turn.factuality) for r in result_records(debate)[:2])
+
+    def passes(prefix: tuple[bool, ...]) -> bool:
+        for tail in itertools.product((True, False), repeat=4 - len(prefix)):
+            contexts = [TurnContext(*c) for c in _debate(chain, (*prefix, *tail))[1]]
+            for n in range(len(prefix) + 1, 5):
+                p = model.p_factual(contexts[:n])
+                if p is not None and (p >= 0.99 or p <= 0.01):
+                    return True
+        return False
+
+    assert not passes(said) and passes(said[:1])
     p = report.claims[0].p_factual
     assert p is not None and 0.01 < p < 0.99 and report.claims[0].factual == (p >= 0.5)
 
@@ -116,7 +137,7 @@ async def test_a_cascade_teams_calibration_of_another_team_is_refused(tmp_path: 
 def test_the_cascade_stop_and_its_teams_are_named_together() -> None:
     with pytest.raises(ValidationError, match=r"needs the teams it escalates to"):
         DebateConfig(calibration="a.json", stop="cascade:0.9")
-    with pytest.raises(ValidationError, match="used by the cascade stop only"):
+    with pytest.raises(ValidationError, match="used by the cascade and voi stops only"):
         DebateConfig(calibration="a.json", stop="posterior:0.9", cascade=[{"name": "s", "calibration": "b.json"}])
     with pytest.raises(ValidationError, match="must differ"):
         DebateConfig(calibration="a.json", stop="cascade:0.9", cascade=[{"name": "first", "calibration": "b.json"}])

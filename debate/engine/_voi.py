@@ -1,0 +1,140 @@
+"""What the next turn is worth: the expected fall of the decision's error per unit of cost when a given team speaks
+the chain's next turns, under that team's fitted calibration (stop = "voi:P").
+
+The decision's error is min(p, 1 - p) with p the stop's P(factual) (the share interval's worst case where the
+file has one). A team's next turn says "true" with its predictive probability: P(label | the debate so far) times,
+within its segment, P(class | label, its turns) times the class's rate for the turn's context. Looking `depth`
+turns ahead (the team speaking each, the chain's speakers in order, a path ending once the threshold is passed)
+gives the expected error after them and their expected cost; a team's worth is the best ratio over depths from 1
+to the lookahead, because one turn alone rarely moves the decision when two would. Everything is enumerated: 2^depth
+paths at most."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from debate.engine._expectation import shown_in_state
+from debate.engine._posterior import (
+    ClassLogs,
+    PosteriorModel,
+    PulledRoles,
+    RoleTables,
+    TurnContext,
+)
+from debate.engine._reach import Ends, Position, ends_of, read_ends
+from debate.plugins import Chain
+
+__all__ = ["Worth", "context_seen", "next_context", "turn_worth"]
+
+
+def context_seen(model: PosteriorModel, role: str, state: str, shown: tuple[bool, ...]) -> bool:
+    """Whether the calibration's fit saw this context under both labels (some class estimated its rate from
+    turns, not from a back-off)."""
+    for label in (True, False):
+        seen = False
+        for component in model.classes:
+            if isinstance(component, RoleTables):
+                seen = seen or component.lookup(role, state, label, shown)[1] == 0
+            elif isinstance(component, PulledRoles):
+                seen = seen or (role, label) in component.own
+        if not seen:
+            return False
+    return True
+
+
+def next_context(chain: Chain, position: Position) -> tuple[str, str, tuple[bool, ...]]:
+    """The role, state and shown verdicts of the chain's next turn from `position`."""
+    role = chain.roles(position.state)[len(position.seq)]
+    return role, position.state, shown_in_state(chain, role, len(position.seq), position.entering, position.seq)
+
+
+def _advance(chain: Chain, position: Position, verdict: bool) -> Position:
+    roles = chain.roles(position.state)
+    if len(position.seq) + 1 < len(roles):
+        return Position(position.state, position.entering, (*position.seq, verdict), position.round)
+    return Position(chain.next_state(position.state, verdict), verdict, (), position.round + 1)
+
+
+def _p_true(model: PosteriorModel, logs: ClassLogs, turn: tuple[str, str, tuple[bool, ...]], belief: float) -> float:
+    """The predictive P(the turn says true): P(label) is the debate's belief; within the segment each class is
+    weighted by its share of the label's likelihood."""
+    role, state, shown = turn
+    total = 0.0
+    for label, weight, per_class in ((True, belief, logs[0]), (False, 1 - belief, logs[1])):
+        top = max(per_class)
+        if top == -math.inf:
+            continue
+        weights = [math.exp(v - top) for v in per_class]
+        norm = math.fsum(weights)
+        rate = math.fsum(w * c.p(role, state, label, shown) for w, c in zip(weights, model.classes, strict=True))
+        total += weight * rate / norm
+    return min(max(total, 0.0), 1.0)
+
+
+@dataclass(frozen=True)
+class Worth:
+    """A team's best lookahead from here."""
+
+    ratio: float
+    """Expected fall of the decision's error per unit of cost, at the best depth."""
+    depth: int
+    error_after: float
+    """The expected error after that many turns (fewer where a path passes the threshold)."""
+    cost: float
+    """Their expected cost."""
+
+
+def turn_worth(
+    ends: Ends,
+    chain: Chain,
+    position: Position,
+    base: Sequence[TurnContext],
+    *,
+    threshold: float,
+    max_rounds: int,
+    depth: int,
+    cost: Callable[[str], float],
+) -> Worth | None:
+    """The team's worth (see the module) if it speaks the next turns: `ends` read its segment (moved to the
+    P(factual) it starts at), whose turns so far are `base`; `cost(role)` is one turn of that role. None: no turn
+    is left before the round limit."""
+    models = ends_of(ends)
+    logs = tuple(m.start_logs() for m in models)
+    for turn in base:
+        logs = tuple(m.add_log(log, turn) for m, log in zip(models, logs, strict=True))
+    now, _ = read_ends(models, logs)
+    if now is None or position.round > max_rounds:
+        return None
+    error_now = min(now, 1 - now)
+    # paths: (probability, position, logs, stop value, decided, turns' cost so far)
+    paths = [(1.0, position, logs, now, False, 0.0)]
+    best: Worth | None = None
+    for step in range(1, depth + 1):
+        grown = []
+        for prob, at, at_logs, value, decided, spent in paths:
+            if decided or at.round > max_rounds:
+                grown.append((prob, at, at_logs, value, True, spent))
+                continue
+            context = next_context(chain, at)
+            # the predictive reads the first end (one model: itself): the interval's ends differ only in the prior
+            p_true = _p_true(models[0], at_logs[0], context, models[0].p_of_logs(at_logs[0]) or value)
+            for verdict, p in ((True, p_true), (False, 1 - p_true)):
+                if p <= 0:
+                    continue
+                turn = TurnContext(*context, verdict)
+                after = tuple(m.add_log(log, turn) for m, log in zip(models, at_logs, strict=True))
+                v, _ = read_ends(models, after)
+                v = value if v is None else v
+                done = v >= threshold or v <= 1 - threshold
+                grown.append((prob * p, _advance(chain, at, verdict), after, v, done, spent + cost(context[0])))
+        paths = grown
+        error = math.fsum(prob * min(v, 1 - v) for prob, _, _, v, _, _ in paths)
+        spent = math.fsum(prob * c for prob, _, _, _, _, c in paths)
+        if spent <= 0:
+            break
+        ratio = (error_now - error) / spent
+        if best is None or ratio > best.ratio + 1e-15:
+            best = Worth(ratio=ratio, depth=step, error_after=error, cost=spent)
+    return best
