@@ -297,7 +297,7 @@ class AutogenTeam:
         """See debate.plugins.ContinuingTeam: the earlier turns enter the thread as the task's messages, so the
         chain's driver plans this team's first turn from them and the stop conditions read them."""
         run = _ClaimRun(claim, list(evidence), self._driver, self._config, self._reask)
-        earlier_records = result_records(earlier)
+        earlier_records = result_records(earlier, self._chain)
         termination = posterior_termination(governor, self._chain, threshold=threshold, max_rounds=max_rounds)
         if until is not None:
             termination = termination | Checked(until)

@@ -259,12 +259,14 @@ class SegmentedPosterior:
         return self.p_factual(contexts) if records and len(contexts) == len(records) else None
 
 
-def result_records(result: DebateResult) -> list[TurnRecord]:
-    """A finished debate's turns as the chain driver's records."""
+def result_records(result: DebateResult, chain: Chain | None = None) -> list[TurnRecord]:
+    """A debate's turns as the chain driver's records. `chain`: a state the debate stopped in before its last
+    speaker (a posterior stop, a hand-over) is not taken as finished; without it, each state's last turn is."""
     records = []
     for state in result.states:
         for position, turn in enumerate(state.turns):
-            last = position == len(state.turns) - 1
+            size = len(chain.roles(state.name)) if chain is not None else len(state.turns)
+            last = position == size - 1
             records.append(
                 TurnRecord(state=state.name, round=state.round, position=position, last_in_state=last, turn=turn)
             )

@@ -53,7 +53,7 @@ def position_after(chain: Chain, records: Sequence[TurnRecord]) -> Position:
     last = records[-1]
     this = [r for r in records if (r.round, r.state) == (last.round, last.state)]
     seq = tuple(bool(r.turn.factuality) for r in this)
-    if not last.last_in_state:
+    if last.position + 1 < len(chain.roles(last.state)):  # the driver's rule: a state ends with its last speaker
         before = records[: len(records) - len(this)]
         entering = bool(before[-1].turn.factuality) if before else None
         return Position(last.state, entering, seq, last.round)
@@ -97,12 +97,21 @@ class Reach:
         return self.high >= threshold or self.low <= 1 - threshold
 
     def said(self, threshold: float) -> str:
+        low, high = shown(self.low, 1 - threshold), shown(self.high, threshold)
         sides = []
         if self.high < threshold:
-            sides.append(f"at most {self.high:.3f} < {threshold:g}")
+            sides.append(f"at most {high} < {threshold:g}")
         if self.low > 1 - threshold:
-            sides.append(f"at least {self.low:.3f} > {1 - threshold:g}")
-        return f"p_factual reaches [{self.low:.3f}, {self.high:.3f}]" + (f" ({'; '.join(sides)})" if sides else "")
+            sides.append(f"at least {low} > {1 - threshold:g}")
+        return f"p_factual reaches [{low}, {high}]" + (f" ({'; '.join(sides)})" if sides else "")
+
+
+def shown(value: float, bound: float) -> str:
+    """`value` with 3 decimals, or as many more as it takes not to read as `bound` (0.9989 is not 0.999)."""
+    digits = 3
+    while digits < 9 and value != bound and float(f"{value:.{digits}f}") == bound:
+        digits += 1
+    return f"{value:.{digits}f}"
 
 
 Ends = PosteriorModel | tuple[PosteriorModel, PosteriorModel]

@@ -189,7 +189,7 @@ class Chooser:
             if not segments or segments[-1].team != chosen.team:
                 segments.append(_Segment(chosen.team, len(records), chosen.ends))
             result = await self._one_turn(steps[chosen.team], claim, evidence, result, ends, segments)
-            records = result_records(result)
+            records = result_records(result, self._chain)
             if records and result.failure is None:
                 self._learn(records)
         final = governed_result(transcript_result(records), value, self._threshold) if records else result
@@ -287,16 +287,15 @@ class Chooser:
     ) -> TurnChoice:
         unit = self._unit()
         role = next_context(self._chain, position_after(self._chain, records))[0]
+        per = "per dollar" if unit == "usd" else "per call"
         others = [
-            f"{steps[o.team].name}: {o.worth.ratio:.3g} per {unit[:-1]} over {o.worth.depth}"
-            for o in options
-            if o is not chosen
+            f"{steps[o.team].name}: {o.worth.ratio:.3g} {per} over {o.worth.depth}" for o in options if o is not chosen
         ]
         worth = chosen.worth
         error = 0.5 if value is None else min(value, 1 - value)
         why = (
             f"{steps[chosen.team].name}: expected error {error:.4f} -> {worth.error_after:.4f} over {worth.depth} "
-            f"turn{'s' * (worth.depth > 1)} at {worth.cost:.3g} {unit}, {worth.ratio:.3g} per {unit[:-1]}"
+            f"turn{'s' * (worth.depth > 1)} at {worth.cost:.3g} {unit}, {worth.ratio:.3g} {per}"
         )
         if others or passed:
             why += "; passed over: " + "; ".join([*others, *passed])
@@ -329,7 +328,7 @@ class Chooser:
                 f"the voi stop needs a team that can continue a debate; {type(team).__name__} cannot "
                 "(debate.engine.ContinuingTeam)"
             )
-        before = len(result_records(earlier))
+        before = len(result_records(earlier, self._chain))
         return await team.continue_debate(
             claim,
             evidence,

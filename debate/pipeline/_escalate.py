@@ -264,7 +264,7 @@ class Escalation:
             stopped: list[str] = []
             check = self._checker(k, moved, handed, segment, stopped)
             result = await self._continue(step, claim, evidence, result, stop_governor, check)
-            records = result_records(result)
+            records = result_records(result, self._chain)
             stop_p = stop_governor.p_debate(self._chain, records)
             ps = [g.p_debate(self._chain, records) for g in governors]
             handed = None if any(p is None for p in ps) else tuple(p for p in ps if p is not None)

@@ -3,6 +3,7 @@ test can work out p_factual with a pencil."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +23,38 @@ def _true(rate: float, n: int = 10) -> float:
     return rate * (n + 2 * SMOOTHING) - SMOOTHING
 
 
+def _every_context(chain: str, rates: dict[str, tuple[float, float]]) -> list[dict[str, Any]]:
+    """Counts for every context the chain can show a role (up to three verdicts), each role at its rate whatever it
+    is shown: a fit that saw every turn it could be asked about."""
+    built = load_chain(chain)
+    return [
+        {"role": role, "state": state, "label": label, "shown": list(shown), "true": _true(rate, 100), "n": 100}
+        for state in built.spec.states
+        for role in built.roles(state)
+        for label, rate in ((True, rates[role][0]), (False, rates[role][1]))
+        for k in range(4)
+        for shown in itertools.product((True, False), repeat=k)
+    ]
+
+
 def calibration(
     model: str = "scripted",
     chain: str = "true-to-skeptic",
     checks: list[Check] | None = None,
     team: dict[str, dict[str, Any]] | None = None,
+    rates: dict[str, tuple[float, float]] | None = None,
 ) -> Calibration:
-    """A fit on `model` (`team`: each role's model identity as the fitted run recorded it; none: names only)."""
+    """A fit on `model` (`team`: each role's model identity as the fitted run recorded it; none: names only).
+    `rates`: each role's (P(true | factual), P(true | hallucinated)) in every context the chain can show it (the
+    fit then saw each); None: RATES in one context per role, every other backing off to it."""
     # counts whose smoothed rate (debate.calibration.SMOOTHING) is the rate in RATES
     counts = [
-        {"role": role, "state": "S1", "label": label, "shown": [True], "true": _true(rates[0 if label else 1]), "n": 10}
-        for role, rates in RATES.items()
+        {"role": role, "state": "S1", "label": label, "shown": [True], "true": _true(pair[0 if label else 1]), "n": 10}
+        for role, pair in RATES.items()
         for label in (True, False)
     ]
+    if rates is not None:
+        counts = _every_context(chain, rates)
     built = load_chain(chain)
     checks = checks or []
     return Calibration.model_validate(
