@@ -22,6 +22,7 @@ from tests.unit.engine.test_posterior import _debate
 
 ITEM = TaskInput("Paris", question="What is the capital of France?", reference="Paris is the capital.")
 CHAIN = load_chain("true-to-skeptic")
+Rates = dict[str, tuple[float, float]]
 WEAK = {role: (0.65, 0.35) for role in ("initial", "trust", "skeptic", "leader")}
 STRONG = {role: (0.95, 0.08) for role in ("initial", "trust", "skeptic", "leader")}
 PRICE = {"weak": 1.0, "strong": 10.0}
@@ -34,7 +35,7 @@ def _file(tmp_path: Path, name: str, rates: dict[str, tuple[float, float]]) -> s
     return str(path)
 
 
-def _config(tmp_path: Path, threshold: float, *, strong: bool = True, weak_rates: dict | None = None) -> VerifierConfig:
+def _config(tmp_path: Path, threshold: float, *, strong: bool = True) -> VerifierConfig:
     cascade = []
     if strong:
         model = {"model": "strong", "price_in": PRICE["strong"], "price_out": PRICE["strong"]}
@@ -44,7 +45,7 @@ def _config(tmp_path: Path, threshold: float, *, strong: bool = True, weak_rates
     debate = DebateConfig(
         min_rounds=1,
         max_rounds=1,
-        calibration=_file(tmp_path, "weak", weak_rates or WEAK),
+        calibration=_file(tmp_path, "weak", WEAK),
         stop=f"voi:{threshold}",
         cascade=cascade,
     )
@@ -73,7 +74,7 @@ def _turns_left(prefix: tuple[bool, ...], rounds: int) -> int:
     return 1 + 3 * rounds - len(prefix)
 
 
-def _reaches(p0: float, rates: dict, prefix: tuple[bool, ...], left: int, threshold: float) -> bool:
+def _reaches(p0: float, rates: Rates, prefix: tuple[bool, ...], left: int, threshold: float) -> bool:
     for tail in itertools.product((True, False), repeat=left):
         turns: list[tuple[str, bool]] = []
         for i, verdict in enumerate(tail):
@@ -84,7 +85,7 @@ def _reaches(p0: float, rates: dict, prefix: tuple[bool, ...], left: int, thresh
     return False
 
 
-def _worth(p0: float, rates: dict, prefix: tuple[bool, ...], left: int, threshold: float, price: float) -> float:
+def _worth(p0: float, rates: Rates, prefix: tuple[bool, ...], left: int, threshold: float, price: float) -> float:
     """The best ratio over 1 to 3 turns ahead: the fall of E[min(p, 1 - p)] per expected dollar, a path ending
     once p passes the threshold."""
     turn_cost = (TOKENS[0] * price + TOKENS[1] * price) / 1e6
