@@ -49,17 +49,15 @@ class LiveCalibration:
                 source=source,
                 force_team=config.force_calibration_team,
             )
-            # a file whose only fault is an unpinned base rate is stopped on over its share interval (`governor`)
-            uncertain_rate = config.prior is None and calibration.stop_interval() is not None
-            if (
-                config.threshold is not None
-                and not calibration.calibrated
-                and not config.force_calibration
-                and not uncertain_rate
-            ):
+            # a file whose only fault is an unpinned base rate is stopped on over its share interval (`governor`);
+            # a stated prior does not pin what the fit's rates were estimated with, so it does not stand for that
+            interval = calibration.stop_interval()
+            refused = not calibration.calibrated and not config.force_calibration
+            if config.threshold is not None and refused and (interval is None or config.prior is not None):
+                hint = " or no --debate.prior: the stop then reads the share interval's worst case" if interval else ""
                 raise CalibrationError(
                     f"--debate.stop {config.stop} refuses calibration {config.calibration}: {calibration.warning()} "
-                    "(--debate.force-calibration to stop on it anyway)"
+                    f"(--debate.force-calibration to stop on it anyway{hint})"
                 )
             self._checked = calibration
         return calibration
