@@ -72,7 +72,7 @@ async def test_the_stop_decides_where_every_share_in_the_interval_passes(tmp_pat
 async def test_a_stated_prior_does_not_stand_for_the_interval(tmp_path: Path) -> None:
     # the fit's rates were estimated with the share it could not pin: a prior stated at run time moves the odds,
     # not them, so the file stays refused, and the message says how to run it
-    with pytest.raises(CalibrationError, match="no --debate.prior: the stop then reads the share interval's worst"):
+    with pytest.raises(CalibrationError, match=r"no --debate\.prior: the stop then reads the share interval.s worst"):
         await _run(_config(_uncertain(tmp_path), "posterior:0.9", prior=0.5))
 
 
