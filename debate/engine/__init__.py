@@ -46,7 +46,17 @@ if TYPE_CHECKING:
         read_ends,
         segment_events,
     )
-    from debate.engine._voi import Worth, context_seen, next_context, turn_worth
+    from debate.engine._voi import (
+        Decision,
+        Spoken,
+        TeamView,
+        TurnPolicy,
+        Worth,
+        context_seen,
+        next_context,
+        position_of,
+        turn_worth,
+    )
     from debate.errors import ChainError
     from debate.types import BUILTIN_ROLES, ChainSpec, RoleSpec
 
@@ -95,6 +105,11 @@ _WHERE = {
     "load_chain": "debate.engine._graph",
     "IntervalGovernor": "debate.engine._interval",
     "Worth": "debate.engine._voi",
+    "Decision": "debate.engine._voi",
+    "Spoken": "debate.engine._voi",
+    "TeamView": "debate.engine._voi",
+    "TurnPolicy": "debate.engine._voi",
+    "position_of": "debate.engine._voi",
     "context_seen": "debate.engine._voi",
     "next_context": "debate.engine._voi",
     "turn_worth": "debate.engine._voi",
@@ -121,6 +136,7 @@ __all__ = [
     "ChainError",
     "ChainSpec",
     "ContinuingTeam",
+    "Decision",
     "Ends",
     "GovernedPath",
     "Governor",
@@ -137,10 +153,13 @@ __all__ = [
     "RoleSpec",
     "RoleTables",
     "SegmentedPosterior",
+    "Spoken",
     "StopCheck",
     "TeamReach",
+    "TeamView",
     "TurnContext",
     "TurnPlan",
+    "TurnPolicy",
     "TurnRecord",
     "Worth",
     "backoff_keys",
@@ -156,6 +175,7 @@ __all__ = [
     "next_context",
     "outcome",
     "position_after",
+    "position_of",
     "reach_from",
     "read_ends",
     "render_evidence",

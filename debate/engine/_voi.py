@@ -16,17 +16,29 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from debate.engine._expectation import shown_in_state
+from debate.engine._interval import worst_case
 from debate.engine._posterior import (
     ClassLogs,
     PosteriorModel,
     PulledRoles,
     RoleTables,
+    SegmentedPosterior,
     TurnContext,
 )
-from debate.engine._reach import Ends, Position, ends_of, read_ends
+from debate.engine._reach import Ends, Position, ends_of, reach_from, read_ends
 from debate.plugins import Chain
 
-__all__ = ["Worth", "context_seen", "next_context", "turn_worth"]
+__all__ = [
+    "Decision",
+    "Spoken",
+    "TeamView",
+    "TurnPolicy",
+    "Worth",
+    "context_seen",
+    "next_context",
+    "position_of",
+    "turn_worth",
+]
 
 
 def context_seen(model: PosteriorModel, role: str, state: str, shown: tuple[bool, ...]) -> bool:
@@ -138,3 +150,155 @@ def turn_worth(
         if best is None or ratio > best.ratio + 1e-15:
             best = Worth(ratio=ratio, depth=step, error_after=error, cost=spent)
     return best
+
+
+def position_of(chain: Chain, verdicts: Sequence[bool]) -> Position:
+    """The chain's position after a debate that said `verdicts` in order."""
+    position = Position(chain.spec.initial, None, (), 0)
+    for verdict in verdicts:
+        position = _advance(chain, position, verdict)
+    return position
+
+
+@dataclass(frozen=True)
+class TeamView:
+    """One team as the policy sees it."""
+
+    name: str
+    ends: Ends
+    """Its calibration's reader at its own prior (one model, or the share interval's two ends)."""
+    cost: Callable[[str], float]
+    """One turn of a role by this team, in the run's unit."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the policy does next: a team speaks the next turn, or the debate stops."""
+
+    team: int | None
+    value: float | None
+    """The stop's P(factual) now (None: no turn yet)."""
+    stop: str | None = None
+    """Why it stops: posterior (decided), max_rounds, out_of_reach (no team can pass the threshold from here) or
+    unseen (no team's fit saw the next turn's context)."""
+    worth: Worth | None = None
+    ends: Ends | None = None
+    """The chosen team's reader for the turn: its segment's, moved to where the segment starts."""
+    options: tuple[tuple[int, Worth], ...] = ()
+    """Every team that could speak, with its worth."""
+    passed: tuple[str, ...] = ()
+    """Every team that could not, with why."""
+
+
+Spoken = tuple[int, TurnContext]
+"""A turn: the team that spoke it and its context and verdict."""
+
+
+@dataclass
+class TurnPolicy:
+    """Chooses the team of each next turn by its worth (see the module); pure, so the run and `--estimate` follow
+    the same rule."""
+
+    teams: Sequence[TeamView]
+    chain: Chain
+    threshold: float
+    limit: int
+    """The round the debate ends at."""
+    depth: int
+
+    def _width(self) -> int:
+        return max(len(ends_of(t.ends)) for t in self.teams)
+
+    def _end(self, k: int, e: int) -> PosteriorModel:
+        models = ends_of(self.teams[k].ends)
+        return models[min(e, len(models) - 1)]
+
+    def segments(self, turns: Sequence[Spoken]) -> list[tuple[int, int]]:
+        """The runs of turns one team spoke: (team, first turn)."""
+        return [(k, i) for i, (k, _) in enumerate(turns) if i == 0 or turns[i - 1][0] != k]
+
+    def read(self, turns: Sequence[Spoken]) -> tuple[float | None, tuple[float, ...] | None]:
+        """The stop's P(factual) after `turns`, and each end's (None before any turn)."""
+        if not turns:
+            return None, None
+        segments = self.segments(turns)
+        contexts = [c for _, c in turns]
+        ps = []
+        for e in range(self._width()):
+            p = SegmentedPosterior([self._end(k, e) for k, _ in segments], [i for _, i in segments]).p_factual(contexts)
+            if p is None:
+                return None, None
+            ps.append(p)
+        value = ps[0] if len(ps) == 1 else worst_case(ps[0], ps[1])
+        return value, tuple(ps)
+
+    def _reader(
+        self, k: int, turns: Sequence[Spoken], handed: tuple[float, ...] | None
+    ) -> tuple[Ends, list[TurnContext]]:
+        """Team `k`'s reader for the next turn and its segment's turns so far: its own segment continued, or a new
+        one from the P(factual) handed over."""
+        segments = self.segments(turns)
+        width = self._width()
+        if segments and segments[-1][0] == k:
+            first = segments[-1][1]
+            handed_at = self.read(turns[:first])[1] if first else None
+            base = [c for _, c in turns[first:]]
+        else:
+            handed_at, base = handed, []
+        models = tuple(self._end(k, e) for e in range(width))
+        if handed_at is not None:
+            models = tuple(m.at_prior(p) for m, p in zip(models, handed_at, strict=True))
+        return (models[0] if width == 1 else (models[0], models[1])), base
+
+    def decide(self, turns: Sequence[Spoken]) -> Decision:
+        """The next turn's team after `turns`, or why the debate stops."""
+        value, handed = self.read(turns)
+        if value is not None and (value >= self.threshold or value <= 1 - self.threshold):
+            return Decision(team=None, value=value, stop="posterior")
+        position = position_of(self.chain, [c.verdict for _, c in turns])
+        if position.round > self.limit:
+            return Decision(team=None, value=value, stop="max_rounds")
+        role, state, shown = next_context(self.chain, position)
+        options: list[tuple[int, Worth, Ends]] = []
+        passed: list[str] = []
+        for k, team in enumerate(self.teams):
+            if not context_seen(ends_of(team.ends)[0], role, state, shown):
+                passed.append(f"{team.name}: its calibration did not see the {role} in {state} shown {list(shown)}")
+                continue
+            ends, base = self._reader(k, turns, handed)
+            reach = reach_from(
+                ends,
+                self.chain,
+                position,
+                base,
+                threshold=self.threshold,
+                max_rounds=self.limit,
+                stop_at_decidable=True,
+            )
+            if not reach.decidable(self.threshold):
+                passed.append(f"{team.name}: {reach.said(self.threshold)} in the rounds left")
+                continue
+            worth = turn_worth(
+                ends,
+                self.chain,
+                position,
+                base,
+                threshold=self.threshold,
+                max_rounds=self.limit,
+                depth=self.depth,
+                cost=team.cost,
+            )
+            if worth is not None:
+                options.append((k, worth, ends))
+        if not options:
+            unseen = bool(passed) and all("did not see" in p for p in passed)
+            return Decision(team=None, value=value, stop="unseen" if unseen else "out_of_reach", passed=tuple(passed))
+        k, worth, ends = max(options, key=lambda o: (o[1].ratio, -o[1].cost))
+        return Decision(
+            team=k,
+            value=value,
+            worth=worth,
+            ends=ends,
+            options=tuple((i, w) for i, w, _ in options),
+            passed=tuple(passed),
+        )

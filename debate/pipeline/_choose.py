@@ -15,66 +15,50 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 from debate.calibration import LiveCalibration
+from debate.config import VerifierConfig
 from debate.engine import (
     NO_TURNS,
     ContinuingTeam,
-    Ends,
-    IntervalGovernor,
+    Decision,
     MarkovChain,
     Position,
-    PosteriorModel,
-    SegmentedPosterior,
+    Spoken,
+    TeamView,
+    TurnContext,
+    TurnPolicy,
     TurnRecord,
-    Worth,
-    context_seen,
-    ends_of,
     governed_result,
     next_context,
-    position_after,
+    position_of,
     reach_from,
     result_records,
     transcript_result,
     turn_contexts,
-    turn_worth,
 )
 from debate.errors import UsageError
 from debate.pipeline._escalate import Step, team_part, team_steps
 from debate.pipeline._prices import Price, price_for
 from debate.pipeline._runtime import Runtime
-from debate.plugins import TeamFactory
+from debate.plugins import Chain, TeamFactory
 from debate.types import Claim, DebateResult, Evidence, TurnChoice
 
-__all__ = ["LOOKAHEAD", "Chooser"]
+__all__ = ["LOOKAHEAD", "TURN_TOKENS", "Chooser", "voi_limit"]
 
 log = logging.getLogger(__name__)
 
 LOOKAHEAD = 3
 """The most turns a team's worth looks ahead: a turn alone rarely moves the decision when two or three would."""
 
-_TOKENS = (1000.0, 100.0)
+TURN_TOKENS = (1000.0, 100.0)
 """Input and output tokens a turn is priced at before the run has seen one of its role (only the ratio of the
 teams' prices matters until then: every team is shown the same prompts)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class _Segment:
-    team: int
-    first: int
-    ends: Ends
-    """The team's reader moved to the P(factual) the segment started at."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Option:
-    team: int
-    worth: Worth
-    ends: Ends
-
-
 class Chooser:
-    """Runs each claim's debate turn by turn, each turn by the team worth most (see the module)."""
+    """Runs each claim's debate turn by turn, each turn by the team worth most (debate.engine.TurnPolicy)."""
 
     def __init__(
         self,
@@ -92,7 +76,7 @@ class Chooser:
             LiveCalibration(debate.model_copy(update={"calibration": s.calibration, "prior": None}), chain, prompts)
             for s in debate.cascade
         ]
-        self._limit = debate.max_rounds + sum(s.max_rounds for s in debate.cascade)
+        self._limit = voi_limit(runtime.config)
         self._tokens: dict[str, tuple[float, float, int]] = {}
         self._prices: list[dict[str, Price | None]] = []
 
@@ -104,10 +88,10 @@ class Chooser:
         self._prices = [self._team_prices(k) for k in range(len(self._steps()))]
         start = Position(self._chain.spec.initial, None, (), 0)
         lines = []
-        for step, ends in zip(self._steps(), self._ends(), strict=True):
-            reach = reach_from(ends, self._chain, start, (), threshold=self._threshold, max_rounds=self._limit)
+        for team in self.policy().teams:
+            reach = reach_from(team.ends, self._chain, start, (), threshold=self._threshold, max_rounds=self._limit)
             if not reach.decidable(self._threshold):
-                lines.append(f"team {step.name} alone: {reach.said(self._threshold)}")
+                lines.append(f"team {team.name} alone: {reach.said(self._threshold)}")
         if len(lines) == len(self._steps()):
             raise UsageError(
                 f"--debate.stop {self._runtime.config.debate.stop}: no team can take p_factual to the threshold "
@@ -119,196 +103,119 @@ class Chooser:
     def _steps(self) -> list[Step]:
         return team_steps(self._runtime, self._first, self._live)
 
-    def _ends(self) -> list[Ends]:
+    def policy(self) -> TurnPolicy:
+        """The rule each turn is chosen by, over the calibration files as they are now."""
         prior = self._runtime.config.debate.prior
-        ends = [s.live.current().ends(prior if k == 0 else None) for k, s in enumerate(self._steps())]
-        if any(isinstance(e, tuple) for e in ends):
-            return [e if isinstance(e, tuple) else (e, e) for e in ends]
-        return ends
+        teams = [
+            TeamView(step.name, step.live.current().ends(prior if k == 0 else None), self._cost_of(k))
+            for k, step in enumerate(self._steps())
+        ]
+        return TurnPolicy(teams, self._chain, self._threshold, self._limit, LOOKAHEAD)
 
     def _team_prices(self, k: int) -> dict[str, Price | None]:
         config, runtime = self._runtime.config, self._runtime
-        opened = runtime.cascade[k - 1] if k else None
-        identities = runtime.identities(opened)
+        identities = runtime.identities(runtime.cascade[k - 1] if k else None)
         prices: dict[str, Price | None] = {}
         for role in self._chain.spec.all_roles():
             model = config.model_for(role) if k == 0 else config.debate.cascade[k - 1].model_for(role, config.model)
             prices[role] = price_for(model, embedded=runtime.embedded, name=identities[role].name)
         return prices
 
+    def _cost_of(self, k: int) -> Callable[[str], float]:
+        return lambda role: self._cost(k, role)
+
     def _cost(self, k: int, role: str) -> float:
         """One turn of `role` by team `k`: its model's price at the run's mean tokens per turn of the role, in
         dollars; in calls when some team's model has no price."""
         calls = self._steps()[k].live.current().calls_per_turn
-        if self._unit() == "calls":
+        if self.unit() == "calls":
             return calls
         price = self._prices[k][role]
         assert price is not None
-        tokens_in, tokens_out, _ = self._tokens.get(role, (*_TOKENS, 0))
-        return max((tokens_in * price.input + tokens_out * price.output) / 1e6, 1e-12)
+        tokens_in, tokens_out, _ = self._tokens.get(role, (*TURN_TOKENS, 0))
+        return calls * max((tokens_in * price.input + tokens_out * price.output) / 1e6, 1e-12)
 
-    def _unit(self) -> str:
+    def unit(self) -> Literal["usd", "calls"]:
+        """What a turn's cost is counted in: dollars when every team's every model has a price, else calls."""
         return "calls" if any(p is None for team in self._prices for p in team.values()) else "usd"
 
     def _learn(self, records: Sequence[TurnRecord]) -> None:
-        """Keep each role's mean tokens per turn (what a turn is priced at)."""
+        """Keep each role's mean tokens per call (what a turn is priced at)."""
         turn = records[-1].turn
         usage = turn.call.usage
         tokens_in, tokens_out, n = self._tokens.get(turn.role, (0.0, 0.0, 0))
-        if usage.llm_calls:
-            mean = (
-                (tokens_in * n + usage.prompt_tokens) / (n + 1),
-                (tokens_out * n + usage.completion_tokens) / (n + 1),
+        calls = max(usage.llm_calls, 1)
+        if usage.prompt_tokens + usage.completion_tokens:
+            self._tokens[turn.role] = (
+                (tokens_in * n + usage.prompt_tokens / calls) / (n + 1),
+                (tokens_out * n + usage.completion_tokens / calls) / (n + 1),
+                n + 1,
             )
-            self._tokens[turn.role] = (*mean, n + 1)
 
     async def debate(self, claim: Claim, evidence: Sequence[Evidence]) -> tuple[DebateResult, float | None]:
         """The claim's debate, turn by turn; its P(factual) at each calibration's fitted share."""
-        steps, ends = self._steps(), self._ends()
+        steps = self._steps()
         prior = self._runtime.config.debate.prior
-        points = [s.live.current().model(prior if k == 0 else None) for k, s in enumerate(steps)]
-        result, records = NO_TURNS, list[TurnRecord]()
-        segments: list[_Segment] = []
+        points = TurnPolicy(
+            [TeamView(s.name, s.live.current().model(prior if k == 0 else None), _free) for k, s in enumerate(steps)],
+            self._chain,
+            self._threshold,
+            self._limit,
+            LOOKAHEAD,
+        )
+        result, records, spoken = NO_TURNS, list[TurnRecord](), list[Spoken]()
         choices: list[TurnChoice] = []
         while True:
-            stop = self._stop_governor(ends, segments)
-            value = stop.p_debate(self._chain, records) if records else None
-            decided = value is not None and (value >= self._threshold or value <= 1 - self._threshold)
-            position = position_after(self._chain, records)
-            if decided or position.round > self._limit or result.failure is not None:
-                reason = "posterior" if decided else "max_rounds"
+            policy = self.policy()
+            decision = policy.decide(spoken)
+            if decision.team is None or result.failure is not None:
                 break
-            handed = self._handed(ends, segments, records)
-            options, passed = self._options(ends, segments, records, position, handed)
-            if not options:
-                reason = "unseen" if all("did not see" in p for p in passed) else "out_of_reach"
-                choices.append(_stopped(len(records), value, passed))
-                break
-            chosen = max(options, key=lambda o: (o.worth.ratio, -o.worth.cost))
-            choices.append(self._choice(chosen, records, value, options, passed, steps))
-            if not segments or segments[-1].team != chosen.team:
-                segments.append(_Segment(chosen.team, len(records), chosen.ends))
-            result = await self._one_turn(steps[chosen.team], claim, evidence, result, ends, segments)
+            choices.append(self._choice(decision, policy, spoken))
+            result = await self._one_turn(steps[decision.team], claim, evidence, result, policy, spoken, decision.team)
             records = result_records(result, self._chain)
-            if records and result.failure is None:
-                self._learn(records)
-        final = governed_result(transcript_result(records), value, self._threshold) if records else result
-        if records and not decided and result.failure is None:
-            final = final.model_copy(update={"stop_reason": reason})
-        p = _point(points, segments, self._chain, records)
+            contexts = turn_contexts(self._chain, records)
+            if len(contexts) < len(records) or result.failure is not None:
+                break
+            spoken.append((decision.team, contexts[-1]))
+            self._learn(records)
+        if decision.team is None and decision.stop != "posterior" and decision.stop != "max_rounds":
+            choices.append(_stopped(len(spoken), decision))
+        final = governed_result(transcript_result(records), decision.value, self._threshold) if records else result
+        if records and decision.stop is not None and result.failure is None:
+            final = final.model_copy(update={"stop_reason": decision.stop})
+        p, _ = points.read(spoken)
         parts = []
-        for i, s in enumerate(segments):
-            upto = records[: _end(segments, i, records)]
-            said = _point(points, segments[: i + 1], self._chain, upto)
-            parts.append(team_part(steps[s.team].name, s.first, upto, said, steps[s.team].live, None))
+        for i, (k, first) in enumerate(policy.segments(spoken)):
+            end = len(spoken) if i + 1 == len(policy.segments(spoken)) else policy.segments(spoken)[i + 1][1]
+            said, _ = points.read(spoken[:end])
+            parts.append(team_part(steps[k].name, first, records[:end], said, steps[k].live, None))
         return final.model_copy(update={"teams": parts, "choices": choices}), p
 
-    def _stop_governor(
-        self, ends: Sequence[Ends], segments: Sequence[_Segment]
-    ) -> SegmentedPosterior | IntervalGovernor:
-        width = len(ends_of(ends[0]))
-        governors = [
-            SegmentedPosterior([ends_of(ends[s.team])[e] for s in segments], [s.first for s in segments])
-            for e in range(width)
-        ]
-        return governors[0] if width == 1 else IntervalGovernor(governors[0], governors[1])
-
-    def _handed(
-        self, ends: Sequence[Ends], segments: Sequence[_Segment], records: Sequence[TurnRecord]
-    ) -> tuple[float, ...] | None:
-        """P(factual) under each end after the turns so far (None: none yet, each team at its own prior)."""
-        if not records:
-            return None
-        width = len(ends_of(ends[0]))
-        ps = [
-            SegmentedPosterior([ends_of(ends[s.team])[e] for s in segments], [s.first for s in segments]).p_debate(
-                self._chain, records
-            )
-            for e in range(width)
-        ]
-        return None if any(p is None for p in ps) else tuple(p for p in ps if p is not None)
-
-    def _options(
-        self,
-        ends: Sequence[Ends],
-        segments: Sequence[_Segment],
-        records: Sequence[TurnRecord],
-        position: Position,
-        handed: tuple[float, ...] | None,
-    ) -> tuple[list[_Option], list[str]]:
-        """Each team that may speak the next turn with its worth, and each that may not with why."""
-        role, state, shown = next_context(self._chain, position)
-        options, passed = [], []
-        for k, step in enumerate(self._steps()):
-            if not context_seen(ends_of(ends[k])[0], role, state, shown):
-                passed.append(f"{step.name}: its calibration did not see the {role} in {state} shown {list(shown)}")
-                continue
-            if segments and segments[-1].team == k:
-                moved, base = segments[-1].ends, turn_contexts(self._chain, records)[segments[-1].first :]
-            else:
-                moved, base = _moved(ends[k], handed), []
-            reach = reach_from(
-                moved,
-                self._chain,
-                position,
-                base,
-                threshold=self._threshold,
-                max_rounds=self._limit,
-                stop_at_decidable=True,
-            )
-            if not reach.decidable(self._threshold):
-                passed.append(f"{step.name}: {reach.said(self._threshold)} in the rounds left")
-                continue
-            worth = turn_worth(
-                moved,
-                self._chain,
-                position,
-                base,
-                threshold=self._threshold,
-                max_rounds=self._limit,
-                depth=LOOKAHEAD,
-                cost=self._cost_of(k),
-            )
-            if worth is not None:
-                options.append(_Option(k, worth, moved))
-        return options, passed
-
-    def _cost_of(self, k: int) -> Callable[[str], float]:
-        return lambda role: self._cost(k, role)
-
-    def _choice(
-        self,
-        chosen: _Option,
-        records: Sequence[TurnRecord],
-        value: float | None,
-        options: Sequence[_Option],
-        passed: Sequence[str],
-        steps: Sequence[Step],
-    ) -> TurnChoice:
-        unit = self._unit()
-        role = next_context(self._chain, position_after(self._chain, records))[0]
+    def _choice(self, decision: Decision, policy: TurnPolicy, spoken: Sequence[Spoken]) -> TurnChoice:
+        assert decision.team is not None and decision.worth is not None
+        unit = self.unit()
         per = "per dollar" if unit == "usd" else "per call"
-        others = [
-            f"{steps[o.team].name}: {o.worth.ratio:.3g} {per} over {o.worth.depth}" for o in options if o is not chosen
-        ]
-        worth = chosen.worth
+        names = [t.name for t in policy.teams]
+        others = [f"{names[k]}: {w.ratio:.3g} {per} over {w.depth}" for k, w in decision.options if k != decision.team]
+        worth, value = decision.worth, decision.value
         error = 0.5 if value is None else min(value, 1 - value)
         why = (
-            f"{steps[chosen.team].name}: expected error {error:.4f} -> {worth.error_after:.4f} over {worth.depth} "
+            f"{names[decision.team]}: expected error {error:.4f} -> {worth.error_after:.4f} over {worth.depth} "
             f"turn{'s' * (worth.depth > 1)} at {worth.cost:.3g} {unit}, {worth.ratio:.3g} {per}"
         )
-        if others or passed:
-            why += "; passed over: " + "; ".join([*others, *passed])
+        if others or decision.passed:
+            why += "; passed over: " + "; ".join([*others, *decision.passed])
+        position = position_of(self._chain, [c.verdict for _, c in spoken])
         return TurnChoice(
-            turn=len(records),
-            team=steps[chosen.team].name,
-            role=role,
+            turn=len(spoken),
+            team=names[decision.team],
+            role=next_context(self._chain, position)[0],
             p_factual=value,
             error=min(error, 0.5),
             expected_error=min(max(worth.error_after, 0.0), 0.5),
             depth=worth.depth,
             cost=max(worth.cost, 0.0),
-            unit="calls" if unit == "calls" else "usd",
+            unit=unit,
             why=why,
         )
 
@@ -318,49 +225,61 @@ class Chooser:
         claim: Claim,
         evidence: Sequence[Evidence],
         earlier: DebateResult,
-        ends: Sequence[Ends],
-        segments: Sequence[_Segment],
+        policy: TurnPolicy,
+        spoken: Sequence[Spoken],
+        team: int,
     ) -> DebateResult:
         config = step.config.model_copy(update={"max_rounds": self._limit})
-        team = self._factory.new_team(client=step.client, config=config, chain=self._chain)
-        if not isinstance(team, ContinuingTeam):
+        made = self._factory.new_team(client=step.client, config=config, chain=self._chain)
+        if not isinstance(made, ContinuingTeam):
             raise UsageError(
-                f"the voi stop needs a team that can continue a debate; {type(team).__name__} cannot "
+                f"the voi stop needs a team that can continue a debate; {type(made).__name__} cannot "
                 "(debate.engine.ContinuingTeam)"
             )
-        before = len(result_records(earlier, self._chain))
-        return await team.continue_debate(
+        before = len(spoken)
+        return await made.continue_debate(
             claim,
             evidence,
             earlier,
-            governor=self._stop_governor(ends, segments),
+            governor=_PolicyGovernor(policy, [k for k, _ in spoken] + [team]),
             threshold=self._threshold,
             max_rounds=self._limit,
             until=lambda so_far: "one turn taken" if len(so_far) > before else None,
         )
 
 
-def _moved(ends: Ends, handed: tuple[float, ...] | None) -> Ends:
-    if handed is None:
-        return ends
-    models = tuple(m.at_prior(p) for m, p in zip(ends_of(ends), handed, strict=True))
-    return models[0] if len(models) == 1 else (models[0], models[1])
+@dataclasses.dataclass(frozen=True)
+class _PolicyGovernor:
+    """The stop's P(factual) over turns whose teams are known (what a team's own stop conditions read)."""
+
+    policy: TurnPolicy
+    teams: Sequence[int]
+
+    def p_factual(self, turns: Sequence[TurnContext]) -> float | None:
+        return self.policy.read(list(zip(self.teams, turns, strict=False)))[0]
+
+    def p_debate(self, chain: Chain, records: Sequence[TurnRecord]) -> float | None:
+        contexts = turn_contexts(chain, records)
+        return self.p_factual(contexts) if records and len(contexts) == len(records) else None
 
 
-def _point(
-    points: Sequence[PosteriorModel], segments: Sequence[_Segment], chain: MarkovChain, records: Sequence[TurnRecord]
-) -> float | None:
-    if not segments or not records:
-        return None
-    return SegmentedPosterior([points[s.team] for s in segments], [s.first for s in segments]).p_debate(chain, records)
+def voi_limit(config: VerifierConfig) -> int:
+    """The round a voi debate ends at: the run's max_rounds and every cascade team's, added (as the cascade's)."""
+    return config.debate.max_rounds + sum(step.max_rounds for step in config.debate.cascade)
 
 
-def _end(segments: Sequence[_Segment], i: int, records: Sequence[TurnRecord]) -> int:
-    return segments[i + 1].first if i + 1 < len(segments) else len(records)
+def _free(role: str) -> float:
+    return 1.0
 
 
-def _stopped(turns: int, value: float | None, passed: Sequence[str]) -> TurnChoice:
+def _stopped(turns: int, decision: Decision) -> TurnChoice:
+    value = decision.value
     error = 0.5 if value is None else min(value, 1 - value)
+    why = {"unseen": "stopped: no team's fit saw the next turn", "out_of_reach": "stopped: no team can reach"}
     return TurnChoice(
-        turn=turns, team=None, p_factual=value, error=min(error, 0.5), why="stopped: " + "; ".join(passed)
+        turn=turns,
+        team=None,
+        p_factual=value,
+        error=min(error, 0.5),
+        why=f"{why.get(decision.stop or '', 'stopped')}: " + "; ".join(decision.passed),
     )

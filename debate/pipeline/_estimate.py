@@ -41,10 +41,11 @@ from debate.pipeline._cascade_cost import (
 from debate.pipeline._prices import Price
 from debate.pipeline._range import ZERO, Range
 from debate.pipeline._team_cost import ModelEstimate
+from debate.pipeline._voi_cost import VoiTurns, voi_notes, voi_shares, voi_turns
 from debate.pipeline._work import prefilter_calls, task_work
 from debate.plugins import Task, TaskInput, TaskWork
 from debate.sentences import guess_language
-from debate.types import DebateResult, Report
+from debate.types import DebateResult, Report, stop_kind
 
 __all__ = ["Behaviour", "Estimate", "Range", "assumed_behaviour", "estimate", "fitted_behaviour"]
 
@@ -343,9 +344,12 @@ def estimate(
     """The run's expected calls, tokens and cost (see the module's docstring for how each is reached). `prices`:
     each model of the team by its planned name (debate.pipeline.planned_models); None: `price` for every model."""
     notes: set[str] = set()
-    plan = cascade_plan(config, chain)
+    voi = voi_turns(config, chain) if stop_kind(config.debate.stop) == "voi" else None
+    plan = cascade_plan(config, chain) if voi is None else []
     notes.update(plan_notes(config, plan))
-    first_skipped = bool(plan) and not plan[0].decidable
+    if voi is not None:
+        notes.update(voi_notes(voi))
+    first_skipped = (bool(plan) and not plan[0].decidable) or voi is not None
     if first_skipped:
         # the run's own team speaks no turn: the debate's parts are one turn's, what the later teams' turns scale
         turns = Range(expected=1.0, low=1.0, high=1.0)
@@ -365,11 +369,12 @@ def estimate(
     inputs = sum((e.input_tokens for e in per_item), ZERO)
     outputs = sum((e.output_tokens for e in per_item), ZERO)
     debate_parts = [sum((getattr(e, f) for e in per_item), ZERO) for f in _DEBATE_PARTS]
-    shares, team = cascade_shares(config, chain, plan), (config, chain)
+    shares = voi_shares(config, voi) if voi is not None else cascade_shares(config, chain, plan)
+    team = (config, chain)
     models, (calls, inputs, outputs) = run_models(
         *team, (debate_parts, [calls, inputs, outputs]), turns, prices, price, shares, first_skipped
     )
-    notes.update([CASCADE_NOTE] if shares else [])
+    notes.update([CASCADE_NOTE] if shares and voi is None else [])
     # The most one item may cost: each part at its largest over the items (an item no smaller than any), every
     # claim to the rounds' limit, escalated through every team; what --max-cost reserves for an item in flight.
     largest = [Range(expected=0, low=0, high=max((getattr(e, f).high for e in per_item), default=0.0)) for f in _ALL]
@@ -383,7 +388,7 @@ def estimate(
         stop=describe_stop(config.debate),
         items=len(items),
         claims=sum(e.claims for e in per_item),
-        turns_per_claim=ZERO if first_skipped else turns,
+        turns_per_claim=_turns_said(voi) if voi is not None else ZERO if first_skipped else turns,
         calls_per_claim=debate.calls_per_claim,
         calls=calls,
         input_tokens=inputs,
@@ -394,3 +399,8 @@ def estimate(
         notes=sorted(notes),
         item_cost_most=item_most,
     )
+
+
+def _turns_said(voi: VoiTurns) -> Range:
+    """The voi stop's turns per claim, every team's together."""
+    return Range(expected=sum(voi.turns), low=1.0, high=float(voi.most))

@@ -5,6 +5,7 @@ files' rates (one class, each role at one rate whatever it is shown), not by the
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from pathlib import Path
 
@@ -213,3 +214,62 @@ async def test_a_team_whose_fit_did_not_see_the_turn_does_not_speak_it(tmp_path:
     assert debate is not None and debate.choices[0].team == "strong"
     assert "first: its calibration did not see the initial in S0 shown []" in debate.choices[0].why
     assert load_calibration(str(unseen)).fitted_on.model == "weak"
+
+
+def _rule_turns(threshold: float, rounds: int) -> float:
+    """Expected turns per claim of one weak team under the voi rule, by every verdict sequence: a claim is factual
+    with 0.5; a debate ends once p passes the threshold, once no continuation can, or at the round limit."""
+    total, longest, seen = 0.0, 1 + 3 * rounds, set()
+    for verdicts in itertools.product((True, False), repeat=longest):
+        turns, n = list[tuple[str, bool]](), 0
+        for n in range(longest + 1):
+            p = _p(0.5, WEAK, turns)
+            if p >= threshold or p <= 1 - threshold:
+                break
+            if n == longest or not _reaches(p, WEAK, verdicts[:n], longest - n, threshold):
+                break
+            turns.append((_role_after(verdicts[:n]), verdicts[n]))
+        if verdicts[:n] in seen:
+            continue
+        seen.add(verdicts[:n])
+        for label in (True, False):
+            prob = 0.5 * math.prod(
+                (WEAK[r][0 if label else 1] if v else 1 - WEAK[r][0 if label else 1]) for r, v in turns
+            )
+            total += prob * n
+    return total
+
+
+def test_the_estimate_follows_the_stops_rule_over_every_verdict(tmp_path: Path) -> None:
+    from debate.pipeline._voi_cost import voi_turns
+
+    config = _config(tmp_path, 0.9, strong=False).model_copy(
+        update={
+            "debate": DebateConfig(min_rounds=1, max_rounds=2, calibration=str(tmp_path / "weak.json"), stop="voi:0.9")
+        }
+    )
+    found = voi_turns(config, CHAIN)
+    assert found.complete and found.teams == ["first"] and found.most == 7
+    assert found.turns[0] == pytest.approx(_rule_turns(0.9, 2), rel=1e-9)
+    assert 0 < found.undecided < 1
+
+
+def test_the_estimate_gives_each_team_its_turns_and_cost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from debate.cli import main
+
+    weak, strong = _file(tmp_path, "weak", WEAK), _file(tmp_path, "strong", STRONG)
+    toml = tmp_path / "voi.toml"
+    toml.write_text(
+        '[model]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "weak"\nprice_in = 1.0\nprice_out = 1.0\n'
+        f'[debate]\nstop = "voi:0.97"\ncalibration = "{weak}"\nmin_rounds = 1\nmax_rounds = 1\n'
+        f'[[debate.cascade]]\nname = "strong"\ncalibration = "{strong}"\nmax_rounds = 1\n'
+        '[debate.cascade.model]\nmodel = "strong"\nprice_in = 10.0\nprice_out = 10.0\n'
+    )
+    item = ["--question", "What is the capital of France?", "--answer", "Paris", "--reference", "Paris is the capital."]
+    assert main(["verify", "--config", str(toml), *item, "--estimate", "--json"]) == 0
+    estimate = json.loads(capsys.readouterr().out)
+    models = {m["name"]: m for m in estimate["models"]}
+    assert {"first: weak", "strong: strong"} <= set(models)
+    assert models["strong: strong"]["price"]["input"] == 10.0 and models["first: weak"]["price"]["input"] == 1.0
+    assert models["first: weak"]["calls"]["expected"] > 0 and models["strong: strong"]["calls"]["expected"] > 0
+    assert any(n.startswith("voi: expected turns per claim by team (first ") for n in estimate["notes"])
