@@ -48,12 +48,17 @@ from experiments.teams import FAMILIES, PRICES, Composition, compositions
 SCENARIOS = {"cost": ("weak", "strong"), "independent": ("weak", "twin"), "shared": ("weak", "weak-b")}
 """Each scenario's two endpoints: weak-b serves the weak population itself (one population behind both)."""
 
+SERVED = ("weak", "strong", "twin", "weak-b")
+"""The endpoints this benchmark's scenarios use."""
+
 
 @contextlib.contextmanager
-def serving(labels: dict[str, bool], said: dict[tuple[str, str], list[bool]]) -> Iterator[dict[str, str]]:
-    """Every model's endpoint on 127.0.0.1, served from a thread of its own while the block runs; yields the URLs."""
+def serving(
+    labels: dict[str, bool], said: dict[tuple[str, str], list[bool]], names: tuple[str, ...] = SERVED
+) -> Iterator[dict[str, str]]:
+    """Each named model's endpoint on 127.0.0.1 (experiments.teams.FAMILIES), served from a thread of its own while
+    the block runs; yields the URLs."""
     chain, ready, stop = load_chain("true-to-skeptic"), queue.Queue[dict[str, str]](), threading.Event()
-    names = ["weak", "strong", "twin", "weak-b"]
 
     async def serve() -> None:
         async with AsyncExitStack() as stack:
@@ -73,7 +78,8 @@ def serving(labels: dict[str, bool], said: dict[tuple[str, str], list[bool]]) ->
         thread.join(timeout=10)
 
 
-def _model(name: str, urls: dict[str, str]) -> str:
+def model_section(name: str, urls: dict[str, str]) -> str:
+    """A `[model]` table's lines for the named model's endpoint at its price."""
     price_in, price_out = PRICES[name]
     return (
         f'base_url = "{urls[name]}"\nmodel = "{name}"\nprice_in = {price_in}\nprice_out = {price_out}\n'
@@ -85,9 +91,9 @@ def config_file(
     team: Composition, urls: dict[str, str], folder: Path, calibrations: dict[str, Path], own: Path | None = None
 ) -> Path:
     """The team as a user writes it (`own`: its calibration, so each claim gets its p_factual)."""
-    text = f"[model]\n{_model(team.model, urls)}\n"
+    text = f"[model]\n{model_section(team.model, urls)}\n"
     for role, name in team.roles.items():
-        text += f"[roles.{role}.model]\n{_model(name, urls)}\n"
+        text += f"[roles.{role}.model]\n{model_section(name, urls)}\n"
     if team.cascade is None:
         text += "[debate]\nmin_rounds = 2\nmax_rounds = 5\n" + (f'calibration = "{own}"\n' if own else "")
     else:
@@ -95,7 +101,7 @@ def config_file(
             f'[debate]\nmin_rounds = 0\nmax_rounds = 2\nstop = "cascade:{team.threshold}"\n'
             f'calibration = "{calibrations[team.model]}"\n\n[[debate.cascade]]\nname = "{team.cascade}"\n'
             f'calibration = "{calibrations[team.cascade]}"\nmax_rounds = 3\n'
-            f"[debate.cascade.model]\n{_model(team.cascade, urls)}"
+            f"[debate.cascade.model]\n{model_section(team.cascade, urls)}"
         )
     path = folder / f"{abs(hash(team.name))}.toml"
     path.write_text(text)

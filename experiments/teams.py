@@ -24,6 +24,9 @@ PRICES: dict[str, tuple[float, float]] = {
     "weak-b": (0.15, 0.60),
     "strong": (1.50, 6.00),
     "twin": (0.15, 0.60),
+    "alike": (0.15, 0.60),
+    "weak-memory": (0.15, 0.60),
+    "strong-memory": (1.50, 6.00),
 }
 """USD per million input and output tokens: the strong model costs 10x the weak one; the twin as the weak."""
 
@@ -35,11 +38,16 @@ where the agents are confidently wrong (right less than half the time) is symmet
 mixed table gains little there (docs/teams.md)."""
 
 
-def family(*, right: float, fooled_share: float, class_seed: str, seed: int, conformity: float = 0.0) -> Population:
+def family(
+    *, right: float, fooled_share: float, class_seed: str, seed: int, conformity: float = 0.0, memory: float = 0.0
+) -> Population:
     """Agents right `right` of the time on their own (on factual and hallucinated claims alike), repeating the
-    opinion they are shown `conformity` of the time, and fooled on a `fooled_share` of the items (right
-    FOOLED_RIGHT there)."""
-    roles = {r: RoleParameters(factual_true=right, hallucinated_true=1 - right, conformity=conformity) for r in ROLES}
+    opinion they are shown `conformity` of the time and the one before it `memory` of the time (not Markov), and
+    fooled on a `fooled_share` of the items (right FOOLED_RIGHT there)."""
+    roles = {
+        r: RoleParameters(factual_true=right, hallucinated_true=1 - right, conformity=conformity, memory=memory)
+        for r in ROLES
+    }
     classes = [
         DifficultyClass(share=fooled_share, factual_true=FOOLED_RIGHT, hallucinated_true=1 - FOOLED_RIGHT),
         DifficultyClass(share=1 - fooled_share),
@@ -55,6 +63,14 @@ FAMILIES: dict[str, Population] = {
 }
 # The weak population itself behind a second endpoint: one population, the same blind spots.
 FAMILIES["weak-b"] = FAMILIES["weak"]
+# One model whose items are alike (no blind spots): the population the posterior stop is exact on.
+FAMILIES["alike"] = Population(
+    roles={r: RoleParameters(factual_true=0.8, hallucinated_true=0.2) for r in ROLES}, seed=4, class_seed="alike"
+)
+# The weak and strong models with agents that remember the opinion before the one they are shown, 30% of the time:
+# no calibration models them, and its checks must say so.
+FAMILIES["weak-memory"] = family(right=0.85, fooled_share=0.25, class_seed="weak", seed=5, memory=0.3)
+FAMILIES["strong-memory"] = family(right=0.93, fooled_share=0.08, class_seed="strong", seed=6, memory=0.3)
 """The benchmark's models by name."""
 
 

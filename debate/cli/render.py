@@ -264,8 +264,11 @@ def _render_claim(
     path = "  ".join(f"{s.name}" + (f" ({why})" if why else "") for s, why in zip(d.states, moves, strict=True))
     _plain(console, f"  chain: {path}")
     _plain(console, f"  rounds: {d.rounds}   consensus: {consensus}   stopped: {d.stop_reason}")
-    if d.teams:
+    if d.teams and not d.choices:
         _plain(console, f"  cascade: {team_line(d)}")
+    for choice in d.choices:
+        # voi: the line says why this team spoke this turn, or why the debate stopped
+        _plain(console, f"  voi turn {choice.turn}: {choice.why}")
     _turn_table(console, d)
     if show_prompts:
         _prompts(console, d)

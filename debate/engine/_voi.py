@@ -232,7 +232,7 @@ class TurnPolicy:
         value = ps[0] if len(ps) == 1 else worst_case(ps[0], ps[1])
         return value, tuple(ps)
 
-    def _reader(
+    def reader(
         self, k: int, turns: Sequence[Spoken], handed: tuple[float, ...] | None
     ) -> tuple[Ends, list[TurnContext]]:
         """Team `k`'s reader for the next turn and its segment's turns so far: its own segment continued, or a new
@@ -265,7 +265,7 @@ class TurnPolicy:
             if not context_seen(ends_of(team.ends)[0], role, state, shown):
                 passed.append(f"{team.name}: its calibration did not see the {role} in {state} shown {list(shown)}")
                 continue
-            ends, base = self._reader(k, turns, handed)
+            ends, base = self.reader(k, turns, handed)
             reach = reach_from(
                 ends,
                 self.chain,
