@@ -128,8 +128,8 @@ COMMON: dict[str, str] = {
     "debate.min_rounds": "rounds before agreement may end the debate (default: 2)",
     "debate.max_rounds": "the most debate rounds (default: 5)",
     "debate.calibration": "a calibration file: each verdict then has its probability",
-    "debate.stop": "consensus (the paper's rule), posterior:P (needs a calibration) or cascade:P (needs "
-    "[[debate.cascade]] teams, each with its calibration)",
+    "debate.stop": "consensus (the paper's rule), posterior:P (needs a calibration), cascade:P (needs "
+    "[[debate.cascade]] teams, each with its calibration) or voi:P (each turn to the team worth most per dollar)",
     "prefilter.prefilters": "cheap checks before the debate: none, all or NAME,NAME",
     "prompt_set": "the agents' prompts: paper, tuned, refchecker or a folder",
     "rollup": "claims -> response: any-false (the paper's), strict, major or soft",
@@ -267,7 +267,7 @@ class _HelpAll(argparse.Action):
 _METAVARS = {
     "debate.calibration": "FILE",
     "debate.chain": "NAME|FILE",
-    "debate.stop": "consensus|posterior:P|cascade:P",
+    "debate.stop": "consensus|posterior:P|cascade:P|voi:P",
     "prompt_set": "NAME|DIR",
     "call_cache": "FILE",
     "retrieval.cache_dir": "DIR",

@@ -49,7 +49,7 @@ def _debates(run_dir: Path, meta: _Meta) -> Iterator[tuple[str, bool, dict[str, 
         meta.calibration_sha256 = meta.calibration_sha256 or (recorded.get("files") or {}).get("debate.calibration")
         for claim in record.report.get("claims", []):
             if claim.get("debate") and claim.get("decided_by", "debate") == "debate":
-                _one_team(len(claim["debate"].get("teams") or []), f"{run_dir}: record {record.id}")
+                _one_team([t.get("name") for t in claim["debate"].get("teams") or []], f"{run_dir}: record {record.id}")
                 yield f"{record.id}/{claim['claim_id']}", label, claim, _made(recorded.get("created_at"))
 
 
@@ -226,7 +226,7 @@ def _read_reports(reports: Iterable[tuple[int, str, Report, list[bool | None]]],
                 )
             where[name] = number
             digests[name] = claim_digest(report.meta.created_at, claim.text, claim.debate)
-            _one_team(len(claim.debate.teams), f"{path}: record {number}")
+            _one_team([t.name for t in claim.debate.teams], f"{path}: record {number}")
             seen.extend(observations(claim.debate, chain, item=name, label=label))
             if claim.debate.final is not None:
                 finals[name] = (label, claim.debate.final.factuality, claim.debate.usage.llm_calls)
@@ -302,14 +302,14 @@ def _as_first(
         )
 
 
-def _one_team(teams: int, where: str) -> None:
-    """A debate the cascade stop continued holds turns of two teams' models under the same roles: fitted as one
-    team's, each role's rates would mix two models' without a word. Refused until the fit keys its contexts by
-    model."""
-    if teams > 1:
+def _one_team(teams: list[str | None], where: str) -> None:
+    """A debate the cascade or voi stop gave to another team holds turns of that team's models under the same roles:
+    fitted as the run's team's, each role's rates would mix two models' without a word (one claim spoken by
+    another team alone too). Refused until the fit keys its contexts by model."""
+    if len(teams) > 1 or any(name != "first" for name in teams):
         raise UsageError(
-            f"{where}: a debate the cascade continued with another team's models; fit each team's calibration on a "
-            "run of that team alone (docs/teams.md)"
+            f"{where}: a debate the cascade or voi stop gave to another team's models ({', '.join(map(str, teams))});"
+            " fit each team's calibration on a run of that team alone (docs/teams.md)"
         )
 
 

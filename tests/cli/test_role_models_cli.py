@@ -247,7 +247,7 @@ def test_the_cascade_hands_undecided_claims_to_the_strong_endpoint_and_says_what
     assert f"strong {strong_calls} calls, ${strong_calls * (100 * 10 + 10 * 20) / 1e6:.4f}" in cascade, cascade
     # Its log mixes two teams' models under the same roles: a fit of it is refused, not silently pooled.
     assert main(["dynamics", "fit", str(out), "--save", str(tmp_path / "mixed.json")]) == 2
-    assert "a debate the cascade continued with another team's models" in capsys.readouterr().err
+    assert "a debate the cascade or voi stop gave to another team's models" in capsys.readouterr().err
 
 
 def test_the_estimate_of_a_cascade_refuses_a_later_team_it_cannot_estimate(
