@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from debate.engine._driver import TurnRecord
 from debate.engine._expectation import shown_in_state
@@ -133,7 +133,8 @@ def read_ends(models: Sequence[PosteriorModel], logs: Sequence[ClassLogs]) -> tu
     return (ps[0] if len(ps) == 1 else worst_case(ps[0], ps[1])), ps
 
 
-Key = tuple[str, bool | None, tuple[bool, ...], tuple[tuple[Event, int], ...]]
+Multiset = tuple[tuple[Event, int], ...]
+Key = tuple[str, bool | None, tuple[bool, ...], Multiset]
 Node = tuple[int, tuple[ClassLogs, ...]]
 """A node's paths, and each end's class logs (they depend on the multiset alone, so merged paths share them)."""
 
@@ -163,42 +164,63 @@ def reach_from(
     if now is not None and (now >= threshold or now <= 1 - threshold):
         return Reach(low=now, high=now, now=now)
     frontier: dict[Key, Node] = {(start.state, start.entering, start.seq, segment_events(base)): (1, logs)}
+    search = _Search(models, chain, threshold, max_rounds, keep_handovers, low, high)
     round_ = start.round
-    ends_at: dict[tuple[Position, tuple[tuple[Event, int], ...]], tuple[int, tuple[float, ...]]] = {}
     while frontier and round_ <= max_rounds:
         following: dict[Key, Node] = {}
         while frontier:
             moved: dict[Key, Node] = {}
-            for (state, entering, seq, events), (count, at) in frontier.items():
-                roles = chain.roles(state)
-                role = roles[len(seq)]
-                shown = shown_in_state(chain, role, len(seq), entering, seq)
-                for verdict in (True, False):
-                    turn = TurnContext(role, state, shown, verdict)
-                    grown = dict(events)
-                    grown[turn] = grown.get(turn, 0) + 1
-                    multiset = tuple(sorted(grown.items()))
-                    after = tuple(m.add_log(log, turn) for m, log in zip(models, at, strict=True))
-                    p, ps = read_ends(models, after)
-                    if p is None:
-                        continue  # a path the model gives probability zero
-                    low, high = min(low, p), max(high, p)
-                    if p >= threshold or p <= 1 - threshold:
-                        if stop_at_decidable:
-                            return Reach(low=low, high=high, now=now, exhausted=False)
-                        continue
-                    if len(seq) + 1 < len(roles):
-                        _add(moved, (state, entering, (*seq, verdict), multiset), count, after)
-                    elif round_ < max_rounds:
-                        _add(following, (chain.next_state(state, verdict), verdict, (), multiset), count, after)
-                    elif keep_handovers:
-                        end = (Position(chain.next_state(state, verdict), verdict, (), round_ + 1), multiset)
-                        ends_at[end] = (count + ends_at.get(end, (0, ps))[0], ps)
+            for key, node in frontier.items():
+                if search.expand(key, node, round_, moved, following) and stop_at_decidable:
+                    return Reach(low=search.low, high=search.high, now=now, exhausted=False)
             frontier = moved
         frontier = following
         round_ += 1
-    handovers = tuple(Handover(position, ps, n) for (position, _), (n, ps) in ends_at.items())
-    return Reach(low=low, high=high, now=now, handovers=handovers)
+    handovers = tuple(Handover(position, ps, n) for (position, _), (n, ps) in search.ends_at.items())
+    return Reach(low=search.low, high=search.high, now=now, handovers=handovers)
+
+
+@dataclass
+class _Search:
+    """The enumeration's state: the range so far and the undecided ends kept."""
+
+    models: tuple[PosteriorModel, ...]
+    chain: Chain
+    threshold: float
+    max_rounds: int
+    keep_handovers: bool
+    low: float
+    high: float
+    ends_at: dict[tuple[Position, Multiset], tuple[int, tuple[float, ...]]] = field(default_factory=dict)
+
+    def expand(self, key: Key, node: Node, round_: int, moved: dict[Key, Node], following: dict[Key, Node]) -> bool:
+        """Grow one node by each verdict its next speaker can give: into `moved` within its state, `following`
+        past it; True when a path passed the threshold."""
+        (state, entering, seq, events), (count, at) = key, node
+        roles = self.chain.roles(state)
+        role = roles[len(seq)]
+        shown = shown_in_state(self.chain, role, len(seq), entering, seq)
+        passed = False
+        for verdict in (True, False):
+            turn = TurnContext(role, state, shown, verdict)
+            grown = dict(events)
+            grown[turn] = grown.get(turn, 0) + 1
+            multiset = tuple(sorted(grown.items()))
+            after = tuple(m.add_log(log, turn) for m, log in zip(self.models, at, strict=True))
+            p, ps = read_ends(self.models, after)
+            if p is None:
+                continue  # a path the model gives probability zero
+            self.low, self.high = min(self.low, p), max(self.high, p)
+            if p >= self.threshold or p <= 1 - self.threshold:
+                passed = True
+            elif len(seq) + 1 < len(roles):
+                _add(moved, (state, entering, (*seq, verdict), multiset), count, after)
+            elif round_ < self.max_rounds:
+                _add(following, (self.chain.next_state(state, verdict), verdict, (), multiset), count, after)
+            elif self.keep_handovers:
+                end = (Position(self.chain.next_state(state, verdict), verdict, (), round_ + 1), multiset)
+                self.ends_at[end] = (count + self.ends_at.get(end, (0, ps))[0], ps)
+        return passed
 
 
 def _add(nodes: dict[Key, Node], key: Key, count: int, logs: tuple[ClassLogs, ...]) -> None:

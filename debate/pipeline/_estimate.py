@@ -9,7 +9,8 @@ model.
   class of claim by its initial verdict, each role's rate of saying true after each verdict it is shown), or
   assumed (agents keep the verdict they are shown at `--agreement`). The range runs from every state agreeing at
   min_rounds to none agreeing before max_rounds. Under `--debate.stop posterior:P` the turns are the posterior
-  stop's exact expectation under the calibration's own fitted behaviour.
+  stop's exact expectation under the calibration's own fitted behaviour; under cascade:P and voi:P, each team's
+  (debate.pipeline._cascade_cost, _voi_cost).
 - **Tokens**: input from the rendered prompts' characters (about 4 per token; the endpoint's tokenizer decides),
   output from the pilot's mean per call, else an assumed typical reply, up to max_tokens at the top of the range.
 - **Cost** from `--model.price-in/--model.price-out` (USD per million tokens) or the price table
@@ -29,23 +30,15 @@ from debate.calls import PromptTemplate
 from debate.config import VerifierConfig
 from debate.engine import MarkovChain, outcome
 from debate.errors import UsageError
-from debate.pipeline._cascade_cost import (
-    CASCADE_NOTE,
-    cascade_plan,
-    cascade_shares,
-    governed,
-    most_cost,
-    plan_notes,
-    run_models,
-)
+from debate.pipeline._cascade_cost import CASCADE_NOTE, governed, most_cost, run_models
 from debate.pipeline._prices import Price
 from debate.pipeline._range import ZERO, Range
 from debate.pipeline._team_cost import ModelEstimate
-from debate.pipeline._voi_cost import VoiTurns, voi_notes, voi_shares, voi_turns
+from debate.pipeline._voi_cost import teams_plan
 from debate.pipeline._work import prefilter_calls, task_work
 from debate.plugins import Task, TaskInput, TaskWork
 from debate.sentences import guess_language
-from debate.types import DebateResult, Report, stop_kind
+from debate.types import DebateResult, Report
 
 __all__ = ["Behaviour", "Estimate", "Range", "assumed_behaviour", "estimate", "fitted_behaviour"]
 
@@ -343,38 +336,21 @@ def estimate(
 ) -> Estimate:
     """The run's expected calls, tokens and cost (see the module's docstring for how each is reached). `prices`:
     each model of the team by its planned name (debate.pipeline.planned_models); None: `price` for every model."""
-    notes: set[str] = set()
-    voi = voi_turns(config, chain) if stop_kind(config.debate.stop) == "voi" else None
-    plan = cascade_plan(config, chain) if voi is None else []
-    notes.update(plan_notes(config, plan))
-    if voi is not None:
-        notes.update(voi_notes(voi))
-    first_skipped = (bool(plan) and not plan[0].decidable) or voi is not None
-    if first_skipped:
-        # the run's own team speaks no turn: the debate's parts are one turn's, what the later teams' turns scale
-        turns = Range(expected=1.0, low=1.0, high=1.0)
-    elif config.debate.threshold is not None:
-        d = config.debate
-        assert d.calibration is not None  # the config's validator pairs them
-        turns = governed(d.calibration, d.prior, chain, config.debate.threshold, d.max_rounds)[0]
-        notes.add(
-            f"turns under --debate.stop {config.debate.stop} are expected under the calibration's fitted behaviour "
-            "(--estimate-from and --agreement do not apply to them)"
-        )
-    else:
-        turns = debate_turns(behaviour, chain, config.debate.min_rounds, config.debate.max_rounds)
+    teams = teams_plan(config, chain)
+    notes: set[str] = set(teams.notes(config))
+    first_skipped = teams.first_skipped
+    turns = _first_turns(config, chain, behaviour, notes, first_skipped)
     debate = _Debate(chain, prompts, behaviour, turns, config)
     per_item = _per_item(items, debate, notes)
     calls = sum((e.calls for e in per_item), ZERO)
     inputs = sum((e.input_tokens for e in per_item), ZERO)
     outputs = sum((e.output_tokens for e in per_item), ZERO)
     debate_parts = [sum((getattr(e, f) for e in per_item), ZERO) for f in _DEBATE_PARTS]
-    shares = voi_shares(config, voi) if voi is not None else cascade_shares(config, chain, plan)
-    team = (config, chain)
+    shares, team = teams.shares(config, chain), (config, chain)
     models, (calls, inputs, outputs) = run_models(
         *team, (debate_parts, [calls, inputs, outputs]), turns, prices, price, shares, first_skipped
     )
-    notes.update([CASCADE_NOTE] if shares and voi is None else [])
+    notes.update([CASCADE_NOTE] if shares and teams.voi is None else [])
     # The most one item may cost: each part at its largest over the items (an item no smaller than any), every
     # claim to the rounds' limit, escalated through every team; what --max-cost reserves for an item in flight.
     largest = [Range(expected=0, low=0, high=max((getattr(e, f).high for e in per_item), default=0.0)) for f in _ALL]
@@ -388,7 +364,7 @@ def estimate(
         stop=describe_stop(config.debate),
         items=len(items),
         claims=sum(e.claims for e in per_item),
-        turns_per_claim=_turns_said(voi) if voi is not None else ZERO if first_skipped else turns,
+        turns_per_claim=teams.turns_said(turns),
         calls_per_claim=debate.calls_per_claim,
         calls=calls,
         input_tokens=inputs,
@@ -401,6 +377,20 @@ def estimate(
     )
 
 
-def _turns_said(voi: VoiTurns) -> Range:
-    """The voi stop's turns per claim, every team's together."""
-    return Range(expected=sum(voi.turns), low=1.0, high=float(voi.most))
+def _first_turns(
+    config: VerifierConfig, chain: MarkovChain, behaviour: Behaviour, notes: set[str], skipped: bool
+) -> Range:
+    """The run's own team's turns per claim: under its stop's calibration, or the paper's rule under `behaviour`;
+    one turn when it speaks none (`skipped`: the debate's parts are then one turn's, what the later teams' turns
+    scale)."""
+    d = config.debate
+    if skipped:
+        return Range(expected=1.0, low=1.0, high=1.0)
+    if d.threshold is not None:
+        assert d.calibration is not None  # the config's validator pairs them
+        notes.add(
+            f"turns under --debate.stop {d.stop} are expected under the calibration's fitted behaviour "
+            "(--estimate-from and --agreement do not apply to them)"
+        )
+        return governed(d.calibration, d.prior, chain, d.threshold, d.max_rounds)[0]
+    return debate_turns(behaviour, chain, d.min_rounds, d.max_rounds)

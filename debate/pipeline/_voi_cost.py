@@ -20,18 +20,20 @@ from debate.engine import (
     PosteriorModel,
     RoleModel,
     Spoken,
+    TeamReach,
     TeamView,
     TurnContext,
     TurnPolicy,
     next_context,
     position_of,
 )
-from debate.pipeline._cascade_cost import CascadeShare
+from debate.pipeline._cascade_cost import CascadeShare, cascade_plan, cascade_shares, plan_notes
 from debate.pipeline._choose import LOOKAHEAD, TURN_TOKENS, voi_limit
 from debate.pipeline._prices import Price, price_for
-from debate.pipeline._range import Range
+from debate.pipeline._range import ZERO, Range
+from debate.types import stop_kind
 
-__all__ = ["MOST_NODES", "VoiTurns", "voi_notes", "voi_shares", "voi_turns"]
+__all__ = ["MOST_NODES", "TeamsPlan", "VoiTurns", "teams_plan", "voi_notes", "voi_shares", "voi_turns"]
 
 MOST_NODES = 20_000
 """The most decisions an estimate follows."""
@@ -171,3 +173,36 @@ def voi_notes(found: VoiTurns) -> list[str]:
             "at the round limit by the priciest team"
         )
     return notes
+
+
+@dataclass(frozen=True)
+class TeamsPlan:
+    """What an estimate takes from the teams of a cascade or voi run (nothing for one team under another stop)."""
+
+    voi: VoiTurns | None
+    plan: list[TeamReach]
+    """The cascade's reach per team (empty under any other stop)."""
+
+    @property
+    def first_skipped(self) -> bool:
+        """The run's own team's turns are not the run's debate: the cascade skips it, or voi shares turns out."""
+        return self.voi is not None or (bool(self.plan) and not self.plan[0].decidable)
+
+    def notes(self, config: VerifierConfig) -> list[str]:
+        return voi_notes(self.voi) if self.voi is not None else plan_notes(config, self.plan)
+
+    def shares(self, config: VerifierConfig, chain: MarkovChain) -> list[CascadeShare]:
+        return voi_shares(config, self.voi) if self.voi is not None else cascade_shares(config, chain, self.plan)
+
+    def turns_said(self, turns: Range) -> Range:
+        """The turns per claim an estimate shows: every team's under voi, none when the cascade skips the first."""
+        if self.voi is not None:
+            return Range(expected=sum(self.voi.turns), low=1.0, high=float(self.voi.most))
+        return ZERO if self.first_skipped else turns
+
+
+def teams_plan(config: VerifierConfig, chain: MarkovChain) -> TeamsPlan:
+    """The voi stop's turns by team, or the cascade's reach per team."""
+    if stop_kind(config.debate.stop) == "voi":
+        return TeamsPlan(voi=voi_turns(config, chain), plan=[])
+    return TeamsPlan(voi=None, plan=cascade_plan(config, chain))

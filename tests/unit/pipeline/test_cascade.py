@@ -141,3 +141,58 @@ def test_the_cascade_stop_and_its_teams_are_named_together() -> None:
         DebateConfig(calibration="a.json", stop="posterior:0.9", cascade=[{"name": "s", "calibration": "b.json"}])
     with pytest.raises(ValidationError, match="must differ"):
         DebateConfig(calibration="a.json", stop="cascade:0.9", cascade=[{"name": "first", "calibration": "b.json"}])
+
+
+def _rated(tmp_path: Path, name: str, right: float) -> str:
+    path = tmp_path / f"{name}.json"
+    rates = {role: (right, 1 - right) for role in ("initial", "trust", "skeptic", "leader")}
+    path.write_text(calibration(model=name, rates=rates).model_dump_json())
+    return str(path)
+
+
+def _skipping(tmp_path: Path) -> VerifierConfig:
+    # a "true" from the weak team moves the log-odds by log(0.6 / 0.4) = 0.405: its four turns (S0 and one round)
+    # reach 0.835 at most, never 0.9; the strong team's first alone passes it (odds 0.95 / 0.05 = 19)
+    debate = DebateConfig(
+        min_rounds=1,
+        max_rounds=1,
+        calibration=_rated(tmp_path, "weak", 0.6),
+        stop="cascade:0.9",
+        cascade=[{"name": "strong", "model": {"model": "strong"}, "calibration": _rated(tmp_path, "strong", 0.95)}],
+    )
+    return VerifierConfig(model={"model": "weak"}, debate=debate)
+
+
+async def test_a_team_that_cannot_reach_the_threshold_is_skipped_and_said_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    weak = ScriptedChatClient({"debate": []}, model="weak")  # any call to it fails the test
+    strong = ScriptedChatClient({"debate": [op(True)] * 6}, model="strong")
+    with caplog.at_level("WARNING"):
+        async with Verifier(config=_skipping(tmp_path), client=weak, cascade_clients={"strong": strong}) as verifier:
+            report = await verifier.verify(ITEM)
+    assert weak.calls == []
+    said = [r.getMessage() for r in caplog.records if "is skipped" in r.getMessage()]
+    assert said and "team first is skipped: by round 1 its turns take p_factual only to [0.165, 0.835]" in said[0]
+    debate = report.claims[0].debate
+    assert debate is not None
+    first, later = debate.teams
+    assert first.turns == 0 and first.out_of_reach is not None and "< 0.9" in first.out_of_reach
+    assert later.turns == 1 and later.decided and debate.stop_reason == "posterior"
+    assert report.claims[0].p_factual == pytest.approx(0.95)
+    assert report.calibration is not None and "team first stopped or was skipped on 1 claim" in str(
+        report.calibration.warning
+    )
+
+
+def test_the_estimate_counts_no_turn_for_a_skipped_team(tmp_path: Path) -> None:
+    from debate.engine import load_chain
+    from debate.pipeline._cascade_cost import cascade_plan, cascade_shares, plan_notes
+
+    config = _skipping(tmp_path)
+    chain = load_chain("true-to-skeptic")
+    plan = cascade_plan(config, chain)
+    assert [p.decidable for p in plan] == [False, True]
+    assert any("team first is skipped" in note for note in plan_notes(config, plan))
+    (strong,) = cascade_shares(config, chain, plan)
+    assert strong.reach == 1.0 and strong.turns.expected > 0  # every claim goes straight to the strong team
