@@ -48,7 +48,8 @@ def _config(file: str, stop: str, prior: float | None = None) -> VerifierConfig:
 
 async def _run(config: VerifierConfig) -> tuple[int, str, float | None, str | None]:
     client = ScriptedChatClient({"debate": [op(True)] * 7}, model="weak")
-    async with Verifier(config=config, client=client) as verifier:
+    later = {team.name: ScriptedChatClient({"debate": []}, model=team.name) for team in config.debate.cascade}
+    async with Verifier(config=config, client=client, cascade_clients=later) as verifier:
         report = await verifier.verify(ITEM)
     claim, note = report.claims[0], report.calibration
     assert claim.debate is not None and note is not None
@@ -79,3 +80,16 @@ async def test_a_stated_prior_does_not_stand_for_the_interval(tmp_path: Path) ->
 async def test_a_file_that_fails_another_check_is_still_refused(tmp_path: Path) -> None:
     with pytest.raises(CalibrationError, match="refuses calibration"):
         await _run(_config(_uncertain(tmp_path, markov_fails=True), "posterior:0.9"))
+
+
+async def test_the_cascade_reads_the_interval_too(tmp_path: Path) -> None:
+    strong = tmp_path / "strong.json"
+    strong.write_text(calibration(model="strong", rates={r: (0.95, 0.05) for r in RATES}).model_dump_json())
+    cascade = [{"name": "strong", "model": {"model": "strong"}, "calibration": str(strong)}]
+    debate = DebateConfig(
+        min_rounds=1, max_rounds=2, calibration=_uncertain(tmp_path), stop="cascade:0.9", cascade=cascade
+    )
+    config = VerifierConfig(model={"model": "weak"}, debate=debate)
+    turns, reason, p, warning = await _run(config)  # the weak team decides at its fifth turn: no call to strong
+    assert turns == 5 and reason == "posterior" and p == pytest.approx(_p(0.5, 5))
+    assert warning is not None and "for every share of factual claims in [0.300, 0.700]" in warning
