@@ -25,7 +25,7 @@ from debate.engine._posterior import (
     SegmentedPosterior,
     TurnContext,
 )
-from debate.engine._reach import Ends, Position, ends_of, reach_from, read_ends
+from debate.engine._reach import Ends, Position, ends_of, reach_from, read_ends, segment_events
 from debate.plugins import Chain
 
 __all__ = [
@@ -205,6 +205,8 @@ class TurnPolicy:
     limit: int
     """The round the debate ends at."""
     depth: int
+    reach_cache: dict[tuple[object, ...], str | None] | None = None
+    """Where reach is kept between decisions (a run's claims share one); None: computed each time."""
 
     def _width(self) -> int:
         return max(len(ends_of(t.ends)) for t in self.teams)
@@ -250,6 +252,32 @@ class TurnPolicy:
             models = tuple(m.at_prior(p) for m, p in zip(models, handed_at, strict=True))
         return (models[0] if width == 1 else (models[0], models[1])), base
 
+    def _out_of_reach(
+        self,
+        k: int,
+        ends: Ends,
+        base: Sequence[TurnContext],
+        position: Position,
+        turns: Sequence[Spoken],
+        handed: tuple[float, ...] | None,
+    ) -> str | None:
+        """Why team `k` cannot pass the threshold from here (None: it can), kept in `reach_cache` by what decides
+        it: the team, the P(factual) its run of turns started at, where the chain stands and that run's turns."""
+        segments = self.segments(turns)
+        start = segments[-1][1] if segments and segments[-1][0] == k else len(turns)
+        key = (k, self.read(turns[:start])[1] if start else None, position, segment_events(base))
+        if self.reach_cache is not None and key in self.reach_cache:
+            return self.reach_cache[key]
+        reach = reach_from(
+            ends, self.chain, position, base, threshold=self.threshold, max_rounds=self.limit, stop_at_decidable=True
+        )
+        why = None if reach.decidable(self.threshold) else reach.said(self.threshold)
+        if self.reach_cache is not None:
+            if len(self.reach_cache) > 100_000:
+                self.reach_cache.clear()  # a bound on memory; entries are recomputed as needed
+            self.reach_cache[key] = why
+        return why
+
     def decide(self, turns: Sequence[Spoken]) -> Decision:
         """The next turn's team after `turns`, or why the debate stops."""
         value, handed = self.read(turns)
@@ -266,17 +294,9 @@ class TurnPolicy:
                 passed.append(f"{team.name}: its calibration did not see the {role} in {state} shown {list(shown)}")
                 continue
             ends, base = self.reader(k, turns, handed)
-            reach = reach_from(
-                ends,
-                self.chain,
-                position,
-                base,
-                threshold=self.threshold,
-                max_rounds=self.limit,
-                stop_at_decidable=True,
-            )
-            if not reach.decidable(self.threshold):
-                passed.append(f"{team.name}: {reach.said(self.threshold)} in the rounds left")
+            why = self._out_of_reach(k, ends, base, position, turns, handed)
+            if why is not None:
+                passed.append(f"{team.name}: {why} in the rounds left")
                 continue
             worth = turn_worth(
                 ends,

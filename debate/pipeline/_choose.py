@@ -30,6 +30,7 @@ from debate.engine import (
     TurnContext,
     TurnPolicy,
     TurnRecord,
+    ends_of,
     governed_result,
     next_context,
     position_of,
@@ -78,6 +79,8 @@ class Chooser:
         ]
         self._limit = voi_limit(runtime.config)
         self._tokens: dict[str, tuple[float, float, int]] = {}
+        self._reach: dict[tuple[object, ...], str | None] = {}
+        self._cache_key: tuple[int, ...] = ()
         self._prices: list[dict[str, Price | None]] = []
 
     def bind(self) -> None:
@@ -110,7 +113,11 @@ class Chooser:
             TeamView(step.name, step.live.current().ends(prior if k == 0 else None), self._cost_of(k))
             for k, step in enumerate(self._steps())
         ]
-        return TurnPolicy(teams, self._chain, self._threshold, self._limit, LOOKAHEAD)
+        key = tuple(id(m) for t in teams for m in ends_of(t.ends))
+        if key != self._cache_key:
+            # reach depends on the files: a new fit starts a new cache
+            self._cache_key, self._reach = key, {}
+        return TurnPolicy(teams, self._chain, self._threshold, self._limit, LOOKAHEAD, self._reach)
 
     def _team_prices(self, k: int) -> dict[str, Price | None]:
         config, runtime = self._runtime.config, self._runtime

@@ -87,7 +87,7 @@ def _policy(config: VerifierConfig, chain: MarkovChain) -> tuple[TurnPolicy, lis
             )
         )
     points = [load_calibration(f).model(debate.prior if k == 0 else None) for k, f in enumerate(files)]
-    return TurnPolicy(teams, chain, debate.threshold, voi_limit(config), LOOKAHEAD), points
+    return TurnPolicy(teams, chain, debate.threshold, voi_limit(config), LOOKAHEAD, {}), points
 
 
 def _priced(per_call: dict[str, float], calls: float) -> Callable[[str], float]:
