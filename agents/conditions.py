@@ -91,34 +91,6 @@ class TurnFailed(_Condition):
         return self._stop(f"{failed[0].turn.role}: {failed[0].turn.error}") if failed else None
 
 
-class PosteriorDecided(_Condition):
-    """Holds once P(factual | the turns so far) under the calibration is at least `threshold` or at most
-    1 - `threshold`; checked after every turn."""
-
-    def __init__(self, model: Governor, chain: Chain, threshold: float) -> None:
-        super().__init__()
-        self.model, self.chain, self.threshold = model, chain, threshold
-        self._records: list[TurnRecord] = []
-
-    async def __call__(self, messages: Sequence[BaseAgentEvent | BaseChatMessage]) -> StopMessage | None:
-        self._check_not_fired()
-        fresh = turns_in(messages)
-        if not fresh:
-            return None
-        self._records.extend(fresh)
-        contexts = turn_contexts(self.chain, self._records)
-        if len(contexts) < len(self._records):
-            return None  # a failed turn: TurnFailed ends the chain
-        p = self.model.p_factual(contexts)
-        if p is not None and (p >= self.threshold or p <= 1 - self.threshold):
-            return self._stop(f"p_factual {p:.4f} is decided (threshold {self.threshold})")
-        return None
-
-    async def reset(self) -> None:
-        await super().reset()
-        self._records = []
-
-
 class Checked(_Condition):
     """Holds once `check`, asked after every turn with the turns so far, gives a reason (a caller's own stop: the
     cascade's "the threshold is out of this team's reach", the chooser's "one turn taken")."""
@@ -140,6 +112,24 @@ class Checked(_Condition):
     async def reset(self) -> None:
         await super().reset()
         self._records = []
+
+
+class PosteriorDecided(Checked):
+    """Holds once P(factual | the turns so far) under the calibration is at least `threshold` or at most
+    1 - `threshold`; checked after every turn."""
+
+    def __init__(self, model: Governor, chain: Chain, threshold: float) -> None:
+        super().__init__(self._decided)
+        self.model, self.chain, self.threshold = model, chain, threshold
+
+    def _decided(self, records: Sequence[TurnRecord]) -> str | None:
+        contexts = turn_contexts(self.chain, records)
+        if len(contexts) < len(records):
+            return None  # a failed turn: TurnFailed ends the chain
+        p = self.model.p_factual(contexts)
+        if p is not None and (p >= self.threshold or p <= 1 - self.threshold):
+            return f"p_factual {p:.4f} is decided (threshold {self.threshold})"
+        return None
 
 
 class AtStateEnd(_Condition):

@@ -21,7 +21,6 @@ from debate.calibration import LiveCalibration
 from debate.config import VerifierConfig
 from debate.engine import (
     NO_TURNS,
-    ContinuingTeam,
     Decision,
     MarkovChain,
     Position,
@@ -40,9 +39,10 @@ from debate.engine import (
     turn_contexts,
 )
 from debate.errors import UsageError
-from debate.pipeline._escalate import Step, team_part, team_steps
+from debate.pipeline._escalate import team_part
 from debate.pipeline._prices import Price, price_for
 from debate.pipeline._runtime import Runtime
+from debate.pipeline._teams_run import Step, TeamsRun
 from debate.plugins import Chain, TeamFactory
 from debate.types import Claim, DebateResult, Evidence, TurnChoice
 
@@ -58,7 +58,7 @@ TURN_TOKENS = (1000.0, 100.0)
 teams' prices matters until then: every team is shown the same prompts)."""
 
 
-class Chooser:
+class Chooser(TeamsRun):
     """Runs each claim's debate turn by turn, each turn by the team worth most (debate.engine.TurnPolicy)."""
 
     def __init__(
@@ -69,14 +69,7 @@ class Chooser:
         first: LiveCalibration,
         prompts: dict[str, str],
     ) -> None:
-        debate = runtime.config.debate
-        assert debate.threshold is not None
-        self._runtime, self._chain, self._factory, self._first = runtime, chain, factory, first
-        self._threshold = debate.threshold
-        self._live = [
-            LiveCalibration(debate.model_copy(update={"calibration": s.calibration, "prior": None}), chain, prompts)
-            for s in debate.cascade
-        ]
+        super().__init__(runtime, chain, factory, first, prompts)
         self._limit = voi_limit(runtime.config)
         self._tokens: dict[str, tuple[float, float, int]] = {}
         self._reach: dict[tuple[object, ...], str | None] = {}
@@ -86,8 +79,7 @@ class Chooser:
     def bind(self) -> None:
         """Check each team's calibration against its models, price each team's roles, and refuse a run no team can
         decide from the start."""
-        for live, opened in zip(self._live, self._runtime.cascade, strict=True):
-            live.bind_team(self._runtime.identities(opened))
+        self.bind_teams()
         self._prices = [self._team_prices(k) for k in range(len(self._steps()))]
         start = Position(self._chain.spec.initial, None, (), 0)
         lines = []
@@ -102,9 +94,6 @@ class Chooser:
             )
         for line in lines:
             log.warning("voi: %s (it may still speak where the others leave p_factual)", line)
-
-    def _steps(self) -> list[Step]:
-        return team_steps(self._runtime, self._first, self._live)
 
     def policy(self) -> TurnPolicy:
         """The rule each turn is chosen by, over the calibration files as they are now."""
@@ -236,13 +225,7 @@ class Chooser:
         spoken: Sequence[Spoken],
         team: int,
     ) -> DebateResult:
-        config = step.config.model_copy(update={"max_rounds": self._limit})
-        made = self._factory.new_team(client=step.client, config=config, chain=self._chain)
-        if not isinstance(made, ContinuingTeam):
-            raise UsageError(
-                f"the voi stop needs a team that can continue a debate; {type(made).__name__} cannot "
-                "(debate.engine.ContinuingTeam)"
-            )
+        made = self._continuing(step, self._limit)
         before = len(spoken)
         return await made.continue_debate(
             claim,

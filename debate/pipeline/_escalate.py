@@ -14,10 +14,8 @@ import logging
 from collections.abc import Sequence
 
 from debate.calibration import LiveCalibration
-from debate.config import CascadeTeam, DebateConfig
 from debate.engine import (
     NO_TURNS,
-    ContinuingTeam,
     Ends,
     Governor,
     IntervalGovernor,
@@ -35,8 +33,8 @@ from debate.engine import (
     turn_contexts,
 )
 from debate.errors import UsageError
-from debate.llm import ChatClient
 from debate.pipeline._runtime import Runtime
+from debate.pipeline._teams_run import FIRST_TEAM, Step, TeamsRun
 from debate.plugins import TeamFactory
 from debate.types import (
     CalibrationNote,
@@ -52,10 +50,7 @@ from debate.types import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CASCADE_ASSUMPTION", "FIRST_TEAM", "Escalation", "Step", "cascade_note", "team_part", "team_steps"]
-
-FIRST_TEAM = "first"
-"""How reports name the run's own team."""
+__all__ = ["CASCADE_ASSUMPTION", "FIRST_TEAM", "Escalation", "cascade_note", "team_part"]
 
 
 CASCADE_ASSUMPTION = (
@@ -112,19 +107,7 @@ def cascade_note(note: CalibrationNote, verdicts: Sequence[ClaimVerdict]) -> Cal
     return note.model_copy(update={"calibrated": calibrated, "warning": "; ".join(warnings)})
 
 
-@dataclasses.dataclass(frozen=True)
-class Step:
-    """One team of the cascade as the claim's debate meets it."""
-
-    name: str
-    live: LiveCalibration
-    client: ChatClient
-    config: DebateConfig
-    rounds: int
-    """The round its turns end at, counted over the whole debate."""
-
-
-class Escalation:
+class Escalation(TeamsRun):
     """The run's team, then each cascade team in turn, over one claim. A team whose turns cannot take p_factual to
     the threshold from where it is handed the claim is skipped (no call), and a team hands over as soon as the
     threshold is out of its reach (debate.engine.reach_from)."""
@@ -137,24 +120,14 @@ class Escalation:
         first: LiveCalibration,
         prompts: dict[str, str],
     ) -> None:
-        debate = runtime.config.debate
-        assert debate.threshold is not None and debate.cascade
-        self._runtime, self._chain, self._factory, self._first = runtime, chain, factory, first
-        self._threshold = debate.threshold
-        # Each team's file is refused, as the run's own is, before any model starts (another chain or prompts); its
-        # models are checked once they are known (`bind`).
-        self._live = [LiveCalibration(self._step_config(step), chain, prompts) for step in debate.cascade]
+        super().__init__(runtime, chain, factory, first, prompts)
         self._reach: dict[tuple[object, ...], bool] = {}
         self._plan: tuple[tuple[int, ...], list[TeamReach]] | None = None
 
-    def _step_config(self, step: CascadeTeam) -> DebateConfig:
-        return self._runtime.config.debate.model_copy(update={"calibration": step.calibration, "prior": None})
-
     def bind(self) -> None:
-        """Check each team's calibration against the models its roles run on (once the endpoints named them), and
-        say at start which team cannot reach the threshold (it is skipped)."""
-        for live, opened in zip(self._live, self._runtime.cascade, strict=True):
-            live.bind_team(self._runtime.identities(opened))
+        """Check each team's calibration against its models, and say at start which team cannot reach the
+        threshold (it is skipped); refuse a run no team can decide."""
+        self.bind_teams()
         lines = self.plan_lines()
         if all(not reach.decidable for reach in self.plan()):
             raise UsageError(
@@ -164,9 +137,6 @@ class Escalation:
             )
         for line in lines:
             log.warning("cascade: %s", line)
-
-    def _steps(self) -> list[Step]:
-        return team_steps(self._runtime, self._first, self._live)
 
     def _ends(self, steps: Sequence[Step]) -> list[tuple[PosteriorModel, ...]]:
         """Each team's model, or its share interval's two ends (Calibration.ends); when any team has two, every
@@ -300,13 +270,7 @@ class Escalation:
         governor: Governor,
         check: StopCheck,
     ) -> DebateResult:
-        config = step.config.model_copy(update={"max_rounds": step.rounds})
-        team = self._factory.new_team(client=step.client, config=config, chain=self._chain)
-        if not isinstance(team, ContinuingTeam):
-            raise UsageError(
-                f"the cascade stop needs a team that can continue a debate; {type(team).__name__} cannot "
-                "(debate.engine.ContinuingTeam)"
-            )
+        team = self._continuing(step, step.rounds)
         return await team.continue_debate(
             claim, evidence, earlier, governor=governor, threshold=self._threshold, max_rounds=step.rounds, until=check
         )
@@ -338,19 +302,6 @@ def _said(
     if not used:
         return None
     return SegmentedPosterior([points[i] for i in used], list(starts)).p_debate(chain, records)
-
-
-def team_steps(runtime: Runtime, first: LiveCalibration, live: Sequence[LiveCalibration]) -> list[Step]:
-    """The run's team, then each `[[debate.cascade]]` team, each with the round its turns end at (the cascade's
-    counting: each team's max_rounds added to the earlier's)."""
-    debate = runtime.config.debate
-    steps = [Step(FIRST_TEAM, first, runtime.client, debate, debate.max_rounds)]
-    rounds = debate.max_rounds
-    for step, opened, calibration in zip(debate.cascade, runtime.cascade, live, strict=True):
-        rounds += step.max_rounds
-        config = debate.model_copy(update={"calibration": step.calibration, "prior": None})
-        steps.append(Step(step.name, calibration, opened.router, config, rounds))
-    return steps
 
 
 def _skipped(name: str, first: int, p: float | None, live: LiveCalibration, why: str) -> TeamPart:
