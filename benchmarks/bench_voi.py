@@ -15,8 +15,8 @@ Scenarios:
   `voi:P` (one team: voi chooses only when to stop, by reach);
 - cost: a weak model and a strong one at 10x its price. Arms: the strong team under the paper's rule (the
   reference) and `posterior:P`, the cascade weak (2 rounds) -> strong (3 more) at P, and `voi:P` over both teams;
-- unlabelled: the alike model with a calibration fitted on an unlabelled pilot, whose share interval may be too
-  wide to pin the base rate: the stops then decide on the interval's worst case;
+- unlabelled: a lenient model (every role leans to "true"; items alike) with a calibration fitted on an unlabelled
+  pilot: its share interval is too wide to pin the base rate, and the stops decide on the interval's worst case;
 - memory: the cost scenario's models with agents that remember (not Markov): the calibrations' checks must fail,
   and the stops refuse them (exit 2, said on the row).
 
@@ -54,7 +54,7 @@ from debate.types import Report
 from experiments.dynamics.simulate import labels_for
 
 CHAIN = load_chain("true-to-skeptic")
-SCENARIOS = {"alike": ("alike", None), "cost": ("weak", "strong"), "unlabelled": ("alike", None)}
+SCENARIOS = {"alike": ("alike", None), "cost": ("weak", "strong"), "unlabelled": ("lenient", None)}
 SCENARIOS["memory"] = ("weak-memory", "strong-memory")
 FILES: list[str] = []
 """What each fitted calibration file says of itself, printed under the table."""

@@ -12,6 +12,7 @@ import itertools
 from dataclasses import dataclass
 
 from debate.engine import PosteriorModel
+from experiments.dynamics.examples import CALIBRATION_EXAMPLES
 from experiments.dynamics.simulate import ClassView, DifficultyClass, Population, RoleParameters
 
 __all__ = ["FAMILIES", "FOOLED_RIGHT", "PRICES", "ROLES", "Composition", "compositions", "family", "team_posterior"]
@@ -25,6 +26,7 @@ PRICES: dict[str, tuple[float, float]] = {
     "strong": (1.50, 6.00),
     "twin": (0.15, 0.60),
     "alike": (0.15, 0.60),
+    "lenient": (0.15, 0.60),
     "weak-memory": (0.15, 0.60),
     "strong-memory": (1.50, 6.00),
 }
@@ -67,6 +69,9 @@ FAMILIES["weak-b"] = FAMILIES["weak"]
 FAMILIES["alike"] = Population(
     roles={r: RoleParameters(factual_true=0.8, hallucinated_true=0.2) for r in ROLES}, seed=4, class_seed="alike"
 )
+# A lenient judge model (every role leans to "true"), items alike: its turns pin the share of factual claims only
+# roughly, so a fit without labels says its file is not calibrated for its base rate.
+FAMILIES["lenient"] = CALIBRATION_EXAMPLES["lenient"]
 # The weak and strong models with agents that remember the opinion before the one they are shown, 30% of the time:
 # no calibration models them, and its checks must say so.
 FAMILIES["weak-memory"] = family(right=0.85, fooled_share=0.25, class_seed="weak", seed=5, memory=0.3)
