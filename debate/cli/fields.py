@@ -128,8 +128,7 @@ COMMON: dict[str, str] = {
     "debate.min_rounds": "rounds before agreement may end the debate (default: 2)",
     "debate.max_rounds": "the most debate rounds (default: 5)",
     "debate.calibration": "a calibration file: each verdict then has its probability",
-    "debate.stop": "consensus (the paper's rule), posterior:P (needs a calibration), cascade:P (needs "
-    "[[debate.cascade]] teams, each with its calibration) or voi:P (each turn to the team worth most per dollar)",
+    "debate.stop": "consensus (the paper's rule); with a calibration, posterior:P, cascade:P or voi:P",
     "prefilter.prefilters": "cheap checks before the debate: none, all or NAME,NAME",
     "prompt_set": "the agents' prompts: paper, tuned, refchecker or a folder",
     "rollup": "claims -> response: any-false (the paper's), strict, major or soft",
