@@ -182,8 +182,6 @@ class Decision:
     """Why it stops: posterior (decided), max_rounds, out_of_reach (no team can pass the threshold from here) or
     unseen (no team's fit saw the next turn's context)."""
     worth: Worth | None = None
-    ends: Ends | None = None
-    """The chosen team's reader for the turn: its segment's, moved to where the segment starts."""
     options: tuple[tuple[int, Worth], ...] = ()
     """Every team that could speak, with its worth."""
     passed: tuple[str, ...] = ()
@@ -313,12 +311,11 @@ class TurnPolicy:
         if not options:
             unseen = bool(passed) and all("did not see" in p for p in passed)
             return Decision(team=None, value=value, stop="unseen" if unseen else "out_of_reach", passed=tuple(passed))
-        k, worth, ends = max(options, key=lambda o: (o[1].ratio, -o[1].cost))
+        k, worth, _ = max(options, key=lambda o: (o[1].ratio, -o[1].cost))
         return Decision(
             team=k,
             value=value,
             worth=worth,
-            ends=ends,
             options=tuple((i, w) for i, w, _ in options),
             passed=tuple(passed),
         )
