@@ -44,7 +44,7 @@ def _start(args: list[str]) -> subprocess.Popen[str]:
 
 def _interrupt(proc: subprocess.Popen[str], signum: int = signal.SIGINT, line: str = INTERRUPTED) -> str:
     """Send the signal; the command ends with exactly `line` (its last), its exit code, and no noise. The endpoint's
-    replies take longer than the 10 s allowed here, so a command that waited for one would fail."""
+    replies take 30 s, longer than the 25 s allowed here, so a command that waited for one would fail."""
     sent = time.monotonic()
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
@@ -54,7 +54,8 @@ def _interrupt(proc: subprocess.Popen[str], signum: int = signal.SIGINT, line: s
     assert line == ANY_LINE or lines[-1] == line, err
     for noise in ("Traceback", "ERROR", "CancelledError", "KeyboardInterrupt", "task_done", "Exception"):
         assert noise not in err, err
-    assert waited < 10, f"{waited:.1f} s to stop: it waited for the endpoint"
+    # an upper bound below the reply's 30 s: a command that waited for the endpoint cannot pass it, however loaded
+    assert waited < 25, f"{waited:.1f} s to stop: it waited for the endpoint"
     return err
 
 

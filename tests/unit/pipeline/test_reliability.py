@@ -164,12 +164,12 @@ def test_a_second_writer_on_the_same_output_is_refused(tmp_path: Path) -> None:
         lock = out.with_name(out.name + ".lock")
         while time.monotonic() < deadline and not (lock.exists() and lock.read_text().strip()):
             time.sleep(0.05)
-        started = time.monotonic()
+        # the first writer's replies wait for this one to end: a second that waited for the lock would hang until
+        # its own timeout and fail there, so no duration is asserted
         try:
             second = _batch(source, out, server.base_url)
         finally:
             second_done.set()
-        assert time.monotonic() - started < 20
         assert second.returncode == 2, second.stderr
         assert f"being written by another process (PID {first.pid})" in second.stderr
         first.communicate(timeout=60)
