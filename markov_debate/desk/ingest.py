@@ -25,7 +25,7 @@ from markov_debate.desk.runnable import check_runnable
 from markov_debate.desk.settings import DeskSettings
 from markov_debate.desk.store import Store
 
-__all__ = ["IngestError", "ingest"]
+__all__ = ["IngestError", "ingest", "read_upload"]
 
 
 class IngestError(InputError):
@@ -55,6 +55,26 @@ def ingest(
         replayed = store.replayed_batch(principal, idempotency_key, digest)
         if replayed is not None:
             return store.batch(replayed), False
+    items, errors = read_upload(path, task=task, settings=settings)
+    batch_id, created = store.submit_batch(
+        principal,
+        name=name,
+        task=task,
+        items=items,
+        input_errors=errors,
+        idempotency_key=idempotency_key,
+        digest=digest,
+        max_pending=settings.key_max_pending,
+    )
+    return store.batch(batch_id), created
+
+
+def read_upload(
+    path: Path, *, task: str, settings: DeskSettings
+) -> tuple[list[tuple[int, AuditRequest]], list[dict[str, Any]]]:
+    """The upload's items as audit requests under `task` (each checked as a single submission is), and its
+    unreadable lines, each named: what the desk queues and what it lists in `input_errors`. An upload past the
+    line limit (413) or with no readable item (422) is an IngestError."""
     max_items = settings.max_batch_items
     try:
         # Every line counts toward the limit, blank or not: a body of newlines stops being read at the limit.
@@ -81,17 +101,7 @@ def ingest(
     if not items:
         detail = errors[0]["message"] if errors else "the upload has no items"
         raise IngestError(f"no readable item in the upload ({detail})", status=422)
-    batch_id, created = store.submit_batch(
-        principal,
-        name=name,
-        task=task,
-        items=items,
-        input_errors=errors,
-        idempotency_key=idempotency_key,
-        digest=digest,
-        max_pending=settings.key_max_pending,
-    )
-    return store.batch(batch_id), created
+    return items, errors
 
 
 def _digest(path: Path, task: str) -> str:

@@ -58,8 +58,9 @@ def _exclude_nul(schema: dict[str, Any]) -> None:
         schema["pattern"] = _NO_NUL
 
 
-_BODIES = ("AuditRequest", "ReviewIn", "AuditOverrides")
-"""The request bodies' models: every text in them reaches a store column, which cannot hold a NUL."""
+_BODIES = ("AuditRequest", "ReviewIn", "AuditOverrides", "BatchLine")
+"""The request bodies' models: every text in them reaches a store column, which cannot hold a NUL (a batch line
+with one is listed in the answer's input_errors, so a body of no other line is refused)."""
 
 
 def _body_nul_refusal(schema: dict[str, Any], _: DeskSettings) -> None:
@@ -69,6 +70,9 @@ def _body_nul_refusal(schema: dict[str, Any], _: DeskSettings) -> None:
     for name in _BODIES:
         if name in components:
             _no_nul_inside(components[name])
+    # the batch upload's own wrappers (a JSON line's id), around the BatchLine it refers to
+    for media in ("application/x-ndjson", "application/json"):
+        _no_nul_inside(schema["paths"][_BATCH_OP[0]][_BATCH_OP[1]]["requestBody"]["content"][media]["schema"])
 
 
 def _no_nul_inside(node: Any) -> None:
