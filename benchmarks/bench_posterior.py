@@ -32,7 +32,7 @@ from debate.calibration import load_calibration
 from experiments.dynamics.calibrate import calibration_of, reliability
 from experiments.dynamics.commands import agrees, plot_predictions
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES
-from experiments.dynamics.fitted import fit_model
+from experiments.dynamics.fitting import fit_model
 from experiments.dynamics.observe import RunObservations
 from experiments.dynamics.predict import Predicted, Setting, predict
 from experiments.dynamics.readers import read_run

@@ -156,8 +156,9 @@ class Labels(_Model):
     followed: int = Field(default=0, ge=0)
     """Claims the order was followed for when counting `label_next_needed`."""
     label_order: Literal["variance", "random"] = "variance"
-    """How `label_next` goes on past its first two parts: by the expected fall of p_factual's variance, or a seeded
-    random sample (`debate dynamics fit --label-order random`)."""
+    """How `label_next` goes on past its first two parts: a seeded random sample (what `debate dynamics fit` writes
+    by default) or by the expected fall of p_factual's variance (`--label-order variance`). Every fit writes it; left
+    out, the file predates the field, when the variance order was the only one."""
 
     def label_next_line(self) -> str | None:
         """How many labels, in which order, would settle p_factual (None: no order computed)."""

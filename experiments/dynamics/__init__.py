@@ -8,10 +8,11 @@ from experiments.dynamics.diagnostics import (
     overdispersion_check,
     state_check,
 )
-from experiments.dynamics.fit import DynamicsFit, fit
-from experiments.dynamics.fitted import Diagnostics, FittedModel, ModelChoice, diagnose, fit_model
+from experiments.dynamics.fitted import Diagnostics, FittedModel, ModelChoice, diagnose
+from experiments.dynamics.fitting import fit_model
 from experiments.dynamics.observe import Observation, RunObservations, observations
 from experiments.dynamics.predict import Outcome, Predicted, Setting, outcome, predict
+from experiments.dynamics.rates import DynamicsFit, fit
 from experiments.dynamics.readers import read_run
 
 __all__ = [

@@ -17,11 +17,12 @@ from debate.engine import TurnContext, chain_digest, load_chain
 from debate.errors import UsageError
 from experiments.dynamics.calibrate import calibration_of, plot_reliability, reliability
 from experiments.dynamics.compose import compose_team, composed_table
-from experiments.dynamics.fit import fit
-from experiments.dynamics.fitted import FittedModel, fit_model
+from experiments.dynamics.fitted import FittedModel
+from experiments.dynamics.fitting import fit_model
 from experiments.dynamics.identity import distinct_claims
 from experiments.dynamics.observe import RunObservations
 from experiments.dynamics.predict import Predicted, SelfCheck, Setting, governor_of, predict, self_check
+from experiments.dynamics.rates import fit
 from experiments.dynamics.readers import read_run, read_store, stop_calibration
 from experiments.dynamics.replicate import design_of
 from experiments.dynamics.report import Checked, fit_table, predict_table, validate_table

@@ -39,7 +39,8 @@ from debate.errors import UsageError
 from debate.types import ModelIdentity, name_of_label
 from experiments.dynamics.calibrate import calibration_of
 from experiments.dynamics.diagnostics import fitted_checks
-from experiments.dynamics.fitted import FittedModel, fit_model
+from experiments.dynamics.fitted import FittedModel
+from experiments.dynamics.fitting import fit_model
 from experiments.dynamics.observe import Observation, RunObservations
 from experiments.dynamics.replicate import design_of
 

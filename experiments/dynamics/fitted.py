@@ -13,18 +13,14 @@ from debate.calibration import SMOOTHING, CalibrationClass, Labels, OwnCount, Pu
 from debate.engine import PosteriorModel, RoleModel
 from experiments.dynamics.diagnostics import (
     Check,
-    fitted_checks,
     heterogeneity_check,
     markov_check,
     overdispersion_check,
     state_check,
 )
 from experiments.dynamics.family import FamilyName, PulledRates
-from experiments.dynamics.mixture import choose_classes, fit_mixture
-from experiments.dynamics.model import Context, Floats, Indexed, Mixture, multiplicities
+from experiments.dynamics.model import Context, Floats, Indexed, Mixture
 from experiments.dynamics.observe import Observation
-from experiments.dynamics.replicate import Design
-from experiments.dynamics.worth import LabelOrder
 
 __all__ = [
     "Diagnostics",
@@ -34,7 +30,7 @@ __all__ = [
     "ModelKind",
     "diagnose",
     "diagnostics_of",
-    "fit_model",
+    "pooled_checks",
     "posterior_of",
     "pulled_parts",
     "pulled_roles",
@@ -168,92 +164,6 @@ def posterior_of(
     )
 
 
-def _bic_line(bics: dict[int, float], chosen: int) -> str:
-    listed = ", ".join(f"{c} class{'es' if c > 1 else ''} {b:.1f}" for c, b in bics.items())
-    return f"BIC {listed}; {chosen} the lowest"
-
-
-def _choose(ix: Indexed, model: ModelKind, uneven: list[Check], seed: int) -> tuple[Mixture, dict[int, float], str]:
-    if model == "one-class":
-        return fit_mixture(ix, 1), {}, "set by --model one-class"
-    point, bics = choose_classes(ix, most=3, seed=seed)
-    if model == "auto" and not uneven:
-        return point, bics, _bic_line(bics, point.classes)
-    # a heterogeneity check that fails is evidence enough for classes, even where BIC's penalty for a whole second
-    # table of contexts keeps one class on a few hundred items
-    why = (
-        "set by --model mixture"
-        if model == "mixture"
-        else f"the {uneven[0].name} check on the pooled turns fails ({uneven[0].detail})"
-    )
-    bics = {c: b for c, b in bics.items() if c > 1}
-    chosen = min(bics, key=lambda c: bics[c])
-    point = point if point.classes == chosen else fit_mixture(ix, chosen, seed=seed)
-    return point, bics, f"{why}; {_bic_line(bics, chosen)} of 2 and 3"
-
-
-def fit_model(
-    seen: Sequence[Observation],
-    *,
-    model: ModelKind = "auto",
-    bootstrap: int = 200,
-    seed: int = 0,
-    runs: Sequence[Sequence[Observation]] = (),
-    designs: Sequence[Design] = (),
-    base_rate: float | None = None,
-    family: FamilyChoice = "auto",
-    label_order: LabelOrder = "variance",
-) -> FittedModel:
-    """Fit the chosen model to `seen` and to `bootstrap` replicates of its items. auto: a mixture of item classes
-    when a heterogeneity check fails (`runs`: every run on these items, for the cross-run one), else the number of
-    classes BIC prefers. With the runs' `designs`, the markov, heterogeneity and state checks test the model that
-    was fitted (against runs of it); without them, the pooled turns (chi-square). Claims without a label (`label`
-    None) make the truth latent too (experiments.dynamics.latent), which needs the designs; `base_rate` then holds
-    the share of factual claims fixed in EM (None: fitted), and `family` ties each class's rates (experiments.dynamics.
-    family; auto: BIC chooses); `label_order` is how the labels worth asking for go on (experiments.dynamics.worth)."""
-    if any(o.label is None for o in seen) or (family == "pulled" and designs):
-        if not designs:
-            raise ValueError("a fit with unlabelled claims needs the runs' designs: its checks test the fitted model")
-        # the partly labelled fit builds on this module's types: imported here, where it is needed, not at the top
-        from experiments.dynamics.partly import fit_partly
-
-        return fit_partly(
-            seen,
-            model=model,
-            bootstrap=bootstrap,
-            seed=seed,
-            designs=designs,
-            base_rate=base_rate,
-            family=family,
-            label_order=label_order,
-        )
-    if base_rate is not None:
-        raise ValueError("a stated base rate is for a fit with unlabelled claims: every claim here is labelled")
-    if family == "pulled":
-        raise ValueError("the pulled family needs the runs' designs: its checks test the fitted model")
-    ix = Indexed(seen)
-    pooled = _checks(seen, runs)
-    uneven = [c for c in pooled if c.name in ("heterogeneity", "overdispersion") and c.rejected]
-    point, bics, reason = _choose(ix, model, uneven, seed)
-    replicates, weights = [], [ix.replicate(m) for m in multiplicities(len(ix.claims), bootstrap, seed)]
-    for m in weights:
-        start = point.responsibilities if point.classes > 1 else None
-        replicates.append((fit_mixture(ix, point.classes, scale=m, start=start, iterations=60), ix.calls_per_turn(m)))
-    shares = {"factual": point.shares[True], "hallucinated": point.shares[False]}
-    choice = ModelChoice(classes=point.classes, shares=shares, bic=bics, reason=reason)
-    checks = pooled
-    if designs:
-        fitted = PosteriorModel(classes=point.components, shares=point.shares, prior=ix.factual_share())
-        described = "the fitted one-class model" if point.classes == 1 else f"the fitted {point.classes}-class mixture"
-        checks = [
-            *fitted_checks(seen, fitted, designs, described=described, seed=seed),
-            *(c for c in pooled if c.name == "overdispersion"),
-        ]
-    return FittedModel(
-        ix, point, weights, replicates, ix.calls_per_turn(), diagnostics_of(checks, choice), ix.factual_share()
-    )
-
-
 def _warnings(checks: dict[str, Check], choice: ModelChoice, share: float | None = None) -> list[str]:
     lines = []
     labels = choice.labels
@@ -315,7 +225,8 @@ def _warnings(checks: dict[str, Check], choice: ModelChoice, share: float | None
     return lines
 
 
-def _checks(seen: Sequence[Observation], runs: Sequence[Sequence[Observation]]) -> list[Check]:
+def pooled_checks(seen: Sequence[Observation], runs: Sequence[Sequence[Observation]]) -> list[Check]:
+    """The checks on the pooled turns (chi-square references), and across `runs` when there are two or more."""
     checks = [markov_check(seen), heterogeneity_check(seen), state_check(seen)]
     return [*checks, overdispersion_check(runs)] if len(runs) > 1 else checks
 
@@ -331,4 +242,4 @@ def diagnose(
 ) -> Diagnostics:
     """Every check that applies: on the fitted turns `seen`, and across `runs` (every run on these items, the fitted
     one included) when there are two or more. `fit_model` does this once for its own choice (`.diagnostics`)."""
-    return diagnostics_of(_checks(seen, runs), choice)
+    return diagnostics_of(pooled_checks(seen, runs), choice)

@@ -13,7 +13,7 @@ other label, and a one-class fit explains them as well as the truth does.
 Labels break the symmetry. A labelled claim enters EM with its label fixed (semi-supervised: its clusters of the
 other label are impossible), so every cluster labelled claims fall in is oriented by them, the class that fools the
 agents included; a cluster no labelled claim reaches keeps the assumption (experiments.dynamics.clusters). The
-labels' test of the fit is cross-validated (experiments.dynamics.labelled): each fold of labelled claims is scored
+labels' test of the fit is cross-validated (experiments.dynamics.label_test): each fold of labelled claims is scored
 by a fit that did not see its labels (`held_out_fits`). The fitted clusters become weighted labelled pseudo-items
 (clusters.expand), which every other part of the dynamics (the tables, the calibration file, the predictions, the
 checks) reads.
@@ -21,7 +21,6 @@ checks) reads.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -32,16 +31,7 @@ from experiments.dynamics.family import FamilyName, Pulled, PulledRates, family_
 from experiments.dynamics.model import Floats
 from experiments.dynamics.observe import Observation
 
-__all__ = [
-    "CHI2_95",
-    "LatentData",
-    "LatentEm",
-    "LatentFit",
-    "ShareInterval",
-    "fit_latent",
-    "held_out_fits",
-    "share_interval",
-]
+__all__ = ["LatentData", "LatentEm", "LatentFit", "fit_latent", "held_out_fits"]
 
 _TINY = 1e-300
 """Logs of rates and weights are taken at least at this (a rate of exactly 0 times no turn adds nothing)."""
@@ -348,50 +338,3 @@ def held_out_fits(seen: Sequence[Observation], fit: LatentFit, folds: list[set[s
         r, loglik, steps, converged = em.run(start)
         out.append(_latent(data, em, r, loglik, steps, converged))
     return out
-
-
-CHI2_95 = 3.841458820694124
-"""The chi-square quantile (1 df) of a 95% profile-likelihood interval."""
-_EDGE = 1e-3
-"""The interval is searched within [_EDGE, 1 - _EDGE]; reaching an edge reads as reaching 0 or 1."""
-
-
-@dataclass(frozen=True)
-class ShareInterval:
-    """What the turns say about the share of factual claims: its 95% profile-likelihood interval."""
-
-    low: float
-    high: float
-    standard_error: float
-    """From the profile's curvature at the estimate (the observed Fisher information)."""
-    claims: int
-    """The claims it was fitted on (the standard error shrinks as 1 / sqrt(claims))."""
-
-
-def share_interval(seen: Sequence[Observation], fit: LatentFit) -> ShareInterval:
-    """The 95% profile-likelihood interval of the factual share of `fit` (fitted on `seen`): every share whose
-    best fit, with the share held there and everything else refitted (EM from the fit's own responsibilities),
-    loses less than half the chi-square quantile in log-likelihood."""
-    data = LatentData(seen)
-    if data.items != fit.items:
-        raise ValueError("share_interval needs the observations the fit was made on")
-
-    def deviance(share: float) -> float:
-        _, loglik, _, _ = LatentEm(data, fit.classes, share, fit.family).run(fit.responsibilities)
-        return 2 * (fit.loglik - loglik)
-
-    from scipy.optimize import brentq  # the experiments extra
-
-    def side(edge: float) -> float:
-        if deviance(edge) < CHI2_95:
-            return 0.0 if edge < 0.5 else 1.0
-        return float(brentq(lambda x: deviance(x) - CHI2_95, fit.prior, edge, xtol=1e-4))
-
-    h = min(0.005, fit.prior / 2, (1 - fit.prior) / 2)
-    curvature = max((deviance(fit.prior + h) + deviance(fit.prior - h)) / 2, 1e-12)
-    return ShareInterval(
-        low=side(_EDGE),
-        high=side(1 - _EDGE),
-        standard_error=h / math.sqrt(curvature),
-        claims=len(fit.items),
-    )

@@ -20,7 +20,8 @@ from debate.engine import (
     load_chain,
     outcome,
 )
-from experiments.dynamics.fitted import FittedModel, ModelKind, fit_model
+from experiments.dynamics.fitted import FittedModel, ModelKind
+from experiments.dynamics.fitting import fit_model
 from experiments.dynamics.model import Context, Mixture, describe, interval
 from experiments.dynamics.observe import Observation
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from experiments.dynamics.calibrate import Reliability
-from experiments.dynamics.fit import DynamicsFit
 from experiments.dynamics.fitted import Diagnostics
 from experiments.dynamics.predict import Predicted, SelfCheck
+from experiments.dynamics.rates import DynamicsFit
 
 __all__ = ["Checked", "diagnostics_lines", "fit_table", "predict_table", "self_check_line", "validate_table"]
 

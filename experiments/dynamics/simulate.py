@@ -34,13 +34,16 @@ from experiments.dynamics.predict import Setting, outcome
 __all__ = [
     "ClassView",
     "DifficultyClass",
+    "Final",
     "Population",
     "RoleParameters",
     "SimulatedAgents",
     "exact_accuracy",
+    "finals",
     "labels_for",
     "load_population",
     "observed",
+    "observed_finals",
     "simulate_debates",
     "simulated_reports",
 ]
@@ -330,12 +333,25 @@ async def simulate_debates(
     return results
 
 
+Final = tuple[bool, bool, int]
+"""A finished debate: (the claim's label, the final verdict, model calls)."""
+
+
+def finals(results: Sequence[tuple[str, bool, DebateResult]]) -> list[Final]:
+    """Each debate that reached a verdict: what `observed` reads of it."""
+    return [(label, r.final.factuality, r.usage.llm_calls) for _, label, r in results if r.final is not None]
+
+
 def observed(results: Sequence[tuple[str, bool, DebateResult]]) -> tuple[float, float, float]:
     """(P(final true | factual), P(final true | hallucinated), mean model calls per claim)."""
-    finals = [(label, r.final.factuality, r.usage.llm_calls) for _, label, r in results if r.final is not None]
-    yes = [v for label, v, _ in finals if label]
-    no = [v for label, v, _ in finals if not label]
-    return sum(yes) / max(1, len(yes)), sum(no) / max(1, len(no)), sum(c for *_, c in finals) / max(1, len(finals))
+    return observed_finals(finals(results))
+
+
+def observed_finals(done: Sequence[Final]) -> tuple[float, float, float]:
+    """As `observed`, from the debates' `finals` (a recorded run keeps those)."""
+    yes = [v for label, v, _ in done if label]
+    no = [v for label, v, _ in done if not label]
+    return sum(yes) / max(1, len(yes)), sum(no) / max(1, len(no)), sum(c for *_, c in done) / max(1, len(done))
 
 
 def exact_accuracy(population: Population, setting: Setting, share_true: float = 0.5) -> float:

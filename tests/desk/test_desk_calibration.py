@@ -20,7 +20,7 @@ from debate.calibration import Calibration
 from debate.cli import main
 from debate.config import DebateConfig
 from experiments.dynamics.calibrate import calibration_of
-from experiments.dynamics.fitted import fit_model
+from experiments.dynamics.fitting import fit_model
 from experiments.dynamics.readers import read_log, read_store
 from experiments.dynamics.replicate import design_of
 from markov_debate.desk.calibrated import DRIFT_ECE, DRIFT_MIN_CLAIMS

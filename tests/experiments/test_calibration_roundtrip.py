@@ -23,7 +23,7 @@ from debate.results import PredictionRecord
 from debate.types import Report
 from experiments.dynamics.calibrate import calibration_of
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES
-from experiments.dynamics.fitted import fit_model
+from experiments.dynamics.fitting import fit_model
 from experiments.dynamics.observe import RunObservations
 from experiments.dynamics.readers import read_run
 from experiments.dynamics.replicate import design_of

@@ -14,8 +14,9 @@ import pytest
 from debate.calibration import MAX_SHARE_WIDTH, Labels, not_calibrated
 from experiments.dynamics import latent
 from experiments.dynamics.em import run_em
-from experiments.dynamics.latent import CHI2_95, fit_latent, share_interval
+from experiments.dynamics.latent import fit_latent
 from experiments.dynamics.observe import Observation
+from experiments.dynamics.share import CHI2_95, share_interval
 
 RATES = {"initial": (0.85, 0.45), "trust": (0.9, 0.55), "skeptic": (0.65, 0.25), "leader": (0.8, 0.4)}
 """P(says true | factual), P(says true | hallucinated): lenient agents, whose turns say little of the base rate."""

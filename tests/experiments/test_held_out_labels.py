@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from debate.calibration import HELD_OUT_LEVEL, Labels, not_calibrated
-from experiments.dynamics.labelled import _held_out
+from experiments.dynamics.label_test import _held_out
 
 
 def _labels(x: np.ndarray, y: np.ndarray, enough: bool) -> tuple[Labels, bool]:

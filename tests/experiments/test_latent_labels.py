@@ -23,10 +23,10 @@ from experiments.dynamics import family, latent
 from experiments.dynamics.clusters import typical, unreached
 from experiments.dynamics.em import run_em
 from experiments.dynamics.family import Pulled
-from experiments.dynamics.labelled import folds_of
+from experiments.dynamics.fit_unlabelled import _roles
+from experiments.dynamics.label_test import folds_of
 from experiments.dynamics.latent import LatentFit, fit_latent
 from experiments.dynamics.observe import Observation
-from experiments.dynamics.partly import _roles
 from tests.support.properties import Reached, examples
 
 ROLES = ("initial", "trust", "skeptic", "leader")

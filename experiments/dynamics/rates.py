@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from experiments.dynamics.fitted import Diagnostics, FittedModel, ModelKind, fit_model
+from experiments.dynamics.fitted import Diagnostics, FittedModel, ModelKind
+from experiments.dynamics.fitting import fit_model
 from experiments.dynamics.model import Floats, Indexed, interval
 from experiments.dynamics.observe import Observation
 from experiments.dynamics.predict import SelfCheck

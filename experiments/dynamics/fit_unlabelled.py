@@ -1,6 +1,6 @@
 """The fit of a run whose claims are not all labelled (`fit_model` comes here): the truth latent where no label
 says it (experiments.dynamics.latent), the family and number of classes chosen by BIC, the labels' test
-cross-validated (experiments.dynamics.labelled), and the whole as weighted labelled pseudo-items for the rest of the
+cross-validated (experiments.dynamics.label_test), and the whole as weighted labelled pseudo-items for the rest of the
 dynamics."""
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from experiments.dynamics.fitted import (
     posterior_of,
     pulled_roles,
 )
-from experiments.dynamics.labelled import folds_of, labels_of
-from experiments.dynamics.latent import LatentFit, ShareInterval, fit_latent, held_out_fits, share_interval
+from experiments.dynamics.label_test import folds_of, labels_of
+from experiments.dynamics.latent import LatentFit, fit_latent, held_out_fits
 from experiments.dynamics.mixture import fit_mixture, mixture_from
 from experiments.dynamics.model import Floats, Indexed, Mixture, multiplicities
 from experiments.dynamics.observe import Observation
 from experiments.dynamics.replicate import Design
+from experiments.dynamics.share import ShareInterval, share_interval
 from experiments.dynamics.worth import ASKED, TARGET_ERROR, LabelOrder, Worth, worth
 
 __all__ = ["fit_partly"]
@@ -155,7 +156,7 @@ def fit_partly(
     designs: Sequence[Design],
     base_rate: float | None,
     family: FamilyChoice = "auto",
-    label_order: LabelOrder = "variance",
+    label_order: LabelOrder = "random",
 ) -> FittedModel:
     """The fit of a run with unlabelled claims (see the module); its bootstrap replicates refit the weighted tables
     of the pseudo-items (the predictions' intervals), whatever the family. `label_order`: how the labels worth
@@ -208,7 +209,7 @@ def _latent_labels(
     latent: LatentFit,
     interval: ShareInterval | None,
     labels: dict[str, bool | None],
-    order: tuple[LabelOrder, int] = ("variance", 0),
+    order: tuple[LabelOrder, int] = ("random", 0),
 ) -> Labels:
     """What the labels said, with what the turns say of the share, how EM ended and the classes no label reaches
     (their most typical claims first among those to label)."""
@@ -248,7 +249,7 @@ def _label_next(
     clusters: list[tuple[int, int]],
     found: Worth,
     unlabelled: set[str],
-    order: tuple[LabelOrder, int] = ("variance", 0),
+    order: tuple[LabelOrder, int] = ("random", 0),
 ) -> list[LabelAsk]:
     """The order of the labels worth asking for (see `Labels.label_next`), each claim once, at most `ASKED`."""
     asks: dict[str, LabelAsk] = {}
@@ -265,7 +266,10 @@ def _label_next(
             asks.setdefault(claim, LabelAsk(claim=claim, reason=why))
     if order[0] == "random":
         rest = sorted(unlabelled - set(asks))
-        why = "drawn at random (--label-order random): random labels measure p_factual whatever the fitted family"
+        why = (
+            "drawn at random (the default order past its first parts; --label-order variance ranks the rest by "
+            "expected gain): random labels measure p_factual whatever the fitted family"
+        )
         for i in np.random.default_rng(order[1]).permutation(len(rest))[: max(0, ASKED - len(asks))]:
             asks.setdefault(rest[i], LabelAsk(claim=rest[i], reason=why))
         return list(asks.values())[:ASKED]
