@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from debate._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from debate.pipeline._estimate import Behaviour, Estimate, Range, assumed_behaviour, estimate, fitted_behaviour
+    from debate.pipeline._behaviour import Behaviour, assumed_behaviour, fitted_behaviour
+    from debate.pipeline._estimate import Estimate, Range, estimate
     from debate.pipeline._prices import PRICE_TABLE, PRICE_TABLE_DATE, Price, cost_of, price_for
     from debate.pipeline._run import Pipeline, checked_input, claim_evaluation, claim_explanation
     from debate.pipeline._runtime import Runtime
@@ -24,12 +25,12 @@ if TYPE_CHECKING:
     from debate.pipeline._verifier import Verifier, VerifierJob, averify, run_blocking, verify
 
 _WHERE = {
-    "Behaviour": "debate.pipeline._estimate",
+    "Behaviour": "debate.pipeline._behaviour",
     "Estimate": "debate.pipeline._estimate",
     "Range": "debate.pipeline._estimate",
-    "assumed_behaviour": "debate.pipeline._estimate",
+    "assumed_behaviour": "debate.pipeline._behaviour",
     "estimate": "debate.pipeline._estimate",
-    "fitted_behaviour": "debate.pipeline._estimate",
+    "fitted_behaviour": "debate.pipeline._behaviour",
     "PRICE_TABLE": "debate.pipeline._prices",
     "PRICE_TABLE_DATE": "debate.pipeline._prices",
     "Price": "debate.pipeline._prices",

@@ -12,7 +12,7 @@ import statistics
 import pytest
 
 from debate.engine import load_chain
-from debate.pipeline._estimate import assumed_behaviour, debate_turns
+from debate.pipeline._behaviour import assumed_behaviour, debate_turns
 from experiments.dynamics.simulate import Population, RoleParameters, labels_for, simulated_reports
 
 N = 600

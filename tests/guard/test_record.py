@@ -25,7 +25,8 @@ from sqlalchemy.exc import DataError, OperationalError
 from markov_debate.desk.requests import AuditRequest
 from markov_debate.desk.store import GuardRows, Store
 from markov_debate.desk.tables import AuditRow, GuardDecisionRow
-from markov_debate.guard.record import Recorder, Writer
+from markov_debate.guard.record import Recorder
+from markov_debate.guard.writer import Writer
 from tests.support.desk import guard_record
 
 

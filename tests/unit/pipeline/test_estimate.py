@@ -12,7 +12,7 @@ import pytest
 from debate.config import ModelConfig
 from debate.engine import load_chain
 from debate.pipeline import Price, cost_of, price_for
-from debate.pipeline._estimate import assumed_behaviour, debate_turns
+from debate.pipeline._behaviour import assumed_behaviour, debate_turns
 from debate.types import Usage
 from tests.support.fakes import Call, FakeOpenAI, Reply, Route
 from tests.support.helpers import ROOT, debate, op
