@@ -4,7 +4,6 @@ memory."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 from pathlib import Path
@@ -12,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from debate.engine import PAPER_TRANSITION_RULES, load_chain
-from experiments.dynamics import fit, markov_check, observations, outcome, predict
+from experiments.dynamics import fit, markov_check, outcome, predict
 from experiments.dynamics.predict import Setting
 from experiments.dynamics.readers import read_run
-from experiments.dynamics.simulate import Population, RoleParameters, labels_for, observed, simulate_debates
+from experiments.dynamics.simulate import Population, RoleParameters, observed_finals
 from tests.support.helpers import debate
+from tests.support.recorded import RunSpec, recorded, recorded_run
 
 pytestmark = pytest.mark.slow  # starts processes
 
@@ -32,20 +32,21 @@ POPULATION = Population(
 )
 
 
-def _run(population: Population, chain: str, min_rounds: int, n: int, seed: int = 0) -> list:  # type: ignore[type-arg]
-    labels = labels_for(n, 0.5, seed)
-    return asyncio.run(simulate_debates(population, chain=chain, min_rounds=min_rounds, max_rounds=4, labels=labels))
+def _run(name: str, population: Population, chain: str, min_rounds: int, n: int, seed: int = 0) -> RunSpec:
+    """A run of `population` through the real engine, recorded once (tests/support/recorded.py)."""
+    return RunSpec(
+        f"dynamics-{name}-{chain}-m{min_rounds}-n{n}-l{seed}", population, chain, min_rounds, 4, n, labels_seed=seed
+    )
 
 
-def _observations(results: list, chain: str) -> list:  # type: ignore[type-arg]
-    spec = load_chain(chain)
-    return [o for item, label, r in results for o in observations(r, spec, item=item, label=label)]
+def _observed(spec: RunSpec) -> tuple[float, float, float]:
+    """(P(final true | factual), P(final true | hallucinated), calls per claim) of the recorded run."""
+    return observed_finals(recorded_run(spec).finals(spec.labels()))
 
 
 def test_the_fit_recovers_the_populations_parameters_within_its_intervals() -> None:
-    results = _run(POPULATION, "true-to-skeptic", 2, 1200)
     fitted = fit(
-        _observations(results, "true-to-skeptic"),
+        recorded(_run("population", POPULATION, "true-to-skeptic", 2, 1200)),
         runs=["sim"],
         chain="true-to-skeptic",
         min_rounds=2,
@@ -80,8 +81,7 @@ def test_the_exact_prediction_is_what_the_engine_does(chain: str) -> None:
     errors)."""
     spec = load_chain(chain)
     for min_rounds in range(4):
-        results = _run(POPULATION, chain, min_rounds, 400, seed=min_rounds)
-        yes, no, calls = observed(results)
+        yes, no, calls = _observed(_run("population", POPULATION, chain, min_rounds, 400, seed=min_rounds))
         exact = [outcome(POPULATION, spec, min_rounds=min_rounds, max_rounds=4, label=label) for label in (True, False)]
         for p, seen in ((exact[0].p_true, yes), (exact[1].p_true, no)):
             assert abs(seen - p) <= 4 * math.sqrt(p * (1 - p) / 200) + 1e-9, (chain, min_rounds, seen, p)
@@ -98,22 +98,20 @@ def test_the_markov_check_rejects_a_population_with_memory_and_accepts_one_witho
         },
         seed=3,
     )
-    with_memory = markov_check(_observations(_run(remembering, "true-to-skeptic", 2, 600), "true-to-skeptic"))
-    without = markov_check(_observations(_run(POPULATION, "true-to-skeptic", 2, 600), "true-to-skeptic"))
+    with_memory = markov_check(recorded(_run("remembering", remembering, "true-to-skeptic", 2, 600)))
+    without = markov_check(recorded(_run("population", POPULATION, "true-to-skeptic", 2, 600)))
     assert with_memory.rejected and (with_memory.p_value or 1) < 1e-6 and (with_memory.df or 0) > 0
     assert not without.rejected and (without.p_value or 0) > 0.01
 
 
 def test_predictions_from_one_run_match_other_settings_within_their_intervals() -> None:
-    fitted_on = _run(POPULATION, "true-to-skeptic", 2, 1000)
-    seen = _observations(fitted_on, "true-to-skeptic")
+    seen = recorded(_run("population", POPULATION, "true-to-skeptic", 2, 1000))
     settings = [Setting("true-to-skeptic", m, 4) for m in (0, 1, 3)] + [Setting("true-to-trust", 2, 4)]
     predicted = predict(seen, settings, share_true=0.5, bootstrap=100, seed=2)
     for i, (setting, p) in enumerate(zip(settings, predicted, strict=True)):
         # the same items, drawn independently of the fitted run (its own population seed), as `simulate --seed`
         independent = POPULATION.model_copy(update={"seed": 100 + i})
-        other = _run(independent, setting.chain, setting.min_rounds, 1000)
-        yes, no, calls = observed(other)
+        yes, no, calls = _observed(_run(f"population-p{100 + i}", independent, setting.chain, setting.min_rounds, 1000))
         accuracy = 0.5 * yes + 0.5 * (1 - no)
         low, high = p.accuracy_interval
         # the observed run has its own sampling error: widen by its 2 standard errors

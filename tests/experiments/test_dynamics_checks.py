@@ -5,7 +5,6 @@ tables."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import tomllib
@@ -15,29 +14,28 @@ import numpy as np
 import pytest
 
 from debate.engine import PosteriorModel, load_chain
-from experiments.dynamics import Observation, diagnose, fit_model, markov_check, observations, predict
+from experiments.dynamics import Observation, diagnose, fit_model, markov_check, predict
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES, EXAMPLES
 from experiments.dynamics.predict import Setting
 from experiments.dynamics.replicate import Design, cells_of, replicate_cells
-from experiments.dynamics.simulate import Population, exact_accuracy, labels_for, load_population, simulate_debates
+from experiments.dynamics.simulate import Population, exact_accuracy, load_population
 from tests.support.helpers import ROOT, debate
+from tests.support.recorded import RunSpec, recorded
 
 pytestmark = pytest.mark.slow  # starts processes
 
 CHAIN = "true-to-skeptic"
 
 
-def _seen(population: Population, n: int, labels_seed: int = 1) -> list[Observation]:
-    results = asyncio.run(
-        simulate_debates(population, chain=CHAIN, min_rounds=2, max_rounds=4, labels=labels_for(n, 0.5, labels_seed))
-    )
-    spec = load_chain(CHAIN)
-    return [o for item, label, r in results for o in observations(r, spec, item=item, label=label)]
+def _seen(name: str, population: Population, n: int, labels_seed: int = 1) -> list[Observation]:
+    """The population's run through the real engine, recorded once (tests/support/recorded.py)."""
+    spec = RunSpec(f"checks-{name}-n{n}-l{labels_seed}", population, CHAIN, 2, 4, n, labels_seed=labels_seed)
+    return recorded(spec)
 
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, list[Observation]]:
-    return {name: _seen(population, 800) for name, population in CALIBRATION_EXAMPLES.items()}
+    return {name: _seen(name, population, 800) for name, population in CALIBRATION_EXAMPLES.items()}
 
 
 def _design(seen: list[Observation]) -> Design:
@@ -120,7 +118,7 @@ def test_false_alarms_on_the_markov_population_stay_rare() -> None:
     alarms = []
     for seed in range(10):
         population = EXAMPLES["markov"].model_copy(update={"seed": 100 + seed})
-        seen = _seen(population, 300, labels_seed=seed)
+        seen = _seen(f"markov-p{100 + seed}", population, 300, labels_seed=seed)
         fitted = fit_model(seen, bootstrap=0, seed=seed)
         found = diagnose(seen, fitted.choice)
         if found.warnings or fitted.choice.classes > 1:
@@ -159,7 +157,7 @@ def test_runs_on_the_same_items_show_unequal_difficulty_across_runs() -> None:
     classes of items."""
     for name, rejected in (("two-class", True), ("markov", False)):
         population = EXAMPLES[name]
-        first, second = (_seen(population.model_copy(update={"seed": s}), 300) for s in (21, 22))
+        first, second = (_seen(f"{name}-p{s}", population.model_copy(update={"seed": s}), 300) for s in (21, 22))
         fitted = fit_model(first, bootstrap=0, runs=[first, second])
         check = diagnose(first, fitted.choice, runs=[first, second]).check("overdispersion")
         assert check is not None and check.rejected is rejected, (name, check)

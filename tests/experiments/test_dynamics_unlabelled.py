@@ -5,7 +5,6 @@ many more and which."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections import defaultdict
 from dataclasses import replace
@@ -14,30 +13,31 @@ import pytest
 
 from debate.calibration import HELD_OUT_LEVEL
 from debate.engine import TurnContext, load_chain
-from experiments.dynamics import Observation, fit_model, observations
+from experiments.dynamics import Observation, fit_model
 from experiments.dynamics.calibrate import reliability
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES
 from experiments.dynamics.fitted import FamilyChoice, FittedModel
 from experiments.dynamics.predict import governor_of
 from experiments.dynamics.replicate import Design
-from experiments.dynamics.simulate import labels_for, simulate_debates
+from tests.support.recorded import RunSpec, recorded
 
 CHAIN, MAX_ROUNDS = "true-to-skeptic", 5
 N = 800
 
 
 def _seen(name: str, seed: int, prefix: str, n: int = N) -> list[Observation]:
-    results = asyncio.run(
-        simulate_debates(
-            CALIBRATION_EXAMPLES[name],
-            chain=CHAIN,
-            min_rounds=2,
-            max_rounds=MAX_ROUNDS,
-            labels=labels_for(n, 0.5, seed, prefix=prefix),
-        )
+    """The population's run through the real engine, recorded once (tests/support/recorded.py)."""
+    spec = RunSpec(
+        f"unlabelled-{name}-{prefix}-n{n}-l{seed}",
+        CALIBRATION_EXAMPLES[name],
+        CHAIN,
+        2,
+        MAX_ROUNDS,
+        n,
+        labels_seed=seed,
+        prefix=prefix,
     )
-    spec = load_chain(CHAIN)
-    return [o for item, label, r in results for o in observations(r, spec, item=item, label=label)]
+    return recorded(spec)
 
 
 @pytest.fixture(scope="module")
