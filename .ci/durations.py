@@ -112,6 +112,10 @@ def table(title: str, runs: list[tuple[str, Run]], key: str) -> list[str]:
     return rows
 
 
+BUDGET_S = 1500
+"""The CI's budget for a clean checkout's `bash .ci/run` on 2 cores (docs/development.md)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("junit", type=Path, help="the run's --junitxml file")
@@ -123,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
     out.append(
         "Seconds are setup + call + teardown, summed over workers. Wall time of the run: "
         + ", ".join(f"{name} {run.wall:.0f} s" for name, run in runs)
+    )
+    suite = runs[-1][1].wall
+    out.append(
+        f"The suite took {suite:.0f} s, {suite / BUDGET_S:.0%} of the CI's {BUDGET_S // 60}-minute budget for the "
+        "whole of .ci/run (set-up, install and lint share it; .ci/run prints the total)."
     )
     sys.stdout.write("\n".join(out) + "\n")
     return 0

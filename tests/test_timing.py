@@ -97,6 +97,7 @@ def test_each_table_adds_up_to_the_run_and_an_older_run_borrows_the_kinds(tmp_pa
     assert rows["nothing"] == "| nothing | 1 | 5 | - | 1 | 2 | 2 |"
     assert out.count("| **all** | 3 | 20 | - | 3 | 7 | 5 |") == 2
     assert "before 20 s, after 9 s" in out
+    assert "The suite took 9 s, 1% of the CI's 25-minute budget" in out
 
 
 def _table_output(durations: ModuleType, after: Path, before: Path) -> str:
