@@ -35,7 +35,11 @@ from debate.results import BatchItem
 from markov_debate.desk.ingest import IngestError, read_upload
 from tests.support.desk import settings_for
 
-READABLE_ITEM = {"id": "1", "response": "Paris is the capital [1].", "reference": {"1": "Paris is France's capital."}}
+READABLE_ITEM: dict[str, Any] = {
+    "id": "1",
+    "response": "Paris is the capital [1].",
+    "reference": {"1": "Paris is France's capital."},
+}
 """An item every task reads (rag's sources with the id its citation names)."""
 READABLE_LINE = json.dumps(READABLE_ITEM) + "\n"
 _SETTINGS = settings_for("sqlite://", "http://127.0.0.1:9/v1")
@@ -84,7 +88,7 @@ def within_the_rules(_: HookContext, case: Case[Any]) -> Case[Any]:
     return case
 
 
-def _batch_readable(task: str, body: list[Any], media_type: str) -> bool:
+def _batch_readable(task: str, body: list[Any], media_type: str | None) -> bool:
     """Whether the desk's own reader (`read_upload`, every line checked under `task` as a single submission is)
     finds a readable item in the body: the schema promises one such line, valid for task qa; whether another task
     takes it too is that task's rule, which the schema cannot say."""
