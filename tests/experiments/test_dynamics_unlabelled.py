@@ -21,6 +21,8 @@ from experiments.dynamics.predict import governor_of
 from experiments.dynamics.replicate import Design
 from tests.support.recorded import RunSpec, recorded
 
+pytestmark = pytest.mark.slow  # fits thousands of simulated claims (about two CPU minutes): not for the quick lane
+
 CHAIN, MAX_ROUNDS = "true-to-skeptic", 5
 N = 800
 

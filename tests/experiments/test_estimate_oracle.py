@@ -15,6 +15,8 @@ from debate.engine import load_chain
 from debate.pipeline._behaviour import assumed_behaviour, debate_turns
 from experiments.dynamics.simulate import Population, RoleParameters, labels_for, simulated_reports
 
+pytestmark = pytest.mark.slow  # debates 600 claims per setting through the engine: not for the quick lane
+
 N = 600
 
 
