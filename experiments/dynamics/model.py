@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from debate.engine import BACKOFF_LEVELS, RoleTables, backoff_keys
+from debate.engine import RoleTables
 from experiments.dynamics.observe import Observation
 
 __all__ = ["Behaviour", "Context", "Indexed", "Mixture", "interval", "multiplicities"]
@@ -106,21 +106,18 @@ class Indexed:
         if any(label is None for label in labels.values()):
             raise ValueError("Indexed needs every item labelled: expand an unlabelled run first (clusters.expand)")
         self.label = np.array([labels[item] for item in self.items], dtype=bool)
-        self.keys: list[list[tuple[object, ...]]] = []
-        self.index: list[NDArray[np.int64]] = []
-        for level in range(BACKOFF_LEVELS):
-            ids: dict[tuple[object, ...], int] = {}
-            column = [
-                ids.setdefault(backoff_keys(o.role, o.state, bool(o.label), o.shown)[level], len(ids)) for o in seen
-            ]
-            self.keys.append(list(ids))
-            self.index.append(np.array(column, dtype=np.int64))
-        contexts = len(self.keys[0])
-        shape = (len(self.items), contexts)
+        ids: dict[Context, int] = {}
+        self.index = np.array(
+            [ids.setdefault((o.role, o.state, bool(o.label), o.shown), len(ids)) for o in seen], dtype=np.int64
+        )
+        """Each turn's full context, as a column of `keys` (the back-off levels are summed from these, as the
+        calibration file's reader sums them)."""
+        self.keys: list[Context] = list(ids)
+        shape = (len(self.items), len(self.keys))
         self.true = np.zeros(shape)
         self.turns = np.zeros(shape)
-        np.add.at(self.true, (self.item_of, self.index[0]), self.verdict)
-        np.add.at(self.turns, (self.item_of, self.index[0]), 1.0)
+        np.add.at(self.true, (self.item_of, self.index), self.verdict)
+        np.add.at(self.turns, (self.item_of, self.index), 1.0)
 
     def weights(self, scale: Floats | None = None) -> Floats:
         """Each item's weight: its base weight times `scale` (None: 1 for every item)."""
@@ -130,12 +127,11 @@ class Indexed:
         """Each turn's weight: its item's."""
         return self.weights(scale)[self.item_of]
 
-    def tally(self, scale: Floats | None = None, level: int = 0) -> tuple[Floats, Floats]:
-        """Per context key of back-off `level` (`keys[level]`, in order): the weighted "true" verdicts and turns."""
+    def tally(self, scale: Floats | None = None) -> tuple[Floats, Floats]:
+        """Per full context (`keys`, in order): the weighted "true" verdicts and turns."""
         w = self.turn_weights(scale)
-        index, size = self.index[level], len(self.keys[level])
-        n = np.bincount(index, weights=w, minlength=size).astype(np.float64)
-        t = np.bincount(index, weights=w * self.verdict, minlength=size).astype(np.float64)
+        n = np.bincount(self.index, weights=w, minlength=len(self.keys)).astype(np.float64)
+        t = np.bincount(self.index, weights=w * self.verdict, minlength=len(self.keys)).astype(np.float64)
         return t, n
 
     def factual_share(self, scale: Floats | None = None) -> float:
@@ -149,19 +145,16 @@ class Indexed:
 
     def behaviour(self, scale: Floats | None = None, *, pseudo: float = 0.0) -> Behaviour:
         """The behaviour with each item weighted by `weights(scale)`; `pseudo`: the pseudo-counts a calibration
-        file's reader adds (debate.calibration.SMOOTHING)."""
-        tables = []
-        for level, keys in enumerate(self.keys):
-            t, n = self.tally(scale, level)
-            # under half a turn of weight (a class that barely holds the context) counts as never seen
-            tables.append({k: (float(a), float(b)) for k, a, b in zip(keys, t, n, strict=True) if b >= 0.5})
-        return Behaviour(tables, pseudo=pseudo)
+        file's reader adds (debate.calibration.SMOOTHING). Its tables are built as the file's are
+        (`RoleTables.from_counts` over the same `counts`), so what a fit scores and what its file scores are one
+        model, not two builders that happen to agree."""
+        return Behaviour(RoleTables.from_counts(self.counts(scale)).tables, pseudo=pseudo)
 
     def counts(self, scale: Floats | None = None) -> list[tuple[Context, float, float]]:
         """Each full context's weighted (true verdicts, turns): what `behaviour` sums into its back-off tables, and
         what a calibration file stores."""
         t, n = self.tally(scale)
-        return [(k, float(a), float(b)) for k, a, b in zip(self.keys[0], t, n, strict=True) if b > 0]  # type: ignore[misc]
+        return [(k, float(a), float(b)) for k, a, b in zip(self.keys, t, n, strict=True) if b > 0]
 
     def calls_per_turn(self, scale: Floats | None = None) -> float:
         w = self.turn_weights(scale)
