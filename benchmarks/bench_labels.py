@@ -102,9 +102,14 @@ def _threshold(fitted: FittedModel, seen: list[Observation]) -> float:
     return float(min(reaching, key=lambda r: r.calls_per_claim).stop.partition(":")[2])
 
 
-def fit_file(log: Path, save: Path, base_rate: float | None, model: str = "auto") -> Calibration:
-    """`debate dynamics fit LOG --save FILE [--base-rate P] [--model M]`, then the file as a run reads it."""
+def fit_file(
+    log: Path, save: Path, base_rate: float | None, model: str = "auto", label_order: str | None = None
+) -> Calibration:
+    """`debate dynamics fit LOG --save FILE [--base-rate P] [--model M] [--label-order O]`, then the file as a run
+    reads it."""
     argv = ["dynamics", "fit", str(log), "--bootstrap", "10", "--save", str(save), "--model", model]
+    if label_order is not None:
+        argv += ["--label-order", label_order]
     if base_rate is not None:
         argv += ["--base-rate", str(base_rate)]
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as said:
