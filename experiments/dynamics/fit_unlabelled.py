@@ -126,7 +126,7 @@ def _pseudo(seen: Sequence[Observation], latent: LatentFit) -> tuple[Indexed, Mi
     pseudo, weight, origin = expand(seen, latent)
     ix = Indexed(pseudo, weights=weight, origin=origin)
     start = _pseudo_responsibilities(ix, latent)
-    return ix, mixture_from(ix, start), start
+    return ix, mixture_from(ix, start, latent.loglik), start
 
 
 def _held_out_p(seen: Sequence[Observation], latent: LatentFit, folds: list[set[str]]) -> dict[str, float] | None:

@@ -78,13 +78,25 @@ def _starts(ix: Indexed, classes: int, seed: int) -> list[Floats]:
 def _finish(ix: Indexed, scale: Floats | None, resp: Floats, params: tuple[Floats, Floats]) -> Mixture:
     p, shares = params
     resp, loglik = _estep(ix, ix.weights(scale), p, shares)
+    return _made(ix, scale, resp, loglik)
+
+
+def _made(ix: Indexed, scale: Floats | None, resp: Floats, loglik: float) -> Mixture:
+    """The mixture whose every part comes from one set of responsibilities `resp`: each class's counts (what a
+    calibration file stores) and each label's class shares (what it stores beside them), so the file's shares are
+    the ones its own counts imply."""
     classes = resp.shape[1]
     within = np.ones(len(ix.items)) if scale is None else scale
     components = [ix.behaviour(within * resp[:, c]) for c in range(classes)]
+    w = resp * ix.weights(scale)[:, None]
+    shares: dict[bool, list[float]] = {}
+    for label in (False, True):
+        mass = w[ix.label == label].sum(0)
+        shares[label] = (mass / mass.sum()).tolist() if mass.sum() > 0 else [1.0 / classes] * classes
     labels = len(set(ix.label.tolist()))
     return Mixture(
         components=components,
-        shares={False: shares[0].tolist(), True: shares[1].tolist()},
+        shares=shares,
         responsibilities=resp,
         loglik=loglik,
         parameters=classes * ix.true.shape[1] + (classes - 1) * labels,
@@ -115,11 +127,11 @@ def fit_mixture(
     return _finish(ix, scale, resp, _mstep(ix, m, resp))
 
 
-def mixture_from(ix: Indexed, responsibilities: Floats) -> Mixture:
-    """The mixture whose items have these class responsibilities (a fit made elsewhere: the latent one)."""
-    if responsibilities.shape[1] == 1:
-        return one_class(ix)
-    return _finish(ix, None, responsibilities, _mstep(ix, ix.weights(), responsibilities))
+def mixture_from(ix: Indexed, responsibilities: Floats, loglik: float) -> Mixture:
+    """The mixture whose items have these class responsibilities, taken as they are (a fit made elsewhere, the
+    latent one, at its final E step; `loglik` is that fit's): its counts and shares are that fit's own, with no
+    further step under other tables."""
+    return _made(ix, None, responsibilities, loglik)
 
 
 def choose_classes(ix: Indexed, *, most: int = 3, seed: int = 0) -> tuple[Mixture, dict[int, float]]:

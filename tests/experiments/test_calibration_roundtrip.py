@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from debate.calibration import load_calibration
+from debate.calibration import Calibration, load_calibration
 from debate.concurrency import run_blocking
-from debate.engine import TurnContext
+from debate.engine import TurnContext, load_chain
 from debate.results import PredictionRecord
 from debate.types import Report
 from experiments.dynamics.calibrate import calibration_of
@@ -104,8 +104,8 @@ def _turns(run: RunObservations) -> dict[str, list[tuple[str, str, list[bool], b
 
 _REREAD = """
 import json, sys
-from debate.calibration import load_calibration
-from debate.engine import TurnContext
+from debate.calibration import Calibration, load_calibration
+from debate.engine import TurnContext, load_chain
 cases = json.load(sys.stdin)
 out = {}
 for case in cases:
@@ -135,6 +135,20 @@ def reports() -> dict[str, tuple[dict[str, bool], list[Report]]]:
     return out
 
 
+def _shares_are_the_counts(calibration: Calibration) -> None:
+    """The file's class shares are the ones its own stored counts imply: every claim has one initial turn, so the
+    initial agent's turns per label and class are the claims' mass there (one set of responsibilities behind both;
+    they once came from two, an EM step apart)."""
+    initial = {load_chain(calibration.fitted_on.chain).spec.initial}
+    for name, label in (("factual", True), ("hallucinated", False)):
+        mass = [
+            sum(c.n for c in k.counts if c.label is label and c.state in initial and not c.shown)
+            for k in calibration.classes
+        ]
+        implied = [m / sum(mass) for m in mass]
+        assert calibration.shares[name] == pytest.approx(implied, abs=1e-9), (name, calibration.shares, implied)
+
+
 def test_the_saved_file_scores_every_fitted_claim_as_the_fit_does(
     reports: dict[str, tuple[dict[str, bool], list[Report]]], tmp_path: Path
 ) -> None:
@@ -162,6 +176,7 @@ def test_the_saved_file_scores_every_fitted_claim_as_the_fit_does(
         assert stored == pytest.approx(len(run.observations), rel=1e-9)
         labelled = sum(label is not None for label, _, _ in run.finals.values())
         assert (calibration.labels is None) == (labelled == len(run.finals)), (name, labelling)
+        _shares_are_the_counts(calibration)
         seen.add((kind, labelling))
         families.add(calibration.classes[0].family)
     assert families == {"tables", "pulled"}  # both families go through the file

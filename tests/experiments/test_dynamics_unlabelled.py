@@ -171,3 +171,33 @@ def test_a_fit_without_labels_still_refuses_agents_that_break_the_model(
         assert check in failed, (name, fitted.diagnostics.checks)
         lines = not_calibrated(list(fitted.diagnostics.checks), fitted.choice.classes, fitted.choice.labels)
         assert any(line.startswith(f"the {check} check fails") for line in lines), lines
+
+
+def _implied_shares(fitted: FittedModel) -> dict[bool, list[float]]:
+    """Each label's class shares as the stored counts imply them: every claim has one initial turn, so the initial
+    agent's turns per label and class are the claims' mass there."""
+    mass: dict[bool, list[float]] = {True: [], False: []}
+    for c in range(fitted.point.classes):
+        for label in (True, False):
+            mass[label].append(
+                sum(
+                    n
+                    for (_, state, lab, shown), _, n in fitted.class_counts(c)
+                    if lab is label and not shown and state == "S0"
+                )
+            )
+    return {label: [m / sum(ms) for m in ms] for label, ms in mass.items()}
+
+
+@pytest.mark.parametrize("labelled", [800, 40], ids=["labelled", "partly-labelled"])
+def test_a_files_shares_are_the_ones_its_counts_imply(
+    runs: dict[str, tuple[list[Observation], list[Observation]]], labelled: int
+) -> None:
+    """The class shares a calibration file stores and the counts it stores come from one set of responsibilities:
+    they once came from two (an E step under smoothed tables in between) and disagreed by a point."""
+    seen = runs["two-class"][0] if labelled == N else _hide(runs["two-class"][0], labelled)
+    fitted = _fit(seen) if labelled < N else fit_model(seen, bootstrap=0)
+    assert fitted.point.classes > 1, fitted.choice.reason  # the property says nothing on one class
+    implied = _implied_shares(fitted)
+    for label in (True, False):
+        assert fitted.point.shares[label] == pytest.approx(implied[label], abs=1e-9), (label, fitted.point.shares)
