@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -140,7 +141,8 @@ def _shares_are_the_counts(calibration: Calibration) -> None:
     initial agent's turns per label and class are the claims' mass there (one set of responsibilities behind both;
     they once came from two, an EM step apart)."""
     initial = {load_chain(calibration.fitted_on.chain).spec.initial}
-    for name, label in (("factual", True), ("hallucinated", False)):
+    names: tuple[tuple[Literal["factual", "hallucinated"], bool], ...] = (("factual", True), ("hallucinated", False))
+    for name, label in names:
         mass = [
             sum(c.n for c in k.counts if c.label is label and c.state in initial and not c.shown)
             for k in calibration.classes
