@@ -3,13 +3,15 @@
 A dynamics test fits and checks populations run through the real engine (experiments.dynamics.simulate); the runs
 cost about 20 ms a claim, and several modules read the same ones. Each run is recorded in
 tests/fixtures/dynamics/NAME.jsonl.gz: a header line with everything that made it (the population, the chain, the
-rounds, the labels) and a line per claim with its turns. `recorded(spec)` reads it, or runs the engine and records
-it when it is missing or was made by another spec (a changed population is never read from an old file).
+rounds, the labels) and a line per claim with its turns and how its debate ended. `recorded(spec)` reads it, or
+runs the engine and records it when it is missing or was made by another spec (a changed population is never read
+from an old file).
 
 The engine can change under a recording: tests/experiments/test_recorded_runs.py runs a spread of every file's claims
 through the engine again and requires the same turns. Each claim's draws are seeded by its own id, so a claim's
 transcript does not depend on which others run beside it. After a change to the engine's behaviour, record again:
-`DEBATE_RECORD=1 pytest tests/experiments -m slow -k dynamics` (every file the tests read is written anew).
+`DEBATE_RECORD=1 python -m pytest tests/experiments -m slow -k "dynamics or recorded"` (every file the tests read
+is written anew; the command docs/development.md gives).
 """
 
 from __future__ import annotations
