@@ -102,15 +102,17 @@ class CalibrationClass(_Model):
     own: list[OwnCount] = Field(default_factory=list)
     pull: list[PullCount] = Field(default_factory=list)
 
-    def roles(self) -> RoleModel:
-        """The behaviour p_factual reads, each rate smoothed (`SMOOTHING`)."""
+    def roles(self, smoothing: float = SMOOTHING) -> RoleModel:
+        """The behaviour p_factual reads, each rate smoothed by `smoothing` pseudo-counts a side (0: the fit's
+        maximum-likelihood rates)."""
+        a = smoothing
         if self.family == "pulled":
             return PulledRoles(
-                own={(c.role, c.label): (c.true + SMOOTHING) / (c.n + 2 * SMOOTHING) for c in self.own},
-                pull={c.role: (c.repeated + SMOOTHING) / (c.shown + 2 * SMOOTHING) for c in self.pull},
+                own={(c.role, c.label): (c.true + a) / (c.n + 2 * a) for c in self.own},
+                pull={c.role: (c.repeated + a) / (c.shown + 2 * a) if c.shown + 2 * a > 0 else 0.0 for c in self.pull},
             )
         return RoleTables.from_counts(
-            (((c.role, c.state, c.label, tuple(c.shown)), c.true, c.n) for c in self.counts), pseudo=SMOOTHING
+            (((c.role, c.state, c.label, tuple(c.shown)), c.true, c.n) for c in self.counts), pseudo=a
         )
 
 
@@ -141,7 +143,7 @@ class Calibration(_Model):
     """A team composed from each model's own fit (version 5), its parts; empty: fitted on runs of the team."""
     independence: list[Independence] = Field(default_factory=list)
     """The tests of the composition's assumption, on claims two of its models both debated (none: not tested)."""
-    _models: dict[float | None, PosteriorModel] = PrivateAttr(default_factory=dict)
+    _models: dict[tuple[float | None, float, bool], PosteriorModel] = PrivateAttr(default_factory=dict)
     _sha256: str | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
@@ -179,21 +181,25 @@ class Calibration(_Model):
         """The model P(factual | turns) is computed from (at the fitted run's share of factual claims)."""
         return self.model()
 
-    def model(self, prior: float | None = None) -> PosteriorModel:
+    def model(
+        self, prior: float | None = None, *, smoothing: float = SMOOTHING, corrected: bool = True
+    ) -> PosteriorModel:
         """The model P(factual | turns) is computed from, for traffic whose share of factual claims is `prior`
         (None: the fitted run's): its odds scale by (prior / (1 - prior)) / (fitted / (1 - fitted)), after any
-        correction by labels. Every context's rate is smoothed (`SMOOTHING`)."""
-        if prior in self._models:
-            return self._models[prior]
-        classes = [k.roles() for k in self.classes]
+        correction by labels (`corrected` False: none). Every context's rate is smoothed by `smoothing`
+        pseudo-counts a side (0: the fit's own maximum-likelihood model, whose posterior is the fit's EM's)."""
+        key = (prior, smoothing, corrected)
+        if key in self._models:
+            return self._models[key]
+        classes = [k.roles(smoothing) for k in self.classes]
         shares = {True: self.shares["factual"], False: self.shares["hallucinated"]}
         fitted = self.fitted_on.factual_share
-        fix = self.labels.recalibration if self.labels is not None else None
+        fix = self.labels.recalibration if self.labels is not None and corrected else None
         slope, shift = (fix.slope, fix.shift) if fix is not None else (1.0, 0.0)
         if prior is not None:
             shift += math.log(prior / (1 - prior)) - math.log(fitted / (1 - fitted))
         model = PosteriorModel(classes=classes, shares=shares, prior=fitted, slope=slope, shift=shift)
-        self._models[prior] = model
+        self._models[key] = model
         return model
 
     def stop_interval(self) -> tuple[float, float] | None:

@@ -5,10 +5,12 @@ The modules follow the steps, each importing only the ones below it (an import-l
 
 - observe: `observe` (turns as observations), `readers` (runs, logs, desk exports, stores), `identity`;
 - model: `model` (the observations indexed; a behaviour's tables), `family` (how a cluster's rates are tied), `em`
-  (EM to convergence), `replicate` (a fitted model played forward on a run's design);
-- fit: `diagnostics` (the checks), `mixture` and `latent` (the EMs over item classes), `fitted` (what a fit
-  returns), `fit_labelled` and `fit_unlabelled` (with `share`, `clusters`, `label_test`, `worth`), and `fitting`
-  (`fit_model`, which sends a run to one of the two);
+  (EM to convergence), `latent_em` (the one EM's data and steps), `replicate` (a fitted model played forward on a
+  run's design);
+- fit: `latent` (every fit's EM over (label, class) clusters: its starts and its result), `diagnostics` (the
+  checks), `mixture` (that EM on labelled items: the classes of a labelled run, a bootstrap replicate), `fitted`
+  (what a fit returns), `fit_labelled` and `fit_unlabelled` (with `share`, `clusters`, `label_test`, `worth`), and
+  `fitting` (`fit_model`, which sends a run to one of the two);
 - calibrate: `calibrate` (a fit as a calibration file), `compose` (a team's file from its models' fits);
 - predict: `predict` (exact outcomes of other settings), `simulate`, `endpoint`, `simulate_run`, `examples`;
 - report: `rates` (the per-role figures), `report`, `commands` and `cli` (`debate dynamics`).

@@ -54,10 +54,12 @@ def fit_labelled(
     pooled = pooled_checks(seen, runs)
     uneven = [c for c in pooled if c.name in ("heterogeneity", "overdispersion") and c.rejected]
     point, bics, reason = _choose(ix, model, uneven, seed)
+    if not point.converged:
+        reason += f"; EM did NOT converge (stopped at its cap after {point.steps} steps): the fit is where it stopped"
     replicates, weights = [], [ix.replicate(m) for m in multiplicities(len(ix.claims), bootstrap, seed)]
     for m in weights:
         start = point.responsibilities if point.classes > 1 else None
-        replicates.append((fit_mixture(ix, point.classes, scale=m, start=start, iterations=60), ix.calls_per_turn(m)))
+        replicates.append((fit_mixture(ix, point.classes, scale=m, start=start), ix.calls_per_turn(m)))
     shares = {"factual": point.shares[True], "hallucinated": point.shares[False]}
     choice = ModelChoice(classes=point.classes, shares=shares, bic=bics, reason=reason)
     checks = pooled

@@ -126,7 +126,7 @@ def _pseudo(seen: Sequence[Observation], latent: LatentFit) -> tuple[Indexed, Mi
     pseudo, weight, origin = expand(seen, latent)
     ix = Indexed(pseudo, weights=weight, origin=origin)
     start = _pseudo_responsibilities(ix, latent)
-    return ix, mixture_from(ix, start, latent.loglik), start
+    return ix, mixture_from(ix, start, latent), start
 
 
 def _held_out_p(seen: Sequence[Observation], latent: LatentFit, folds: list[set[str]]) -> dict[str, float] | None:
@@ -167,7 +167,7 @@ def fit_partly(
     weights = [ix.replicate(m) for m in multiplicities(len(ix.claims), bootstrap, seed)]
     replicates = [
         (
-            fit_mixture(ix, point.classes, scale=m, start=start if point.classes > 1 else None, iterations=60),
+            fit_mixture(ix, point.classes, scale=m, start=start if point.classes > 1 else None),
             ix.calls_per_turn(m),
         )
         for m in weights

@@ -172,6 +172,10 @@ class Mixture:
     """Per item (in `Indexed.items` order), P(class)."""
     loglik: float
     parameters: int
+    steps: int = 0
+    """EM steps the fit took."""
+    converged: bool = True
+    """False: EM and the search after it stopped at their cap (experiments.dynamics.em)."""
 
     @property
     def classes(self) -> int:

@@ -8,7 +8,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from experiments.dynamics.latent import LatentData, LatentEm, LatentFit
+from experiments.dynamics.latent import LatentFit
+from experiments.dynamics.latent_em import LatentData, LatentEm
 from experiments.dynamics.observe import Observation
 
 __all__ = ["CHI2_95", "ShareInterval", "share_interval"]
@@ -40,7 +41,7 @@ def share_interval(seen: Sequence[Observation], fit: LatentFit) -> ShareInterval
         raise ValueError("share_interval needs the observations the fit was made on")
 
     def deviance(share: float) -> float:
-        _, loglik, _, _ = LatentEm(data, fit.classes, share, fit.family).run(fit.responsibilities)
+        _, loglik, _, _ = LatentEm(data, fit.classes, share, fit.family).run(fit.responsibilities, settle=False)
         return 2 * (fit.loglik - loglik)
 
     from scipy.optimize import brentq  # the experiments extra

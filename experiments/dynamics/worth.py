@@ -28,7 +28,8 @@ from typing import Literal
 
 import numpy as np
 
-from experiments.dynamics.latent import LatentData, LatentEm, LatentFit
+from experiments.dynamics.latent import LatentFit
+from experiments.dynamics.latent_em import LatentData, LatentEm
 from experiments.dynamics.model import Floats
 from experiments.dynamics.observe import Observation
 

@@ -24,6 +24,7 @@ from debate.results import PredictionRecord
 from debate.types import Report
 from experiments.dynamics.calibrate import calibration_of
 from experiments.dynamics.examples import CALIBRATION_EXAMPLES
+from experiments.dynamics.fitted import FittedModel
 from experiments.dynamics.fitting import fit_model
 from experiments.dynamics.observe import RunObservations
 from experiments.dynamics.readers import read_run
@@ -151,6 +152,28 @@ def _shares_are_the_counts(calibration: Calibration) -> None:
         assert calibration.shares[name] == pytest.approx(implied, abs=1e-9), (name, calibration.shares, implied)
 
 
+def _em_posterior(fitted: FittedModel) -> dict[str, float]:
+    """Per claim, P(factual | its turns) at the fit's final E step: the weight of its factual pseudo-item
+    (clusters.expand; none: below 1e-9)."""
+    ix = fitted.indexed
+    factual = {claim: 0.0 for claim in ix.claims}
+    for item, c, w in zip(ix.items, ix.claim_of, ix.base, strict=True):
+        if item.endswith("#factual"):
+            factual[ix.claims[c]] = float(w)
+    return factual
+
+
+def _file_is_the_em(file: Path, fitted: FittedModel, run: RunObservations) -> None:
+    """The file's p_factual at the fit's own rates (no smoothing, no correction by labels) is the EM posterior of
+    every claim without a label, to 1e-9: its counts, shares and prior all come from EM's final responsibilities."""
+    model = load_calibration(file).model(smoothing=0.0, corrected=False)
+    em = _em_posterior(fitted)
+    for item, turns in _turns(run).items():
+        if run.finals[item][0] is None:
+            p = model.p_factual([TurnContext(r, s, tuple(shown), v) for r, s, shown, v in turns])
+            assert p == pytest.approx(em[item], abs=1e-9), (str(file), item)
+
+
 def test_the_saved_file_scores_every_fitted_claim_as_the_fit_does(
     reports: dict[str, tuple[dict[str, bool], list[Report]]], tmp_path: Path
 ) -> None:
@@ -179,6 +202,7 @@ def test_the_saved_file_scores_every_fitted_claim_as_the_fit_does(
         labelled = sum(label is not None for label, _, _ in run.finals.values())
         assert (calibration.labels is None) == (labelled == len(run.finals)), (name, labelling)
         _shares_are_the_counts(calibration)
+        _file_is_the_em(file, fitted, run)
         seen.add((kind, labelling))
         families.add(calibration.classes[0].family)
     assert families == {"tables", "pulled"}  # both families go through the file

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from debate.calibration import MAX_SHARE_WIDTH, Labels, not_calibrated
-from experiments.dynamics import latent
+from experiments.dynamics import latent, latent_em
 from experiments.dynamics.em import run_em
 from experiments.dynamics.latent import fit_latent
 from experiments.dynamics.observe import Observation
@@ -48,8 +48,8 @@ def _draw(n: int, share: float, seed: int) -> list[Observation]:
 def test_the_accelerated_fit_ends_where_plain_em_ends() -> None:
     seen = _draw(1500, 0.5, 1)
     fast = fit_latent(seen, 1)
-    data = latent.LatentData(seen)
-    em = latent.LatentEm(data, 1, None)
+    data = latent_em.LatentData(seen)
+    em = latent_em.LatentEm(data, 1, None)
     start = latent._start(data, 1, np.random.default_rng(0), True)
     slow = run_em(em.step, em.pack(*em.mstep(start)), len(data.items), natural=em.natural, accelerate=False, cap=10**6)
     assert fast.converged and slow.converged
@@ -64,8 +64,8 @@ def test_the_accelerated_fit_ends_where_plain_em_ends() -> None:
 
 def test_a_cap_that_is_hit_is_reported_and_leaves_the_file_uncalibrated() -> None:
     seen = _draw(400, 0.5, 2)
-    data = latent.LatentData(seen)
-    em = latent.LatentEm(data, 1, None)
+    data = latent_em.LatentData(seen)
+    em = latent_em.LatentEm(data, 1, None)
     start = latent._start(data, 1, np.random.default_rng(0), True)
     capped = run_em(em.step, em.pack(*em.mstep(start)), len(data.items), natural=em.natural, accelerate=False, cap=4)
     assert not capped.converged and capped.steps >= 4

@@ -15,10 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from experiments.dynamics.clusters import expand
-from experiments.dynamics.latent import LatentFit
+from experiments.dynamics.latent import LatentFit, fit_data
+from experiments.dynamics.latent_em import LatentData, LatentEm
 from experiments.dynamics.model import Indexed
 from experiments.dynamics.observe import Observation
-from tests.support.properties import Reached
+from tests.support.properties import Reached, examples
 
 ROLES = ("initial", "trust", "skeptic", "leader")
 
@@ -150,3 +151,36 @@ def test_each_unlabelled_turn_counts_once_over_both_labels(
         assert per_context.get(key, 0.0) == pytest.approx(n, abs=1e-6), key
     assert ix.turn_weights().sum() == pytest.approx(len(seen), abs=1e-6)
     reached("split" if np.any((p > 1e-6) & (p < 1 - 1e-6)) else "certain")
+
+
+@settings(
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    max_examples=examples(0.3, why="each example runs EM to its fixed point twice"),
+)
+@given(seen=_runs(), data=st.data())
+def test_em_counts_an_item_of_weight_k_as_k_copies(
+    seen: list[Observation], data: st.DataObject, reached: Reached
+) -> None:
+    """The one EM (experiments.dynamics.latent) with item weights: a bootstrap replicate's multiplicities, a
+    pseudo-item's P(label). An item of weight k fits as k copies of it, and the rows EM steps over (the items with
+    the same debate, as one) give every item the posterior its own turns give it."""
+    reached.require(latent=0.2)
+    items = list(dict.fromkeys(o.item for o in seen))
+    hidden = {item for item in items if data.draw(st.booleans(), label=f"hide {item}")}
+    seen = [replace(o, label=None) if o.item in hidden else o for o in seen]
+    k = {item: data.draw(st.integers(1, 3), label=f"weight {item}") for item in items}
+    weighted = LatentData(seen, {item: float(w) for item, w in k.items()})
+    copies = LatentData([replace(o, item=f"{o.item}#{j}") for o in seen for j in range(k[o.item])])
+    one, many = fit_data(weighted, 1), fit_data(copies, 1)
+    assert one.loglik == pytest.approx(many.loglik, abs=1e-6)
+    assert one.prior == pytest.approx(many.prior, abs=1e-6)
+    for i, item in enumerate(weighted.items):
+        j = copies.items.index(f"{item}#0")
+        assert one.responsibilities[i] == pytest.approx(many.responsibilities[j], abs=1e-6), item
+    em = LatentEm(weighted, 1, None)
+    x, w = em.mstep(one.responsibilities)
+    log = (em.joint(x, w, weighted.true, weighted.false) + weighted.mask[:, :, None]).reshape(len(items), -1)
+    direct = np.exp(log - log.max(1, keepdims=True))
+    direct /= direct.sum(1, keepdims=True)
+    assert em.estep(x, w)[0].reshape(len(items), -1) == pytest.approx(direct, abs=1e-12)
+    reached("latent" if hidden else "labelled")

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from experiments.dynamics import worth as worth_module
 from experiments.dynamics.family import FamilyName
-from experiments.dynamics.latent import LatentData, LatentEm, fit_latent
+from experiments.dynamics.latent import fit_latent
+from experiments.dynamics.latent_em import LatentData, LatentEm
 from experiments.dynamics.worth import PRIOR, TARGET_ERROR, _greedy, worth
 from tests.experiments.test_latent_labels import _draw, _hidden
 from tests.support.properties import Reached, examples

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from debate.calibration import Labels, not_calibrated, reliability
 from debate.engine import PosteriorModel
-from experiments.dynamics import family, latent
+from experiments.dynamics import family, latent, latent_em
 from experiments.dynamics.clusters import typical, unreached
 from experiments.dynamics.em import run_em
 from experiments.dynamics.family import Pulled
@@ -176,8 +176,8 @@ def test_the_folds_hold_each_labelled_claim_once_and_spread_each_label(
 def test_the_search_after_em_s_cap_ends_where_em_run_to_its_end_ends(monkeypatch: pytest.MonkeyPatch) -> None:
     seen, truth = _draw(1500, 4)
     partly = _hidden(seen, set(random.Random(0).sample(sorted(truth), 150)))
-    data = latent.LatentData(partly)
-    em = latent.LatentEm(data, 2, None, "tables")
+    data = latent_em.LatentData(partly)
+    em = latent_em.LatentEm(data, 2, None, "tables")
     start = latent._start(data, 2, np.random.default_rng(0), True)
     slow = run_em(em.step, em.pack(*em.mstep(start)), len(data.items), natural=em.natural, cap=10**6)
     monkeypatch.setattr(family, "_EM_CAP", 20)  # EM hands over long before its end

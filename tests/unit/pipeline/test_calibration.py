@@ -279,6 +279,12 @@ def test_no_thin_context_makes_p_factual_exactly_0_or_1() -> None:
         p = thin.model().p_factual([TurnContext("initial", "S0", (), verdict)])
         assert p is not None and 0 < p < 1
     assert thin.model().p_factual([TurnContext("initial", "S0", (), True)]) == pytest.approx(0.875 / (0.875 + 0.125))
+    # read without smoothing, the file is the fit's own maximum-likelihood model (what its EM's posterior is), and
+    # asking for it leaves the smoothed model p_factual reads as it was
+    raw = thin.model(smoothing=0.0)
+    assert raw.classes[0].p("initial", "S0", True, ()) == 1.0
+    assert raw.p_factual([TurnContext("initial", "S0", (), False)]) == 0.0
+    assert thin.model().classes[0].p("initial", "S0", True, ()) == pytest.approx(0.875)
 
 
 def test_a_version_1_file_reads_as_fully_labelled_and_checked_on_pooled_turns(tmp_path: Path) -> None:
