@@ -85,6 +85,7 @@ async def test_summarization_item_end_to_end(embedded_server: str) -> None:
     """Extraction, dense top-10 retrieval over a real HaluEval document, and a debate per claim, all for real."""
 
     from debate.config import ClaimConfig, RetrievalConfig
+    from debate.llm._embedded import EMBEDDED_MAX_STRING_CHARS
 
     record = json.loads((FIXTURES / "halueval_summarization_icc.jsonl").read_text())
     summary = (
@@ -92,7 +93,14 @@ async def test_summarization_item_end_to_end(embedded_server: str) -> None:
         "last June. Israel and the United States supported the move."
     )
     config = VerifierConfig(
-        model=ModelConfig(base_url=embedded_server, structured_output="json_object", max_concurrency=1),
+        # the strings bounded as the embedded default bounds them (EMBEDDED_MAX_STRING_CHARS): unbounded, the 135M
+        # model ran replies to the token limit and the test to 216 s in CI
+        model=ModelConfig(
+            base_url=embedded_server,
+            structured_output="json_object",
+            max_concurrency=1,
+            max_string_chars=EMBEDDED_MAX_STRING_CHARS,
+        ),
         debate=DebateConfig(min_rounds=1, max_rounds=1),
         claims=ClaimConfig(max_claims=2),
         retrieval=RetrievalConfig(retriever="dense", top_k=10),
