@@ -33,6 +33,9 @@ from experiments.dynamics.observe import Observation
 
 __all__ = ["LatentFit", "fit_data", "fit_latent", "held_out_fits"]
 
+_TIE = 1e-9
+"""Shares of "true" verdicts closer than this are a tie for the one-class fit's orientation (`_oriented`)."""
+
 
 @dataclass(frozen=True)
 class LatentFit:
@@ -122,7 +125,9 @@ def _oriented(data: LatentData, r: Floats) -> Floats:
     factual, hallucinated = data.weight * r[:, 1, 0], data.weight * r[:, 0, 0]
     factual_says_true = (factual * said).sum() / max(factual.sum(), 1e-12)
     hallucinated_says_true = (hallucinated * said).sum() / max(hallucinated.sum(), 1e-12)
-    return r if factual_says_true >= hallucinated_says_true else r[:, ::-1, :]
+    # a tie (both clusters' turns say "true" alike: the turns cannot orient the fit) keeps EM's own orientation, the
+    # majority start's, rather than letting the last bit of rounding in these sums decide
+    return r if factual_says_true >= hallucinated_says_true - _TIE else r[:, ::-1, :]
 
 
 def fit_latent(
