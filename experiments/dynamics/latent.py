@@ -154,8 +154,9 @@ def fit_data(
     settle: bool = True,
 ) -> LatentFit:
     """The one EM of the dynamics, for every fit (labelled, partly labelled, unlabelled, a bootstrap replicate):
-    the best of a start split by agreement, a random one and one whose last class is the mirror image, each from
-    the majority verdict (a labelled claim's own label); or from `start` alone (responsibilities, item x label x
+    the best of a start split by the share of each item's verdicts that are right, a random one and (with claims
+    unlabelled) one whose last class is the mirror image, each from the majority verdict (a labelled claim's own
+    label); or from `start` alone (responsibilities, item x label x
     class: a warm start). `base_rate`: the share of factual claims, stated and held fixed (None: fitted by maximum
     likelihood). `family`: how each cluster's rates are tied (experiments.dynamics.family). `settle`: to EM's fixed
     point in the responsibilities (what a file stores; off for a bootstrap replicate, LatentEm.run)."""

@@ -43,20 +43,13 @@ def _per_item(ix: Indexed, r: Floats) -> Floats:
 
 
 def _made(ix: Indexed, scale: Floats | None, resp: Floats, fit: LatentFit) -> Mixture:
-    """The mixture whose every part comes from one set of responsibilities `resp`: each class's counts (what a
-    calibration file stores) and each label's class shares (what it stores beside them), so the file's shares are
-    the ones its own counts imply."""
-    classes = resp.shape[1]
+    """The mixture whose every part comes from `fit`'s final responsibilities (`resp`, per item): each class's
+    counts (what a calibration file stores) and the fit's class shares (what it stores beside them, the M step of
+    the same responsibilities), so the file's shares are the ones its own counts imply."""
     within = np.ones(len(ix.items)) if scale is None else scale
-    components = [ix.behaviour(within * resp[:, c]) for c in range(classes)]
-    w = resp * ix.weights(scale)[:, None]
-    shares: dict[bool, list[float]] = {}
-    for label in (False, True):
-        mass = w[ix.label == label].sum(0)
-        shares[label] = (mass / mass.sum()).tolist() if mass.sum() > 0 else [1.0 / classes] * classes
     return Mixture(
-        components=components,
-        shares=shares,
+        components=[ix.behaviour(within * resp[:, c]) for c in range(resp.shape[1])],
+        shares=fit.shares,
         responsibilities=resp,
         loglik=fit.loglik,
         parameters=fit.parameters,
