@@ -45,8 +45,10 @@ def no_endpoint_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 os.environ.setdefault("NO_COLOR", "1")
 # CI passes --durations and --junitxml in PYTEST_ADDOPTS (.ci/run); pytest has read them by now. A pytest that a test
-# starts (a docs block's, a plugin's) must not inherit them and write over CI's junit file.
-os.environ.pop("PYTEST_ADDOPTS", None)
+# starts (a docs block's, a plugin's) must not inherit them and write over CI's junit file. It loads no Phoenix client
+# plugin either, as this suite does not (pyproject's addopts): it imports the whole Phoenix server, 8 s a process, and
+# no user test here uses it.
+os.environ["PYTEST_ADDOPTS"] = "-p no:phoenix"
 
 
 # --- Running in parallel (pytest-xdist) -----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from debate import DebateConfig, ModelConfig, Verifier, VerifierConfig
+from debate.llm._embedded import EMBEDDED_MAX_STRING_CHARS
 from debate.plugins import TaskInput
 from tests.support.helpers import FIXTURES, sigint_default
 
@@ -67,7 +68,13 @@ def test_cli_verifies_on_the_embedded_model_with_no_endpoint() -> None:
 
 async def test_api_on_the_embedded_server_records_every_turn(embedded_server: str) -> None:
     config = VerifierConfig(
-        model=ModelConfig(base_url=embedded_server, structured_output="json_object", max_concurrency=1),
+        # strings bounded as the embedded default bounds them: unbounded, the 135M model runs replies to the token limit
+        model=ModelConfig(
+            base_url=embedded_server,
+            structured_output="json_object",
+            max_concurrency=1,
+            max_string_chars=EMBEDDED_MAX_STRING_CHARS,
+        ),
         debate=DebateConfig(min_rounds=1, max_rounds=2, chain="always-trust"),
     )
     async with Verifier(config=config) as verifier:
@@ -85,7 +92,6 @@ async def test_summarization_item_end_to_end(embedded_server: str) -> None:
     """Extraction, dense top-10 retrieval over a real HaluEval document, and a debate per claim, all for real."""
 
     from debate.config import ClaimConfig, RetrievalConfig
-    from debate.llm._embedded import EMBEDDED_MAX_STRING_CHARS
 
     record = json.loads((FIXTURES / "halueval_summarization_icc.jsonl").read_text())
     summary = (

@@ -32,6 +32,11 @@ def test_endpoint(debate_verifier):
 """
 
 
+# Plugins of other packages this suite's install has (Phoenix's client, DeepEval's) take 13 s to import in each
+# pytest these tests start, and play no part in ours: a user's suite without them runs as these do.
+OTHERS = ("-p", "no:phoenix", "-p", "no:deepeval", "-p", "no:cacheprovider")
+
+
 def _write(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_answers=USER_TESTS.format(
@@ -51,7 +56,7 @@ def test_scripted_verifier_passes_and_fails_with_a_clear_report(
 ) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     _write(pytester)
-    result = pytester.runpytest_subprocess("-k", "right or wrong", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-k", "right or wrong", *OTHERS)
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     assert "response judged non_factual (score 0.08, rollup any-false); expected factual\nresponse: Lyon\n" in out
@@ -60,7 +65,7 @@ def test_scripted_verifier_passes_and_fails_with_a_clear_report(
         in out
     )
     assert "    why: the knowledge says Paris\n" in out
-    missing = pytester.runpytest_subprocess("-k", "endpoint", "-p", "no:cacheprovider")
+    missing = pytester.runpytest_subprocess("-k", "endpoint", *OTHERS)
     missing.stdout.fnmatch_lines(["*debate_verifier: no endpoint configured; pass --debate-base-url URL*"])
     assert missing.ret != 0
 
@@ -68,9 +73,7 @@ def test_scripted_verifier_passes_and_fails_with_a_clear_report(
 def test_verifier_uses_the_configured_endpoint(pytester: pytest.Pytester) -> None:
     _write(pytester)
     with FakeOpenAI(responder=lambda body: Reply(content=op(True, 0, "supported"))) as server:
-        result = pytester.runpytest_subprocess(
-            "-k", "endpoint", f"--debate-base-url={server.base_url}", "-p", "no:cacheprovider"
-        )
+        result = pytester.runpytest_subprocess("-k", "endpoint", f"--debate-base-url={server.base_url}", *OTHERS)
         purposes = [h["x-debate-purpose"] for h in server.headers]
     result.assert_outcomes(passed=1)
     assert purposes[0] == "debate:initial" and len(purposes) == 7

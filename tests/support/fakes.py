@@ -188,8 +188,12 @@ class FakeOpenAI:
             body = completion(reply.content, logprobs=reply.logprobs, usage=reply.usage)
             return JSONResponse(body, headers=reply.headers)
 
+        # At exit a reply still held (a test's endpoint that never answers) is cut after 2 s: the join below would
+        # otherwise wait its 10 s for it, in every such test.
         self._server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="off")
+            uvicorn.Config(
+                app, host="127.0.0.1", port=port, log_level="error", lifespan="off", timeout_graceful_shutdown=2
+            )
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 

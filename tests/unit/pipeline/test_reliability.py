@@ -56,6 +56,10 @@ def _batch(source: Path, out: Path, url: str, *extra: str) -> subprocess.Complet
         "1",
         "--model.timeout-s",
         "5",
+        # short waits between retries: these tests are about what an outage leaves, not how long the backoff is
+        # (tests/unit/llm covers that), and the default (1 s, doubling, 4 attempts) costs seconds per failed item
+        "--model.backoff-initial-s",
+        "0.01",
         *extra,
     )
 
@@ -213,6 +217,8 @@ def test_base_url_is_validated_and_an_unreachable_endpoint_exits_1(tmp_path: Pat
         "m",
         "--model.timeout-s",
         "1",
+        "--model.backoff-initial-s",
+        "0.01",
     )
     assert down.returncode == 1 and "nothing answers at http://127.0.0.1:9/v1" in down.stderr
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
