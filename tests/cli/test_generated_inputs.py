@@ -314,7 +314,7 @@ def test_every_file_option_reads_any_bytes(
     """Correct outcome: a file read as the text it holds (UTF-8, or UTF-16/32 by its mark; the mark itself never part
     of the text), so an answer given as @FILE is verified as exactly that text; or one line naming the file or its
     option, exit 2."""
-    reached.require(read=0.05)
+    reached.require(read=0.02)  # read: 12 to 14 of 107 examples in three runs
     suffix = {"chain-json": ".json", "chain-toml": ".toml"}.get(door, ".txt")
     path = tmp_path / f"given{suffix}"
     path.write_bytes(content)

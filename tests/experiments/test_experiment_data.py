@@ -88,11 +88,12 @@ def test_bad_record_names_file_and_line(tmp_path: Path) -> None:
         list(halueval_items("dialogue", data_dir=tmp_path, n=None, seed=0))
 
 
+_QA = st.fixed_dictionaries(  # a well-formed HaluEval QA record
+    {f: st.text(max_size=10) for f in ("question", "right_answer", "hallucinated_answer", "knowledge")}
+).map(lambda record: json.dumps(record).encode())
 _LINE = st.one_of(
     st.binary(max_size=80),
-    st.fixed_dictionaries(  # a well-formed HaluEval QA record
-        {f: st.text(max_size=10) for f in ("question", "right_answer", "hallucinated_answer", "knowledge")}
-    ).map(lambda record: json.dumps(record).encode()),
+    _QA,
     st.dictionaries(
         st.sampled_from(
             ["question", "right_answer", "hallucinated_answer", "knowledge", "prompt", "response", "claims"]
@@ -105,7 +106,13 @@ _LINE = st.one_of(
 
 
 @settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(lines=st.lists(_LINE, max_size=6), crlf=st.booleans(), n=st.one_of(st.none(), st.integers(0, 8)))
+# A file of any lines is almost never a whole well-formed one (2 to 20% of a run's examples reached "items", and a
+# run under 2% failed): half the files are made of well-formed records only, so the accepting branch is tested.
+@given(
+    lines=st.one_of(st.lists(_LINE, max_size=6), st.lists(_QA, min_size=1, max_size=6)),
+    crlf=st.booleans(),
+    n=st.one_of(st.none(), st.integers(0, 8)),
+)
 def test_a_data_file_of_any_bytes_gives_items_or_one_data_error(
     lines: list[bytes], crlf: bool, n: int | None, reached: Reached
 ) -> None:
@@ -130,7 +137,7 @@ def test_a_data_file_of_any_bytes_gives_items_or_one_data_error(
         # HaluEval QA read whole: one item per record, in file order, exactly when every line is one
         records = [line for line in content.replace(b"\r\n", b"\n").split(b"\n") if line.strip()]
         whole = all(_qa_record(line) for line in records)
-        reached.require(items=0.02)
+        reached.require(items=0.2)
         try:
             items = list(halueval_items("qa", data_dir=root, n=None, seed=0))
         except DataError as exc:

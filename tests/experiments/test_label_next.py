@@ -50,7 +50,8 @@ def test_the_claims_scores_sum_to_the_likelihoods_gradient() -> None:
 )
 @given(
     n=st.integers(40, 150),
-    share=st.one_of(st.just(0.0), st.floats(0.05, 0.5)),
+    # a coin, then the share: one_of(just(0.0), floats) drew the labelled side in as few as 2 of 15 examples
+    share=st.booleans().flatmap(lambda some: st.floats(0.05, 0.5) if some else st.just(0.0)),
     classes=st.integers(1, 2),
     family=st.sampled_from(["tables", "pulled"]),
     seed=st.integers(0, 2**16),
@@ -59,7 +60,7 @@ def test_the_claims_scores_sum_to_the_likelihoods_gradient() -> None:
 def test_the_greedy_bookkeeping_is_the_information_recomputed(
     n: int, share: float, classes: int, family: FamilyName, seed: int, taken: int, reached: Reached
 ) -> None:
-    reached.require(labelled=0.1, blind=0.05)  # hypothesis favours the share 0.0: 3 of 15 labelled once
+    reached.require(labelled=0.2, blind=0.05)
     seen, truth = _draw(n, seed)
     partly = _hidden(seen, set(random.Random(seed).sample(sorted(truth), round(n * share))))
     fit = fit_latent(partly, classes, family=family)

@@ -28,7 +28,7 @@ _ENTRIES = st.tuples(st.lists(_NAME, min_size=1, max_size=2), _ROLES_ONCE | st.l
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])  # `reached` counts across the examples
 @given(entries=_ENTRIES)
 def test_a_team_spec_gives_every_role_its_model_or_is_refused(entries: list[str], reached: Reached) -> None:
-    reached.require(accepted=0.1, refused=0.2)
+    reached.require(accepted=0.05, refused=0.2)  # accepted: 15 to 25 of 100 examples in three runs
     spec = ",".join(entries)
     try:
         team = parse_team(spec, ROLES)

@@ -44,7 +44,7 @@ def _toml(value: Any) -> str:
 def test_the_file_and_the_flag_are_one_name(
     entries: dict[str, dict[str, None]], data: st.DataObject, tmp_path: Path, reached: Reached
 ) -> None:
-    reached.require(accepted=0.2, refused=0.2)
+    reached.require(accepted=0.1, refused=0.2)  # accepted: 25 to 33 of 100 examples in three runs
     given = {role: {f: data.draw(_VALUES[f], label=f"{role}.{f}") for f in fields} for role, fields in entries.items()}
     text = '[model]\nbase_url = "http://127.0.0.1:8/v1"\nmodel = "weak"\nprice_in = 1.0\nprice_out = 4.0\n'
     for role, fields in given.items():
