@@ -90,9 +90,21 @@ def calibration_of(
         model_reason=fitted.choice.reason,
         calls_per_turn=fitted.calls_per_turn,
         checks=checks,
-        not_calibrated=not_calibrated(checks, point.classes, fitted.choice.labels),
+        not_calibrated=[*not_calibrated(checks, point.classes, fitted.choice.labels), *_stopped_short(fitted)],
         labels=fitted.choice.labels,
     )
+
+
+def _stopped_short(fitted: FittedModel) -> list[str]:
+    """A labelled fit whose EM stopped before converging, as a line: it has no `labels` block to carry EM's line
+    (Labels.em_line, an unlabelled fit's), and its file is not the fit's maximum either."""
+    point = fitted.point
+    if fitted.choice.labels is not None or point.converged:
+        return []
+    return [
+        f"EM and the quasi-Newton search after it stopped after {point.steps} steps before converging: the fit is not "
+        "the maximum"
+    ]
 
 
 def _one_setting(runs: Sequence[RunObservations], one_team: bool) -> tuple[dict[str, str], MarkovChain]:

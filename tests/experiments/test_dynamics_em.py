@@ -74,6 +74,44 @@ def test_a_cap_that_is_hit_is_reported_and_leaves_the_file_uncalibrated() -> Non
     assert f"stopped after {capped.steps} steps before converging" in line and "not the maximum" in line
 
 
+def test_a_labelled_fit_that_stops_short_leaves_its_file_uncalibrated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A labelled fit has no `labels` block to carry EM's line: its file's not_calibrated does. Two classes of a
+    recorded two-class run, once as fitted and once with every EM loop capped at one step."""
+    from debate.config import DebateConfig
+    from experiments.dynamics.calibrate import calibration_of
+    from experiments.dynamics.fitted import FittedModel
+    from experiments.dynamics.fitting import fit_model
+    from experiments.dynamics.observe import RunObservations
+    from tests.support import recorded
+
+    spec, recording = recorded.read("checks-two-class-p21-n300-l1")
+    labels = spec.labels()
+    run = RunObservations(
+        run_dir="checks-two-class-p21-n300-l1",
+        chain=spec.chain,
+        min_rounds=spec.min_rounds,
+        max_rounds=spec.max_rounds,
+        observations=recording.seen,
+        finals={item: (labels[item], bool(final), calls) for item, (final, calls) in recording.ends.items()},
+        debate=DebateConfig(chain=spec.chain, min_rounds=spec.min_rounds, max_rounds=spec.max_rounds),
+        model="simulated",
+        prompts={name: "0" * 64 for name in ("initial", "trust", "skeptic", "leader", "reask")},
+        p_factual={},
+        team=("autogen", "paper"),
+    )
+
+    def stopped(fitted: FittedModel) -> list[str]:
+        return [line for line in calibration_of(fitted, [run]).not_calibrated if "before converging" in line]
+
+    converged = fit_model(run.observations, model="mixture", bootstrap=0)
+    assert converged.point.converged and stopped(converged) == []
+    monkeypatch.setattr(latent_em, "MAX_EVALUATIONS", 1)
+    capped = fit_model(run.observations, model="mixture", bootstrap=0)
+    assert not capped.point.converged and "did NOT converge" in capped.choice.reason
+    [line] = stopped(capped)
+    assert f"stopped after {capped.point.steps} steps" in line and "not the maximum" in line
+
+
 def test_a_stated_base_rate_is_held_fixed() -> None:
     seen = _draw(600, 0.5, 3)
     for rate in (0.2, 0.5, 0.8):
