@@ -10,7 +10,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from experiments.dynamics import worth as worth_module
@@ -50,17 +50,20 @@ def test_the_claims_scores_sum_to_the_likelihoods_gradient() -> None:
 )
 @given(
     n=st.integers(40, 150),
-    # a coin, then the share: one_of(just(0.0), floats) drew the labelled side in as few as 2 of 15 examples
-    share=st.booleans().flatmap(lambda some: st.floats(0.05, 0.5) if some else st.just(0.0)),
+    share=st.floats(0.05, 0.5),
     classes=st.integers(1, 2),
     family=st.sampled_from(["tables", "pulled"]),
     seed=st.integers(0, 2**16),
     taken=st.integers(1, 8),
 )
+# No label at all, in both families and class counts, every run: drawn, the labelled and the blind side came in as
+# few as 2 of 15 examples (one_of a share of 0 or a float, and a coin before the float, both failed a run).
+@example(n=60, share=0.0, classes=1, family="tables", seed=1, taken=3)
+@example(n=90, share=0.0, classes=2, family="pulled", seed=2, taken=5)
 def test_the_greedy_bookkeeping_is_the_information_recomputed(
     n: int, share: float, classes: int, family: FamilyName, seed: int, taken: int, reached: Reached
 ) -> None:
-    reached.require(labelled=0.2, blind=0.05)
+    reached.require(labelled=0.5, blind=0.05)
     seen, truth = _draw(n, seed)
     partly = _hidden(seen, set(random.Random(seed).sample(sorted(truth), round(n * share))))
     fit = fit_latent(partly, classes, family=family)
