@@ -32,6 +32,7 @@ from debate.calibration._parts import (
     Labels,
     Recalibration,
     Reliability,
+    em_stopped_line,
     labels_for_share,
     reliability,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "StopRule",
     "calibration_note",
     "describe_stop",
+    "em_stopped_line",
     "labels_for_share",
     "load_calibration",
     "not_calibrated",

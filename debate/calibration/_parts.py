@@ -23,6 +23,7 @@ __all__ = [
     "Labels",
     "Recalibration",
     "Reliability",
+    "em_stopped_line",
     "first",
     "labels_for_share",
     "reliability",
@@ -234,12 +235,7 @@ class Labels(_Model):
 
     def em_line(self) -> str | None:
         """Why the fit is not its maximum (None: EM converged)."""
-        if self.em_converged:
-            return None
-        return (
-            f"EM and the quasi-Newton search after it stopped after {self.em_steps} steps before converging: the fit "
-            "is not the maximum"
-        )
+        return None if self.em_converged else em_stopped_line(self.em_steps)
 
     def share_said(self, share: float) -> str:
         """The share of factual claims the fit starts from, with what stands behind it."""
@@ -261,6 +257,14 @@ class Labels(_Model):
             + ("" if classes == 1 else " in every class of items")
             + f", which only labels can test (label {self.needed} more claims: {first(self.to_label)})"
         )
+
+
+def em_stopped_line(steps: int | None) -> str:
+    """The line a fit whose EM stopped after `steps` before converging leaves its file: it is not the maximum."""
+    return (
+        f"EM and the quasi-Newton search after it stopped after {steps} steps before converging: the fit is not the "
+        "maximum"
+    )
 
 
 def first(claims: list[str], shown: int = 5) -> str:

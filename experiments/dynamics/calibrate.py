@@ -13,6 +13,7 @@ from debate.calibration import (
     ContextCount,
     FittedOn,
     Reliability,
+    em_stopped_line,
     not_calibrated,
     reliability,
 )
@@ -99,12 +100,7 @@ def _stopped_short(fitted: FittedModel) -> list[str]:
     """A labelled fit whose EM stopped before converging, as a line: it has no `labels` block to carry EM's line
     (Labels.em_line, an unlabelled fit's), and its file is not the fit's maximum either."""
     point = fitted.point
-    if fitted.choice.labels is not None or point.converged:
-        return []
-    return [
-        f"EM and the quasi-Newton search after it stopped after {point.steps} steps before converging: the fit is not "
-        "the maximum"
-    ]
+    return [] if fitted.choice.labels is not None or point.converged else [em_stopped_line(point.steps)]
 
 
 def _one_setting(runs: Sequence[RunObservations], one_team: bool) -> tuple[dict[str, str], MarkovChain]:
